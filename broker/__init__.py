@@ -1,0 +1,1 @@
+"""The Ottla process: TCP server, connections, request routing, configuration, CLI."""

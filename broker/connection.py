@@ -1,0 +1,205 @@
+"""One client connection: frames in, responses out, in request order.
+
+`data_received` only splits the byte stream into frames (checking each size before
+buffering a byte of it) and queues them. One worker task per connection takes the
+frames in order, runs the handler, and writes the response. Like Kafka, a connection's
+requests are processed one at a time, so responses leave in request order; clients
+pipeline (librdkafka keeps up to 5 in flight) and the next frames wait, already read,
+in the queue.
+
+Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
+header, unknown API) closes this connection with a log line; every other connection
+carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING
+
+from protocol.apis import API_VERSIONS, SUPPORTED
+from protocol.codec import MalformedRequest, decode_request, encode_response, parse_request_header, request_class
+from protocol.framing import SIZE_BYTES, FrameError, frame_size
+
+from .handlers import HANDLERS, RequestContext, api_versions_fallback
+from .logging import get_logger
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = get_logger("ottla.connection")
+
+# Stop reading from a client that has this many requests queued: back-pressure.
+_MAX_QUEUED_FRAMES = 64
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_id: str | None = None
+        self._buffer = bytearray()
+        self._frames: deque[bytes] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._reading_paused = False
+        self._closing = False
+        self._drained: asyncio.Future[None] | None = None
+
+    # --- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self._worker = asyncio.get_running_loop().create_task(self._work())
+        self.broker.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        max_bytes = self.broker.config.socket_request_max_bytes
+        start = 0
+        available = len(buffer)
+        try:
+            with memoryview(buffer) as view:
+                while available - start >= SIZE_BYTES:
+                    size = frame_size(view[start : start + SIZE_BYTES], max_bytes)
+                    end = start + SIZE_BYTES + size
+                    if end > available:
+                        break
+                    self._frames.append(view[start + SIZE_BYTES : end].tobytes())
+                    start = end
+        except FrameError as exc:
+            self.abort(f"bad frame: {exc}")
+            return
+        if start:
+            del buffer[:start]
+        if self._frames:
+            self._wake()
+            if len(self._frames) >= _MAX_QUEUED_FRAMES and not self._reading_paused:
+                self._reading_paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def eof_received(self) -> bool:
+        # The client finished sending; answer what it already sent, then close.
+        self._closing = True
+        self._wake()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self.broker.connections.discard(self)
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    # --- the worker ----------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                while self._frames:
+                    frame = self._frames.popleft()
+                    if self._reading_paused and len(self._frames) < _MAX_QUEUED_FRAMES // 2:
+                        self._reading_paused = False
+                        self.transport.resume_reading()  # type: ignore[union-attr]
+                    if not await self._serve(frame):
+                        return
+                    if self._drained is not None:
+                        await self._drained
+                if self._closing or self.broker.stopping:
+                    self.close()
+                    return
+                self._wakeup = loop.create_future()
+                await self._wakeup
+                self._wakeup = None
+        except asyncio.CancelledError:
+            pass
+
+    async def _serve(self, frame: bytes) -> bool:
+        """Handle one request frame. Returns False if the connection was closed."""
+        try:
+            header = parse_request_header(frame)
+        except MalformedRequest as exc:
+            self.abort(f"malformed request header: {exc}")
+            return False
+        self.client_id = header.client_id
+        api = SUPPORTED.get(header.api_key)
+        if api is None:
+            self.abort(f"unknown api key {header.api_key}", correlation_id=header.correlation_id)
+            return False
+        if not api.handles(header.api_version):
+            if api is API_VERSIONS:
+                # A client newer than us: answer in v0 so it can read which versions we
+                # speak, and retry with one of them.
+                self._send(header.correlation_id, api_versions_fallback())
+                return True
+            self.abort(f"{api.name} v{header.api_version} is not supported", correlation_id=header.correlation_id)
+            return False
+        cls = request_class(header.api_key, header.api_version)
+        try:
+            request = decode_request(cls, frame, header.body_offset)
+        except MalformedRequest as exc:
+            self.abort(f"malformed {api.name} v{header.api_version}: {exc}", correlation_id=header.correlation_id)
+            return False
+        ctx = RequestContext(self.broker, header, self)
+        try:
+            response = await HANDLERS[header.api_key](ctx, request)
+        except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
+            log.exception("handler failed", api=api.name, version=header.api_version, client_id=header.client_id,
+                          peer=self.peer)
+            self.close()
+            return False
+        if response is not None:
+            self._send(header.correlation_id, response)
+        return True
+
+    def _send(self, correlation_id: int, response: object) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.transport.writelines(encode_response(correlation_id, response))
+
+    # --- closing -------------------------------------------------------------------------
+
+    def abort(self, reason: str, correlation_id: int | None = None) -> None:
+        """Close this connection because of what the client sent."""
+        log.warning("closing connection", reason=reason, peer=self.peer, client_id=self.client_id,
+                    correlation_id=correlation_id)
+        self._frames.clear()
+        self.close()
+
+    def close(self) -> None:
+        self._closing = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def finish(self) -> None:
+        """Graceful shutdown: answer the requests already received, then close."""
+        self._closing = True
+        self._wake()
+        if self._worker is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._worker), timeout=5)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self._worker.cancel()
+        self.close()
+

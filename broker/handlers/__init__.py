@@ -1,0 +1,34 @@
+"""Request handlers, one module per API family, and the table that routes to them.
+
+A handler is `async def handle(ctx, request) -> response | None`: a thin translation
+between kio request/response entities and calls into storage and the coordinators.
+It builds its response with `ctx.respond(...)`, which picks the kio class of the
+version the client spoke (see protocol.entities.make). None means "send nothing"
+(acks=0 Produce).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from protocol import apis
+
+from . import api_versions, fetch, list_offsets, metadata, produce, topics, transactions
+from .context import RequestContext
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    apis.PRODUCE.key: produce.handle,
+    apis.FETCH.key: fetch.handle,
+    apis.LIST_OFFSETS.key: list_offsets.handle,
+    apis.METADATA.key: metadata.handle,
+    apis.API_VERSIONS.key: api_versions.handle,
+    apis.CREATE_TOPICS.key: topics.handle_create,
+    apis.DELETE_TOPICS.key: topics.handle_delete,
+    apis.INIT_PRODUCER_ID.key: transactions.handle_init_producer_id,
+}
+
+api_versions_fallback = api_versions.unsupported_version_response
+
+__all__ = ("HANDLERS", "RequestContext", "api_versions_fallback")

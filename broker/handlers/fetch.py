@@ -1,0 +1,111 @@
+"""Fetch: whole batches from each partition, with long polling.
+
+Data is read straight from the segment files (the bytes go into the response as they
+are on disk). read_committed stops at the last stable offset and lists the aborted
+transactions in the returned range; read_uncommitted stops at the high watermark and
+lists none (some clients misbehave if they get one).
+
+If less than `min_bytes` is available the request waits until an append to one of
+its partitions brings enough, or `max_wait` passes. Fetch sessions (KIP-227) are not
+kept: session id 0 tells clients to send full requests, which they do.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaError
+
+from .context import RequestContext
+
+READ_COMMITTED = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    max_wait_s = request.max_wait.total_seconds()
+    deadline = time.monotonic() + max_wait_s
+    wanted = _resolve(ctx, request)
+    while True:
+        responses, size, errors = _collect(ctx, request, wanted)
+        remaining = deadline - time.monotonic()
+        if size >= request.min_bytes or errors or remaining <= 0 or broker.stopping:
+            break
+        await broker.watchers.wait([(t.name, p.partition) for t, _, parts in wanted if t is not None
+                                    for p in parts], remaining)
+    return ctx.respond(error_code=ErrorCode.none, session_id=0, responses=responses)
+
+
+def _resolve(ctx: RequestContext, request: Any) -> list[tuple[Any, Any, Any]]:
+    """(topic or None, the request's topic entry, its partitions) per requested topic."""
+    logs = ctx.broker.logs
+    resolved = []
+    for fetch_topic in request.topics:
+        name = getattr(fetch_topic, "topic", None)
+        topic = logs.topic(name) if name is not None else logs.topic_by_id(fetch_topic.topic_id)
+        resolved.append((topic, fetch_topic, fetch_topic.partitions))
+    return resolved
+
+
+def _collect(ctx: RequestContext, request: Any, wanted: list) -> tuple[list, int, bool]:
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    budget = request.max_bytes
+    size = 0
+    errors = False
+    responses = []
+    for topic, fetch_topic, partitions in wanted:
+        results = []
+        for p in partitions:
+            if topic is None:
+                code = ErrorCode.unknown_topic_id if getattr(fetch_topic, "topic", None) is None \
+                    else ErrorCode.unknown_topic_or_partition
+                results.append(_error(p.partition, code))
+                errors = True
+                continue
+            log = topic.partitions[p.partition] if 0 <= p.partition < len(topic.partitions) else None
+            if log is None:
+                results.append(_error(p.partition, ErrorCode.unknown_topic_or_partition))
+                errors = True
+                continue
+            try:
+                got = log.read(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)), read_committed,
+                               min_one=size == 0)
+            except KafkaError as exc:
+                results.append(_error(p.partition, exc.code, log.high_watermark, log.log_start_offset))
+                errors = True
+                continue
+            n = len(got.records) if got.records is not None else 0
+            size += n
+            budget -= n
+            results.append({
+                "partition_index": p.partition,
+                "error_code": ErrorCode.none,
+                "high_watermark": got.high_watermark,
+                "last_stable_offset": got.last_stable_offset,
+                "log_start_offset": got.log_start_offset,
+                "aborted_transactions": None if got.aborted is None else [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in got.aborted
+                ],
+                "preferred_read_replica": -1,
+                "records": got.records,
+            })
+        responses.append({
+            "topic": getattr(fetch_topic, "topic", None),
+            "topic_id": getattr(fetch_topic, "topic_id", None),
+            "partitions": results,
+        })
+    return responses, size, errors
+
+
+def _error(partition: int, code: ErrorCode, high_watermark: int = -1, log_start_offset: int = -1) -> dict[str, Any]:
+    return {
+        "partition_index": partition,
+        "error_code": code,
+        "high_watermark": high_watermark,
+        "last_stable_offset": -1,
+        "log_start_offset": log_start_offset,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": None,
+    }

@@ -1,0 +1,48 @@
+"""ListOffsets: earliest, latest (the LSO for read_committed), the max-timestamp record,
+or the first record at or after a timestamp (through the time index)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+from .context import RequestContext
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+READ_COMMITTED = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            log = logs.partition(t.name, p.partition_index)
+            if log is None:
+                partitions.append({"partition_index": p.partition_index,
+                                   "error_code": ErrorCode.unknown_topic_or_partition,
+                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
+            timestamp, offset = -1, -1
+            if p.timestamp == LATEST:
+                offset = log.last_stable_offset if read_committed else log.high_watermark
+            elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):
+                offset = log.log_start_offset
+            elif p.timestamp == MAX_TIMESTAMP:
+                found = log.max_timestamp_offset()
+                if found is not None:
+                    offset, timestamp = found
+            else:
+                found = log.offset_for_timestamp(p.timestamp)
+                if found is not None:
+                    offset, timestamp = found
+            partitions.append({"partition_index": p.partition_index, "error_code": ErrorCode.none,
+                               "timestamp": timestamp, "offset": offset, "leader_epoch": log.leader_epoch})
+        topics.append({"name": t.name, "partitions": partitions})
+    return ctx.respond(topics=topics)

@@ -1,0 +1,60 @@
+"""CreateTopics and DeleteTopics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaError
+
+from .context import RequestContext
+
+DEFAULT = -1  # num_partitions / replication_factor: "use the broker's default"
+
+
+async def handle_create(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    results = []
+    for t in request.topics:
+        result: dict[str, Any] = {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None}
+        try:
+            partitions = broker.config.num_partitions if t.num_partitions == DEFAULT else t.num_partitions
+            if t.assignments:
+                partitions = len(t.assignments)
+                if any(list(a.broker_ids) != [broker.node_id] for a in t.assignments):
+                    raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                     f"this cluster has only broker {broker.node_id}")
+            if t.replication_factor not in (DEFAULT, 1):
+                raise KafkaError(
+                    ErrorCode.invalid_replication_factor,
+                    f"replication factor {t.replication_factor} is larger than the number of brokers (1)",
+                )
+            configs = {c.name: c.value for c in t.configs}
+            topic = broker.create_topic(t.name, partitions, configs, validate_only=request.validate_only)
+            topic_id = topic.topic_id if topic is not None else None
+            result.update(error_code=ErrorCode.none, topic_id=topic_id, num_partitions=partitions,
+                          replication_factor=1, configs=[])
+        except KafkaError as exc:
+            result.update(error_code=exc.code, error_message=exc.message)
+        results.append(result)
+    return ctx.respond(topics=results)
+
+
+async def handle_delete(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    results = []
+    names = getattr(request, "topic_names", None)
+    entries = [(name, None) for name in names] if names is not None else \
+        [(t.name, t.topic_id) for t in request.topics]
+    for name, topic_id in entries:
+        if name is None and topic_id is not None:
+            topic = broker.logs.topic_by_id(topic_id)
+            name = topic.name if topic is not None else None
+        try:
+            if name is None:
+                raise KafkaError(ErrorCode.unknown_topic_id, f"no topic has id {topic_id}")
+            deleted = broker.delete_topic(name)
+            results.append({"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none})
+        except KafkaError as exc:
+            results.append({"name": name, "topic_id": topic_id, "error_code": exc.code,
+                            "error_message": exc.message})
+    return ctx.respond(responses=results)

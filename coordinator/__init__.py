@@ -1,0 +1,1 @@
+"""State machines that span partitions: producer ids, transactions, consumer groups."""

@@ -1,0 +1,49 @@
+"""The APIs Ottla serves and the version range of each.
+
+This table is the single source of the ApiVersions answer and of request routing: a
+request whose (api_key, version) is outside it is refused before any handler runs.
+An API appears here only once a handler implements it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    # Versions advertised in ApiVersions but refused when used. Only Produce v0-v2:
+    # Kafka 4 dropped them, yet librdkafka decides whether a broker can produce at all
+    # from the advertised minimum, so Kafka advertises 0 (KAFKA-18659) and so do we.
+    advertised_min: int | None = None
+
+    def handles(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+PRODUCE = Api(0, "Produce", 3, 11, advertised_min=0)
+FETCH = Api(1, "Fetch", 4, 16)
+LIST_OFFSETS = Api(2, "ListOffsets", 1, 8)
+METADATA = Api(3, "Metadata", 0, 12)
+API_VERSIONS = Api(18, "ApiVersions", 0, 4)
+CREATE_TOPICS = Api(19, "CreateTopics", 2, 7)
+DELETE_TOPICS = Api(20, "DeleteTopics", 1, 6)
+INIT_PRODUCER_ID = Api(22, "InitProducerId", 0, 5)
+
+SUPPORTED: dict[int, Api] = {
+    api.key: api
+    for api in (
+        PRODUCE,
+        FETCH,
+        LIST_OFFSETS,
+        METADATA,
+        API_VERSIONS,
+        CREATE_TOPICS,
+        DELETE_TOPICS,
+        INIT_PRODUCER_ID,
+    )
+}

@@ -1,0 +1,315 @@
+"""The v2 record batch, as raw bytes with a parsed 61-byte header.
+
+The broker never decodes records on its produce or fetch path: everything it needs
+(offsets, producer id/epoch/sequence, transactional and control flags, timestamps,
+the CRC) is in the header. Batches stay bytes from the socket to the file and back.
+
+Layout (big-endian), offsets in bytes:
+
+     0 baseOffset int64            -- assigned by the broker, outside the CRC
+     8 batchLength int32           -- bytes after this field
+    12 partitionLeaderEpoch int32  -- set by the broker, outside the CRC
+    16 magic int8 (2)
+    17 crc uint32                  -- CRC-32C of bytes 21..end
+    21 attributes int16            -- 0-2 compression, 3 timestamp type, 4 transactional,
+                                      5 control, 6 delete horizon
+    23 lastOffsetDelta int32
+    27 baseTimestamp int64
+    35 maxTimestamp int64
+    43 producerId int64
+    51 producerEpoch int16
+    53 baseSequence int32
+    57 recordCount int32
+    61 records...
+
+Record iteration (`iter_records`) exists for the few readers that need records:
+dump-log, compaction and tests.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+import crc32c
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+# baseOffset + batchLength: the part of the header needed to walk a log.
+LOG_OVERHEAD = 12
+OFFSET_AND_LENGTH = struct.Struct(">qi")
+BASE_OFFSET_AND_EPOCH = struct.Struct(">q")
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAGIC_OFFSET = 16
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_FLAG = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+
+
+class InvalidBatch(Exception):
+    """A batch that must be refused. `corrupt` tells CORRUPT_MESSAGE (bytes damaged:
+    length or CRC) from INVALID_RECORD (well-formed bytes that break a rule)."""
+
+    def __init__(self, message: str, corrupt: bool) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @classmethod
+    def parse(cls, buf: bytes | memoryview, offset: int = 0) -> "BatchHeader":
+        return cls(*HEADER.unpack_from(buf, offset))
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch takes, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        # Sequences wrap from Int32.MAX to 0.
+        return (self.base_sequence + self.last_offset_delta) % (INT32_MAX + 1)
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+
+def compute_crc(batch: bytes | memoryview) -> int:
+    return crc32c.crc32c(batch[ATTRIBUTES_OFFSET:])
+
+
+def crc_is_valid(batch: bytes | memoryview, header: BatchHeader) -> bool:
+    return compute_crc(batch) == header.crc
+
+
+def validate_produced_batch(records: bytes | memoryview, max_message_bytes: int) -> BatchHeader:
+    """Check one batch received in a Produce request, from its header alone.
+
+    Produce v3+ carries exactly one v2 batch per partition. Raises InvalidBatch or
+    BatchTooLarge; returns the parsed header."""
+    size = len(records)
+    if size < HEADER_SIZE:
+        raise InvalidBatch(f"{size} bytes is shorter than a batch header", corrupt=True)
+    header = BatchHeader.parse(records)
+    if header.magic != 2:
+        raise InvalidBatch(f"magic {header.magic}: only v2 record batches are accepted", corrupt=False)
+    if header.size != size:
+        if header.size < HEADER_SIZE or header.size > size:
+            raise InvalidBatch(f"batch length {header.batch_length} does not match the {size} bytes sent", corrupt=True)
+        raise InvalidBatch("produce requests carry exactly one record batch per partition", corrupt=False)
+    if size > max_message_bytes:
+        raise BatchTooLarge(size, max_message_bytes)
+    if not crc_is_valid(records, header):
+        raise InvalidBatch(f"CRC mismatch: header says {header.crc}, bytes give {compute_crc(records)}", corrupt=True)
+    if header.record_count <= 0:
+        raise InvalidBatch("batch has no records", corrupt=False)
+    if header.compression == 0 and header.last_offset_delta != header.record_count - 1:
+        raise InvalidBatch(
+            f"lastOffsetDelta {header.last_offset_delta} does not match {header.record_count} records",
+            corrupt=False,
+        )
+    if header.is_control:
+        raise InvalidBatch("clients may not write control batches", corrupt=False)
+    if header.compression > 4:
+        raise InvalidBatch(f"unknown compression codec {header.compression}", corrupt=False)
+    return header
+
+
+class BatchTooLarge(Exception):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"batch of {size} bytes exceeds max.message.bytes ({limit})")
+
+
+def with_offset_and_epoch(batch: bytes | memoryview, base_offset: int, leader_epoch: int) -> list:
+    """The batch as chunks for os.writev, with baseOffset and partitionLeaderEpoch
+    replaced. Neither is covered by the CRC, so the batch stays valid; the record bytes
+    are not copied."""
+    view = batch if isinstance(batch, memoryview) else memoryview(batch)
+    prefix = struct.pack(">qii", base_offset, len(view) - LOG_OVERHEAD, leader_epoch)
+    return [prefix, view[16:]]
+
+
+def build_batch(
+    records: list[bytes],
+    *,
+    base_offset: int = 0,
+    timestamp: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    attributes: int = 0,
+    partition_leader_epoch: int = 0,
+) -> bytes:
+    """An uncompressed batch from already-encoded records (see `encode_record`)."""
+    body = b"".join(records)
+    count = len(records)
+    after_crc = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        count - 1,
+        timestamp,
+        timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) + body
+    crc = crc32c.crc32c(after_crc)
+    length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
+    return struct.pack(">qiibI", base_offset, length, partition_leader_epoch, 2, crc) + after_crc
+
+
+# --- records ---------------------------------------------------------------------------
+
+
+def zigzag_varint(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def read_varint(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
+    """A zigzag varint/varlong at `offset`: (value, offset after it)."""
+    raw = shift = 0
+    while True:
+        byte = buf[offset]
+        offset += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+    return (raw >> 1) ^ -(raw & 1), offset
+
+
+def encode_record(
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    offset_delta: int = 0,
+    timestamp_delta: int = 0,
+    headers: list[tuple[str, bytes | None]] = (),  # type: ignore[assignment]
+) -> bytes:
+    body = bytearray(b"\x00")  # record attributes (unused)
+    body += zigzag_varint(timestamp_delta)
+    body += zigzag_varint(offset_delta)
+    for field in (key, value):
+        if field is None:
+            body += zigzag_varint(-1)
+        else:
+            body += zigzag_varint(len(field)) + field
+    body += zigzag_varint(len(headers))
+    for name, hvalue in headers:
+        raw = name.encode()
+        body += zigzag_varint(len(raw)) + raw
+        body += zigzag_varint(-1) if hvalue is None else zigzag_varint(len(hvalue)) + hvalue
+    return zigzag_varint(len(body)) + bytes(body)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    sequence: int
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    if codec == 0:
+        return data
+    if codec == 1:
+        return gzip.decompress(data)
+    raise ValueError(f"{COMPRESSION_NAMES.get(codec, codec)} batches cannot be decoded here")
+
+
+def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
+    """Decode every record of a whole batch (not for the produce/fetch path)."""
+    header = BatchHeader.parse(batch)
+    data = decompress(header.compression, bytes(batch[HEADER_SIZE : header.size]))
+    pos = 0
+    for _ in range(header.record_count):
+        _length, pos = read_varint(data, pos)
+        pos += 1  # attributes
+        ts_delta, pos = read_varint(data, pos)
+        offset_delta, pos = read_varint(data, pos)
+        fields: list[bytes | None] = []
+        for _field in range(2):
+            size, pos = read_varint(data, pos)
+            if size < 0:
+                fields.append(None)
+            else:
+                fields.append(data[pos : pos + size])
+                pos += size
+        header_count, pos = read_varint(data, pos)
+        headers = []
+        for _h in range(header_count):
+            size, pos = read_varint(data, pos)
+            name = data[pos : pos + size].decode("utf-8", "replace")
+            pos += size
+            size, pos = read_varint(data, pos)
+            hvalue = None if size < 0 else data[pos : pos + size]
+            pos += max(size, 0)
+            headers.append((name, hvalue))
+        sequence = NO_SEQUENCE if header.base_sequence < 0 else (header.base_sequence + offset_delta) % (INT32_MAX + 1)
+        yield Record(
+            offset=header.base_offset + offset_delta,
+            timestamp=header.base_timestamp + ts_delta,
+            key=fields[0],
+            value=fields[1],
+            headers=tuple(headers),
+            sequence=sequence,
+        )

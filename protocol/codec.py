@@ -1,0 +1,271 @@
+"""Request and response headers, and message bodies through kio.
+
+Decoding a request is: `parse_request_header` (by hand, with `struct`: it is on every
+request and needs nothing from kio), then `decode_request` with the kio reader cached
+for that (api_key, version). Encoding a response is `encode_response`, which returns a
+list of byte chunks, size prefix first, ready for `transport.writelines`: large values
+(record data) are passed through as their own chunk, never copied into a bigger buffer.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
+from kio.serial._parse import get_reader
+
+_HEADER_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_INT32 = struct.Struct(">i")
+
+
+class MalformedRequest(Exception):
+    """A frame whose header or body cannot be decoded."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+
+# --- schema classes, cached per (api_key, version) --------------------------------------
+
+
+@cache
+def request_class(api_key: int, version: int) -> type | None:
+    try:
+        return load_request_schema(api_key, version)
+    except (UnknownAPIKey, UnknownEntity):
+        return None
+
+
+@cache
+def response_class(api_key: int, version: int) -> type | None:
+    try:
+        return load_response_schema(api_key, version)
+    except (UnknownAPIKey, UnknownEntity):
+        return None
+
+
+@cache
+def _reader(cls: type) -> Any:
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: type) -> Any:
+    return entity_writer(cls)
+
+
+# --- request side ---------------------------------------------------------------------
+
+
+def read_uvarint(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
+    """An unsigned varint at `offset`: (value, offset after it)."""
+    value = shift = 0
+    while True:
+        if offset >= len(buf):
+            raise MalformedRequest("truncated varint")
+        byte = buf[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, offset
+        shift += 7
+        if shift > 35:
+            raise MalformedRequest("varint too long")
+
+
+def skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
+    count, offset = read_uvarint(buf, offset)
+    for _ in range(count):
+        _tag, offset = read_uvarint(buf, offset)
+        size, offset = read_uvarint(buf, offset)
+        offset += size
+    if offset > len(buf):
+        raise MalformedRequest("truncated tagged fields")
+    return offset
+
+
+def parse_request_header(frame: bytes) -> RequestHeader:
+    """Header v1 (api key, version, correlation id, client id) plus, for flexible
+    requests, header v2's tagged fields. The client id is always a legacy int16 string,
+    even in flexible versions (Kafka special-cases it)."""
+    if len(frame) < _HEADER_PREFIX.size:
+        raise MalformedRequest(f"request header needs {_HEADER_PREFIX.size} bytes, got {len(frame)}")
+    api_key, api_version, correlation_id, client_len = _HEADER_PREFIX.unpack_from(frame)
+    offset = _HEADER_PREFIX.size
+    client_id = None
+    if client_len >= 0:
+        end = offset + client_len
+        if end > len(frame):
+            raise MalformedRequest("client id runs past the frame")
+        client_id = frame[offset:end].decode("utf-8", "replace")
+        offset = end
+    cls = request_class(api_key, api_version)
+    if cls is not None and cls.__flexible__:
+        offset = skip_tagged_fields(frame, offset)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, offset)
+
+
+def decode_request(cls: type, frame: bytes, offset: int) -> Any:
+    """The request body at `offset` as an instance of `cls`.
+
+    kio refuses tagged fields it does not know (KeyError); KIP-482 says a receiver skips
+    them. On that (rare) path the body is rewritten without the unknown tags and read
+    again."""
+    read = _reader(cls)
+    try:
+        entity, _ = read(frame, offset)
+        return entity
+    except KeyError as exc:
+        if "tagged field" not in str(exc):
+            raise MalformedRequest(str(exc)) from exc
+        cleaned = bytearray()
+        _strip_unknown_tags(cls, frame, offset, cleaned)
+        try:
+            entity, _ = read(bytes(cleaned), 0)
+        except Exception as again:  # noqa: BLE001 - any failure here means a bad frame
+            raise MalformedRequest(f"undecodable {cls.__name__}: {again}") from again
+        return entity
+    except (ValueError, IndexError, UnicodeDecodeError, OverflowError) as exc:
+        raise MalformedRequest(f"undecodable {cls.__name__}: {exc}") from exc
+
+
+# --- unknown tagged fields ---------------------------------------------------------------
+
+
+def _strip_unknown_tags(cls: type, buf: bytes, offset: int, out: bytearray) -> int:
+    """Copy the entity at `offset` into `out`, dropping tagged fields `cls` does not
+    declare. Returns the offset after the entity in `buf`."""
+    flexible = cls.__flexible__
+    known_tags = set()
+    for f in fields(cls):
+        tag = get_field_tag(f)
+        if tag is not None:
+            known_tags.add(int(tag))
+            continue
+        kind = classify_field(f)
+        if isinstance(kind, EntityField):
+            if is_optional(f):  # KIP-893 nullable struct: int8 marker
+                marker = buf[offset]
+                out.append(marker)
+                offset += 1
+                if marker == 0xFF:
+                    continue
+            offset = _strip_unknown_tags(kind.type_, buf, offset, out)
+        elif isinstance(kind, (EntityTupleField, PrimitiveTupleField)):
+            start = offset
+            if flexible:
+                length, offset = read_uvarint(buf, offset)
+                length -= 1
+            else:
+                (length,) = _INT32.unpack_from(buf, offset)
+                offset += 4
+            out += buf[start:offset]
+            for _ in range(max(length, 0)):
+                if isinstance(kind, EntityTupleField):
+                    offset = _strip_unknown_tags(kind.type_, buf, offset, out)
+                else:
+                    read = get_reader(get_schema_field_type(f), flexible, False)
+                    _, used = read(buf, offset)
+                    out += buf[offset : offset + used]
+                    offset += used
+        else:
+            read = get_reader(get_schema_field_type(f), flexible, is_optional(f))
+            _, used = read(buf, offset)
+            out += buf[offset : offset + used]
+            offset += used
+    if not flexible:
+        return offset
+    count, offset = read_uvarint(buf, offset)
+    kept = []
+    for _ in range(count):
+        start = offset
+        tag, offset = read_uvarint(buf, offset)
+        size, offset = read_uvarint(buf, offset)
+        offset += size
+        if tag in known_tags:
+            kept.append(buf[start:offset])
+    out += _uvarint(len(kept))
+    for chunk in kept:
+        out += chunk
+    return offset
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+# --- response side ----------------------------------------------------------------------
+
+
+class ChunkWriter:
+    """A write() target for kio's writers that gathers small writes into one buffer and
+    keeps large ones (record data) as their own chunks, uncopied."""
+
+    __slots__ = ("chunks", "_small", "size")
+    LARGE = 4096
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes | bytearray | memoryview] = []
+        self._small = bytearray()
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        n = len(data)
+        self.size += n
+        if n >= self.LARGE:
+            if self._small:
+                self.chunks.append(self._small)
+                self._small = bytearray()
+            self.chunks.append(data)
+        else:
+            self._small += data
+
+    def finish(self) -> list[bytes | bytearray | memoryview]:
+        if self._small:
+            self.chunks.append(self._small)
+            self._small = bytearray()
+        return self.chunks
+
+
+def response_header_is_flexible(api_key: int, version: int, cls: type) -> bool:
+    # ApiVersions responses always use header v0, so that a client that does not yet
+    # know the broker's versions can read the answer.
+    return cls.__flexible__ and api_key != 18
+
+
+def encode_response(correlation_id: int, response: Any, api_key: int | None = None) -> list:
+    """Size prefix + response header + body, as chunks for `transport.writelines`."""
+    cls = type(response)
+    key = cls.__api_key__ if api_key is None else api_key
+    out = ChunkWriter()
+    header = _INT32.pack(correlation_id)
+    if response_header_is_flexible(key, cls.__version__, cls):
+        header += b"\x00"  # no tagged fields in the response header
+    out.write(header)
+    _writer(cls)(out, response)
+    chunks = out.finish()
+    return [_INT32.pack(out.size), *chunks]

@@ -1,0 +1,67 @@
+"""Control records: the COMMIT and ABORT markers that end a transaction in a partition.
+
+A control batch has the transactional and control attributes, the producer id and
+epoch of the transaction, base sequence -1 and one record whose
+key   = version int16 (0) + type int16 (ABORT 0, COMMIT 1) and
+value = version int16 (0) + coordinatorEpoch int32.
+Its CRC is a real CRC-32C: clients that check CRCs reject anything else.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from .batch import (
+    CONTROL_FLAG,
+    NO_SEQUENCE,
+    TRANSACTIONAL_FLAG,
+    build_batch,
+    encode_record,
+    iter_records,
+)
+
+_KEY = struct.Struct(">hh")
+_VALUE = struct.Struct(">hi")
+CURRENT_VERSION = 0
+
+
+class ControlType(enum.IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnMarker:
+    type: ControlType
+    coordinator_epoch: int
+
+
+def marker_batch(
+    marker: EndTxnMarker, *, producer_id: int, producer_epoch: int, timestamp: int
+) -> bytes:
+    record = encode_record(
+        _KEY.pack(CURRENT_VERSION, marker.type),
+        _VALUE.pack(CURRENT_VERSION, marker.coordinator_epoch),
+    )
+    return build_batch(
+        [record],
+        timestamp=timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=NO_SEQUENCE,
+        attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG,
+    )
+
+
+def parse_marker(batch: bytes | memoryview) -> EndTxnMarker:
+    """The marker carried by a control batch."""
+    record = next(iter_records(batch))
+    if record.key is None or len(record.key) < _KEY.size:
+        raise ValueError("control record without a valid key")
+    _version, kind = _KEY.unpack_from(record.key)
+    epoch = 0
+    if record.value is not None and len(record.value) >= _VALUE.size:
+        _v, epoch = _VALUE.unpack_from(record.value)
+    return EndTxnMarker(ControlType(kind), epoch)

@@ -1,0 +1,157 @@
+"""Build kio entities without caring which version's class they are.
+
+Every API version is its own kio dataclass with its own nested classes, and a field
+may be missing from one version and present in the next. Handlers describe a response
+once, as keyword arguments with plain values (ints, strings, dicts for nested
+entities, lists of dicts for arrays); `make(cls, **values)` builds the instance of
+whichever version the client asked for:
+
+- a value for a field this version does not have is dropped (older versions simply
+  cannot say it);
+- a field the handler did not mention takes the schema's default, else the type's
+  zero (0, "", None for nullable, an empty array, ErrorCode.none...);
+- ints given for millisecond durations and timestamps are converted to the
+  timedelta/datetime that kio's writers expect.
+
+The plan for each class is computed once and cached.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from dataclasses import MISSING, fields
+from functools import cache
+from typing import Any, Callable
+
+from kio.schema.errors import ErrorCode
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_schema_field_type,
+    is_optional,
+)
+
+_EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
+
+
+def _ms_timedelta(value: Any) -> datetime.timedelta:
+    if isinstance(value, datetime.timedelta):
+        return value
+    return datetime.timedelta(milliseconds=value)
+
+
+def _ms_datetime(value: Any) -> datetime.datetime | None:
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    if value < 0:
+        return None
+    return _EPOCH + datetime.timedelta(milliseconds=value)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _zero(kafka_type: str, optional: bool, is_array: bool) -> Any:
+    if is_array:
+        return ()
+    if optional:
+        return None
+    return {
+        "bool": False,
+        "string": "",
+        "bytes": b"",
+        "records": b"",
+        "uuid": uuid.UUID(int=0),
+        "error_code": ErrorCode.none,
+        "timedelta_i32": datetime.timedelta(0),
+        "timedelta_i64": datetime.timedelta(0),
+        "datetime_i64": _EPOCH,
+        "float64": 0.0,
+    }.get(kafka_type, 0)
+
+
+@cache
+def _plan(cls: type) -> tuple[tuple[str, Callable[[Any], Any], Any], ...]:
+    """(field name, converter, default) per field of `cls`."""
+    plan = []
+    for f in fields(cls):
+        kind = classify_field(f)
+        kafka_type = f.metadata.get("kafka_type", "")
+        optional = is_optional(f)
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        else:
+            default = MISSING
+        convert: Callable[[Any], Any]
+        match kind:
+            case EntityField(nested):
+                if default is MISSING and not optional:
+                    default = make(nested)
+                convert = _entity_converter(nested)
+            case EntityTupleField(nested):
+                convert = _tuple_converter(_entity_converter(nested))
+            case PrimitiveTupleField():
+                convert = _tuple_converter(_identity)
+            case PrimitiveField():
+                if kafka_type.startswith("timedelta"):
+                    convert = _ms_timedelta
+                elif kafka_type == "datetime_i64":
+                    convert = _ms_datetime
+                elif kafka_type == "error_code":
+                    convert = ErrorCode
+                else:
+                    convert = _identity
+        if default is MISSING:
+            default = _zero(kafka_type, optional, kind.is_array)
+        plan.append((f.name, convert, default))
+    return tuple(plan)
+
+
+def _entity_converter(nested: type) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        if value is None or not isinstance(value, dict):
+            return value  # None for a nullable struct, or an entity built already
+        return make(nested, **value)
+
+    return convert
+
+
+def _tuple_converter(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def convert(values: Any) -> Any:
+        if values is None:
+            return None
+        return tuple(item(v) for v in values)
+
+    return convert
+
+
+def make(cls: type, **values: Any) -> Any:
+    """An instance of kio class `cls` from version-agnostic keyword values."""
+    kwargs = {}
+    for name, convert, default in _plan(cls):
+        if name in values:
+            kwargs[name] = convert(values[name])
+        else:
+            kwargs[name] = default
+    return cls(**kwargs)
+
+
+def nested_class(cls: type, field_name: str) -> type | None:
+    """The kio class of an entity-valued field, or None if this version lacks the field."""
+    for f in fields(cls):
+        if f.name == field_name:
+            kind = classify_field(f)
+            if isinstance(kind, (EntityField, EntityTupleField)):
+                return kind.type_
+    return None
+
+
+def has_field(cls: type, field_name: str) -> bool:
+    return any(f.name == field_name for f in fields(cls))

@@ -1,0 +1,1 @@
+"""Partitions on disk in Kafka's own format. Imports nothing above `protocol`."""

@@ -1,0 +1,165 @@
+"""The sparse `.index` (offset -> file position) and `.timeindex` (timestamp -> offset)
+of one segment, in Kafka's file format.
+
+`.index`     8-byte entries: relative offset int32, position int32
+`.timeindex` 12-byte entries: timestamp int64, relative offset int32
+
+Entries are added every `log.index.interval.bytes` of log, so an index stays small
+(a 1 GiB segment at 4 KiB intervals holds at most 256 Ki entries) and is kept in memory
+as arrays for bisecting. New entries are buffered and written in one go on flush; the
+files carry no checksum, so after a crash they are rebuilt from the log, which is the
+truth.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_right
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+# Buffered entries are written once this many bytes are waiting (and at every flush).
+_FLUSH_AT = 4096
+
+
+class _SparseIndex:
+    ENTRY: struct.Struct
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._pending = bytearray()
+        self._flushed_entries = 0
+
+    def _read_entries(self) -> bytes:
+        with open(self.path, "a+b") as f:  # created empty if missing, as Kafka does
+            f.seek(0)
+            data = f.read()
+        # A torn last entry (crash mid-write) is dropped.
+        return data[: len(data) - len(data) % self.ENTRY.size]
+
+    def _queue(self, *fields: int) -> None:
+        self._pending += self.ENTRY.pack(*fields)
+        if len(self._pending) >= _FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        with open(self.path, "ab") as f:
+            f.write(self._pending)
+        self._pending.clear()
+
+    def _rewrite(self, data: bytes) -> None:
+        self._pending.clear()
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, self.path)
+
+    def delete(self) -> None:
+        self._pending.clear()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class OffsetIndex(_SparseIndex):
+    ENTRY = _OFFSET_ENTRY
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        super().__init__(path, base_offset)
+        self.relative_offsets = array("i")
+        self.positions = array("i")
+        for rel, pos in self.ENTRY.iter_unpack(self._read_entries()):
+            self._add(rel, pos)
+
+    def _add(self, rel: int, pos: int) -> bool:
+        # Entries must grow strictly; anything else is a damaged file.
+        if self.relative_offsets and (rel <= self.relative_offsets[-1] or pos <= self.positions[-1]):
+            return False
+        self.relative_offsets.append(rel)
+        self.positions.append(pos)
+        return True
+
+    def __len__(self) -> int:
+        return len(self.relative_offsets)
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        if self._add(rel, position):
+            self._queue(rel, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The last entry at or before `offset` as (offset, position); the segment start
+        if there is none."""
+        i = bisect_right(self.relative_offsets, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self.relative_offsets[i], self.positions[i]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        keep = bisect_right(self.relative_offsets, offset - self.base_offset - 1)
+        del self.relative_offsets[keep:]
+        del self.positions[keep:]
+        self._rewrite(b"".join(self.ENTRY.pack(r, p) for r, p in zip(self.relative_offsets, self.positions)))
+
+    def reset(self) -> None:
+        del self.relative_offsets[:]
+        del self.positions[:]
+        self._rewrite(b"")
+
+
+class TimeIndex(_SparseIndex):
+    ENTRY = _TIME_ENTRY
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        super().__init__(path, base_offset)
+        self.timestamps = array("q")
+        self.relative_offsets = array("i")
+        for ts, rel in self.ENTRY.iter_unpack(self._read_entries()):
+            self._add(ts, rel)
+
+    def _add(self, timestamp: int, rel: int) -> bool:
+        if self.timestamps and (timestamp <= self.timestamps[-1] or rel < self.relative_offsets[-1]):
+            return False
+        self.timestamps.append(timestamp)
+        self.relative_offsets.append(rel)
+        return True
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.timestamps[-1] if self.timestamps else -1
+
+    def append(self, timestamp: int, offset: int) -> None:
+        rel = offset - self.base_offset
+        if self._add(timestamp, rel):
+            self._queue(timestamp, rel)
+
+    def lookup(self, timestamp: int) -> int:
+        """An offset from which a scan finds the first batch with a timestamp >=
+        `timestamp`: the entry before the first entry at or past it."""
+        i = bisect_right(self.timestamps, timestamp - 1) - 1
+        if i < 0:
+            return self.base_offset
+        return self.base_offset + self.relative_offsets[i]
+
+    def truncate_to(self, offset: int) -> None:
+        keep = len(self.relative_offsets)
+        while keep and self.base_offset + self.relative_offsets[keep - 1] >= offset:
+            keep -= 1
+        del self.timestamps[keep:]
+        del self.relative_offsets[keep:]
+        self._rewrite(b"".join(self.ENTRY.pack(t, r) for t, r in zip(self.timestamps, self.relative_offsets)))
+
+    def reset(self) -> None:
+        del self.timestamps[:]
+        del self.relative_offsets[:]
+        self._rewrite(b"")

@@ -1,0 +1,375 @@
+"""One partition: a log of segments, its offsets and its producers.
+
+There is one append path for client batches (`append_client_batch`) and one for
+transaction markers (`append_marker`); both assign offsets, write the bytes with one
+`writev`, index them, and update producer state. Reads (`read`) locate a position
+through the offset index and return whole batches, bounded by the high watermark or,
+for read_committed, by the last stable offset.
+
+Ottla is a single replica, so the high watermark is the log end offset: a batch is
+committed as soon as it is written.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
+from protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
+from protocol.errors import ErrorCode, KafkaError
+
+from .producer_state import ProducerStateManager, Verdict
+from .segment import LogSegment, ReadSlice
+from .txn_index import AbortedTxn
+
+LOG_SUFFIX = ".log"
+# Positions remembered for where consumers will read next (one per consumer, roughly).
+_READ_POSITIONS_KEPT = 16
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1048588
+
+    def with_topic_configs(self, configs: dict[str, str]) -> "LogConfig":
+        """A copy with per-topic configs (Kafka's names) applied; INVALID_CONFIG for a
+        name that is not a topic config this broker implements, or a bad value."""
+        changes = {}
+        for name, text in configs.items():
+            attribute = TOPIC_CONFIGS.get(name)
+            if attribute is None:
+                raise KafkaError(ErrorCode.invalid_config, f"topic config {name!r} is not supported")
+            try:
+                value = int(text)
+            except (TypeError, ValueError):
+                raise KafkaError(ErrorCode.invalid_config, f"invalid value {text!r} for {name}") from None
+            if value <= 0:
+                raise KafkaError(ErrorCode.invalid_config, f"{name} must be positive, not {value}")
+            changes[attribute] = value
+        return replace(self, **changes)
+
+
+# Kafka's topic config names -> LogConfig fields.
+TOPIC_CONFIGS = {
+    "segment.bytes": "segment_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "max.message.bytes": "max_message_bytes",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    records: bytes | None
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: list[AbortedTxn] | None
+
+
+class PartitionLog:
+    leader_epoch = 0  # a single broker never changes leader
+
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments: list[LogSegment] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.producer_state = ProducerStateManager(directory)
+        # Called as on_append(topic, partition) after every write: the broker wakes
+        # long-polling fetches with it.
+        self.on_append: Callable[[str, int], None] | None = None
+        self.truncated_bytes = 0  # cut off torn tails at start-up, for the log line
+        self._read_positions: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
+
+    # --- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str, topic: str, partition: int, config: LogConfig) -> "PartitionLog":
+        os.makedirs(directory, exist_ok=True)
+        log = cls(directory, topic, partition, config)
+        log.segments.append(LogSegment(directory, 0))
+        return log
+
+    @classmethod
+    def open(cls, directory: str, topic: str, partition: int, config: LogConfig, *, clean: bool,
+             recovery_point: int, log_start_offset: int) -> "PartitionLog":
+        """Open an existing partition. After an unclean shutdown every segment from the
+        recovery point on is checked batch by batch and a torn tail is cut off."""
+        log = cls(directory, topic, partition, config)
+        bases = sorted(
+            int(name[: -len(LOG_SUFFIX)]) for name in os.listdir(directory)
+            if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
+        )
+        log.segments = [LogSegment(directory, base) for base in bases] or [LogSegment(directory, 0)]
+        needs_recovery = [s for s in log.segments
+                          if not clean or s.base_offset >= recovery_point or _indexes_missing(s)]
+        last_header: BatchHeader | None = None
+        for segment in log.segments:
+            if segment in needs_recovery:
+                header, cut = segment.recover(config.index_interval_bytes, config.max_message_bytes + 1024 * 1024)
+                log.truncated_bytes += cut
+            else:
+                header = segment.load_state()
+            if header is not None:
+                last_header = header
+        # A damaged segment in the middle makes every later one unreachable: Kafka
+        # deletes what follows a truncation, and so do we.
+        log.log_end_offset = last_header.last_offset + 1 if last_header else log.segments[0].base_offset
+        for segment in list(log.segments[1:]):
+            if segment.base_offset > log.log_end_offset:
+                segment.delete()
+                log.segments.remove(segment)
+        log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
+        log._rebuild_producer_state()
+        return log
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the newest snapshot and replay the log after it."""
+        state = self.producer_state
+        start = state.load_snapshot(self.log_end_offset)
+        if start is None:
+            start = self.log_start_offset
+        for segment in self.segments:
+            next_base = self._next_segment_base(segment)
+            if next_base is not None and next_base <= start:
+                continue
+            begin = 0
+            if segment.base_offset < start:
+                found = segment.position_of(start)
+                if found is None:
+                    continue
+                begin = found[0]
+            for position, header in segment.walk(begin):
+                if header.last_offset < start or not header.has_producer_id:
+                    continue
+                state.record(header, header.base_offset)
+                if header.is_control:
+                    marker = parse_marker(segment.pread(header.size, position))
+                    # The .txnindex entry was written with the marker; replay only
+                    # closes the transaction in memory.
+                    self._finish_txn(header.producer_id, header.producer_epoch, marker, header.base_offset,
+                                     segment, write_index=False)
+
+    def _next_segment_base(self, segment: LogSegment) -> int | None:
+        i = self.segments.index(segment)
+        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+
+    # --- offsets -------------------------------------------------------------------------
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset()
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
+
+    # --- appending -----------------------------------------------------------------------
+
+    def append_client_batch(self, records: bytes | memoryview, header: BatchHeader) -> AppendResult:
+        """Append a validated batch from a producer, applying the idempotence rules."""
+        verdict = Verdict.APPEND
+        if header.has_producer_id:
+            verdict, duplicate = self.producer_state.check(header)
+            if verdict is Verdict.DUPLICATE:
+                assert duplicate is not None
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate=True)
+        base_offset = self.log_end_offset
+        self._write(records, header, base_offset)
+        if header.has_producer_id:
+            self.producer_state.record(header, base_offset, track_sequence=verdict is Verdict.APPEND)
+        return AppendResult(base_offset, base_offset + header.last_offset_delta)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker) -> int:
+        """Write a COMMIT or ABORT control batch for a producer and close its transaction
+        here. Returns the marker's offset."""
+        entry = self.producer_state.producers.get(producer_id)
+        if entry is not None and marker.coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"marker from coordinator epoch {marker.coordinator_epoch} < {entry.coordinator_epoch}",
+            )
+        batch = marker_batch(marker, producer_id=producer_id, producer_epoch=producer_epoch,
+                             timestamp=int(time.time() * 1000))
+        header = BatchHeader.parse(batch)
+        offset = self.log_end_offset
+        self._write(batch, header, offset)
+        self.producer_state.record(header, offset)
+        self._finish_txn(producer_id, producer_epoch, marker, offset, self.active, write_index=True)
+        return offset
+
+    def _finish_txn(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, marker_offset: int,
+                    segment: LogSegment, write_index: bool) -> None:
+        first = self.producer_state.complete_txn(producer_id, producer_epoch, marker.coordinator_epoch)
+        if marker.type is ControlType.ABORT and first is not None and write_index:
+            segment.txn_index.append(AbortedTxn(producer_id, first, marker_offset, self.last_stable_offset))
+            segment.txn_index.flush()
+
+    def _write(self, records: bytes | memoryview, header: BatchHeader, base_offset: int) -> None:
+        size = len(records)
+        self._maybe_roll(size, header.max_timestamp)
+        last_offset = base_offset + header.last_offset_delta
+        try:
+            self.active.append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
+                               last_offset, header.max_timestamp, self.config.index_interval_bytes)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {exc}") from exc
+        self.log_end_offset = last_offset + 1
+        if self.on_append is not None:
+            self.on_append(self.topic, self.partition)
+
+    def _maybe_roll(self, incoming: int, timestamp: int) -> None:
+        active = self.active
+        if active.size == 0:
+            return
+        if active.size + incoming > self.config.segment_bytes:
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Close the active segment for writing and start a new one at the log end."""
+        old = self.active
+        old.flush_indexes()
+        old.txn_index.flush()
+        segment = LogSegment(self.directory, self.log_end_offset)
+        self.segments.append(segment)
+        # Kafka snapshots producer state at every roll, named by the new base offset.
+        self.producer_state.write_snapshot(self.log_end_offset)
+        return segment
+
+    # --- reading -------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, read_committed: bool, min_one: bool) -> FetchResult:
+        """Whole batches from the one holding `offset`, up to the high watermark (or the
+        LSO for read_committed), within `max_bytes` (or one batch if `min_one`)."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
+            )
+        lso = self.last_stable_offset
+        upper = lso if read_committed else self.high_watermark
+        records = None
+        aborted = None
+        if offset < upper:
+            located = self._locate(offset)
+            if located is not None:
+                segment, position = located
+                got = segment.read(position, max_bytes, upper, min_one)
+                if got is not None:
+                    records = got.data
+                    self._remember_position(got, segment)
+                    if read_committed:
+                        aborted = self._aborted_between(offset, got.next_offset - 1)
+        if read_committed and aborted is None:
+            aborted = []
+        return FetchResult(records, self.high_watermark, lso, self.log_start_offset,
+                           aborted if read_committed else None)
+
+    def _segment_for(self, offset: int) -> LogSegment | None:
+        i = bisect_right([s.base_offset for s in self.segments], offset) - 1
+        return self.segments[i] if i >= 0 else None
+
+    def _locate(self, offset: int) -> tuple[LogSegment, int] | None:
+        """The segment and file position of the batch holding `offset`."""
+        remembered = self._read_positions.get(offset)
+        if remembered is not None and remembered[0] in self.segments:
+            segment, position = remembered
+            if position < segment.size:
+                return remembered
+        segment = self._segment_for(offset)
+        while segment is not None:
+            found = segment.position_of(offset)
+            if found is not None:
+                return segment, found[0]
+            # The offset lies past this segment's last batch: the next segment holds it.
+            i = self.segments.index(segment)
+            segment = self.segments[i + 1] if i + 1 < len(self.segments) else None
+        return None
+
+    def _remember_position(self, got: ReadSlice, segment: LogSegment) -> None:
+        if got.next_position >= segment.size:
+            return  # the next read starts in the next segment (or waits for data)
+        positions = self._read_positions
+        positions[got.next_offset] = (segment, got.next_position)
+        positions.move_to_end(got.next_offset)
+        while len(positions) > _READ_POSITIONS_KEPT:
+            positions.popitem(last=False)
+
+    def _aborted_between(self, first: int, last: int) -> list[AbortedTxn]:
+        aborted: list[AbortedTxn] = []
+        for segment in self.segments:
+            aborted.extend(segment.txn_index.overlapping(first, last))
+        return aborted
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= `timestamp`."""
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.first_batch_reaching(timestamp)
+            if found is None:
+                continue
+            position, header = found
+            if header.is_control or header.compression not in (0, 1):
+                return max(header.base_offset, self.log_start_offset), header.max_timestamp
+            for record in iter_records(segment.pread(header.size, position)):
+                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        best = None
+        for segment in self.segments:
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best[1]):
+                best = (segment, segment.max_timestamp)
+        if best is None:
+            return None
+        found = self.offset_for_timestamp(best[1])
+        return found
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        for segment in self.segments:
+            segment.flush_indexes()
+            segment.txn_index.flush()
+
+    def close(self) -> None:
+        """Clean close: indexes written, producer state snapshotted at the log end."""
+        self.producer_state.write_snapshot(self.log_end_offset)
+        for segment in self.segments:
+            segment.close()
+
+    def close_files(self) -> None:
+        for segment in self.segments:
+            try:
+                os.close(segment.fd)
+            except OSError:
+                pass
+
+
+def _indexes_missing(segment: LogSegment) -> bool:
+    return segment.size > 0 and not os.path.exists(segment.offset_index.path)

@@ -1,0 +1,270 @@
+"""Every partition of a data directory: topics, their ids, start-up and shutdown.
+
+Layout, as Kafka's:
+
+    <data dir>/meta.properties                  cluster id and node id
+    <data dir>/.kafka_cleanshutdown             present only after a clean shutdown
+    <data dir>/recovery-point-offset-checkpoint
+    <data dir>/log-start-offset-checkpoint
+    <data dir>/topic-configs.json               per-topic config overrides (Kafka keeps
+                                                these in its metadata log; we have none)
+    <data dir>/<topic>-<partition>/             one directory per partition:
+        partition.metadata                      the topic id
+        00000000000000000000.log/.index/.timeindex/.txnindex, <offset>.snapshot
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from protocol.errors import ErrorCode, KafkaError
+
+from .checkpoints import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, read_checkpoint, write_checkpoint
+from .log import LogConfig, PartitionLog
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_FILE = "meta.properties"
+TOPIC_CONFIGS_FILE = "topic-configs.json"
+PARTITION_METADATA_FILE = "partition.metadata"
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name is longer than {MAX_TOPIC_NAME} characters")
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """Kafka writes Uuids as URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+def parse_topic_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    config: LogConfig
+    # The per-topic overrides as given (Kafka names), persisted in topic-configs.json.
+    configs: dict[str, str] = field(default_factory=dict)
+    partitions: list[PartitionLog] = field(default_factory=list)
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    partitions: int
+    clean: bool
+    truncated_bytes: int
+    seconds: float
+
+
+class LogManager:
+    def __init__(self, data_dir: str, default_config: LogConfig,
+                 on_append: Callable[[str, int], None] | None = None) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        self.default_config = default_config
+        self.on_append = on_append
+        self.topics: dict[str, Topic] = {}
+        self._topics_by_id: dict[uuid.UUID, Topic] = {}
+        self.cluster_id = ""
+        self.node_id = 1
+
+    # --- start-up ------------------------------------------------------------------------
+
+    def load(self) -> LoadReport:
+        started = time.monotonic()
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._load_meta()
+        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        recovery_points = read_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
+        start_offsets = read_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE))
+        by_topic: dict[str, list[tuple[int, str]]] = {}
+        for name in sorted(os.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith("-delete"):
+                shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
+                continue
+            match = _PARTITION_DIR.match(name)
+            if match:
+                by_topic.setdefault(match["topic"], []).append((int(match["partition"]), path))
+        saved_configs = self._read_topic_configs()
+        truncated = 0
+        count = 0
+        for topic_name, parts in by_topic.items():
+            parts.sort()
+            topic_id = self._read_topic_id(parts[0][1]) or uuid.uuid4()
+            configs = saved_configs.get(topic_name, {})
+            topic = Topic(topic_name, topic_id, self.default_config.with_topic_configs(configs), configs=configs)
+            for index, path in parts:
+                key = (topic_name, index)
+                log = PartitionLog.open(path, topic_name, index, topic.config, clean=clean,
+                                        recovery_point=recovery_points.get(key, 0),
+                                        log_start_offset=start_offsets.get(key, 0))
+                truncated += log.truncated_bytes
+                log.on_append = self.on_append
+                topic.partitions.append(log)
+                count += 1
+            self._register(topic)
+        # From here on the files are being written again: a crash is no longer clean.
+        if clean:
+            os.unlink(marker)
+        return LoadReport(count, clean, truncated, time.monotonic() - started)
+
+    def _load_meta(self) -> None:
+        path = os.path.join(self.data_dir, META_FILE)
+        props: dict[str, str] = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    if "=" in line and not line.startswith("#"):
+                        k, v = line.strip().split("=", 1)
+                        props[k] = v
+        if "cluster.id" not in props:
+            props = {"version": "1", "cluster.id": topic_id_text(uuid.uuid4()), "node.id": str(self.node_id)}
+            with open(path + ".tmp", "w") as f:
+                f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+            os.replace(path + ".tmp", path)
+        self.cluster_id = props["cluster.id"]
+        self.node_id = int(props.get("node.id", self.node_id))
+
+    @staticmethod
+    def _read_topic_id(partition_dir: str) -> uuid.UUID | None:
+        try:
+            with open(os.path.join(partition_dir, PARTITION_METADATA_FILE)) as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key.strip() == "topic_id":
+                        return parse_topic_id(value.strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return None
+
+    def _read_topic_configs(self) -> dict[str, dict[str, str]]:
+        try:
+            with open(os.path.join(self.data_dir, TOPIC_CONFIGS_FILE)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    def _save_topic_configs(self) -> None:
+        path = os.path.join(self.data_dir, TOPIC_CONFIGS_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump({t.name: t.configs for t in self.topics.values() if t.configs}, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+
+    def _register(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self._topics_by_id[topic.topic_id] = topic
+
+    # --- topics --------------------------------------------------------------------------
+
+    def topic(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._topics_by_id.get(topic_id)
+
+    def partition(self, topic: str, partition: int) -> PartitionLog | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < len(t.partitions):
+            return None
+        return t.partitions[partition]
+
+    def validate_new_topic(self, name: str, partitions: int) -> None:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        if partitions <= 0:
+            raise KafkaError(ErrorCode.invalid_partitions, f"number of partitions must be positive, not {partitions}")
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        self.validate_new_topic(name, partitions)
+        configs = dict(configs or {})
+        config = self.default_config.with_topic_configs(configs)
+        topic = Topic(name, uuid.uuid4(), config, configs=configs)
+        for index in range(partitions):
+            path = os.path.join(self.data_dir, f"{name}-{index}")
+            log = PartitionLog.create(path, name, index, config)
+            log.on_append = self.on_append
+            with open(os.path.join(path, PARTITION_METADATA_FILE), "w") as f:
+                f.write(f"version: 0\ntopic_id: {topic_id_text(topic.topic_id)}\n")
+            topic.partitions.append(log)
+        self._register(topic)
+        if configs:
+            self._save_topic_configs()
+        return topic
+
+    def delete_topic(self, name: str) -> Topic:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        self._topics_by_id.pop(topic.topic_id, None)
+        if topic.configs:
+            self._save_topic_configs()
+        for log in topic.partitions:
+            log.close_files()
+            # Renamed first, as Kafka does, so a crash mid-delete never resurrects it.
+            doomed = f"{log.directory}.{uuid.uuid4().hex}-delete"
+            os.rename(log.directory, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        return topic
+
+    def all_partitions(self) -> list[PartitionLog]:
+        return [log for topic in self.topics.values() for log in topic.partitions]
+
+    # --- checkpoints and shutdown --------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the recovery points (everything before the active segment has its indexes
+        on disk) and the log start offsets."""
+        recovery = {}
+        starts = {}
+        for log in self.all_partitions():
+            log.flush()
+            recovery[(log.topic, log.partition)] = log.active.base_offset
+            starts[(log.topic, log.partition)] = log.log_start_offset
+        write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery)
+        write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE), starts)
+
+    def close(self) -> None:
+        """Clean shutdown: indexes and snapshots written, checkpoints at the log ends, and
+        the marker that lets the next start skip recovery."""
+        recovery = {}
+        starts = {}
+        for log in self.all_partitions():
+            log.close()
+            recovery[(log.topic, log.partition)] = log.log_end_offset
+            starts[(log.topic, log.partition)] = log.log_start_offset
+        write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery)
+        write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE), starts)
+        with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "w"):
+            pass

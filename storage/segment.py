@@ -1,0 +1,235 @@
+"""One segment of a partition: a `.log` file of record batches and its indexes.
+
+The `.log` holds batches byte for byte as the producer sent them, with the broker's
+baseOffset and partitionLeaderEpoch written into the first 16 bytes. The file is named
+after the segment's base offset, 20 digits, zero padded, as Kafka names it.
+
+Reads never load a segment: a position comes from the sparse offset index, and from
+there batch headers are walked with `os.pread` until the wanted offset.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, OFFSET_AND_LENGTH, BatchHeader, compute_crc
+
+from .index import OffsetIndex, TimeIndex
+from .txn_index import TransactionIndex
+
+# How much to read at once when walking batch headers.
+_WALK_WINDOW = 64 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSlice:
+    """Whole batches read from a segment: their bytes, and where the next read starts."""
+
+    data: bytes
+    next_offset: int
+    next_position: int
+
+
+class LogSegment:
+    def __init__(self, directory: str, base_offset: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index")), base_offset)
+        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex")), base_offset)
+        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex")))
+        self.bytes_since_index_entry = 0
+        # The largest timestamp in the segment and the offset it was seen at.
+        self.max_timestamp = -1
+        self.created_ms = 0
+
+    # --- writing -------------------------------------------------------------------------
+
+    def append(self, chunks: list, size: int, base_offset: int, last_offset: int, max_timestamp: int,
+               index_interval_bytes: int) -> int:
+        """Write one batch (as chunks for writev) and index it. Returns its position."""
+        position = self.size
+        written = os.writev(self.fd, chunks)
+        if written != size:
+            # A short write leaves a torn batch; cut it off so the file stays a clean log.
+            os.ftruncate(self.fd, position)
+            raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
+        self.size += size
+        if self.bytes_since_index_entry >= index_interval_bytes or position == 0:
+            self.offset_index.append(base_offset, position)
+            self.bytes_since_index_entry = 0
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.time_index.append(max_timestamp, last_offset)
+        self.bytes_since_index_entry += size
+        return position
+
+    def flush_indexes(self) -> None:
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def pread(self, size: int, position: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    def walk(self, start_position: int = 0, end_position: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each whole batch from `start_position`, read in windows."""
+        end = self.size if end_position is None else end_position
+        position = start_position
+        while position + HEADER_SIZE <= end:
+            window = os.pread(self.fd, min(_WALK_WINDOW, end - position), position)
+            at = 0
+            while at + HEADER_SIZE <= len(window):
+                header = BatchHeader.parse(window, at)
+                if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                    return  # garbage: the caller (recovery) decides what to do
+                if position + at + header.size > end:
+                    return
+                yield position + at, header
+                at += header.size
+            if at == 0:
+                # One header did not fit in a window read short of `end`: a torn tail.
+                return
+            position += at
+
+    def position_of(self, offset: int) -> tuple[int, int] | None:
+        """(position, base offset) of the batch holding `offset`, or None past the end."""
+        _, start = self.offset_index.lookup(offset)
+        for position, header in self.walk(start):
+            if header.last_offset >= offset:
+                return position, header.base_offset
+        return None
+
+    def read(self, position: int, max_bytes: int, max_offset: int, min_one: bool) -> ReadSlice | None:
+        """Whole batches from `position` holding offsets below `max_offset`, at most
+        `max_bytes` of them, except that with `min_one` the first batch is returned
+        even when it alone is larger (KIP-74: a consumer must always make progress)."""
+        if position >= self.size:
+            return None
+        window = os.pread(self.fd, min(max(max_bytes, HEADER_SIZE), self.size - position), position)
+        at = 0
+        next_offset = -1
+        while at + LOG_OVERHEAD <= len(window):
+            base_offset, length = OFFSET_AND_LENGTH.unpack_from(window, at)
+            if base_offset >= max_offset:
+                break
+            batch_size = length + LOG_OVERHEAD
+            if at + batch_size > len(window):
+                if at == 0 and min_one:
+                    window = os.pread(self.fd, batch_size, position)
+                    at = batch_size
+                    next_offset = BatchHeader.parse(window).last_offset + 1
+                break
+            last_delta = HEADER.unpack_from(window, at)[6]
+            at += batch_size
+            next_offset = base_offset + last_delta + 1
+        if at == 0:
+            return None
+        return ReadSlice(window[:at] if at < len(window) else window, next_offset, position + at)
+
+    def first_batch_reaching(self, timestamp: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose max timestamp is >= `timestamp`,
+        found through the time index."""
+        start_offset = self.time_index.lookup(timestamp)
+        _, start = self.offset_index.lookup(start_offset)
+        for position, header in self.walk(start):
+            if header.max_timestamp >= timestamp:
+                return position, header
+        return None
+
+    # --- recovery and truncation ---------------------------------------------------------
+
+    def recover(self, index_interval_bytes: int, max_batch_bytes: int) -> tuple[BatchHeader | None, int]:
+        """Check every batch (length and CRC), rebuild the indexes, cut the file after the
+        last good batch. Returns the last good batch's header and the bytes cut off."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.bytes_since_index_entry = 0
+        valid_end = 0
+        position = 0
+        last: BatchHeader | None = None
+        file_size = os.fstat(self.fd).st_size
+        while position + HEADER_SIZE <= file_size:
+            head = os.pread(self.fd, HEADER_SIZE, position)
+            header = BatchHeader.parse(head)
+            if header.magic != 2 or header.size < HEADER_SIZE or header.size > max_batch_bytes:
+                break
+            if position + header.size > file_size:
+                break
+            batch = os.pread(self.fd, header.size, position)
+            if compute_crc(batch) != header.crc:
+                break
+            if self.bytes_since_index_entry >= index_interval_bytes or position == 0:
+                self.offset_index.append(header.base_offset, position)
+                self.bytes_since_index_entry = 0
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.time_index.append(header.max_timestamp, header.last_offset)
+            self.bytes_since_index_entry += header.size
+            position += header.size
+            valid_end = position
+            last = header
+        truncated = file_size - valid_end
+        if truncated:
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
+        self.flush_indexes()
+        return last, truncated
+
+    def load_state(self) -> BatchHeader | None:
+        """After a clean shutdown: restore the in-memory counters from the indexes and the
+        last batch, without scanning. Returns the last batch's header."""
+        last = None
+        _, start = self.offset_index.lookup(2**62)
+        for _, header in self.walk(start):
+            last = header
+        self.max_timestamp = self.time_index.last_timestamp
+        if last is not None and last.max_timestamp > self.max_timestamp:
+            self.max_timestamp = last.max_timestamp
+        self.bytes_since_index_entry = self.size - (start if len(self.offset_index) else 0)
+        return last
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch with base offset >= `offset`."""
+        found = self.position_of(offset)
+        if found is None:
+            return
+        position, base = found
+        if base < offset:
+            position = self._end_of_batch_at(position)
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+
+    def _end_of_batch_at(self, position: int) -> int:
+        _, length = OFFSET_AND_LENGTH.unpack(os.pread(self.fd, LOG_OVERHEAD, position))
+        return position + length + LOG_OVERHEAD
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.flush_indexes()
+        self.txn_index.flush()
+        os.close(self.fd)
+
+    def delete(self) -> None:
+        os.close(self.fd)
+        os.unlink(self.log_path)
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.txn_index.delete()
