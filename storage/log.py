@@ -225,7 +225,6 @@ class PartitionLog:
         first = self.producer_state.complete_txn(producer_id, producer_epoch, marker.coordinator_epoch)
         if marker.type is ControlType.ABORT and first is not None and write_index:
             segment.txn_index.append(AbortedTxn(producer_id, first, marker_offset, self.last_stable_offset))
-            segment.txn_index.flush()
 
     def _write(self, records: bytes | memoryview, header: BatchHeader, base_offset: int) -> None:
         size = len(records)
@@ -249,9 +248,6 @@ class PartitionLog:
 
     def roll(self) -> LogSegment:
         """Close the active segment for writing and start a new one at the log end."""
-        old = self.active
-        old.flush_indexes()
-        old.txn_index.flush()
         segment = LogSegment(self.directory, self.log_end_offset)
         self.segments.append(segment)
         # Kafka snapshots producer state at every roll, named by the new base offset.
@@ -351,11 +347,6 @@ class PartitionLog:
         return found
 
     # --- life cycle ----------------------------------------------------------------------
-
-    def flush(self) -> None:
-        for segment in self.segments:
-            segment.flush_indexes()
-            segment.txn_index.flush()
 
     def close(self) -> None:
         """Clean close: indexes written, producer state snapshotted at the log end."""

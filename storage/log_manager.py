@@ -244,12 +244,11 @@ class LogManager:
     # --- checkpoints and shutdown --------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the recovery points (everything before the active segment has its indexes
-        on disk) and the log start offsets."""
+        """Write the recovery points (everything before the active segment is complete,
+        indexes included) and the log start offsets."""
         recovery = {}
         starts = {}
         for log in self.all_partitions():
-            log.flush()
             recovery[(log.topic, log.partition)] = log.active.base_offset
             starts[(log.topic, log.partition)] = log.log_start_offset
         write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery)

@@ -72,10 +72,6 @@ class LogSegment:
         self.bytes_since_index_entry += size
         return position
 
-    def flush_indexes(self) -> None:
-        self.offset_index.flush()
-        self.time_index.flush()
-
     def fsync(self) -> None:
         os.fsync(self.fd)
 
@@ -186,7 +182,6 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
-        self.flush_indexes()
         return last, truncated
 
     def load_state(self) -> BatchHeader | None:
@@ -223,8 +218,9 @@ class LogSegment:
     # --- life cycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        self.flush_indexes()
-        self.txn_index.flush()
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
         os.close(self.fd)
 
     def delete(self) -> None:

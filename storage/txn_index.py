@@ -24,10 +24,13 @@ class AbortedTxn:
 
 
 class TransactionIndex:
+    """Entries are written as they are added. The file is created with the first
+    aborted transaction, as Kafka does; most segments never have one."""
+
     def __init__(self, path: str) -> None:
         self.path = path
         self.entries: list[AbortedTxn] = []
-        self._pending = bytearray()
+        self._fd: int | None = None
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -37,37 +40,42 @@ class TransactionIndex:
             if version == VERSION:
                 self.entries.append(AbortedTxn(pid, first, last, lso))
 
+    def _file(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
     def append(self, entry: AbortedTxn) -> None:
         self.entries.append(entry)
-        self._pending += _ENTRY.pack(VERSION, entry.producer_id, entry.first_offset, entry.last_offset,
-                                     entry.last_stable_offset)
+        os.write(self._file(), _pack(entry))
 
     def overlapping(self, first: int, last: int) -> list[AbortedTxn]:
         """Aborted transactions that hold any offset in [first, last]."""
         return [e for e in self.entries if e.last_offset >= first and e.first_offset <= last]
 
-    def flush(self) -> None:
-        if self._pending:
-            with open(self.path, "ab") as f:
-                f.write(self._pending)
-            self._pending.clear()
-
     def truncate_to(self, offset: int) -> None:
-        self.entries = [e for e in self.entries if e.last_offset < offset]
-        self._pending.clear()
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            for e in self.entries:
-                f.write(_ENTRY.pack(VERSION, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset))
-        os.replace(tmp, self.path)
+        """Forget transactions whose marker is at or past `offset`."""
+        kept = [e for e in self.entries if e.last_offset < offset]
+        if len(kept) == len(self.entries):
+            return
+        self.entries = kept
+        fd = self._file()
+        os.ftruncate(fd, 0)
+        if kept:
+            os.write(fd, b"".join(_pack(e) for e in kept))
 
-    def reset(self) -> None:
-        self.entries = []
-        self.truncate_to(-1)
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def delete(self) -> None:
-        self._pending.clear()
+        self.close()
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+def _pack(entry: AbortedTxn) -> bytes:
+    return _ENTRY.pack(VERSION, entry.producer_id, entry.first_offset, entry.last_offset, entry.last_stable_offset)

@@ -88,7 +88,8 @@ def _collect(ctx: RequestContext, request: Any, wanted: list) -> tuple[list, int
                     {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in got.aborted
                 ],
                 "preferred_read_replica": -1,
-                "records": got.records,
+                # Kafka sends empty records, never null: older librdkafka rejects null.
+                "records": got.records if got.records is not None else b"",
             })
         responses.append({
             "topic": getattr(fetch_topic, "topic", None),
@@ -107,5 +108,5 @@ def _error(partition: int, code: ErrorCode, high_watermark: int = -1, log_start_
         "log_start_offset": log_start_offset,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
-        "records": None,
+        "records": b"",
     }

@@ -1,0 +1,128 @@
+"""Run a real Ottla broker in a subprocess, for tests and scripts.
+
+    with running_broker() as broker:
+        Producer({"bootstrap.servers": broker.bootstrap}) ...
+
+The broker listens on a free port (it binds port 0 and reports the port it got) and
+keeps its data in a temporary directory unless one is given. `kill()` sends SIGKILL,
+`stop()` SIGTERM (a clean shutdown), `start()` starts it again on the same data
+directory and port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Iterator
+
+READY_PREFIX = "Ottla is ready: bootstrap.servers="
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: str | None = None, properties: dict[str, str] | None = None,
+                 log_path: str | None = None) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="ottla-")
+        self.properties = dict(properties or {})
+        self.log_path = log_path or os.path.join(self.data_dir, "..", f"{os.path.basename(self.data_dir)}.broker.log")
+        self.port = 0
+        self.bootstrap = ""
+        self.process: subprocess.Popen[str] | None = None
+        self._log_file = None
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+               "--data-dir", self.data_dir, "--log-level", "info"]
+        for key, value in self.properties.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self, timeout: float = 30) -> "BrokerProcess":
+        self._log_file = open(self.log_path, "a")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=self._log_file, text=True,
+                                        env=env, cwd=_project_root())
+        ready = threading.Event()
+        lines: list[str] = []
+
+        def read_stdout() -> None:
+            assert self.process is not None and self.process.stdout is not None
+            for line in self.process.stdout:
+                lines.append(line)
+                if line.startswith(READY_PREFIX):
+                    self.bootstrap = line[len(READY_PREFIX):].strip()
+                    ready.set()
+
+        threading.Thread(target=read_stdout, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"broker did not start; log:\n{self.log()}")
+        self.port = int(self.bootstrap.rsplit(":", 1)[1])
+        return self
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        return self._signal(signal.SIGTERM, timeout)
+
+    def kill(self) -> int:
+        return self._signal(signal.SIGKILL, 10)
+
+    def _signal(self, sig: int, timeout: float) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self.process = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        return code
+
+    def restart(self) -> "BrokerProcess":
+        self.stop()
+        return self.start()
+
+    def cleanup(self) -> None:
+        self.kill()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.log_path)
+
+
+def _project_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@contextlib.contextmanager
+def running_broker(data_dir: str | None = None, **properties: str) -> Iterator[BrokerProcess]:
+    """A broker subprocess for the duration of the block. Properties use Kafka's names
+    with dots replaced by underscores: running_broker(log_segment_bytes="5242880")."""
+    props = {key.replace("_", "."): str(value) for key, value in properties.items()}
+    broker = BrokerProcess(data_dir, props)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.cleanup()

@@ -1,0 +1,67 @@
+"""Helpers around the real clients the integration tests drive."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+    futures[name].result(15)
+
+
+def idempotent_producer(bootstrap: str, **extra: object) -> Producer:
+    config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    config.update(extra)
+    return Producer(config)
+
+
+def produce_all(producer: Producer, messages: list[tuple[str, int, bytes | None, bytes]]) -> None:
+    """Produce (topic, partition, key, value) tuples and wait for every delivery; fail on
+    any delivery error."""
+    errors: list[object] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+
+    for topic, partition, key, value in messages:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    remaining = producer.flush(60)
+    assert remaining == 0, f"{remaining} messages not delivered"
+    assert not errors, errors[:5]
+
+
+def consume_partitions(bootstrap: str, topic: str, partitions: list[int], expected: int, *,
+                       isolation: str = "read_uncommitted", timeout: float = 60) -> dict[int, list]:
+    """Read `expected` messages from the start of `partitions`; {partition: [messages]}."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"reader-{time.monotonic_ns()}",
+        "enable.auto.commit": False,
+        "isolation.level": isolation,
+        "log_level": 3,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    got: dict[int, list] = {p: [] for p in partitions}
+    count = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while count < expected and time.monotonic() < deadline:
+            for message in consumer.consume(10000, 0.5):
+                if message.error():
+                    raise AssertionError(str(message.error()))
+                got[message.partition()].append(message)
+                count += 1
+    finally:
+        consumer.close()
+    return got

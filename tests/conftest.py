@@ -1,0 +1,40 @@
+"""Shared fixtures: a real broker subprocess per test module (or per test when a test
+needs its own data directory), and unique topic names."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker.testing import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    """One broker for a whole test module, on a free port with a temp data dir."""
+    data_dir = tmp_path_factory.mktemp("broker-data")
+    process = BrokerProcess(str(data_dir)).start()
+    yield process
+    process.cleanup()
+
+
+@pytest.fixture
+def fresh_broker(tmp_path):
+    """A broker of this test's own, for tests that restart, kill or configure it."""
+    processes: list[BrokerProcess] = []
+
+    def start(**properties: object) -> BrokerProcess:
+        props = {key.replace("_", "."): str(value) for key, value in properties.items()}
+        process = BrokerProcess(str(tmp_path / f"data{len(processes)}"), props).start()
+        processes.append(process)
+        return process
+
+    yield start
+    for process in processes:
+        process.cleanup()
+
+
+@pytest.fixture
+def topic_name() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,177 @@
+"""Raw requests on a socket: retries, pipelining, and bad input."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+from protocol.batch import build_batch, encode_record
+from protocol.errors import ErrorCode
+from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
+from tests.wire import WireClient, request
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
+
+
+def _init_producer_id(client: WireClient) -> int:
+    response = client.call(INIT_PRODUCER_ID, 4, request(INIT_PRODUCER_ID, 4, transactional_id=None,
+                                                         transaction_timeout=60000, producer_id=-1,
+                                                         producer_epoch=-1))
+    assert response.error_code == ErrorCode.none
+    return response.producer_id
+
+
+def _produce_request(topic: str, records: bytes, version: int = 9, acks: int = -1):
+    return request(PRODUCE, version, transactional_id=None, acks=acks, timeout=30000, topic_data=[
+        {"name": topic, "partition_data": [{"index": 0, "records": records}]}
+    ])
+
+
+def _latest_offset(client: WireClient, topic: str) -> int:
+    response = client.call(LIST_OFFSETS, 7, request(LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}
+    ]))
+    return response.topics[0].partitions[0].offset
+
+
+def _batch(producer_id: int, sequence: int, count: int = 3, epoch: int = 0) -> bytes:
+    return build_batch(
+        [encode_record(f"k{i}".encode(), f"v{sequence + i}".encode(), offset_delta=i) for i in range(count)],
+        timestamp=int(time.time() * 1000), producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+    )
+
+
+def test_a_retried_produce_is_stored_once_and_answered_with_the_same_offset(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap) as client:
+        producer_id = _init_producer_id(client)
+        first_batch = _batch(producer_id, 0)
+        client.call(PRODUCE, 9, _produce_request(topic_name, first_batch))
+        batch = _batch(producer_id, 3)
+
+        first = client.call(PRODUCE, 9, _produce_request(topic_name, batch))
+        # The acknowledgement was "lost": the producer sends the same bytes again.
+        retry = client.call(PRODUCE, 9, _produce_request(topic_name, batch))
+
+        p1 = first.responses[0].partition_responses[0]
+        p2 = retry.responses[0].partition_responses[0]
+        assert p1.error_code == ErrorCode.none and p2.error_code == ErrorCode.none
+        assert p1.base_offset == p2.base_offset == 3
+        assert _latest_offset(client, topic_name) == 6
+
+    got = consume_partitions(broker.bootstrap, topic_name, [0], 6)
+    assert [m.value() for m in got[0]] == [f"v{i}".encode() for i in range(6)]
+
+
+def test_a_sequence_gap_is_refused_as_out_of_order(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap) as client:
+        producer_id = _init_producer_id(client)
+        client.call(PRODUCE, 9, _produce_request(topic_name, _batch(producer_id, 0)))
+        response = client.call(PRODUCE, 9, _produce_request(topic_name, _batch(producer_id, 7)))
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.out_of_order_sequence_number
+        assert _latest_offset(client, topic_name) == 3
+
+
+def test_ten_pipelined_requests_come_back_in_order(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap) as client:
+        producer_id = _init_producer_id(client)
+        first_id = client.correlation_id + 1
+        kinds = []
+        sequence = 0
+        for i in range(10):
+            if i % 3 == 2:
+                client.send(METADATA, 12, request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
+                kinds.append((METADATA, 12))
+            elif i % 3 == 1:
+                client.send(API_VERSIONS, 3, request(API_VERSIONS, 3, client_software_name="wire",
+                                                      client_software_version="1"))
+                kinds.append((API_VERSIONS, 3))
+            else:
+                client.send(PRODUCE, 9, _produce_request(topic_name, _batch(producer_id, sequence)))
+                sequence += 3
+                kinds.append((PRODUCE, 9))
+        correlation_ids = []
+        for api_key, version in kinds:
+            correlation_id, body = client.receive(api_key, version)
+            correlation_ids.append(correlation_id)
+            if api_key == PRODUCE:
+                assert body.responses[0].partition_responses[0].error_code == ErrorCode.none
+        assert correlation_ids == list(range(first_id, first_id + 10))
+        assert _latest_offset(client, topic_name) == sequence
+
+
+def test_unknown_api_versions_version_gets_a_v0_unsupported_version_answer(broker):
+    with WireClient(broker.bootstrap) as client:
+        # ApiVersions v99 with a v2 header: the broker cannot decode the body and must not.
+        raw = struct.pack(">hhih", API_VERSIONS, 99, 7, 4) + b"test" + b"\x00" + b"\x00\x00\x00"
+        client.send_raw(struct.pack(">i", len(raw)) + raw)
+        correlation_id, body = client.receive(API_VERSIONS, 0)
+        assert correlation_id == 7
+        assert body.error_code == ErrorCode.unsupported_version
+        keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        assert keys[PRODUCE] == (0, 11) and keys[FETCH][1] >= 12 and keys[API_VERSIONS] == (0, 4)
+
+
+def _assert_broker_still_serves(broker, topic: str, expected: int) -> None:
+    got = consume_partitions(broker.bootstrap, topic, [0], expected, timeout=20)
+    assert len(got[0]) == expected
+    producer = idempotent_producer(broker.bootstrap)
+    produce_all(producer, [(topic, 0, None, b"after")])
+
+
+def test_bad_input_closes_only_that_connection_and_loses_nothing(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    produce_all(idempotent_producer(broker.bootstrap), [(topic_name, 0, None, b"kept-%d" % i) for i in range(50)])
+    bystander = WireClient(broker.bootstrap)
+    bystander.call(METADATA, 12, request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
+
+    bad_inputs = {
+        "random bytes": os.urandom(64),
+        "negative length": struct.pack(">i", -5) + b"abc",
+        "huge length": struct.pack(">i", 2**31 - 1) + b"abc",
+        "unknown api key": struct.pack(">i", 10) + struct.pack(">hhih", 9999, 0, 1, 0),
+        "unknown version": struct.pack(">i", 10) + struct.pack(">hhih", METADATA, 99, 1, 0),
+        "garbage body": struct.pack(">i", 14) + struct.pack(">hhih", METADATA, 1, 1, 0) + b"\xff\xff\xff\xf0",
+    }
+    for name, payload in bad_inputs.items():
+        with WireClient(broker.bootstrap) as client:
+            client.send_raw(payload)
+            assert client.is_closed(), f"{name}: connection was not closed"
+
+    # A truncated frame followed by the client vanishing mid-request.
+    with socket.create_connection(("127.0.0.1", broker.port)) as sock:
+        sock.sendall(struct.pack(">i", 100) + b"only a few bytes")
+
+    # The bystander's connection was not disturbed.
+    bystander.call(METADATA, 12, request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
+    bystander.close()
+    _assert_broker_still_serves(broker, topic_name, 50)
+    log = broker.log()
+    assert "closing connection" in log and "bad frame" in log and "unknown api key 9999" in log
+
+
+def test_a_batch_with_a_wrong_crc_is_refused_with_corrupt_message(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap) as client:
+        producer_id = _init_producer_id(client)
+        batch = bytearray(_batch(producer_id, 0))
+        batch[-1] ^= 0xFF  # flip bits in the last record: the CRC no longer matches
+        response = client.call(PRODUCE, 9, _produce_request(topic_name, bytes(batch)))
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.corrupt_message
+        assert _latest_offset(client, topic_name) == 0
+        # The same connection and producer carry on.
+        ok = client.call(PRODUCE, 9, _produce_request(topic_name, _batch(producer_id, 0)))
+        assert ok.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert "CRC mismatch" in broker.log()
+
+
+def test_acks_0_gets_no_response_but_the_data_is_stored(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap) as client:
+        client.send(PRODUCE, 9, _produce_request(topic_name, _batch(-1, -1), acks=0))
+        # The next answer on the connection belongs to the next request.
+        assert _latest_offset(client, topic_name) == 3

@@ -1,0 +1,111 @@
+"""The record-batch header codec, on a batch captured from confluent-kafka."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from protocol.batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    BatchTooLarge,
+    InvalidBatch,
+    build_batch,
+    compute_crc,
+    crc_is_valid,
+    encode_record,
+    iter_records,
+    validate_produced_batch,
+    with_offset_and_epoch,
+)
+from protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
+
+CAPTURED = os.path.join(os.path.dirname(__file__), "..", "data", "confluent_idempotent_batch.bin")
+
+
+@pytest.fixture
+def captured() -> bytes:
+    with open(CAPTURED, "rb") as f:
+        return f.read()
+
+
+def test_header_of_a_confluent_kafka_batch(captured):
+    header = BatchHeader.parse(captured)
+    assert header.size == len(captured)
+    assert header.magic == 2
+    assert header.record_count == 5 and header.last_offset_delta == 4
+    assert header.base_timestamp == 1700000000000
+    assert header.max_timestamp == 1700000000000 + 4 * 1001  # milliseconds kept exactly
+    assert header.has_producer_id and header.producer_epoch == 0 and header.base_sequence == 0
+    assert header.last_sequence == 4
+    assert not header.is_transactional and not header.is_control
+    assert crc_is_valid(captured, header)
+
+
+def test_records_of_the_captured_batch(captured):
+    records = list(iter_records(captured))
+    assert [r.key for r in records] == [b"key-%d" % i for i in range(5)]
+    assert [r.value for r in records] == [b"value-%d" % i for i in range(5)]
+    assert [r.headers for r in records] == [(("h", b"hv%d" % i),) for i in range(5)]
+    assert [r.timestamp for r in records] == [1700000000000 + i * 1001 for i in range(5)]
+    assert [r.sequence for r in records] == [0, 1, 2, 3, 4]
+
+
+def test_new_offset_and_leader_epoch_keep_the_crc_valid(captured):
+    patched = b"".join(bytes(c) for c in with_offset_and_epoch(captured, 123456789, 7))
+    header = BatchHeader.parse(patched)
+    assert header.base_offset == 123456789 and header.partition_leader_epoch == 7
+    assert patched[16:] == captured[16:]
+    assert crc_is_valid(patched, header)
+    assert [r.offset for r in iter_records(patched)] == list(range(123456789, 123456794))
+
+
+def test_build_batch_round_trip():
+    records = [encode_record(b"k%d" % i, None if i == 2 else b"v%d" % i, offset_delta=i, timestamp_delta=i * 10,
+                             headers=[("a", b"1"), ("b", None)]) for i in range(3)]
+    batch = build_batch(records, base_offset=40, timestamp=1_000, producer_id=9, producer_epoch=3, base_sequence=2**31 - 2)
+    header = validate_produced_batch(batch, 10_000)
+    assert header.base_offset == 40 and header.record_count == 3
+    assert header.last_sequence == 0, "sequences wrap from Int32.MAX to 0"
+    decoded = list(iter_records(batch))
+    assert [r.value for r in decoded] == [b"v0", b"v1", None]
+    assert [r.timestamp for r in decoded] == [1000, 1010, 1020]
+    assert decoded[0].headers == (("a", b"1"), ("b", None))
+
+
+def test_validation_refuses_bad_batches(captured):
+    corrupt = bytearray(captured)
+    corrupt[-1] ^= 1
+    with pytest.raises(InvalidBatch) as crc:
+        validate_produced_batch(bytes(corrupt), 10_000)
+    assert crc.value.corrupt
+
+    with pytest.raises(InvalidBatch) as short:
+        validate_produced_batch(captured[:HEADER_SIZE - 1], 10_000)
+    assert short.value.corrupt
+
+    with pytest.raises(InvalidBatch) as two:
+        validate_produced_batch(captured + captured, 10_000)
+    assert not two.value.corrupt, "two batches in one partition is a rule broken, not damage"
+
+    wrong_magic = bytearray(captured)
+    wrong_magic[16] = 1
+    with pytest.raises(InvalidBatch):
+        validate_produced_batch(bytes(wrong_magic), 10_000)
+
+    with pytest.raises(BatchTooLarge):
+        validate_produced_batch(captured, 100)
+
+
+def test_control_batch_for_a_commit_marker():
+    batch = marker_batch(EndTxnMarker(ControlType.COMMIT, 2), producer_id=3000, producer_epoch=1, timestamp=5)
+    header = BatchHeader.parse(batch)
+    assert header.is_control and header.is_transactional
+    assert header.base_sequence == -1 and header.record_count == 1
+    assert header.crc == compute_crc(batch) != 0
+    record = next(iter_records(batch))
+    assert len(record.key) == 4 and len(record.value) == 6  # as kafka-dump-log shows them
+    assert parse_marker(batch) == EndTxnMarker(ControlType.COMMIT, 2)
+    assert parse_marker(marker_batch(EndTxnMarker(ControlType.ABORT, 0), producer_id=1, producer_epoch=0,
+                                     timestamp=5)).type is ControlType.ABORT

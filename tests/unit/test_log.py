@@ -1,0 +1,108 @@
+"""The partition log without a broker: appends, rolls, index lookups across segments,
+reads, recovery of a torn tail."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from protocol.batch import BatchHeader, build_batch, encode_record, iter_records
+from protocol.errors import ErrorCode, KafkaError
+from storage.log import LogConfig, PartitionLog
+
+CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256, max_message_bytes=100_000)
+
+
+def batch(first_value: int, count: int, timestamp: int) -> bytes:
+    records = [encode_record(None, b"value-%06d" % (first_value + i), offset_delta=i) for i in range(count)]
+    return build_batch(records, timestamp=timestamp)
+
+
+def fill(log: PartitionLog, batches: int, per_batch: int = 3) -> None:
+    for i in range(batches):
+        data = batch(i * per_batch, per_batch, timestamp=1_000 + i)
+        log.append_client_batch(data, BatchHeader.parse(data))
+
+
+def values(data: bytes) -> list[tuple[int, bytes]]:
+    out = []
+    pos = 0
+    while pos < len(data):
+        header = BatchHeader.parse(data, pos)
+        out += [(r.offset, r.value) for r in iter_records(data[pos:pos + header.size])]
+        pos += header.size
+    return out
+
+
+@pytest.fixture
+def log(tmp_path) -> PartitionLog:
+    log = PartitionLog.create(str(tmp_path / "p-0"), "p", 0, CONFIG)
+    fill(log, 200)
+    return log
+
+
+def test_the_log_rolls_into_segments_named_by_base_offset(log):
+    assert len(log.segments) > 5
+    names = sorted(n for n in os.listdir(log.directory) if n.endswith(".log"))
+    assert names == [f"{s.base_offset:020d}.log" for s in log.segments]
+    assert log.log_end_offset == 600
+
+
+def test_index_lookups_find_every_offset_in_every_segment(log):
+    for segment in log.segments:
+        assert len(segment.offset_index) >= 1
+    for offset in range(0, 600):
+        got = log.read(offset, 100, read_committed=False, min_one=True)
+        first = values(got.records)[0]
+        # The read starts at the batch holding the offset.
+        assert first[0] <= offset < first[0] + 3
+        assert first[1] == b"value-%06d" % first[0]
+
+
+def test_a_read_returns_whole_batches_within_max_bytes(log):
+    got = log.read(0, 1000, read_committed=False, min_one=True)
+    size = BatchHeader.parse(got.records).size
+    assert len(got.records) % size == 0 and len(got.records) <= 1000
+    # min_one: a limit smaller than one batch still returns that batch.
+    tiny = log.read(30, 10, read_committed=False, min_one=True)
+    assert len(tiny.records) == size
+    assert log.read(30, 10, read_committed=False, min_one=False).records is None
+
+
+def test_reading_at_the_end_is_empty_and_past_it_is_out_of_range(log):
+    assert log.read(600, 1000, read_committed=False, min_one=True).records is None
+    with pytest.raises(KafkaError) as exc:
+        log.read(601, 1000, read_committed=False, min_one=True)
+    assert exc.value.code == ErrorCode.offset_out_of_range
+
+
+def test_offset_for_timestamp_uses_the_time_index(log):
+    assert log.offset_for_timestamp(1_000 + 150) == (450, 1_150)
+    assert log.offset_for_timestamp(0) == (0, 1_000)
+    assert log.offset_for_timestamp(10_000) is None
+
+
+def test_reopening_after_a_torn_write_cuts_the_tail(log, tmp_path):
+    directory = log.directory
+    last = log.segments[-1]
+    log.close()
+    with open(last.log_path, "ab") as f:
+        f.write(batch(9999, 3, 5)[:40])  # a batch cut off mid-write
+    os.unlink(last.offset_index.path)
+    reopened = PartitionLog.open(directory, "p", 0, CONFIG, clean=False, recovery_point=last.base_offset,
+                                 log_start_offset=0)
+    assert reopened.log_end_offset == 600
+    assert reopened.truncated_bytes == 40
+    assert values(reopened.read(597, 1000, False, True).records)[-1] == (599, b"value-000599")
+    fill(reopened, 1)
+    assert reopened.log_end_offset == 603
+
+
+def test_clean_reopen_keeps_offsets_and_indexes(log):
+    directory = log.directory
+    index_sizes = [len(s.offset_index) for s in log.segments]
+    log.close()
+    reopened = PartitionLog.open(directory, "p", 0, CONFIG, clean=True, recovery_point=600, log_start_offset=0)
+    assert reopened.log_end_offset == 600
+    assert [len(s.offset_index) for s in reopened.segments] == index_sizes
