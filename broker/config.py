@@ -40,6 +40,13 @@ PROPERTIES: tuple[Property, ...] = (
     Property("socket.request.max.bytes", "socket_request_max_bytes", int, "largest request frame accepted"),
     Property("log.flush.offset.checkpoint.interval.ms", "checkpoint_interval_ms", int,
              "how often recovery points are written"),
+    Property("transaction.max.timeout.ms", "transaction_max_timeout_ms", int,
+             "the longest transaction timeout a producer may ask for"),
+    Property("transaction.state.log.num.partitions", "transaction_state_partitions", int,
+             "partitions of __transaction_state"),
+    Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", "transaction_timeout_check_ms", int,
+             "how often transactions past their timeout are aborted"),
+    Property("offsets.topic.num.partitions", "offsets_topic_partitions", int, "partitions of __consumer_offsets"),
 )
 BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
 
@@ -61,6 +68,10 @@ class BrokerConfig:
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 100 * 1024 * 1024
     checkpoint_interval_ms: int = 60_000
+    transaction_max_timeout_ms: int = 15 * 60 * 1000
+    transaction_state_partitions: int = 50
+    transaction_timeout_check_ms: int = 10_000
+    offsets_topic_partitions: int = 50
 
     @property
     def advertised(self) -> str:

@@ -13,7 +13,10 @@ import asyncio
 import time
 from typing import Any
 
+from coordinator.markers import MarkerWriter
 from coordinator.producer_ids import ProducerIdAllocator
+from coordinator.transaction_log import partition_for
+from coordinator.transactions import TransactionCoordinator
 
 from storage.log_manager import LogManager, Topic
 
@@ -24,13 +27,19 @@ from .watchers import PartitionWatchers
 
 log = get_logger("ottla.broker")
 
+OFFSETS_TOPIC = "__consumer_offsets"
+
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.watchers = PartitionWatchers()
         self.logs = LogManager(config.data_dir, config.log_config(), on_append=self.watchers.notify)
-        self.producer_ids: ProducerIdAllocator | None = None  # set at start, after the data dir exists
+        self.markers = MarkerWriter(self.logs)
+        # Set at start, once the data directory is loaded.
+        self.producer_ids: ProducerIdAllocator = None  # type: ignore[assignment]
+        self.transactions: TransactionCoordinator = None  # type: ignore[assignment]
+        self.groups_enabled = False  # the group coordinator is not part of this broker yet
         self.connections: set[Connection] = set()
         self.stopping = False
         self.port = config.port
@@ -58,6 +67,16 @@ class Broker:
         log.info("topic created", topic=name, partitions=partitions, configs=configs or None)
         return topic
 
+    def offsets_partition_for(self, group_id: str) -> tuple[str, int]:
+        """The `__consumer_offsets` partition of a group, creating the topic on first use
+        as Kafka does."""
+        topic = self.logs.topic(OFFSETS_TOPIC)
+        if topic is None:
+            topic = self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions,
+                                      {"segment.bytes": str(100 * 1024 * 1024)})
+            assert topic is not None
+        return OFFSETS_TOPIC, partition_for(group_id, len(topic.partitions))
+
     def delete_topic(self, name: str) -> Topic:
         topic = self.logs.delete_topic(name)
         log.info("topic deleted", topic=name)
@@ -68,18 +87,26 @@ class Broker:
     async def start(self) -> None:
         report = self.logs.load()
         self.producer_ids = ProducerIdAllocator(self.logs.data_dir)
+        self.transactions = TransactionCoordinator(
+            self.logs, self.producer_ids, self.markers,
+            num_partitions=self.config.transaction_state_partitions,
+            max_timeout_ms=self.config.transaction_max_timeout_ms,
+        )
+        transactional_ids = self.transactions.load()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Connection(self), self.config.host, self.config.port, reuse_address=True, backlog=1024
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.append(loop.create_task(self._checkpoint_periodically()))
+        self._tasks.append(loop.create_task(self._abort_timed_out_transactions()))
         log.info(
             "ottla ready",
             bootstrap=self.bootstrap,
             listening=f"{self.config.host}:{self.port}",
             data_dir=self.logs.data_dir,
             partitions=report.partitions,
+            transactional_ids=transactional_ids,
             clean_start=report.clean,
             recovered_bytes_truncated=report.truncated_bytes,
             startup_seconds=round(report.seconds, 3),
@@ -93,6 +120,13 @@ class Broker:
                 self.logs.checkpoint()
             except OSError:
                 log.exception("checkpoint failed")
+
+    async def _abort_timed_out_transactions(self) -> None:
+        interval = self.config.transaction_timeout_check_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for txn_id in self.transactions.abort_timed_out():
+                log.info("transaction timed out: fenced and aborted", transactional_id=txn_id)
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -33,6 +33,14 @@ API_VERSIONS = Api(18, "ApiVersions", 0, 4)
 CREATE_TOPICS = Api(19, "CreateTopics", 2, 7)
 DELETE_TOPICS = Api(20, "DeleteTopics", 1, 6)
 INIT_PRODUCER_ID = Api(22, "InitProducerId", 0, 5)
+FIND_COORDINATOR = Api(10, "FindCoordinator", 0, 6)
+ADD_PARTITIONS_TO_TXN = Api(24, "AddPartitionsToTxn", 0, 5)
+ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 4)
+END_TXN = Api(26, "EndTxn", 0, 5)
+WRITE_TXN_MARKERS = Api(27, "WriteTxnMarkers", 1, 2)
+DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", 0, 0)
+DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0)
+LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 2)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -45,5 +53,13 @@ SUPPORTED: dict[int, Api] = {
         CREATE_TOPICS,
         DELETE_TOPICS,
         INIT_PRODUCER_ID,
+        FIND_COORDINATOR,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        WRITE_TXN_MARKERS,
+        DESCRIBE_PRODUCERS,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
     )
 }

@@ -1,6 +1,6 @@
 """One partition: a log of segments, its offsets and its producers.
 
-There is one append path for client batches (`append_client_batch`) and one for
+There is one append path for client batches (`append_batch`) and one for
 transaction markers (`append_marker`); both assign offsets, write the bytes with one
 `writev`, index them, and update producer state. Reads (`read`) locate a position
 through the offset index and return whole batches, bounded by the high watermark or,
@@ -188,8 +188,9 @@ class PartitionLog:
 
     # --- appending -----------------------------------------------------------------------
 
-    def append_client_batch(self, records: bytes | memoryview, header: BatchHeader) -> AppendResult:
-        """Append a validated batch from a producer, applying the idempotence rules."""
+    def append_batch(self, records: bytes | memoryview, header: BatchHeader) -> AppendResult:
+        """Append a validated batch (from a producer, or a coordinator's own record),
+        applying the idempotence rules when it carries a producer id."""
         verdict = Verdict.APPEND
         if header.has_producer_id:
             verdict, duplicate = self.producer_state.check(header)
@@ -282,6 +283,17 @@ class PartitionLog:
             aborted = []
         return FetchResult(records, self.high_watermark, lso, self.log_start_offset,
                            aborted if read_committed else None)
+
+    def batches(self, start_offset: int = 0):
+        """(header, bytes) of every batch holding offsets >= `start_offset`, oldest first.
+        For start-up loading of internal topics and for tools, not for the fetch path."""
+        for segment in self.segments:
+            next_base = self._next_segment_base(segment)
+            if next_base is not None and next_base <= start_offset:
+                continue
+            for position, header in segment.walk():
+                if header.last_offset >= start_offset:
+                    yield header, segment.pread(header.size, position)
 
     def _segment_for(self, offset: int) -> LogSegment | None:
         i = bisect_right([s.base_offset for s in self.segments], offset) - 1

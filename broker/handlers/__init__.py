@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from protocol import apis
 
-from . import api_versions, fetch, list_offsets, metadata, produce, topics, transactions
+from . import api_versions, coordinators, fetch, list_offsets, metadata, produce, topics, transactions
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -27,6 +27,14 @@ HANDLERS: dict[int, Handler] = {
     apis.CREATE_TOPICS.key: topics.handle_create,
     apis.DELETE_TOPICS.key: topics.handle_delete,
     apis.INIT_PRODUCER_ID.key: transactions.handle_init_producer_id,
+    apis.FIND_COORDINATOR.key: coordinators.handle_find_coordinator,
+    apis.ADD_PARTITIONS_TO_TXN.key: transactions.handle_add_partitions_to_txn,
+    apis.ADD_OFFSETS_TO_TXN.key: transactions.handle_add_offsets_to_txn,
+    apis.END_TXN.key: transactions.handle_end_txn,
+    apis.WRITE_TXN_MARKERS.key: transactions.handle_write_txn_markers,
+    apis.DESCRIBE_PRODUCERS.key: transactions.handle_describe_producers,
+    apis.DESCRIBE_TRANSACTIONS.key: transactions.handle_describe_transactions,
+    apis.LIST_TRANSACTIONS.key: transactions.handle_list_transactions,
 }
 
 api_versions_fallback = api_versions.unsupported_version_response

@@ -56,9 +56,12 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
         if header.size > config.segment_bytes:
             return _error(partition, ErrorCode.record_list_too_large,
                           f"batch of {header.size} bytes exceeds segment.bytes ({config.segment_bytes})")
-        if header.is_transactional and transactional_id is None:
-            raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
-        result = partition_log.append_client_batch(records, header)
+        if header.is_transactional:
+            if transactional_id is None:
+                raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
+            ctx.broker.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
+                                           topic, partition)
+        result = partition_log.append_batch(records, header)
     except InvalidBatch as exc:
         code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
         log.warning("produce refused", topic=topic, partition=partition, error=code.name, reason=str(exc),

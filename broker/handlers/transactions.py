@@ -1,20 +1,178 @@
-"""InitProducerId (and, with the transaction coordinator, the transactional APIs)."""
+"""The transactional APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+WriteTxnMarkers, and the admin views DescribeTransactions, ListTransactions,
+DescribeProducers. Each is a translation to and from the transaction coordinator."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode
+from coordinator.transaction_log import TxnState
+from protocol.errors import ErrorCode, KafkaError
 
 from .context import RequestContext
 
+_ALL_STATES = {state.kafka_name for state in TxnState}
+
 
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
-        # Transactional producers are served by the transaction coordinator, which this
-        # broker does not run yet: tell the client so, as a Kafka broker without one would.
-        return ctx.respond(error_code=ErrorCode.coordinator_not_available, producer_id=-1, producer_epoch=-1)
-    # An idempotent producer gets a fresh id with epoch 0 every time it asks, including
-    # when it asks to bump the epoch of the id it has (KIP-360): Kafka does the same.
-    producer_id = ctx.broker.producer_ids.allocate()
-    return ctx.respond(error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=0)
+    broker = ctx.broker
+    if request.transactional_id is None:
+        # An idempotent producer gets a fresh id with epoch 0 every time it asks, also
+        # when it asks to bump the epoch of the id it has (KIP-360): Kafka does the same.
+        return ctx.respond(error_code=ErrorCode.none, producer_id=broker.producer_ids.allocate(), producer_epoch=0)
+    try:
+        producer_id, epoch = broker.transactions.init_producer_id(
+            request.transactional_id,
+            int(request.transaction_timeout.total_seconds() * 1000),
+            getattr(request, "producer_id", -1),
+            getattr(request, "producer_epoch", -1),
+        )
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+    return ctx.respond(error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
+
+
+def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics: Any,
+                    verify_only: bool) -> list[dict[str, Any]]:
+    """Per-topic results for one transaction. As Kafka: if any partition is unknown,
+    nothing is added and the others get OPERATION_NOT_ATTEMPTED."""
+    broker = ctx.broker
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    unknown = {tp for tp in wanted if broker.logs.partition(*tp) is None}
+    if unknown:
+        codes = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                 for tp in wanted}
+    elif verify_only:
+        for tp in wanted:
+            try:
+                broker.transactions.verify(txn_id, producer_id, epoch, *tp)
+                codes[tp] = ErrorCode.none
+            except KafkaError as exc:
+                codes[tp] = exc.code
+    else:
+        try:
+            broker.transactions.add_partitions(txn_id, producer_id, epoch, wanted)
+            code = ErrorCode.none
+        except KafkaError as exc:
+            code = exc.code
+        codes = {tp: code for tp in wanted}
+    results = []
+    for t in topics:
+        results.append({"name": t.name, "results_by_partition": [
+            {"partition_index": p, "partition_error_code": codes[(t.name, p)]} for p in t.partitions
+        ]})
+    return results
+
+
+async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version <= 3:
+        results = _add_partitions(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                                  request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+        return ctx.respond(results_by_topic_v3_and_below=results)
+    by_transaction = [
+        {"transactional_id": txn.transactional_id,
+         "topic_results": _add_partitions(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                          txn.topics, txn.verify_only)}
+        for txn in request.transactions
+    ]
+    return ctx.respond(error_code=ErrorCode.none, results_by_transaction=by_transaction)
+
+
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    try:
+        partition = broker.offsets_partition_for(request.group_id)
+        broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                                           [partition])
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code)
+    return ctx.respond(error_code=ErrorCode.none)
+
+
+async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    try:
+        producer_id, epoch = ctx.broker.transactions.end_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+            bump_epoch=ctx.version >= 5,
+        )
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+    return ctx.respond(error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
+
+
+async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+    markers = ctx.broker.markers
+    results = []
+    for marker in request.markers:
+        partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        codes = markers.write(marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                              marker.coordinator_epoch, partitions)
+        results.append({"producer_id": marker.producer_id, "topics": [
+            {"name": t.name, "partitions": [
+                {"partition_index": p, "error_code": codes[(t.name, p)]} for p in t.partition_indexes
+            ]} for t in marker.topics
+        ]})
+    return ctx.respond(markers=results)
+
+
+async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.transactions
+    states = []
+    for txn_id in request.transactional_ids:
+        txn = coordinator.describe(txn_id)
+        if txn is None:
+            states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": txn_id,
+                           "transaction_state": "", "transaction_start_time": -1, "producer_id": -1,
+                           "producer_epoch": -1})
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(txn.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append({
+            "error_code": ErrorCode.none,
+            "transactional_id": txn_id,
+            "transaction_state": txn.state.kafka_name,
+            "transaction_timeout": txn.timeout_ms,
+            "transaction_start_time": txn.start_ms if txn.start_ms >= 0 else None,
+            "producer_id": txn.producer_id,
+            "producer_epoch": txn.producer_epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+        })
+    return ctx.respond(transaction_states=states)
+
+
+async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
+    wanted_states = set(request.state_filters)
+    unknown = sorted(wanted_states - _ALL_STATES)
+    listed = ctx.broker.transactions.list(wanted_states & _ALL_STATES if wanted_states else set(),
+                                          set(request.producer_id_filters),
+                                          getattr(request, "duration_filter", -1))
+    if wanted_states and not wanted_states & _ALL_STATES:
+        listed = []
+    return ctx.respond(error_code=ErrorCode.none, unknown_state_filters=unknown, transaction_states=[
+        {"transactional_id": txn_id, "producer_id": txn.producer_id, "transaction_state": txn.state.kafka_name}
+        for txn_id, txn in listed
+    ])
+
+
+async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for index in t.partition_indexes:
+            log = logs.partition(t.name, index)
+            if log is None:
+                partitions.append({"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition})
+                continue
+            partitions.append({"partition_index": index, "error_code": ErrorCode.none, "active_producers": [
+                {"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                 "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                 "current_txn_start_offset": e.current_txn_first_offset}
+                for e in log.producer_state.producers.values()
+            ]})
+        topics.append({"name": t.name, "partitions": partitions})
+    return ctx.respond(topics=topics)
+
+

@@ -22,7 +22,7 @@ def batch(first_value: int, count: int, timestamp: int) -> bytes:
 def fill(log: PartitionLog, batches: int, per_batch: int = 3) -> None:
     for i in range(batches):
         data = batch(i * per_batch, per_batch, timestamp=1_000 + i)
-        log.append_client_batch(data, BatchHeader.parse(data))
+        log.append_batch(data, BatchHeader.parse(data))
 
 
 def values(data: bytes) -> list[tuple[int, bytes]]:

@@ -1,0 +1,201 @@
+"""Records of the `__transaction_state` topic, in Kafka's TransactionLog format.
+
+Key   (TransactionLogKey):   version int16 (0), transactionalId string (int16 length).
+Value (TransactionLogValue): version int16, then for v0 (fixed-width) or v1 (flexible,
+compact strings and arrays, tagged fields):
+    ProducerId int64, ProducerEpoch int16, TransactionTimeoutMs int32,
+    TransactionStatus int8, TransactionPartitions [Topic string, PartitionIds [int32]],
+    TransactionLastUpdateTimestampMs int64, TransactionStartTimestampMs int64
+    v1 tags: 0 PreviousProducerId int64, 1 NextProducerId int64,
+             2 ClientTransactionVersion int16.
+A null value (tombstone) removes a transactional id. Ottla writes v1, reads both.
+The partition of a transactional id is abs(Java String.hashCode(id)) % partitions.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field
+
+from protocol.codec import read_uvarint
+
+TOPIC = "__transaction_state"
+KEY_VERSION = 0
+VALUE_VERSION = 1
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_HEAD = struct.Struct(">qhib")  # producer id, epoch, timeout, status
+_TAIL = struct.Struct(">qq")  # last update, start
+
+
+class TxnState(enum.IntEnum):
+    """Kafka's TransactionState ids, as stored in TransactionStatus."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+@dataclass
+class TxnRecord:
+    """One value of the transaction log: the state of a transactional id."""
+
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    last_update_ms: int = -1
+    start_ms: int = -1
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: over UTF-16 code units, wrapped to int32."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(key: str, partitions: int) -> int:
+    """Kafka's Utils.abs(hashCode) % n; Utils.abs maps Int.MIN_VALUE to 0."""
+    h = java_string_hash(key)
+    return (0 if h == -(2**31) else abs(h)) % partitions
+
+
+# --- encoding ---------------------------------------------------------------------------
+
+
+def encode_key(transactional_id: str) -> bytes:
+    raw = transactional_id.encode()
+    return _I16.pack(KEY_VERSION) + _I16.pack(len(raw)) + raw
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _compact_string(text: str) -> bytes:
+    raw = text.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+def encode_value(record: TxnRecord) -> bytes:
+    out = bytearray(_I16.pack(VALUE_VERSION))
+    out += _HEAD.pack(record.producer_id, record.producer_epoch, record.timeout_ms, record.state)
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(record.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    out += _uvarint(len(by_topic) + 1)
+    for topic, partitions in by_topic.items():
+        out += _compact_string(topic)
+        out += _uvarint(len(partitions) + 1)
+        for p in partitions:
+            out += _I32.pack(p)
+        out += b"\x00"  # no tagged fields in the entry
+    out += _TAIL.pack(record.last_update_ms, record.start_ms)
+    tags = []
+    if record.previous_producer_id != -1:
+        tags.append((0, _I64.pack(record.previous_producer_id)))
+    if record.next_producer_id != -1:
+        tags.append((1, _I64.pack(record.next_producer_id)))
+    if record.client_transaction_version != 0:
+        tags.append((2, _I16.pack(record.client_transaction_version)))
+    out += _uvarint(len(tags))
+    for tag, data in tags:
+        out += _uvarint(tag) + _uvarint(len(data)) + data
+    return bytes(out)
+
+
+# --- decoding ---------------------------------------------------------------------------
+
+
+def decode_key(data: bytes) -> str:
+    (version,) = _I16.unpack_from(data)
+    if version != KEY_VERSION:
+        raise ValueError(f"unknown transaction log key version {version}")
+    (length,) = _I16.unpack_from(data, 2)
+    return data[4 : 4 + length].decode()
+
+
+def decode_value(data: bytes) -> TxnRecord:
+    (version,) = _I16.unpack_from(data)
+    if version not in (0, 1):
+        raise ValueError(f"unknown transaction log value version {version}")
+    flexible = version >= 1
+    pos = 2
+    producer_id, epoch, timeout_ms, status = _HEAD.unpack_from(data, pos)
+    pos += _HEAD.size
+    partitions: set[tuple[str, int]] = set()
+    if flexible:
+        count, pos = read_uvarint(data, pos)
+        count -= 1
+    else:
+        (count,) = _I32.unpack_from(data, pos)
+        pos += 4
+    for _ in range(max(count, 0)):
+        if flexible:
+            length, pos = read_uvarint(data, pos)
+            length -= 1
+        else:
+            (length,) = _I16.unpack_from(data, pos)
+            pos += 2
+        topic = data[pos : pos + length].decode()
+        pos += length
+        if flexible:
+            n, pos = read_uvarint(data, pos)
+            n -= 1
+        else:
+            (n,) = _I32.unpack_from(data, pos)
+            pos += 4
+        for _ in range(n):
+            partitions.add((topic, _I32.unpack_from(data, pos)[0]))
+            pos += 4
+        if flexible:
+            pos = _skip_tags(data, pos)
+    last_update, start = _TAIL.unpack_from(data, pos)
+    pos += _TAIL.size
+    record = TxnRecord(producer_id, epoch, timeout_ms, TxnState(status), partitions, last_update, start)
+    if flexible:
+        count, pos = read_uvarint(data, pos)
+        for _ in range(count):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            if tag == 0:
+                (record.previous_producer_id,) = _I64.unpack_from(data, pos)
+            elif tag == 1:
+                (record.next_producer_id,) = _I64.unpack_from(data, pos)
+            elif tag == 2:
+                (record.client_transaction_version,) = _I16.unpack_from(data, pos)
+            pos += size
+    return record
+
+
+def _skip_tags(data: bytes, pos: int) -> int:
+    count, pos = read_uvarint(data, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(data, pos)
+        size, pos = read_uvarint(data, pos)
+        pos += size
+    return pos

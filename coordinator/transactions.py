@@ -1,0 +1,308 @@
+"""The transaction coordinator: one state machine per transactional id.
+
+    Empty ──AddPartitions──▶ Ongoing ──EndTxn(commit)──▶ PrepareCommit ──markers──▶ CompleteCommit
+      ▲                        │    ──EndTxn(abort)───▶ PrepareAbort  ──markers──▶ CompleteAbort
+      │                        │    ──InitProducerId / timeout──▶ PrepareEpochFence ──▶ PrepareAbort
+      └──InitProducerId── Complete* / Empty (epoch + 1)
+
+Every transition is appended to `__transaction_state` before it takes effect in
+memory, so a restart rebuilds exactly the state clients were told about. Ending a
+transaction is two-phase as in Kafka: Prepare* is written, the markers go to every
+partition of the transaction (through `MarkerWriter`, the path WriteTxnMarkers also
+uses), then Complete* is written. A broker that stops between the phases finds the
+Prepare* record at start-up and finishes the markers.
+
+A single broker hosts every partition, so the markers are local appends and the whole
+end of a transaction completes before EndTxn is answered.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from typing import Callable
+
+from protocol.batch import BatchHeader, build_batch, encode_record, iter_records
+from protocol.errors import ErrorCode, KafkaError
+from storage.log_manager import LogManager
+
+from .markers import MarkerWriter
+from .producer_ids import ProducerIdAllocator
+from .transaction_log import TOPIC, TxnRecord, TxnState, decode_key, decode_value, encode_key, encode_value, partition_for
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+# At this epoch a producer gets a new id instead of another bump (Kafka: Short.MAX - 1).
+MAX_EPOCH = 2**15 - 2
+COORDINATOR_EPOCH = 0  # the epoch of our (only) __transaction_state leadership
+
+# For the restart test: exit the process right after PrepareCommit/PrepareAbort is
+# written, before any marker, as a crash there would.
+CRASH_AFTER_PREPARE_ENV = "OTTLA_TEST_CRASH_AFTER_PREPARE"
+
+# Which state may follow which (Kafka's TransactionState.validPreviousStates, inverted).
+TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                                 TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD,
+                                         TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD,
+                                        TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset(),
+}
+
+
+def check_transition(current: TxnState, target: TxnState) -> None:
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransition(f"{current.kafka_name} -> {target.kafka_name}")
+
+
+class IllegalTransition(Exception):
+    pass
+
+
+class TransactionCoordinator:
+    def __init__(self, logs: LogManager, producer_ids: ProducerIdAllocator, markers: MarkerWriter, *,
+                 num_partitions: int = 50, max_timeout_ms: int = 15 * 60 * 1000,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.logs = logs
+        self.producer_ids = producer_ids
+        self.markers = markers
+        self.num_partitions = num_partitions
+        self.max_timeout_ms = max_timeout_ms
+        self.clock = clock
+        self.transactions: dict[str, TxnRecord] = {}
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # --- the log -------------------------------------------------------------------------
+
+    def load(self) -> int:
+        """Create `__transaction_state` if needed, rebuild every transactional id from it,
+        and finish the transactions a stop left between the two phases."""
+        topic = self.logs.topic(TOPIC)
+        if topic is None:
+            topic = self.logs.create_topic(TOPIC, self.num_partitions, {"segment.bytes": str(100 * 1024 * 1024)})
+        self.num_partitions = len(topic.partitions)
+        for log in topic.partitions:
+            for header, batch in log.batches(log.log_start_offset):
+                if header.is_control:
+                    continue
+                for record in iter_records(batch):
+                    if record.key is None:
+                        continue
+                    txn_id = decode_key(record.key)
+                    if record.value is None:
+                        self.transactions.pop(txn_id, None)
+                    else:
+                        self.transactions[txn_id] = decode_value(record.value)
+        for txn_id, txn in list(self.transactions.items()):
+            if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                self._complete(txn_id, txn)
+            elif txn.state is TxnState.PREPARE_EPOCH_FENCE:
+                self._abort(txn_id, txn)
+        return len(self.transactions)
+
+    def _persist(self, txn_id: str, record: TxnRecord) -> None:
+        """Append the new state, then make it the current one."""
+        current = self.transactions.get(txn_id)
+        if current is not None:
+            check_transition(current.state, record.state)
+        record.last_update_ms = self._now_ms()
+        log = self.logs.partition(TOPIC, partition_for(txn_id, self.num_partitions))
+        assert log is not None
+        batch = build_batch([encode_record(encode_key(txn_id), encode_value(record))], timestamp=record.last_update_ms)
+        log.append_batch(batch, BatchHeader.parse(batch))
+        self.transactions[txn_id] = record
+
+    # --- InitProducerId ------------------------------------------------------------------
+
+    def init_producer_id(self, txn_id: str, timeout_ms: int, expected_producer_id: int = NO_PRODUCER_ID,
+                         expected_epoch: int = NO_PRODUCER_EPOCH) -> tuple[int, int]:
+        """Give the transactional id its producer id and a new epoch, fencing the
+        previous producer. Returns (producer id, epoch)."""
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            raise KafkaError(ErrorCode.invalid_transaction_timeout,
+                             f"transaction timeout {timeout_ms} ms is outside (0, {self.max_timeout_ms}]")
+        txn = self.transactions.get(txn_id)
+        if txn is None or txn.state is TxnState.DEAD:
+            record = TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, TxnState.EMPTY)
+            self._persist(txn_id, record)
+            return record.producer_id, record.producer_epoch
+        if expected_producer_id != NO_PRODUCER_ID and (
+            expected_producer_id != txn.producer_id or expected_epoch != txn.producer_epoch
+        ):
+            # KIP-360: a producer that asks to bump an epoch it no longer holds is a zombie.
+            raise KafkaError(ErrorCode.producer_fenced,
+                             f"producer {expected_producer_id}/{expected_epoch} is not the current "
+                             f"{txn.producer_id}/{txn.producer_epoch} of {txn_id!r}")
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
+            raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
+        if txn.state is TxnState.ONGOING:
+            # The previous producer left a transaction open: fence it (epoch + 1, so its
+            # late writes are refused) and abort. The client retries and gets its epoch.
+            self._fence_and_abort(txn_id, txn)
+            raise KafkaError(ErrorCode.concurrent_transactions,
+                             f"aborting the open transaction of the previous producer of {txn_id!r}")
+        producer_id, epoch, previous = self._next_epoch(txn)
+        record = TxnRecord(producer_id, epoch, timeout_ms, TxnState.EMPTY, previous_producer_id=previous)
+        self._persist(txn_id, record)
+        return producer_id, epoch
+
+    def _next_epoch(self, txn: TxnRecord) -> tuple[int, int, int]:
+        """(producer id, epoch, previous producer id) after a bump; a new producer id when
+        the epoch is exhausted."""
+        if txn.producer_epoch >= MAX_EPOCH:
+            return self.producer_ids.allocate(), 0, txn.producer_id
+        return txn.producer_id, txn.producer_epoch + 1, txn.previous_producer_id
+
+    # --- adding partitions ---------------------------------------------------------------
+
+    def _validate(self, txn_id: str, producer_id: int, epoch: int) -> TxnRecord:
+        txn = self.transactions.get(txn_id)
+        if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping,
+                             f"producer id {producer_id} does not belong to {txn_id!r}")
+        if epoch != txn.producer_epoch:
+            raise KafkaError(ErrorCode.producer_fenced,
+                             f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
+        return txn
+
+    def add_partitions(self, txn_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]) -> None:
+        txn = self._validate(txn_id, producer_id, epoch)
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
+            raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
+        if txn.state is TxnState.ONGOING and set(partitions) <= txn.partitions:
+            return  # a retry: nothing new to record
+        now = self._now_ms()
+        ongoing = txn.state is TxnState.ONGOING
+        self._persist(txn_id, replace(
+            txn,
+            state=TxnState.ONGOING,
+            partitions=(txn.partitions if ongoing else set()) | set(partitions),
+            start_ms=txn.start_ms if ongoing else now,
+        ))
+
+    def verify(self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+        """A transactional Produce is accepted only for a partition of the producer's
+        ongoing transaction (Kafka's transaction verification, KIP-890 part 1)."""
+        txn = self.transactions.get(txn_id)
+        if txn is None or txn.producer_id != producer_id:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping,
+                             f"producer id {producer_id} does not belong to {txn_id!r}")
+        if epoch < txn.producer_epoch:
+            raise KafkaError(ErrorCode.invalid_producer_epoch,
+                             f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
+        if txn.state is not TxnState.ONGOING or (topic, partition) not in txn.partitions:
+            raise KafkaError(ErrorCode.invalid_txn_state,
+                             f"{topic}-{partition} is not part of an ongoing transaction of {txn_id!r}")
+
+    # --- ending --------------------------------------------------------------------------
+
+    def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool,
+                bump_epoch: bool = False) -> tuple[int, int]:
+        """Commit or abort. With `bump_epoch` (EndTxn v5, transaction version 2) the
+        producer gets a new epoch with every end. Returns (producer id, epoch)."""
+        txn = self.transactions.get(txn_id)
+        if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
+            if bump_epoch and txn is not None and txn.previous_producer_id == producer_id:
+                return self._retried_end(txn, commit)
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping,
+                             f"producer id {producer_id} does not belong to {txn_id!r}")
+        if bump_epoch and epoch == txn.producer_epoch - 1:
+            return self._retried_end(txn, commit)
+        if epoch != txn.producer_epoch:
+            raise KafkaError(ErrorCode.producer_fenced,
+                             f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
+        state = txn.state
+        if state is TxnState.ONGOING:
+            self._end(txn_id, txn, commit, bump_epoch)
+            current = self.transactions[txn_id]
+            return current.producer_id, current.producer_epoch
+        if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            # A retry of an end that already happened succeeds; the other outcome cannot.
+            if commit == (state is TxnState.COMPLETE_COMMIT):
+                return txn.producer_id, txn.producer_epoch
+        elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if commit == (state is TxnState.PREPARE_COMMIT):
+                raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
+        raise KafkaError(ErrorCode.invalid_txn_state,
+                         f"cannot {'commit' if commit else 'abort'} {txn_id!r} in state {state.kafka_name}")
+
+    def _retried_end(self, txn: TxnRecord, commit: bool) -> tuple[int, int]:
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if txn.state is done:
+            return txn.producer_id, txn.producer_epoch
+        raise KafkaError(ErrorCode.invalid_txn_state, "retried EndTxn does not match the completed transaction")
+
+    def _end(self, txn_id: str, txn: TxnRecord, commit: bool, bump_epoch: bool = False) -> None:
+        prepared = replace(txn, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        if bump_epoch:
+            # Transaction version 2: the markers carry the next epoch, fencing the one that
+            # ran the transaction. An exhausted epoch moves to a new producer id, which
+            # takes over once the transaction is complete.
+            prepared.producer_epoch = txn.producer_epoch + 1
+            if txn.producer_epoch >= MAX_EPOCH:
+                prepared.next_producer_id = self.producer_ids.allocate()
+        self._persist(txn_id, prepared)
+        if os.environ.get(CRASH_AFTER_PREPARE_ENV):
+            os._exit(17)
+        self._complete(txn_id, prepared)
+
+    def _complete(self, txn_id: str, txn: TxnRecord) -> None:
+        """Write the markers of a prepared transaction, then record it complete."""
+        commit = txn.state is TxnState.PREPARE_COMMIT
+        self.markers.write(txn.producer_id, txn.producer_epoch, commit, COORDINATOR_EPOCH, sorted(txn.partitions))
+        done = replace(txn, state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, partitions=set())
+        if txn.next_producer_id != NO_PRODUCER_ID:
+            done.previous_producer_id, done.producer_id = txn.producer_id, txn.next_producer_id
+            done.producer_epoch, done.next_producer_id = 0, NO_PRODUCER_ID
+        self._persist(txn_id, done)
+
+    def _fence_and_abort(self, txn_id: str, txn: TxnRecord) -> None:
+        """Bump the epoch past the open transaction's producer and abort it with the new
+        epoch, so the partitions refuse anything more from the old one."""
+        # Bumps stop at MAX_EPOCH, so one more always fits in an int16.
+        fenced = replace(txn, state=TxnState.PREPARE_EPOCH_FENCE, producer_epoch=txn.producer_epoch + 1)
+        self._persist(txn_id, fenced)
+        self._abort(txn_id, fenced)
+
+    def _abort(self, txn_id: str, txn: TxnRecord) -> None:
+        prepared = replace(txn, state=TxnState.PREPARE_ABORT)
+        self._persist(txn_id, prepared)
+        self._complete(txn_id, prepared)
+
+    # --- timeouts ------------------------------------------------------------------------
+
+    def abort_timed_out(self) -> list[str]:
+        """Fence and abort every Ongoing transaction older than its timeout."""
+        now = self._now_ms()
+        expired = [txn_id for txn_id, txn in self.transactions.items()
+                   if txn.state is TxnState.ONGOING and txn.start_ms + txn.timeout_ms < now]
+        for txn_id in expired:
+            self._fence_and_abort(txn_id, self.transactions[txn_id])
+        return expired
+
+    # --- admin views ---------------------------------------------------------------------
+
+    def describe(self, txn_id: str) -> TxnRecord | None:
+        return self.transactions.get(txn_id)
+
+    def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int = -1) -> list[tuple[str, TxnRecord]]:
+        now = self._now_ms()
+        out = []
+        for txn_id, txn in sorted(self.transactions.items()):
+            if states and txn.state.kafka_name not in states:
+                continue
+            if producer_ids and txn.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (txn.state is not TxnState.ONGOING or now - txn.start_ms < min_duration_ms):
+                continue
+            out.append((txn_id, txn))
+        return out
