@@ -27,11 +27,14 @@ READY_PREFIX = "Ottla is ready: bootstrap.servers="
 
 class BrokerProcess:
     def __init__(self, data_dir: str | None = None, properties: dict[str, str] | None = None,
-                 log_path: str | None = None) -> None:
+                 log_path: str | None = None, env: dict[str, str] | None = None) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="ottla-")
+        os.makedirs(self.data_dir, exist_ok=True)
         self.properties = dict(properties or {})
-        self.log_path = log_path or os.path.join(self.data_dir, "..", f"{os.path.basename(self.data_dir)}.broker.log")
+        self.env = dict(env or {})
+        self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(self.data_dir)),
+                                                 f"{os.path.basename(self.data_dir)}.broker.log")
         self.port = 0
         self.bootstrap = ""
         self.process: subprocess.Popen[str] | None = None
@@ -46,7 +49,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30) -> "BrokerProcess":
         self._log_file = open(self.log_path, "a")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=self._log_file, text=True,
                                         env=env, cwd=_project_root())
         ready = threading.Event()
@@ -82,6 +85,16 @@ class BrokerProcess:
 
     def kill(self) -> int:
         return self._signal(signal.SIGKILL, 10)
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        """Wait for the broker to exit by itself (a crash hook); returns its exit code."""
+        assert self.process is not None
+        code = self.process.wait(timeout)
+        self.process = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        return code
 
     def _signal(self, sig: int, timeout: float) -> int:
         if self.process is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -62,6 +62,53 @@ def consume_partitions(bootstrap: str, topic: str, partitions: list[int], expect
                     raise AssertionError(str(message.error()))
                 got[message.partition()].append(message)
                 count += 1
+    finally:
+        consumer.close()
+    return got
+
+
+def transactional_producer(bootstrap: str, transactional_id: str, **extra: object) -> Producer:
+    config = {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5,
+              "log_level": 3}
+    config.update(extra)
+    producer = Producer(config)
+    producer.init_transactions(30)
+    return producer
+
+
+def read_all(bootstrap: str, topic: str, partitions: list[int], *, isolation: str, settle: float = 2.0,
+             timeout: float = 30) -> dict[int, list[bytes]]:
+    """Every message currently readable from `partitions`: reads until the consumer has
+    reached the end of each partition (as the isolation level defines it) and nothing
+    more arrives for `settle` seconds."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"reader-{time.monotonic_ns()}",
+        "enable.auto.commit": False,
+        "isolation.level": isolation,
+        "enable.partition.eof": True,
+        "log_level": 3,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    got: dict[int, list[bytes]] = {p: [] for p in partitions}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    quiet_since = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            messages = consumer.consume(10000, 0.2)
+            for message in messages:
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(message.partition())
+                        continue
+                    raise AssertionError(str(message.error()))
+                at_end.discard(message.partition())
+                got[message.partition()].append(message.value())
+            if messages:
+                quiet_since = time.monotonic()
+            elif len(at_end) == len(partitions) and time.monotonic() - quiet_since >= settle:
+                break
     finally:
         consumer.close()
     return got
