@@ -1,0 +1,158 @@
+"""The transaction coordinator's state machine and its log records, without a broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.markers import MarkerWriter
+from coordinator.producer_ids import ProducerIdAllocator
+from coordinator.transaction_log import (
+    TxnRecord,
+    TxnState,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    java_string_hash,
+    partition_for,
+)
+from coordinator.transactions import MAX_EPOCH, TRANSITIONS, IllegalTransition, TransactionCoordinator, check_transition
+from protocol.errors import ErrorCode, KafkaError
+from storage.log import LogConfig
+from storage.log_manager import LogManager
+
+S = TxnState
+ALLOWED = {
+    (S.EMPTY, S.ONGOING), (S.EMPTY, S.EMPTY), (S.EMPTY, S.DEAD), (S.EMPTY, S.PREPARE_EPOCH_FENCE),
+    (S.ONGOING, S.ONGOING), (S.ONGOING, S.PREPARE_COMMIT), (S.ONGOING, S.PREPARE_ABORT),
+    (S.ONGOING, S.PREPARE_EPOCH_FENCE),
+    (S.PREPARE_COMMIT, S.COMPLETE_COMMIT), (S.PREPARE_ABORT, S.COMPLETE_ABORT),
+    (S.COMPLETE_COMMIT, S.EMPTY), (S.COMPLETE_COMMIT, S.ONGOING), (S.COMPLETE_COMMIT, S.DEAD),
+    (S.COMPLETE_COMMIT, S.PREPARE_EPOCH_FENCE),
+    (S.COMPLETE_ABORT, S.EMPTY), (S.COMPLETE_ABORT, S.ONGOING), (S.COMPLETE_ABORT, S.DEAD),
+    (S.COMPLETE_ABORT, S.PREPARE_EPOCH_FENCE),
+    (S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT),
+}
+
+
+@pytest.mark.parametrize("current", list(S), ids=lambda s: s.kafka_name)
+@pytest.mark.parametrize("target", list(S), ids=lambda s: s.kafka_name)
+def test_every_transition_is_allowed_or_refused(current, target):
+    if (current, target) in ALLOWED:
+        check_transition(current, target)
+    else:
+        with pytest.raises(IllegalTransition):
+            check_transition(current, target)
+    assert set(TRANSITIONS) == set(S)
+
+
+def test_log_records_round_trip():
+    record = TxnRecord(3000, 2, 60000, S.ONGOING, {("orders", 0), ("orders", 3), ("audit", 1)}, 1669693174442,
+                       1669693174400, previous_producer_id=2999, client_transaction_version=2)
+    assert decode_value(encode_value(record)) == record
+    assert decode_key(encode_key("TEST-1")) == "TEST-1"
+    assert encode_key("TEST-1")[:2] == b"\x00\x00"
+
+
+def test_partition_of_a_transactional_id_follows_java_string_hash_code():
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322  # Java's "hello".hashCode()
+    assert java_string_hash("Aa") == java_string_hash("BB") == 2112  # the classic collision
+    assert java_string_hash("polygenelubricants") == -2**31  # Integer.MIN_VALUE: Kafka's abs maps it to 0
+    assert partition_for("polygenelubricants", 50) == 0
+    assert partition_for("hello", 50) == 99162322 % 50
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    logs.create_topic("orders", 2)
+    now = [1000.0]
+    coordinator = TransactionCoordinator(logs, ProducerIdAllocator(str(tmp_path)), MarkerWriter(logs),
+                                         num_partitions=5, clock=lambda: now[0])
+    coordinator.load()
+    coordinator.now = now  # type: ignore[attr-defined]
+    return coordinator
+
+
+def test_init_commit_and_reinit(coordinator):
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    assert epoch == 0
+    coordinator.add_partitions("app", pid, epoch, [("orders", 0)])
+    assert coordinator.describe("app").state is S.ONGOING
+    coordinator.end_txn("app", pid, epoch, commit=True)
+    assert coordinator.describe("app").state is S.COMPLETE_COMMIT
+    # A retried commit succeeds; an abort of the committed transaction does not.
+    assert coordinator.end_txn("app", pid, epoch, commit=True) == (pid, epoch)
+    with pytest.raises(KafkaError) as wrong:
+        coordinator.end_txn("app", pid, epoch, commit=False)
+    assert wrong.value.code == ErrorCode.invalid_txn_state
+    assert coordinator.init_producer_id("app", 60000) == (pid, epoch + 1)
+
+
+def test_errors_for_stale_producers_and_bad_timeouts(coordinator):
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    coordinator.init_producer_id("app", 60000)
+    cases = [
+        (lambda: coordinator.add_partitions("app", pid, epoch, [("orders", 0)]), ErrorCode.producer_fenced),
+        (lambda: coordinator.add_partitions("app", pid + 99, epoch, [("orders", 0)]),
+         ErrorCode.invalid_producer_id_mapping),
+        (lambda: coordinator.end_txn("app", pid, epoch + 1, commit=True), ErrorCode.invalid_txn_state),
+        (lambda: coordinator.init_producer_id("app", 60000, pid, epoch), ErrorCode.producer_fenced),
+        (lambda: coordinator.init_producer_id("app", 15 * 60 * 1000 + 1), ErrorCode.invalid_transaction_timeout),
+        (lambda: coordinator.verify("app", pid, epoch, "orders", 0), ErrorCode.invalid_producer_epoch),
+        (lambda: coordinator.verify("app", pid, epoch + 1, "orders", 0), ErrorCode.invalid_txn_state),
+    ]
+    for call, code in cases:
+        with pytest.raises(KafkaError) as refused:
+            call()
+        assert refused.value.code == code
+
+
+def test_init_during_an_ongoing_transaction_fences_aborts_and_asks_to_retry(coordinator):
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    coordinator.add_partitions("app", pid, epoch, [("orders", 1)])
+    with pytest.raises(KafkaError) as busy:
+        coordinator.init_producer_id("app", 60000)
+    assert busy.value.code == ErrorCode.concurrent_transactions
+    assert coordinator.describe("app").state is S.COMPLETE_ABORT
+    assert coordinator.init_producer_id("app", 60000) == (pid, epoch + 2)
+    marker_epochs = [h.producer_epoch for h, _ in coordinator.logs.partition("orders", 1).batches() if h.is_control]
+    assert marker_epochs == [epoch + 1]
+
+
+def test_exhausted_epoch_moves_to_a_new_producer_id(coordinator):
+    pid, _ = coordinator.init_producer_id("app", 60000)
+    coordinator.transactions["app"].producer_epoch = MAX_EPOCH
+    new_pid, epoch = coordinator.init_producer_id("app", 60000)
+    assert new_pid != pid and epoch == 0
+
+
+def test_end_txn_v5_bumps_the_epoch_on_every_end(coordinator):
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    coordinator.add_partitions("app", pid, epoch, [("orders", 0)])
+    assert coordinator.end_txn("app", pid, epoch, commit=True, bump_epoch=True) == (pid, epoch + 1)
+    # The retry of that EndTxn, with the old epoch, gets the same answer.
+    assert coordinator.end_txn("app", pid, epoch, commit=True, bump_epoch=True) == (pid, epoch + 1)
+
+
+def test_timed_out_transactions_are_fenced_and_aborted(coordinator):
+    pid, epoch = coordinator.init_producer_id("slow", 1000)
+    coordinator.add_partitions("slow", pid, epoch, [("orders", 0)])
+    assert coordinator.abort_timed_out() == []
+    coordinator.now[0] += 2
+    assert coordinator.abort_timed_out() == ["slow"]
+    txn = coordinator.describe("slow")
+    assert txn.state is S.COMPLETE_ABORT and txn.producer_epoch == epoch + 1
+
+
+def test_state_is_rebuilt_from_the_log(coordinator, tmp_path):
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    coordinator.add_partitions("app", pid, epoch, [("orders", 0), ("orders", 1)])
+    reloaded = TransactionCoordinator(coordinator.logs, ProducerIdAllocator(str(tmp_path)),
+                                      MarkerWriter(coordinator.logs), num_partitions=5)
+    assert reloaded.load() == 1
+    txn = reloaded.describe("app")
+    assert (txn.producer_id, txn.producer_epoch, txn.state) == (pid, epoch, S.ONGOING)
+    assert txn.partitions == {("orders", 0), ("orders", 1)}
