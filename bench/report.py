@@ -129,15 +129,18 @@ def _ottla_revision(root: str) -> str:
     return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
 
 
-def machine_lines(root: str) -> list[str]:
+def _package(name: str) -> str:
     try:
-        noida = f"noida-db {importlib.metadata.version('noida-db')}"
+        return f"{name} {importlib.metadata.version(name)}"
     except importlib.metadata.PackageNotFoundError:
-        noida = "noida-db not installed"
+        return f"{name} not installed"
+
+
+def machine_lines(root: str) -> list[str]:
     return [
         f"- Machine: {len(os.sched_getaffinity(0))} CPUs (nproc), {_cpu_model()}, {_ram_gib()} RAM",
-        f"- Python {platform.python_version()}, confluent-kafka {confluent_kafka.version()[0]}, "
-        f"librdkafka {confluent_kafka.libversion()[0]}, {noida}",
+        f"- Python {platform.python_version()}, {_package('confluent-kafka')}, "
+        f"librdkafka {confluent_kafka.libversion()[0]}, {_package('noida-db')}",
         f"- Ottla at {_ottla_revision(root)}",
     ]
 
