@@ -47,6 +47,11 @@ PROPERTIES: tuple[Property, ...] = (
     Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", "transaction_timeout_check_ms", int,
              "how often transactions past their timeout are aborted"),
     Property("offsets.topic.num.partitions", "offsets_topic_partitions", int, "partitions of __consumer_offsets"),
+    Property("group.min.session.timeout.ms", "group_min_session_timeout_ms", int, "shortest session timeout allowed"),
+    Property("group.max.session.timeout.ms", "group_max_session_timeout_ms", int, "longest session timeout allowed"),
+    Property("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", int,
+             "how long a new group waits for more members before its first rebalance"),
+    Property("offset.metadata.max.bytes", "offset_metadata_max_bytes", int, "largest metadata of a committed offset"),
 )
 BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
 
@@ -72,6 +77,10 @@ class BrokerConfig:
     transaction_state_partitions: int = 50
     transaction_timeout_check_ms: int = 10_000
     offsets_topic_partitions: int = 50
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
+    offset_metadata_max_bytes: int = 4096
 
     @property
     def advertised(self) -> str:

@@ -13,9 +13,10 @@ import asyncio
 import time
 from typing import Any
 
+from coordinator.groups import GroupConfig, GroupCoordinator
 from coordinator.markers import MarkerWriter
+from coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from coordinator.producer_ids import ProducerIdAllocator
-from coordinator.transaction_log import partition_for
 from coordinator.transactions import TransactionCoordinator
 
 from storage.log_manager import LogManager, Topic
@@ -27,8 +28,6 @@ from .watchers import PartitionWatchers
 
 log = get_logger("ottla.broker")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
@@ -39,7 +38,17 @@ class Broker:
         # Set at start, once the data directory is loaded.
         self.producer_ids: ProducerIdAllocator = None  # type: ignore[assignment]
         self.transactions: TransactionCoordinator = None  # type: ignore[assignment]
-        self.groups_enabled = False  # the group coordinator is not part of this broker yet
+        self.groups = GroupCoordinator(
+            self.logs, self._create_offsets_topic,
+            GroupConfig(
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                max_metadata_bytes=config.offset_metadata_max_bytes,
+                num_partitions=config.offsets_topic_partitions,
+            ),
+        )
+        self.markers.listeners.append(self.groups.on_marker)
         self.connections: set[Connection] = set()
         self.stopping = False
         self.port = config.port
@@ -67,15 +76,15 @@ class Broker:
         log.info("topic created", topic=name, partitions=partitions, configs=configs or None)
         return topic
 
+    def _create_offsets_topic(self) -> None:
+        """`__consumer_offsets` is created on first use, as Kafka does."""
+        if self.logs.topic(OFFSETS_TOPIC) is None:
+            self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions,
+                              {"segment.bytes": str(100 * 1024 * 1024)})
+
     def offsets_partition_for(self, group_id: str) -> tuple[str, int]:
-        """The `__consumer_offsets` partition of a group, creating the topic on first use
-        as Kafka does."""
-        topic = self.logs.topic(OFFSETS_TOPIC)
-        if topic is None:
-            topic = self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions,
-                                      {"segment.bytes": str(100 * 1024 * 1024)})
-            assert topic is not None
-        return OFFSETS_TOPIC, partition_for(group_id, len(topic.partitions))
+        self._create_offsets_topic()
+        return OFFSETS_TOPIC, self.groups.partition_for(group_id)
 
     def delete_topic(self, name: str) -> Topic:
         topic = self.logs.delete_topic(name)
@@ -93,6 +102,7 @@ class Broker:
             max_timeout_ms=self.config.transaction_max_timeout_ms,
         )
         transactional_ids = self.transactions.load()
+        groups = self.groups.load()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: Connection(self), self.config.host, self.config.port, reuse_address=True, backlog=1024
@@ -100,6 +110,7 @@ class Broker:
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.append(loop.create_task(self._checkpoint_periodically()))
         self._tasks.append(loop.create_task(self._abort_timed_out_transactions()))
+        self._tasks.append(loop.create_task(self._tick_groups()))
         log.info(
             "ottla ready",
             bootstrap=self.bootstrap,
@@ -107,6 +118,7 @@ class Broker:
             data_dir=self.logs.data_dir,
             partitions=report.partitions,
             transactional_ids=transactional_ids,
+            groups=groups,
             clean_start=report.clean,
             recovered_bytes_truncated=report.truncated_bytes,
             startup_seconds=round(report.seconds, 3),
@@ -127,6 +139,14 @@ class Broker:
             await asyncio.sleep(interval)
             for txn_id in self.transactions.abort_timed_out():
                 log.info("transaction timed out: fenced and aborted", transactional_id=txn_id)
+
+    async def _tick_groups(self) -> None:
+        # Session expiry and rebalance windows are checked a few times a second: the
+        # timeouts involved are seconds long (group.min.session.timeout.ms is 6 s).
+        while True:
+            await asyncio.sleep(0.2)
+            for group_id, member_id in self.groups.tick():
+                log.info("group member session expired", group=group_id, member=member_id)
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -41,6 +41,17 @@ WRITE_TXN_MARKERS = Api(27, "WriteTxnMarkers", 1, 2)
 DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", 0, 0)
 DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0)
 LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 2)
+OFFSET_COMMIT = Api(8, "OffsetCommit", 2, 9)
+OFFSET_FETCH = Api(9, "OffsetFetch", 1, 9)
+JOIN_GROUP = Api(11, "JoinGroup", 0, 9)
+HEARTBEAT = Api(12, "Heartbeat", 0, 4)
+LEAVE_GROUP = Api(13, "LeaveGroup", 0, 5)
+SYNC_GROUP = Api(14, "SyncGroup", 0, 5)
+DESCRIBE_GROUPS = Api(15, "DescribeGroups", 0, 5)
+LIST_GROUPS = Api(16, "ListGroups", 0, 5)
+TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 5)
+DELETE_GROUPS = Api(42, "DeleteGroups", 0, 2)
+OFFSET_DELETE = Api(47, "OffsetDelete", 0, 0)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -61,5 +72,16 @@ SUPPORTED: dict[int, Api] = {
         DESCRIBE_PRODUCERS,
         DESCRIBE_TRANSACTIONS,
         LIST_TRANSACTIONS,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        JOIN_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        SYNC_GROUP,
+        DESCRIBE_GROUPS,
+        LIST_GROUPS,
+        TXN_OFFSET_COMMIT,
+        DELETE_GROUPS,
+        OFFSET_DELETE,
     )
 }

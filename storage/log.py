@@ -188,19 +188,26 @@ class PartitionLog:
 
     # --- appending -----------------------------------------------------------------------
 
-    def append_batch(self, records: bytes | memoryview, header: BatchHeader) -> AppendResult:
-        """Append a validated batch (from a producer, or a coordinator's own record),
-        applying the idempotence rules when it carries a producer id."""
-        verdict = Verdict.APPEND
+    def append_batch(self, records: bytes | memoryview, header: BatchHeader,
+                     from_coordinator: bool = False) -> AppendResult:
+        """Append a validated batch, applying the idempotence rules when it carries a
+        producer id. A coordinator's own transactional records (offsets committed in a
+        transaction) carry no sequence: only the producer's epoch is checked."""
+        track_sequence = True
         if header.has_producer_id:
-            verdict, duplicate = self.producer_state.check(header)
-            if verdict is Verdict.DUPLICATE:
-                assert duplicate is not None
-                return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate=True)
+            if from_coordinator:
+                self.producer_state.check_epoch(header)
+                track_sequence = False
+            else:
+                verdict, duplicate = self.producer_state.check(header)
+                if verdict is Verdict.DUPLICATE:
+                    assert duplicate is not None
+                    return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate=True)
+                track_sequence = verdict is Verdict.APPEND
         base_offset = self.log_end_offset
         self._write(records, header, base_offset)
         if header.has_producer_id:
-            self.producer_state.record(header, base_offset, track_sequence=verdict is Verdict.APPEND)
+            self.producer_state.record(header, base_offset, track_sequence=track_sequence)
         return AppendResult(base_offset, base_offset + header.last_offset_delta)
 
     def append_marker(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker) -> int:

@@ -142,6 +142,16 @@ class ProducerStateManager:
             )
         return verdict, None
 
+    def check_epoch(self, header: BatchHeader) -> None:
+        """The epoch rule alone, for records a coordinator writes for a producer."""
+        entry = self.producers.get(header.producer_id)
+        if entry is not None and header.producer_epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.invalid_producer_epoch,
+                f"epoch {header.producer_epoch} is older than the current epoch {entry.epoch} "
+                f"of producer {header.producer_id}",
+            )
+
     def record(self, header: BatchHeader, base_offset: int, track_sequence: bool = True) -> None:
         """Update the producer's state for a batch written at `base_offset`. Also used to
         replay the log at start-up, where no check is made."""

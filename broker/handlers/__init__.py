@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from protocol import apis
 
-from . import api_versions, coordinators, fetch, list_offsets, metadata, produce, topics, transactions
+from . import api_versions, coordinators, fetch, groups, list_offsets, metadata, produce, topics, transactions
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -35,6 +35,17 @@ HANDLERS: dict[int, Handler] = {
     apis.DESCRIBE_PRODUCERS.key: transactions.handle_describe_producers,
     apis.DESCRIBE_TRANSACTIONS.key: transactions.handle_describe_transactions,
     apis.LIST_TRANSACTIONS.key: transactions.handle_list_transactions,
+    apis.OFFSET_COMMIT.key: groups.handle_offset_commit,
+    apis.OFFSET_FETCH.key: groups.handle_offset_fetch,
+    apis.JOIN_GROUP.key: groups.handle_join_group,
+    apis.HEARTBEAT.key: groups.handle_heartbeat,
+    apis.LEAVE_GROUP.key: groups.handle_leave_group,
+    apis.SYNC_GROUP.key: groups.handle_sync_group,
+    apis.DESCRIBE_GROUPS.key: groups.handle_describe_groups,
+    apis.LIST_GROUPS.key: groups.handle_list_groups,
+    apis.TXN_OFFSET_COMMIT.key: groups.handle_txn_offset_commit,
+    apis.DELETE_GROUPS.key: groups.handle_delete_groups,
+    apis.OFFSET_DELETE.key: groups.handle_offset_delete,
 }
 
 api_versions_fallback = api_versions.unsupported_version_response

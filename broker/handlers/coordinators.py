@@ -1,5 +1,4 @@
-"""FindCoordinator: this broker coordinates every transactional id (and, once the
-group coordinator runs here, every group)."""
+"""FindCoordinator: this broker coordinates every group and every transactional id."""
 
 from __future__ import annotations
 
@@ -18,12 +17,12 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     key_type = getattr(request, "key_type", GROUP)
     answers = []
     for key in keys:
-        if key_type == TRANSACTION or (key_type == GROUP and broker.groups_enabled):
+        if key_type in (GROUP, TRANSACTION):
             answers.append({"key": key, "error_code": ErrorCode.none, "node_id": broker.node_id,
                             "host": broker.config.advertised, "port": broker.port})
         else:
-            code = ErrorCode.coordinator_not_available if key_type == GROUP else ErrorCode.invalid_request
-            answers.append({"key": key, "error_code": code, "node_id": -1, "host": "", "port": -1})
+            answers.append({"key": key, "error_code": ErrorCode.invalid_request, "node_id": -1, "host": "",
+                            "port": -1, "error_message": f"unknown coordinator key type {key_type}"})
     if ctx.version >= 4:
         return ctx.respond(coordinators=answers)
     answer = answers[0]

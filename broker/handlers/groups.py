@@ -1,0 +1,192 @@
+"""The consumer group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, TxnOffsetCommit, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
+Each translates to and from the group coordinator."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from coordinator.groups import GroupState
+from coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
+from coordinator.offsets_log import CommittedOffset
+from protocol.errors import ErrorCode, KafkaError
+
+from .context import RequestContext
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+    session_ms = _ms(request.session_timeout)
+    rebalance_ms = _ms(request.rebalance_timeout) if hasattr(request, "rebalance_timeout") else session_ms
+    result = await ctx.broker.groups.join(
+        request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+        ctx.header.client_id or "", ctx.connection.peer.rsplit(":", 1)[0], session_ms, rebalance_ms,
+        request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
+        require_known_member_id=ctx.version >= 4,
+    )
+    return ctx.respond(
+        error_code=result.error, generation_id=result.generation, protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name if ctx.version >= 7 or result.protocol_name else "",
+        leader=result.leader, member_id=result.member_id,
+        members=[{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in result.members],
+    )
+
+
+async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+    result = await ctx.broker.groups.sync(
+        request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
+        getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
+        {a.member_id: a.assignment for a in request.assignments},
+    )
+    return ctx.respond(error_code=result.error, assignment=result.assignment, protocol_type=result.protocol_type,
+                       protocol_name=result.protocol_name)
+
+
+async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    code = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
+                                       getattr(request, "group_instance_id", None), request.generation_id)
+    return ctx.respond(error_code=code)
+
+
+async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version <= 2:
+        codes = ctx.broker.groups.leave(request.group_id, [(request.member_id, None)])
+        return ctx.respond(error_code=codes[0])
+    members = [(m.member_id, m.group_instance_id) for m in request.members]
+    codes = ctx.broker.groups.leave(request.group_id, members)
+    return ctx.respond(error_code=ErrorCode.none, members=[
+        {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes)
+    ])
+
+
+def _offsets(topics: Any) -> dict[tuple[str, int], CommittedOffset]:
+    now = int(time.time() * 1000)
+    return {
+        (t.name, p.partition_index): CommittedOffset(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                                     p.committed_metadata or "", now)
+        for t in topics for p in t.partitions
+    }
+
+
+def _commit_response(ctx: RequestContext, topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> Any:
+    return ctx.respond(topics=[
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": codes[(t.name, p.partition_index)]}
+            for p in t.partitions
+        ]}
+        for t in topics
+    ])
+
+
+async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    offsets = _offsets(request.topics)
+    try:
+        codes = ctx.broker.groups.commit_offsets(request.group_id, request.member_id,
+                                                 getattr(request, "group_instance_id", None),
+                                                 request.generation_id_or_member_epoch, offsets)
+    except KafkaError as exc:
+        codes = {tp: exc.code for tp in offsets}
+    return _commit_response(ctx, request.topics, codes)
+
+
+async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    offsets = _offsets(request.topics)
+    try:
+        partition = broker.groups.partition_for(request.group_id)
+        broker.transactions.verify(request.transactional_id, request.producer_id, request.producer_epoch,
+                                   OFFSETS_TOPIC, partition)
+        codes = broker.groups.commit_txn_offsets(
+            request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
+            getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), offsets)
+    except KafkaError as exc:
+        code = ErrorCode.producer_fenced if exc.code == ErrorCode.invalid_producer_epoch else exc.code
+        codes = {tp: code for tp in offsets}
+    return _commit_response(ctx, request.topics, codes)
+
+
+def _fetched_topics(result: dict) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (committed, code) in result.items():
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": committed.offset if committed else -1,
+            "committed_leader_epoch": committed.leader_epoch if committed else -1,
+            "metadata": committed.metadata if committed else "",
+            "error_code": code,
+        })
+    return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    groups = ctx.broker.groups
+    require_stable = getattr(request, "require_stable", False)
+
+    def fetch(group_id: str, topics: Any) -> list[dict[str, Any]]:
+        wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+        return _fetched_topics(groups.fetch_offsets(group_id, wanted, require_stable))
+
+    if ctx.version >= 8:
+        return ctx.respond(groups=[{"group_id": g.group_id, "topics": fetch(g.group_id, g.topics),
+                                    "error_code": ErrorCode.none} for g in request.groups])
+    return ctx.respond(topics=fetch(request.group_id, request.topics), error_code=ErrorCode.none)
+
+
+async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    listed = [] if types and "classic" not in types else ctx.broker.groups.list_groups(
+        set(getattr(request, "states_filter", ())))
+    return ctx.respond(error_code=ErrorCode.none, groups=[
+        {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+         "group_type": "classic"} for g in listed
+    ])
+
+
+async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    described = []
+    for group_id in request.groups:
+        group = ctx.broker.groups.describe(group_id)
+        if group is None:
+            code = ErrorCode.group_id_not_found if ctx.version >= 6 else ErrorCode.none
+            described.append({"error_code": code, "group_id": group_id, "group_state": GroupState.DEAD.value,
+                              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
+        stable = group.state is GroupState.STABLE
+        described.append({
+            "error_code": ErrorCode.none,
+            "group_id": group_id,
+            "group_state": group.state.value,
+            "protocol_type": group.protocol_type or "",
+            "protocol_data": (group.protocol_name or "") if stable else "",
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                         "member_assignment": m.assignment if stable else b""}
+                        for m in group.members.values()],
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        })
+    return ctx.respond(groups=described)
+
+
+async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+    return ctx.respond(results=[{"group_id": g, "error_code": ctx.broker.groups.delete_group(g)}
+                                for g in request.groups_names])
+
+
+async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    try:
+        codes = ctx.broker.groups.delete_offsets(request.group_id, wanted)
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, topics=[])
+    return ctx.respond(error_code=ErrorCode.none, topics=[
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": codes[(t.name, p.partition_index)]} for p in t.partitions]}
+        for t in request.topics
+    ])
