@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per broker (default %(default)s)")
     parser.add_argument("--messages", type=int, default=200_000, help="messages per workload (default %(default)s)")
     parser.add_argument("--size", type=int, default=100, help="bytes per message value (default %(default)s)")
-    parser.add_argument("--timeout", type=float, default=180.0,
+    parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds one workload may take before it counts as failed (default %(default)s)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md")
     args = parser.parse_args(argv)
