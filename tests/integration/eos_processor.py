@@ -1,0 +1,56 @@
+"""A read-process-write processor, run as its own process by the exactly-once test.
+
+Consumes `input` (read_committed, in group `group`), writes "processed:<value>" to
+`output` and commits the consumed offsets inside the same transaction every `batch`
+messages, pausing `pace` seconds after each commit so that a kill lands mid-stream.
+Exits once it has had partitions but no new input for `idle` seconds. The test kills
+it with SIGKILL at random moments and starts it again.
+
+    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from confluent_kafka import Consumer, Producer
+
+
+def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, batch: int = 100,
+         idle: float = 5.0, pace: float = 0.02) -> None:
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+        "log_level": 7, "debug": "cgrp,fetch,eos",
+    })
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                         "log_level": 3})
+    producer.init_transactions(60)
+    consumer.subscribe([source])
+    last_input = time.monotonic()
+    pending = 0
+    producer.begin_transaction()
+    while time.monotonic() - last_input < idle:
+        if not consumer.assignment():
+            last_input = time.monotonic()  # idle only counts once the group gave us work
+        for message in consumer.consume(batch - pending, 0.5):
+            if message.error():
+                continue
+            producer.produce(sink, key=message.key(), value=b"processed:" + message.value())
+            pending += 1
+            last_input = time.monotonic()
+        if pending >= batch or (pending and time.monotonic() - last_input > 1):
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30)
+            print(f"committed {pending}", flush=True)
+            pending = 0
+            time.sleep(pace)
+            producer.begin_transaction()
+    producer.abort_transaction(30)
+    consumer.close()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:6])
