@@ -12,7 +12,7 @@ import asyncio
 import signal
 import sys
 
-from .config import PROPERTIES, BrokerConfig
+from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig
 from .logging import configure
 
 
@@ -25,9 +25,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", default=defaults.data_dir, help="where partitions are stored")
     p.add_argument("--log-level", default=defaults.log_level, choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", default=defaults.log_format, choices=["console", "json"])
-    for prop in PROPERTIES:
-        p.add_argument(f"--{prop.kafka_name}", dest=f"kafka:{prop.kafka_name}", metavar="VALUE",
-                       help=f"{prop.doc} (Kafka's {prop.kafka_name})")
+    documented = [(prop.kafka_name, prop.doc) for prop in PROPERTIES]
+    documented += [(name, f"default {c.name} of topics: {c.doc}") for name, c in LOG_DEFAULTS.items()]
+    for kafka_name, doc in documented:
+        p.add_argument(f"--{kafka_name}", dest=f"kafka:{kafka_name}", metavar="VALUE", help=doc)
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set any broker property by its Kafka name")
 

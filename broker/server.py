@@ -33,7 +33,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.watchers = PartitionWatchers()
-        self.logs = LogManager(config.data_dir, config.log_config(), on_append=self.watchers.notify)
+        self.logs = LogManager(config.data_dir, config.log, on_append=self.watchers.notify)
         self.markers = MarkerWriter(self.logs)
         # Set at start, once the data directory is loaded.
         self.producer_ids: ProducerIdAllocator = None  # type: ignore[assignment]

@@ -16,13 +16,14 @@ import os
 import time
 from bisect import bisect_right
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 from protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
 from protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
 from protocol.errors import ErrorCode, KafkaError
 
+from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict
 from .segment import LogSegment, ReadSlice
 from .txn_index import AbortedTxn
@@ -30,38 +31,6 @@ from .txn_index import AbortedTxn
 LOG_SUFFIX = ".log"
 # Positions remembered for where consumers will read next (one per consumer, roughly).
 _READ_POSITIONS_KEPT = 16
-
-
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    segment_bytes: int = 1024 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1048588
-
-    def with_topic_configs(self, configs: dict[str, str]) -> "LogConfig":
-        """A copy with per-topic configs (Kafka's names) applied; INVALID_CONFIG for a
-        name that is not a topic config this broker implements, or a bad value."""
-        changes = {}
-        for name, text in configs.items():
-            attribute = TOPIC_CONFIGS.get(name)
-            if attribute is None:
-                raise KafkaError(ErrorCode.invalid_config, f"topic config {name!r} is not supported")
-            try:
-                value = int(text)
-            except (TypeError, ValueError):
-                raise KafkaError(ErrorCode.invalid_config, f"invalid value {text!r} for {name}") from None
-            if value <= 0:
-                raise KafkaError(ErrorCode.invalid_config, f"{name} must be positive, not {value}")
-            changes[attribute] = value
-        return replace(self, **changes)
-
-
-# Kafka's topic config names -> LogConfig fields.
-TOPIC_CONFIGS = {
-    "segment.bytes": "segment_bytes",
-    "index.interval.bytes": "index_interval_bytes",
-    "max.message.bytes": "max_message_bytes",
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,8 @@ from typing import Callable
 from protocol.errors import ErrorCode, KafkaError
 
 from .checkpoints import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, read_checkpoint, write_checkpoint
-from .log import LogConfig, PartitionLog
+from .log import PartitionLog
+from .log_config import LogConfig
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_FILE = "meta.properties"

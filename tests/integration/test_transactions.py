@@ -11,7 +11,8 @@ from confluent_kafka import KafkaException
 from protocol.batch import BatchHeader
 from protocol.control import ControlType, parse_marker
 from protocol.errors import ErrorCode
-from storage.log import LogConfig, PartitionLog
+from storage.log import PartitionLog
+from storage.log_config import LogConfig
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all, transactional_producer
 from tests.wire import WireClient, request
 

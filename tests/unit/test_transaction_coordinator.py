@@ -18,7 +18,7 @@ from coordinator.transaction_log import (
 )
 from coordinator.transactions import MAX_EPOCH, TRANSITIONS, IllegalTransition, TransactionCoordinator, check_transition
 from protocol.errors import ErrorCode, KafkaError
-from storage.log import LogConfig
+from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 
 S = TxnState
