@@ -3,6 +3,7 @@
     ottla serve [--host H] [--port P] [--advertised-host A] [--data-dir D]
                 [--log-level L] [--log-format console|json]
                 [--<kafka.property> VALUE ...] [--override key=value ...]
+    ottla dump-log [--transaction-log-decoder | --offsets-decoder] FILE...
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument(f"--{kafka_name}", dest=f"kafka:{kafka_name}", metavar="VALUE", help=doc)
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set any broker property by its Kafka name")
+
+
+def _dump_log_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dump-log", help="print partition files as kafka-dump-log --print-data-log does")
+    p.add_argument("files", nargs="+", metavar="FILE", help="a .log, .index, .timeindex, .txnindex or .snapshot file")
+    decoders = p.add_mutually_exclusive_group()
+    decoders.add_argument("--transaction-log-decoder", dest="decoder", action="store_const", const="transaction-log",
+                          help="decode records as __transaction_state's (automatic in its directories)")
+    decoders.add_argument("--offsets-decoder", dest="decoder", action="store_const", const="offsets",
+                          help="decode records as __consumer_offsets' (automatic in its directories)")
 
 
 def build_config(args: argparse.Namespace) -> BrokerConfig:
@@ -70,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ottla", description="A Kafka-wire broker with exactly-once at its heart.")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
+    _dump_log_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         try:
@@ -83,6 +95,14 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(_serve(config))
         else:
             uvloop.run(_serve(config))
+        return 0
+    if args.command == "dump-log":
+        from .dump_log import dump_files
+
+        try:
+            dump_files(args.files, sys.stdout, decoder=args.decoder)
+        except (OSError, ValueError) as exc:
+            parser.exit(1, f"ottla dump-log: {exc}\n")
         return 0
     return 2
 

@@ -33,6 +33,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
+import cramjam
 import crc32c
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -269,11 +270,29 @@ class Record:
 
 
 def decompress(codec: int, data: bytes) -> bytes:
+    """The records section of a batch compressed with `codec` (the attributes' 3 bits)."""
     if codec == 0:
         return data
     if codec == 1:
         return gzip.decompress(data)
-    raise ValueError(f"{COMPRESSION_NAMES.get(codec, codec)} batches cannot be decoded here")
+    if codec == 2:
+        # The Java client writes snappy in xerial's framing (SnappyOutputStream): a 16-byte
+        # header (magic, version, compatible version), then blocks each preceded by its
+        # int32 length. librdkafka writes one raw snappy block and reads both, as here.
+        if not data.startswith(b"\x82SNAPPY\x00"):
+            return bytes(cramjam.snappy.decompress_raw(data))
+        out = bytearray()
+        pos = 16
+        while pos < len(data):
+            (size,) = struct.unpack_from(">i", data, pos)
+            out += cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+        return bytes(out)
+    if codec == 3:
+        return bytes(cramjam.lz4.decompress(data))  # the LZ4 frame format, from every client
+    if codec == 4:
+        return bytes(cramjam.zstd.decompress(data))
+    raise ValueError(f"unknown compression codec {codec}")
 
 
 def iter_records(batch: bytes | memoryview) -> Iterator[Record]:

@@ -22,6 +22,26 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
+def _whole_entries(data: bytes, entry: struct.Struct) -> bytes:
+    # A torn last entry (crash mid-write) is dropped.
+    return data[: len(data) - len(data) % entry.size]
+
+
+def read_offset_index_file(path: str, base_offset: int) -> list[tuple[int, int]]:
+    """The (offset, position) entries of an `.index` file as stored, unchecked, without
+    opening it for writing (for dump-log)."""
+    with open(path, "rb") as f:
+        data = _whole_entries(f.read(), _OFFSET_ENTRY)
+    return [(base_offset + rel, pos) for rel, pos in _OFFSET_ENTRY.iter_unpack(data)]
+
+
+def read_time_index_file(path: str, base_offset: int) -> list[tuple[int, int]]:
+    """The (timestamp, offset) entries of a `.timeindex` file as stored (for dump-log)."""
+    with open(path, "rb") as f:
+        data = _whole_entries(f.read(), _TIME_ENTRY)
+    return [(ts, base_offset + rel) for ts, rel in _TIME_ENTRY.iter_unpack(data)]
+
+
 class _SparseIndex:
     ENTRY: struct.Struct
 
@@ -33,9 +53,7 @@ class _SparseIndex:
 
     def _read_entries(self) -> bytes:
         size = os.fstat(self.fd).st_size
-        data = os.pread(self.fd, size, 0)
-        # A torn last entry (crash mid-write) is dropped.
-        return data[: len(data) - len(data) % self.ENTRY.size]
+        return _whole_entries(os.pread(self.fd, size, 0), self.ENTRY)
 
     def _write(self, *fields: int) -> None:
         os.write(self.fd, self.ENTRY.pack(*fields))

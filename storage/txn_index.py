@@ -29,16 +29,11 @@ class TransactionIndex:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.entries: list[AbortedTxn] = []
         self._fd: int | None = None
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            self.entries = read_txn_index_file(path)
         except FileNotFoundError:
-            data = b""
-        for version, pid, first, last, lso in _ENTRY.iter_unpack(data[: len(data) - len(data) % _ENTRY.size]):
-            if version == VERSION:
-                self.entries.append(AbortedTxn(pid, first, last, lso))
+            self.entries = []
 
     def _file(self) -> int:
         if self._fd is None:
@@ -75,6 +70,18 @@ class TransactionIndex:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+def read_txn_index_file(path: str) -> list[AbortedTxn]:
+    """The entries of a `.txnindex` file (a torn last entry and unknown versions are
+    skipped). Raises FileNotFoundError if there is none."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return [
+        AbortedTxn(pid, first, last, lso)
+        for version, pid, first, last, lso in _ENTRY.iter_unpack(data[: len(data) - len(data) % _ENTRY.size])
+        if version == VERSION
+    ]
 
 
 def _pack(entry: AbortedTxn) -> bytes:

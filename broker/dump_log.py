@@ -1,0 +1,254 @@
+"""`ottla dump-log FILE...`: a partition's files printed as Kafka's
+`kafka-dump-log.sh --print-data-log` prints them, field for field, so output can be
+compared with Kafka's (and with the seed documents) line by line.
+
+    .log        one line per batch, then one `| `-prefixed line per record, with the
+                key and payload as UTF-8 text (or decoded, see below) and the
+                `endTxnMarker` of a control record; compressed batches are decompressed
+    .index      `offset: N position: P` per entry
+    .timeindex  `timestamp: T offset: N` per entry
+    .txnindex   one line per aborted transaction
+    .snapshot   one line per producer
+
+Records of the internal topics are decoded when the file lives in a
+`__transaction_state-N` or `__consumer_offsets-N` directory, or when the decoder is
+asked for (Kafka's `--transaction-log-decoder` / `--offsets-decoder`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable, TextIO
+
+from coordinator import offsets_log, transaction_log
+from protocol.batch import (
+    COMPRESSION_NAMES,
+    DELETE_HORIZON_FLAG,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    OFFSET_AND_LENGTH,
+    TIMESTAMP_TYPE_FLAG,
+    BatchHeader,
+    crc_is_valid,
+    iter_records,
+)
+from protocol.control import parse_marker
+from storage.index import read_offset_index_file, read_time_index_file
+from storage.producer_state import read_snapshot_file
+from storage.txn_index import VERSION as TXN_INDEX_VERSION
+from storage.txn_index import read_txn_index_file
+
+# A record's key and value as the texts printed after `key:` and `payload:`; None
+# leaves the field out, as Kafka's parsers do.
+RecordParser = Callable[[bytes | None, bytes | None], tuple[str | None, str | None]]
+
+TRANSACTION_LOG_DECODER = "transaction-log"
+OFFSETS_DECODER = "offsets"
+
+
+def dump_files(paths: Iterable[str], out: TextIO, decoder: str | None = None) -> None:
+    """Print each file by its kind (its suffix). `decoder` forces a record decoder for
+    `.log` files; by default it follows the partition directory's topic."""
+    for path in paths:
+        out.write(f"Dumping {path}\n")
+        suffix = os.path.splitext(path)[1]
+        if suffix == ".log":
+            dump_log_segment(path, out, _RECORD_PARSERS[decoder or _topic_decoder(path)])
+        elif suffix == ".index":
+            dump_offset_index(path, out)
+        elif suffix == ".timeindex":
+            dump_time_index(path, out)
+        elif suffix == ".txnindex":
+            dump_txn_index(path, out)
+        elif suffix == ".snapshot":
+            dump_snapshot(path, out)
+        else:
+            out.write(f"Ignoring unknown file {path}\n")
+
+
+def _base_offset(path: str) -> int:
+    name = os.path.basename(path).split(".")[0]
+    if not name.isdigit():
+        raise ValueError(f"{path} is not named after a base offset (20 digits, as Kafka names segment files)")
+    return int(name)
+
+
+def _topic_decoder(path: str) -> str | None:
+    directory = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    topic = directory.rpartition("-")[0]
+    return {transaction_log.TOPIC: TRANSACTION_LOG_DECODER, offsets_log.TOPIC: OFFSETS_DECODER}.get(topic)
+
+
+# --- .log ------------------------------------------------------------------------------
+
+
+def dump_log_segment(path: str, out: TextIO, parse_record: RecordParser) -> None:
+    out.write(f"Log starting offset: {_base_offset(path)}\n")
+    position = 0
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while position + HEADER_SIZE <= size:
+            head = f.read(LOG_OVERHEAD)
+            _, length = OFFSET_AND_LENGTH.unpack(head)
+            # Ottla stores only v2 batches, so a shorter length (or a batch running past the
+            # end) is a torn or damaged tail: reported below as Kafka reports it.
+            if length < HEADER_SIZE - LOG_OVERHEAD or position + LOG_OVERHEAD + length > size:
+                break
+            batch = head + f.read(length)
+            _dump_batch(BatchHeader.parse(batch), batch, position, out, parse_record)
+            position += len(batch)
+    if position < size:
+        out.write(f"Found {size - position} invalid bytes at the end of {os.path.basename(path)}\n")
+
+
+def _dump_batch(header: BatchHeader, batch: bytes, position: int, out: TextIO, parse_record: RecordParser) -> None:
+    timestamp_type = "LogAppendTime" if header.attributes & TIMESTAMP_TYPE_FLAG else "CreateTime"
+    # With the delete-horizon flag (set by compaction) baseTimestamp holds the horizon.
+    delete_horizon = (f"OptionalLong[{header.base_timestamp}]" if header.attributes & DELETE_HORIZON_FLAG
+                      else "OptionalLong.empty")
+    out.write(
+        f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} count: {header.record_count} "
+        f"baseSequence: {header.base_sequence} lastSequence: {header.last_sequence} "
+        f"producerId: {header.producer_id} producerEpoch: {header.producer_epoch} "
+        f"partitionLeaderEpoch: {header.partition_leader_epoch} "
+        f"isTransactional: {_bool(header.is_transactional)} isControl: {_bool(header.is_control)} "
+        f"deleteHorizonMs: {delete_horizon} position: {position} {timestamp_type}: {header.max_timestamp} "
+        f"size: {header.size} magic: {header.magic} "
+        f"compresscodec: {COMPRESSION_NAMES.get(header.compression, header.compression)} "
+        f"crc: {header.crc} isvalid: {_bool(crc_is_valid(batch, header))}\n"
+    )
+    try:
+        for record in iter_records(batch):
+            # Records of a LogAppendTime batch all take the batch's timestamp, as in Kafka.
+            timestamp = header.max_timestamp if timestamp_type == "LogAppendTime" else record.timestamp
+            line = (
+                f"| offset: {record.offset} {timestamp_type}: {timestamp} keySize: {_size(record.key)} "
+                f"valueSize: {_size(record.value)} sequence: {record.sequence} "
+                f"headerKeys: [{','.join(name for name, _ in record.headers)}]"
+            )
+            if header.is_control:
+                marker = parse_marker(batch)
+                line += f" endTxnMarker: {marker.type.name} coordinatorEpoch: {marker.coordinator_epoch}"
+            else:
+                key, payload = parse_record(record.key, record.value)
+                if key is not None:
+                    line += f" key: {key}"
+                if payload is not None:
+                    line += f" payload: {payload}"
+            out.write(line + "\n")
+    except Exception as exc:  # a damaged batch (isvalid: false) must not stop the dump
+        out.write(f"| records could not be decoded: {type(exc).__name__}: {exc}\n")
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _size(field: bytes | None) -> int:
+    return -1 if field is None else len(field)
+
+
+# --- record parsers --------------------------------------------------------------------
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def parse_string_record(key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+    """Kafka's default: key and value as UTF-8 text."""
+    return _text(key), _text(value)
+
+
+def parse_transaction_log_record(key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+    """The transactional id, and its state in the format of Kafka's TransactionMetadata
+    (the seed's `TEST-1::TransactionMetadata(...)` lines); `<DELETE>` for a tombstone."""
+    txn_id = transaction_log.decode_key(key or b"")
+    if value is None:
+        return txn_id, "<DELETE>"
+    txn = transaction_log.decode_value(value)
+    partitions = ", ".join(f"{topic}-{partition}" for topic, partition in sorted(txn.partitions))
+    # pendingState is the coordinator's in-memory transition, never in the log: None.
+    return txn_id, (
+        f"TransactionMetadata(transactionalId={txn_id}, producerId={txn.producer_id}, "
+        f"producerEpoch={txn.producer_epoch}, txnTimeoutMs={txn.timeout_ms}, state={txn.state.kafka_name}, "
+        f"pendingState=None, topicPartitions=Set({partitions}), txnStartTimestamp={txn.start_ms}, "
+        f"txnLastUpdateTimestamp={txn.last_update_ms})"
+    )
+
+
+def parse_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
+    """Kafka's offsets decoder: `offset::group:topic:partition` -> `offset[:metadata]`,
+    `metadata::group` -> `protocolType:protocol:generation:{member=assignment hex}`."""
+    decoded = None if key is None else offsets_log.decode_key(key)
+    if isinstance(decoded, offsets_log.OffsetKey):
+        text_key = f"offset::{decoded.group}:{decoded.topic}:{decoded.partition}"
+        if value is None:
+            return text_key, "<DELETE>"
+        committed = offsets_log.decode_offset_value(value)
+        suffix = f":{committed.metadata}" if committed.metadata else ""
+        return text_key, f"{committed.offset}{suffix}"
+    if isinstance(decoded, offsets_log.GroupKey):
+        text_key = f"metadata::{decoded.group}"
+        if value is None:
+            return text_key, "<DELETE>"
+        group = offsets_log.decode_group_value(value)
+        assignment = ",".join(f"{m.member_id}={m.assignment.hex()}" for m in group.members)
+        return text_key, f"{group.protocol_type}:{group.protocol}:{group.generation}:{{{assignment}}}"
+    return "unknown", None
+
+
+_RECORD_PARSERS: dict[str | None, RecordParser] = {
+    None: parse_string_record,
+    TRANSACTION_LOG_DECODER: parse_transaction_log_record,
+    OFFSETS_DECODER: parse_offsets_record,
+}
+
+
+# --- indexes and snapshots -------------------------------------------------------------
+
+
+def dump_offset_index(path: str, out: TextIO) -> None:
+    entries = read_offset_index_file(path, _base_offset(path))
+    if not entries:
+        out.write(f"{path} is empty.\n")
+    for offset, position in entries:
+        out.write(f"offset: {offset} position: {position}\n")
+
+
+def dump_time_index(path: str, out: TextIO) -> None:
+    entries = read_time_index_file(path, _base_offset(path))
+    if not entries:
+        out.write(f"{path} is empty.\n")
+    for timestamp, offset in entries:
+        out.write(f"timestamp: {timestamp} offset: {offset}\n")
+
+
+def dump_txn_index(path: str, out: TextIO) -> None:
+    for txn in read_txn_index_file(path):
+        out.write(
+            f"version: {TXN_INDEX_VERSION} producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+            f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}\n"
+        )
+
+
+def dump_snapshot(path: str, out: TextIO) -> None:
+    entries = read_snapshot_file(path)
+    if entries is None:
+        out.write(f"{path} is not a valid producer snapshot (version, CRC or size)\n")
+        return
+    for entry in entries:
+        # Kafka prints currentTxnFirstOffset as a Scala Option, as in the seed: None or Some(N).
+        txn_first = "None" if entry.current_txn_first_offset < 0 else f"Some({entry.current_txn_first_offset})"
+        line = (
+            f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: {txn_first} "
+            f"lastTimestamp: {entry.last_timestamp}"
+        )
+        if entry.batches:  # a snapshot keeps only the producer's last batch
+            last = entry.batches[-1]
+            line += (
+                f" firstSequence: {last.first_seq} lastSequence: {last.last_seq} lastOffset: {last.last_offset} "
+                f"offsetDelta: {last.last_offset - last.first_offset} timestamp: {last.timestamp}"
+            )
+        out.write(line + "\n")
