@@ -111,6 +111,7 @@ class Broker:
         self._tasks.append(loop.create_task(self._checkpoint_periodically()))
         self._tasks.append(loop.create_task(self._abort_timed_out_transactions()))
         self._tasks.append(loop.create_task(self._tick_groups()))
+        self._tasks.append(loop.create_task(self._enforce_retention()))
         log.info(
             "ottla ready",
             bootstrap=self.bootstrap,
@@ -147,6 +148,14 @@ class Broker:
             await asyncio.sleep(0.2)
             for group_id, member_id in self.groups.tick():
                 log.info("group member session expired", group=group_id, member=member_id)
+
+    async def _enforce_retention(self) -> None:
+        interval = self.config.retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            deleted = self.logs.enforce_retention(int(time.time() * 1000))
+            if deleted:
+                log.info("retention deleted segments", segments=deleted)
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -52,6 +52,10 @@ LIST_GROUPS = Api(16, "ListGroups", 0, 5)
 TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 5)
 DELETE_GROUPS = Api(42, "DeleteGroups", 0, 2)
 OFFSET_DELETE = Api(47, "OffsetDelete", 0, 0)
+DELETE_RECORDS = Api(21, "DeleteRecords", 0, 2)
+DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", 1, 4)
+ALTER_CONFIGS = Api(33, "AlterConfigs", 0, 2)
+INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", 0, 1)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -83,5 +87,9 @@ SUPPORTED: dict[int, Api] = {
         TXN_OFFSET_COMMIT,
         DELETE_GROUPS,
         OFFSET_DELETE,
+        DELETE_RECORDS,
+        DESCRIBE_CONFIGS,
+        ALTER_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS,
     )
 }

@@ -220,7 +220,8 @@ class PartitionLog:
         active = self.active
         if active.size == 0:
             return
-        if active.size + incoming > self.config.segment_bytes:
+        if (active.size + incoming > self.config.segment_bytes
+                or timestamp - active.first_timestamp > self.config.segment_ms):
             self.roll()
 
     def roll(self) -> LogSegment:
@@ -230,6 +231,33 @@ class PartitionLog:
         # Kafka snapshots producer state at every roll, named by the new base offset.
         self.producer_state.write_snapshot(self.log_end_offset)
         return segment
+
+    # --- the head of the log --------------------------------------------------------------
+
+    def delete_oldest_segments(self, segments: list[LogSegment]) -> None:
+        """Delete a prefix of closed segments (retention) and move the log start offset
+        past them."""
+        if not segments:
+            return
+        assert segments == self.segments[: len(segments)] and len(segments) < len(self.segments)
+        for segment in segments:
+            segment.delete()
+        del self.segments[: len(segments)]
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self._read_positions.clear()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make `offset` the log start offset (-1: the high watermark).
+        Returns the new log start offset."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"offset {offset} is outside [0, {self.high_watermark}]")
+        self.log_start_offset = max(self.log_start_offset, offset)
+        whole = [s for s, after in zip(self.segments, self.segments[1:]) if after.base_offset <= self.log_start_offset]
+        self.delete_oldest_segments(whole)
+        return self.log_start_offset
 
     # --- reading -------------------------------------------------------------------------
 

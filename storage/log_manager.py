@@ -30,6 +30,7 @@ from protocol.errors import ErrorCode, KafkaError
 from .checkpoints import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, read_checkpoint, write_checkpoint
 from .log import PartitionLog
 from .log_config import LogConfig
+from .retention import expired_segments
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_FILE = "meta.properties"
@@ -238,6 +239,29 @@ class LogManager:
             os.rename(log.directory, doomed)
             shutil.rmtree(doomed, ignore_errors=True)
         return topic
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """Replace a topic's config overrides (validated as a whole first) and apply them
+        to its partitions."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        config = self.default_config.with_topic_configs(configs)
+        topic.config = config
+        topic.configs = dict(configs)
+        for log in topic.partitions:
+            log.config = config
+        self._save_topic_configs()
+        return topic
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete the segments past their retention; returns how many."""
+        deleted = 0
+        for log in self.all_partitions():
+            doomed = expired_segments(log, now_ms)
+            log.delete_oldest_segments(doomed)
+            deleted += len(doomed)
+        return deleted
 
     def all_partitions(self) -> list[PartitionLog]:
         return [log for topic in self.topics.values() for log in topic.partitions]

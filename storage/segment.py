@@ -47,9 +47,10 @@ class LogSegment:
         self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex")), base_offset)
         self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex")))
         self.bytes_since_index_entry = 0
-        # The largest timestamp in the segment and the offset it was seen at.
+        # The largest timestamp in the segment, and the first batch's (segment.ms rolls
+        # the segment that long after its first batch, as Kafka does).
         self.max_timestamp = -1
-        self.created_ms = 0
+        self.first_timestamp = -1
 
     # --- writing -------------------------------------------------------------------------
 
@@ -63,6 +64,8 @@ class LogSegment:
             os.ftruncate(self.fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
         self.size += size
+        if position == 0:
+            self.first_timestamp = max_timestamp
         if self.bytes_since_index_entry >= index_interval_bytes or position == 0:
             self.offset_index.append(base_offset, position)
             self.bytes_since_index_entry = 0
@@ -174,6 +177,8 @@ class LogSegment:
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.time_index.append(header.max_timestamp, header.last_offset)
+            if position == 0:
+                self.first_timestamp = header.max_timestamp
             self.bytes_since_index_entry += header.size
             position += header.size
             valid_end = position
@@ -194,6 +199,8 @@ class LogSegment:
         self.max_timestamp = self.time_index.last_timestamp
         if last is not None and last.max_timestamp > self.max_timestamp:
             self.max_timestamp = last.max_timestamp
+        if self.size >= HEADER_SIZE:
+            self.first_timestamp = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
         self.bytes_since_index_entry = self.size - (start if len(self.offset_index) else 0)
         return last
 

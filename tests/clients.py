@@ -42,8 +42,8 @@ def produce_all(producer: Producer, messages: list[tuple[str, int, bytes | None,
 
 
 def consume_partitions(bootstrap: str, topic: str, partitions: list[int], expected: int, *,
-                       isolation: str = "read_uncommitted", timeout: float = 60) -> dict[int, list]:
-    """Read `expected` messages from the start of `partitions`; {partition: [messages]}."""
+                       isolation: str = "read_uncommitted", timeout: float = 60, start: int = 0) -> dict[int, list]:
+    """Read `expected` messages from offset `start` of `partitions`; {partition: [messages]}."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": f"reader-{time.monotonic_ns()}",
@@ -51,7 +51,7 @@ def consume_partitions(bootstrap: str, topic: str, partitions: list[int], expect
         "isolation.level": isolation,
         "log_level": 3,
     })
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    consumer.assign([TopicPartition(topic, p, start) for p in partitions])
     got: dict[int, list] = {p: [] for p in partitions}
     count = 0
     deadline = time.monotonic() + timeout

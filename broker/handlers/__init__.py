@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from protocol import apis
 
-from . import api_versions, coordinators, fetch, groups, list_offsets, metadata, produce, topics, transactions
+from . import api_versions, configs, coordinators, fetch, groups, list_offsets, metadata, produce, topics, transactions
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -46,6 +46,10 @@ HANDLERS: dict[int, Handler] = {
     apis.TXN_OFFSET_COMMIT.key: groups.handle_txn_offset_commit,
     apis.DELETE_GROUPS.key: groups.handle_delete_groups,
     apis.OFFSET_DELETE.key: groups.handle_offset_delete,
+    apis.DELETE_RECORDS.key: topics.handle_delete_records,
+    apis.DESCRIBE_CONFIGS.key: configs.handle_describe_configs,
+    apis.ALTER_CONFIGS.key: configs.handle_alter_configs,
+    apis.INCREMENTAL_ALTER_CONFIGS.key: configs.handle_incremental_alter_configs,
 }
 
 api_versions_fallback = api_versions.unsupported_version_response

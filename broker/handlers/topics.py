@@ -1,4 +1,4 @@
-"""CreateTopics and DeleteTopics."""
+"""CreateTopics, DeleteTopics and DeleteRecords."""
 
 from __future__ import annotations
 
@@ -58,3 +58,25 @@ async def handle_delete(ctx: RequestContext, request: Any) -> Any:
             results.append({"name": name, "topic_id": topic_id, "error_code": exc.code,
                             "error_message": exc.message})
     return ctx.respond(responses=results)
+
+
+async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            log = logs.partition(t.name, p.partition_index)
+            try:
+                if log is None:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{t.name}-{p.partition_index}")
+                low = log.delete_records_before(p.offset)
+                partitions.append({"partition_index": p.partition_index, "low_watermark": low,
+                                   "error_code": ErrorCode.none})
+            except KafkaError as exc:
+                partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                   "error_code": exc.code})
+        topics.append({"name": t.name, "partitions": partitions})
+    # The new log start offsets must survive a crash.
+    logs.checkpoint()
+    return ctx.respond(topics=topics)
