@@ -1,7 +1,7 @@
 """The `ottla` command line.
 
-    ottla serve [--host H] [--port P] [--advertised-host A] [--data-dir D]
-                [--log-level L] [--log-format console|json]
+    ottla serve [--config server.properties] [--host H] [--port P] [--advertised-host A]
+                [--data-dir D] [--log-level L] [--log-format console|json] [--admin-port P]
                 [--<kafka.property> VALUE ...] [--override key=value ...]
     ottla dump-log [--transaction-log-decoder | --offsets-decoder] FILE...
 """
@@ -10,23 +10,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 
-from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig
-from .logging import configure
+from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig, ResolvedConfig, resolve_config
+from .logging import configure, get_logger
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run the broker")
-    defaults = BrokerConfig()
-    p.add_argument("--host", default=defaults.host, help="address to listen on (default %(default)s)")
-    p.add_argument("--port", type=int, default=defaults.port, help="port to listen on, 0 for any free port")
-    p.add_argument("--advertised-host", default=None, help="host clients are told to connect to")
-    p.add_argument("--data-dir", default=defaults.data_dir, help="where partitions are stored")
-    p.add_argument("--log-level", default=defaults.log_level, choices=["debug", "info", "warning", "error"])
-    p.add_argument("--log-format", default=defaults.log_format, choices=["console", "json"])
+    p = sub.add_parser("serve", help="run the broker",
+                       description="Settings come from --config (a Kafka server.properties), OTTLA_<KEY> "
+                                   "environment variables (OTTLA_NUM_PARTITIONS...) and flags, each "
+                                   "overriding the one before.")
+    p.add_argument("--config", metavar="FILE", help="a server.properties file with Kafka's property names")
+    # Shortcuts for the settings everyone changes; each is a property set on the command line.
+    p.add_argument("--host", help="address the first listener binds (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port of the first listener, 0 for any free port (default 9092)")
+    p.add_argument("--advertised-host", help="host clients are told to connect to, for the first listener")
+    p.add_argument("--data-dir", dest="kafka:log.dirs", metavar="DIR", help="where partitions are stored (log.dirs)")
+    p.add_argument("--log-level", dest="kafka:log.level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", dest="kafka:log.format", choices=["console", "json"])
+    p.add_argument("--admin-port", dest="kafka:admin.port", metavar="PORT",
+                   help="serve /healthz, /metrics and /faults over HTTP on this port (admin.port)")
     documented = [(prop.kafka_name, prop.doc) for prop in PROPERTIES]
+    documented += [("listeners", "NAME://HOST:PORT,... to listen on (default PLAINTEXT://127.0.0.1:9092)"),
+                   ("advertised.listeners", "NAME://HOST:PORT,... clients are told to connect to"),
+                   ("listener.security.protocol.map", "NAME:PLAINTEXT,... for listeners not named PLAINTEXT")]
     documented += [(name, f"default {c.name} of topics: {c.doc}") for name, c in LOG_DEFAULTS.items()]
     for kafka_name, doc in documented:
         p.add_argument(f"--{kafka_name}", dest=f"kafka:{kafka_name}", metavar="VALUE", help=doc)
@@ -44,25 +54,20 @@ def _dump_log_parser(sub: argparse._SubParsersAction) -> None:
                           help="decode records as __consumer_offsets' (automatic in its directories)")
 
 
-def build_config(args: argparse.Namespace) -> BrokerConfig:
-    config = BrokerConfig(
-        host=args.host,
-        port=args.port,
-        advertised_host=args.advertised_host,
-        data_dir=args.data_dir,
-        log_level=args.log_level,
-        log_format=args.log_format,
-    )
-    properties = {}
+def build_config(args: argparse.Namespace) -> ResolvedConfig:
+    """Defaults < --config file < OTTLA_* variables < flags (see config.resolve_config)."""
+    flags = {}
     for key, value in vars(args).items():
         if key.startswith("kafka:") and value is not None:
-            properties[key[len("kafka:"):]] = value
+            flags[key[len("kafka:"):]] = value
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--override expects key=value, got {item!r}")
-        properties[key.strip()] = value.strip()
-    return config.with_kafka_properties(properties)
+        flags[key.strip()] = value.strip()
+    resolved = resolve_config(args.config, os.environ, flags)
+    config = resolved.config.with_first_listener(args.host, args.port, args.advertised_host)
+    return ResolvedConfig(config, resolved.unknown, resolved.sources)
 
 
 async def _serve(config: BrokerConfig) -> None:
@@ -85,10 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         try:
-            config = build_config(args)
+            resolved = build_config(args)
         except ValueError as exc:
             parser.error(str(exc))
+        config = resolved.config
         configure(config.log_level, config.log_format)
+        for key, source in resolved.unknown.items():
+            get_logger("ottla.config").warning("unknown setting ignored", key=key, source=source)
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency; this is a fallback

@@ -1,17 +1,24 @@
 """Broker settings, under Kafka's property names and with Kafka's defaults.
 
-Two tables say what can be configured: `PROPERTIES` (settings of the broker itself)
-and storage's `TOPIC_CONFIGS`, whose broker properties (`log.segment.bytes`,
-`log.retention.ms`, ...) give the defaults of every topic. The command line offers
-each as `--<kafka.name> VALUE` and `--override name=value`.
+Three things say what can be configured: `PROPERTIES` (settings of the broker itself,
+Kafka's and the few of Ottla's own), storage's `TOPIC_CONFIGS`, whose broker
+properties (`log.segment.bytes`, `log.retention.ms`, ...) give the defaults of every
+topic, and the listener properties (`listeners`, `advertised.listeners`,
+`listener.security.protocol.map`), which are read together.
+
+`resolve_config` layers the sources as Kafka users expect: a `server.properties` file,
+then `OTTLA_<KEY>` environment variables, then command-line flags, each overriding the
+one before. Unknown keys are reported, not fatal (a Kafka `server.properties` carries
+many settings a single node has no use for); an invalid value is fatal and the error
+names the key and where it came from.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
-from protocol.errors import KafkaError
 from storage.log_config import TOPIC_CONFIGS, LogConfig
 
 
@@ -22,6 +29,39 @@ def _bool(text: str) -> bool:
     if lowered in ("false", "0", "no"):
         return False
     raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError(f"{value} is not a TCP port")
+    return value
+
+
+def _one_dir(text: str) -> str:
+    # Kafka spreads partitions over several log.dirs; a single node keeps one.
+    dirs = [d.strip() for d in text.split(",") if d.strip()]
+    if len(dirs) != 1:
+        raise ValueError(f"Ottla keeps its data in one directory, got {text!r}")
+    return dirs[0]
+
+
+class ConfigError(ValueError):
+    """A setting that stops start-up; `key` is the property at fault."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,20 +94,114 @@ PROPERTIES: tuple[Property, ...] = (
     Property("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", int,
              "how long a new group waits for more members before its first rebalance"),
     Property("offset.metadata.max.bytes", "offset_metadata_max_bytes", int, "largest metadata of a committed offset"),
+    Property("log.dirs", "data_dir", _one_dir, "the directory partitions are stored in (one)"),
+    Property("log.dir", "data_dir", _one_dir, "the same as log.dirs, as in Kafka"),
+    # Ottla's own: Kafka configures its logging through log4j and has no admin endpoint.
+    Property("log.level", "log_level", _one_of("debug", "info", "warning", "error"), "Ottla's own log level"),
+    Property("log.format", "log_format", _one_of("console", "json"),
+             "Ottla's log lines: console for people, json for machines"),
+    Property("admin.port", "admin_port", _port, "port of the admin HTTP endpoint (/healthz, /metrics, /faults); off if unset"),
 )
 BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
 # Broker properties that set the default of a topic config: log.segment.bytes -> segment.bytes ...
 LOG_DEFAULTS = {c.broker_property: c for c in TOPIC_CONFIGS.values()}
+LISTENER_PROPERTIES = ("listeners", "advertised.listeners", "listener.security.protocol.map")
+ENV_PREFIX = "OTTLA_"
+# Environment variables of the test hooks (OTTLA_TEST_CRASH_AFTER_PREPARE...), not settings.
+_ENV_NOT_SETTINGS = "OTTLA_TEST_"
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One address the broker listens on, and the address it tells clients to use.
+
+    Kafka has several listeners so that one broker can be reached under different
+    names: from inside a container network as `ottla:29092` and from the host as
+    `localhost:9092`. Each connection is answered (Metadata, FindCoordinator) with the
+    advertised address of the listener it came in on."""
+
+    name: str
+    host: str  # "" or 0.0.0.0: every interface
+    port: int  # 0: any free port
+    advertised_host: str | None = None
+    advertised_port: int | None = None  # None: the port actually bound
+
+    @property
+    def bind_host(self) -> str:
+        return self.host or "0.0.0.0"
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """(host, port) clients are told to connect to."""
+        # A wildcard address means nothing to a client; loopback is what works for a
+        # broker on a laptop. A container sets advertised.listeners.
+        host = self.advertised_host or ("127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host)
+        return host, self.advertised_port or self.port
+
+
+def _parse_endpoints(key: str, text: str) -> dict[str, tuple[str, int]]:
+    """`NAME://host:port,...` as {NAME: (host, port)}, in order."""
+    endpoints: dict[str, tuple[str, int]] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        if not sep or not colon:
+            raise ConfigError(key, f"invalid value for {key}: expected NAME://HOST:PORT, got {item!r}")
+        try:
+            port = _port(port_text)
+        except ValueError as exc:
+            raise ConfigError(key, f"invalid value for {key}: {exc}") from None
+        name = name.upper()
+        if name in endpoints:
+            raise ConfigError(key, f"invalid value for {key}: listener {name} is given twice")
+        endpoints[name] = (host.strip("[]"), port)
+    if not endpoints:
+        raise ConfigError(key, f"invalid value for {key}: no listener in {text!r}")
+    return endpoints
+
+
+def _parse_listeners(listeners: str, advertised: str | None, protocol_map: str | None) -> tuple[Listener, ...]:
+    bound = _parse_endpoints("listeners", listeners)
+    told = _parse_endpoints("advertised.listeners", advertised) if advertised else {}
+    # Kafka's default map names each listener after its protocol; Ottla speaks one.
+    protocols = {"PLAINTEXT": "PLAINTEXT"}
+    for pair in (protocol_map or "").split(","):
+        if not pair.strip():
+            continue
+        name, sep, protocol = pair.strip().partition(":")
+        if not sep:
+            raise ConfigError("listener.security.protocol.map",
+                              f"invalid value for listener.security.protocol.map: {pair!r} is not NAME:PROTOCOL")
+        protocols[name.strip().upper()] = protocol.strip().upper()
+    for name in bound:
+        protocol = protocols.get(name)
+        if protocol is None:
+            raise ConfigError("listeners", f"invalid value for listeners: no security protocol for listener {name}; "
+                                           "give it one in listener.security.protocol.map")
+        if protocol != "PLAINTEXT":
+            raise ConfigError("listeners", f"invalid value for listeners: {name} uses {protocol}; "
+                                           "Ottla serves PLAINTEXT listeners only")
+    for name in told:
+        if name not in bound:
+            raise ConfigError("advertised.listeners",
+                              f"invalid value for advertised.listeners: {name} is not one of the listeners")
+    return tuple(Listener(name, host, port, *told.get(name, (None, None))) for name, (host, port) in bound.items())
+
+
+def listener_text(listeners: Iterable[Listener]) -> str:
+    """Listeners as the `listeners` property writes them."""
+    return ",".join(f"{item.name}://{item.host}:{item.port}" for item in listeners)
 
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertised_host: str | None = None
+    listeners: tuple[Listener, ...] = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
     data_dir: str = "./data"
     log_level: str = "info"
     log_format: str = "console"
+    admin_port: int | None = None
 
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
@@ -86,33 +220,50 @@ class BrokerConfig:
     # Defaults of every topic's log settings (log.segment.bytes, log.retention.ms...).
     log: LogConfig = field(default_factory=LogConfig)
 
-    @property
-    def advertised(self) -> str:
-        if self.advertised_host:
-            return self.advertised_host
-        return "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+    def with_first_listener(self, host: str | None = None, port: int | None = None,
+                            advertised_host: str | None = None) -> "BrokerConfig":
+        """The --host/--port/--advertised-host flags: they change the first listener,
+        whatever the properties made of it."""
+        first = self.listeners[0]
+        first = replace(
+            first,
+            host=first.host if host is None else host,
+            port=first.port if port is None else port,
+            advertised_host=first.advertised_host if advertised_host is None else advertised_host,
+        )
+        return replace(self, listeners=(first, *self.listeners[1:]))
 
     def with_kafka_properties(self, values: dict[str, str]) -> "BrokerConfig":
-        """A copy with Kafka-named properties applied. Raises ValueError naming the key
+        """A copy with Kafka-named properties applied. Raises ConfigError naming the key
         for an unknown key or an invalid value."""
         changes: dict[str, Any] = {}
         log_changes: dict[str, str | None] = {}
+        if any(key in values for key in LISTENER_PROPERTIES):
+            changes["listeners"] = _parse_listeners(
+                values.get("listeners") or listener_text(self.listeners),
+                values.get("advertised.listeners"),
+                values.get("listener.security.protocol.map"),
+            )
         for key, text in values.items():
+            if key in LISTENER_PROPERTIES:
+                continue
             if key in LOG_DEFAULTS:
-                log_changes[LOG_DEFAULTS[key].name] = text
+                definition = LOG_DEFAULTS[key]
+                try:
+                    definition.parse(text)
+                except ValueError as exc:
+                    raise ConfigError(key, f"invalid value for {key}: {exc}") from None
+                log_changes[definition.name] = text
                 continue
             prop = BY_KAFKA_NAME.get(key)
             if prop is None:
-                raise ValueError(f"unknown broker property {key!r}")
+                raise ConfigError(key, f"unknown broker property {key!r}")
             try:
                 changes[prop.attribute] = prop.parse(text)
             except ValueError as exc:
-                raise ValueError(f"invalid value for {key}: {exc}") from None
+                raise ConfigError(key, f"invalid value for {key}: {exc}") from None
         if log_changes:
-            try:
-                changes["log"] = self.log.with_topic_configs(log_changes)
-            except KafkaError as exc:
-                raise ValueError(exc.message) from None
+            changes["log"] = self.log.with_topic_configs(log_changes)
         return replace(self, **changes)
 
     def broker_properties(self) -> dict[str, str]:
@@ -123,4 +274,87 @@ class BrokerConfig:
 
 
 def _text(value: Any) -> str:
+    if value is None:
+        return ""
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def is_known(key: str) -> bool:
+    return key in BY_KAFKA_NAME or key in LOG_DEFAULTS or key in LISTENER_PROPERTIES
+
+
+def env_name(key: str) -> str:
+    """`log.segment.bytes` -> `OTTLA_LOG_SEGMENT_BYTES`."""
+    return ENV_PREFIX + key.replace(".", "_").replace("-", "_").upper()
+
+
+def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
+    """The settings given as OTTLA_<KEY> variables, under their property names. Kafka
+    keys contain no underscores, so the name maps back without ambiguity."""
+    return {
+        name[len(ENV_PREFIX):].lower().replace("_", "."): value
+        for name, value in environ.items()
+        if name.startswith(ENV_PREFIX) and not name.startswith(_ENV_NOT_SETTINGS)
+    }
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java `.properties` file, as Kafka reads server.properties: `key=value`,
+    `key: value` or `key value`; `#` and `!` comments; a trailing backslash continues
+    the line."""
+    values: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        pending = ""
+        for raw in f:
+            line = pending + raw.strip() if pending else raw.strip()
+            pending = ""
+            if not line or line[0] in "#!":
+                continue
+            if line.endswith("\\") and (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+                pending = line[:-1]
+                continue
+            cut = min((i for i in (line.find("="), line.find(":"), line.find(" "), line.find("\t")) if i >= 0),
+                      default=len(line))
+            key = line[:cut].strip()
+            value = line[cut:].lstrip(" \t")
+            if value[:1] in ("=", ":"):
+                value = value[1:]
+            values[key] = value.strip().replace("\\\\", "\\")
+        if pending:
+            values.setdefault(pending, "")
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedConfig:
+    config: BrokerConfig
+    unknown: dict[str, str]  # key -> where it came from, to warn about
+    sources: dict[str, str]  # key -> where its value came from
+
+
+def resolve_config(file_path: str | None, environ: Mapping[str, str], flags: Mapping[str, str]) -> ResolvedConfig:
+    """The broker configuration from its sources, later ones winning: defaults <
+    `file_path` (server.properties) < OTTLA_* variables in `environ` < `flags` (the
+    command line's properties). Raises ConfigError naming the key and its source."""
+    layers: list[tuple[str, Mapping[str, str]]] = []
+    if file_path is not None:
+        try:
+            layers.append((file_path, read_properties(file_path)))
+        except OSError as exc:
+            raise ConfigError("--config", f"cannot read the config file: {exc}") from None
+    env = env_properties(environ)
+    layers.append(("environment", env))
+    layers.append(("command line", flags))
+    merged: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for source, values in layers:
+        for key, value in values.items():
+            merged[key] = value
+            sources[key] = env_name(key) if values is env else source
+    unknown = {key: sources[key] for key in merged if not is_known(key)}
+    known = {key: value for key, value in merged.items() if key not in unknown}
+    try:
+        config = BrokerConfig().with_kafka_properties(known)
+    except ConfigError as exc:
+        raise ConfigError(exc.key, f"{exc} (set in {sources.get(exc.key, 'the defaults')})") from None
+    return ResolvedConfig(config, unknown, {key: sources[key] for key in known})

@@ -26,6 +26,7 @@ from .handlers import HANDLERS, RequestContext, api_versions_fallback
 from .logging import get_logger
 
 if TYPE_CHECKING:
+    from .config import Listener
     from .server import Broker
 
 log = get_logger("ottla.connection")
@@ -36,8 +37,9 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: "Broker", listener: "Listener") -> None:
         self.broker = broker
+        self.listener = listener  # the one this client connected to: its address is what it is told
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_id: str | None = None

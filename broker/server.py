@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 from coordinator.groups import GroupConfig, GroupCoordinator
@@ -21,7 +22,7 @@ from coordinator.transactions import TransactionCoordinator
 
 from storage.log_manager import LogManager, Topic
 
-from .config import BrokerConfig
+from .config import BrokerConfig, Listener, listener_text
 from .connection import Connection
 from .logging import get_logger
 from .watchers import PartitionWatchers
@@ -51,8 +52,10 @@ class Broker:
         self.markers.listeners.append(self.groups.on_marker)
         self.connections: set[Connection] = set()
         self.stopping = False
-        self.port = config.port
-        self._server: asyncio.AbstractServer | None = None
+        # The configured listeners, with the port each one actually bound (port 0 asks
+        # for any free port) once the broker has started.
+        self.listeners: list[Listener] = list(config.listeners)
+        self._servers: list[asyncio.AbstractServer] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
 
@@ -62,7 +65,8 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.config.advertised}:{self.port}"
+        host, port = self.listeners[0].advertised_address
+        return f"{host}:{port}"
 
     # --- topics (shared by CreateTopics, Metadata auto-creation and the coordinators) ----
 
@@ -104,10 +108,17 @@ class Broker:
         transactional_ids = self.transactions.load()
         groups = self.groups.load()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self), self.config.host, self.config.port, reuse_address=True, backlog=1024
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        for i, listener in enumerate(self.listeners):
+            # Not serving until the bound port is known: a connection is answered with
+            # its listener's advertised address, which may be that port.
+            server = await loop.create_server(
+                lambda i=i: Connection(self, self.listeners[i]), listener.bind_host, listener.port,
+                reuse_address=True, backlog=1024, start_serving=False,
+            )
+            self.listeners[i] = replace(listener, port=server.sockets[0].getsockname()[1])
+            self._servers.append(server)
+        for server in self._servers:
+            await server.start_serving()
         self._tasks.append(loop.create_task(self._checkpoint_periodically()))
         self._tasks.append(loop.create_task(self._abort_timed_out_transactions()))
         self._tasks.append(loop.create_task(self._tick_groups()))
@@ -115,7 +126,7 @@ class Broker:
         log.info(
             "ottla ready",
             bootstrap=self.bootstrap,
-            listening=f"{self.config.host}:{self.port}",
+            listening=listener_text(self.listeners),
             data_dir=self.logs.data_dir,
             partitions=report.partitions,
             transactional_ids=transactional_ids,
@@ -167,16 +178,16 @@ class Broker:
         self.stopping = True
         started = time.monotonic()
         log.info("shutting down", connections=len(self.connections))
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         self.watchers.wake_all()
         await asyncio.gather(*(c.finish() for c in list(self.connections)), return_exceptions=True)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
+        for server in self._servers:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), timeout=5)
+                await asyncio.wait_for(server.wait_closed(), timeout=5)
             except asyncio.TimeoutError:
                 pass
         self.logs.close()

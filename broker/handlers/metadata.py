@@ -45,8 +45,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 continue
             topics.append(_describe(topic, broker.node_id))
+    host, port = ctx.connection.listener.advertised_address
     return ctx.respond(
-        brokers=[{"node_id": broker.node_id, "host": broker.config.advertised, "port": broker.port, "rack": None}],
+        brokers=[{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
         cluster_id=logs.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
