@@ -20,6 +20,7 @@ from coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from coordinator.producer_ids import ProducerIdAllocator
 from coordinator.transactions import TransactionCoordinator
 
+from storage import compaction
 from storage.log_manager import LogManager, Topic
 
 from .config import BrokerConfig, Listener, listener_text
@@ -123,6 +124,7 @@ class Broker:
         self._tasks.append(loop.create_task(self._abort_timed_out_transactions()))
         self._tasks.append(loop.create_task(self._tick_groups()))
         self._tasks.append(loop.create_task(self._enforce_retention()))
+        self._tasks.append(loop.create_task(self._compact()))
         log.info(
             "ottla ready",
             bootstrap=self.bootstrap,
@@ -167,6 +169,25 @@ class Broker:
             deleted = self.logs.enforce_retention(int(time.time() * 1000))
             if deleted:
                 log.info("retention deleted segments", segments=deleted)
+
+    async def _compact(self) -> None:
+        # The cleaning itself runs in a worker thread: request handling never waits on
+        # it. Planning and swapping touch the live segment lists, so they stay here.
+        backoff = self.config.cleaner_backoff_ms / 1000
+        while True:
+            await asyncio.sleep(backoff)
+            plan = self.logs.plan_compaction(int(time.time() * 1000))
+            if plan is None:
+                continue
+            started = time.monotonic()
+            try:
+                cleaned = await asyncio.to_thread(compaction.clean, plan)
+            except OSError:
+                log.exception("compaction failed", topic=plan.log.topic, partition=plan.log.partition)
+                continue
+            if self.logs.finish_compaction(plan, cleaned):
+                log.info("compacted", topic=plan.log.topic, partition=plan.log.partition, up_to=plan.end,
+                         segments=len(cleaned), seconds=round(time.monotonic() - started, 3))
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -1,5 +1,5 @@
-"""Kafka's offset checkpoint files: `recovery-point-offset-checkpoint` and
-`log-start-offset-checkpoint` in a data directory.
+"""Kafka's offset checkpoint files in a data directory: `recovery-point-offset-checkpoint`,
+`log-start-offset-checkpoint` and `cleaner-offset-checkpoint`.
 
 Text, in Kafka's layout:
 
@@ -20,6 +20,7 @@ VERSION = 0
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
 
 def write_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> None:

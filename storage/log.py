@@ -25,7 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict
-from .segment import LogSegment, ReadSlice
+from .segment import LogSegment, ReadSlice, recover_interrupted_cleaning
 from .txn_index import AbortedTxn
 
 LOG_SUFFIX = ".log"
@@ -82,6 +82,7 @@ class PartitionLog:
         """Open an existing partition. After an unclean shutdown every segment from the
         recovery point on is checked batch by batch and a torn tail is cut off."""
         log = cls(directory, topic, partition, config)
+        recover_interrupted_cleaning(directory)
         bases = sorted(
             int(name[: -len(LOG_SUFFIX)]) for name in os.listdir(directory)
             if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
@@ -244,6 +245,10 @@ class PartitionLog:
             segment.delete()
         del self.segments[: len(segments)]
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.forget_read_positions()
+
+    def forget_read_positions(self) -> None:
+        """Segments were replaced or removed: remembered read positions may be stale."""
         self._read_positions.clear()
 
     def delete_records_before(self, offset: int) -> int:

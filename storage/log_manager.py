@@ -27,10 +27,19 @@ from typing import Callable
 
 from protocol.errors import ErrorCode, KafkaError
 
-from .checkpoints import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, read_checkpoint, write_checkpoint
+from . import compaction
+from .checkpoints import (
+    CLEANER_CHECKPOINT_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    read_checkpoint,
+    write_checkpoint,
+)
+from .compaction import CleanPlan
 from .log import PartitionLog
 from .log_config import LogConfig
 from .retention import expired_segments
+from .segment import LogSegment
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_FILE = "meta.properties"
@@ -94,6 +103,8 @@ class LogManager:
         self._topics_by_id: dict[uuid.UUID, Topic] = {}
         self.cluster_id = ""
         self.node_id = 1
+        # How far each compacted partition is clean (its first dirty offset).
+        self._cleaned_up_to: dict[tuple[str, int], int] = {}
 
     # --- start-up ------------------------------------------------------------------------
 
@@ -105,6 +116,7 @@ class LogManager:
         clean = os.path.exists(marker)
         recovery_points = read_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
         start_offsets = read_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE))
+        self._cleaned_up_to = read_checkpoint(os.path.join(self.data_dir, CLEANER_CHECKPOINT_FILE))
         by_topic: dict[str, list[tuple[int, str]]] = {}
         for name in sorted(os.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
@@ -253,6 +265,25 @@ class LogManager:
             log.config = config
         self._save_topic_configs()
         return topic
+
+    def plan_compaction(self, now_ms: int) -> CleanPlan | None:
+        """The most worthwhile compaction pass over any partition, or None."""
+        best = None
+        for log in self.all_partitions():
+            candidate = compaction.plan(log, self._cleaned_up_to.get((log.topic, log.partition), 0), now_ms)
+            if candidate is not None and (best is None or candidate.end - candidate.first_dirty >
+                                          best.end - best.first_dirty):
+                best = candidate
+        return best
+
+    def finish_compaction(self, plan: CleanPlan, cleaned: list[LogSegment]) -> bool:
+        """Swap a finished pass in (on the event loop) and remember how far the log is
+        clean, in Kafka's cleaner-offset-checkpoint."""
+        if not compaction.swap(plan.log, plan, cleaned):
+            return False
+        self._cleaned_up_to[(plan.log.topic, plan.log.partition)] = plan.end
+        write_checkpoint(os.path.join(self.data_dir, CLEANER_CHECKPOINT_FILE), self._cleaned_up_to)
+        return True
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete the segments past their retention; returns how many."""

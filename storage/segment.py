@@ -36,16 +36,42 @@ class ReadSlice:
     next_position: int
 
 
+# The files of a segment, by kind.
+SEGMENT_FILE_KINDS = (".log", ".index", ".timeindex", ".txnindex")
+# Compaction writes a segment's cleaned copy under CLEANED, renames it to SWAP once it is
+# complete, then renames it over the live file.
+CLEANED = ".cleaned"
+SWAP = ".swap"
+
+
+def recover_interrupted_cleaning(directory: str) -> None:
+    """At start-up, before the segments are opened: drop what an unfinished compaction
+    pass wrote, and finish the renames of a pass that was swapping (its files are
+    complete and were fsynced before they were named .swap)."""
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if name.endswith(CLEANED):
+            os.unlink(path)
+        elif name.endswith(SWAP):
+            os.replace(path, path[: -len(SWAP)])
+
+
 class LogSegment:
-    def __init__(self, directory: str, base_offset: int) -> None:
+    def __init__(self, directory: str, base_offset: int, suffix: str = "") -> None:
+        """`suffix` names a segment being built beside the live one (compaction writes
+        `<base>.log.cleaned` and its indexes, then swaps them in)."""
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
+
+        def path(kind: str) -> str:
+            return os.path.join(directory, segment_file_name(base_offset, kind) + suffix)
+
+        self.log_path = path(".log")
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
-        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index")), base_offset)
-        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex")), base_offset)
-        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex")))
+        self.offset_index = OffsetIndex(path(".index"), base_offset)
+        self.time_index = TimeIndex(path(".timeindex"), base_offset)
+        self.txn_index = TransactionIndex(path(".txnindex"))
         self.bytes_since_index_entry = 0
         # The largest timestamp in the segment, and the first batch's (segment.ms rolls
         # the segment that long after its first batch, as Kafka does).

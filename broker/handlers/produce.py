@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.batch import BatchTooLarge, InvalidBatch, validate_produced_batch
+from protocol.batch import BatchTooLarge, InvalidBatch, iter_records, validate_produced_batch
 from protocol.errors import ErrorCode, KafkaError
 
 from ..logging import get_logger
@@ -56,6 +56,9 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
         if header.size > config.segment_bytes:
             return _error(partition, ErrorCode.record_list_too_large,
                           f"batch of {header.size} bytes exceeds segment.bytes ({config.segment_bytes})")
+        if config.compact and any(r.key is None for r in iter_records(records)):
+            # The one check that reads records: compaction keys on them (Kafka refuses the same).
+            raise InvalidBatch("a compacted topic cannot accept a record without a key", corrupt=False)
         if header.is_transactional:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
