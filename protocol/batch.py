@@ -187,16 +187,20 @@ def build_batch(
     base_sequence: int = NO_SEQUENCE,
     attributes: int = 0,
     partition_leader_epoch: int = 0,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
 ) -> bytes:
-    """An uncompressed batch from already-encoded records (see `encode_record`)."""
+    """An uncompressed batch from already-encoded records (see `encode_record`). The
+    offset span and max timestamp default to what the records say; compaction keeps a
+    rewritten batch's original ones."""
     body = b"".join(records)
     count = len(records)
     after_crc = struct.pack(
         ">hiqqqhii",
         attributes,
-        count - 1,
+        count - 1 if last_offset_delta is None else last_offset_delta,
         timestamp,
-        timestamp,
+        timestamp if max_timestamp is None else max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
