@@ -23,9 +23,13 @@ from coordinator.transactions import TransactionCoordinator
 from storage import compaction
 from storage.log_manager import LogManager, Topic
 
+from .admin_http import AdminServer
 from .config import BrokerConfig, Listener, listener_text
 from .connection import Connection
+from .faults import Faults
+from .durability import GroupCommit
 from .logging import get_logger
+from .metrics import Metrics
 from .watchers import PartitionWatchers
 
 log = get_logger("ottla.broker")
@@ -35,7 +39,9 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.watchers = PartitionWatchers()
-        self.logs = LogManager(config.data_dir, config.log, on_append=self.watchers.notify)
+        self.logs = LogManager(config.data_dir, config.log, on_append=self._appended)
+        # With --fsync, responses wait for an fsync shared by all recent writes.
+        self.group_commit = GroupCommit(self.logs) if config.fsync else None
         self.markers = MarkerWriter(self.logs)
         # Set at start, once the data directory is loaded.
         self.producer_ids: ProducerIdAllocator = None  # type: ignore[assignment]
@@ -57,12 +63,26 @@ class Broker:
         # for any free port) once the broker has started.
         self.listeners: list[Listener] = list(config.listeners)
         self._servers: list[asyncio.AbstractServer] = []
+        self.metrics = Metrics()
+        self.faults = Faults(self)
+        self.admin = AdminServer(self) if config.admin_port is not None else None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
+
+    def _appended(self, topic: str, partition: int) -> None:
+        self.watchers.notify(topic, partition)
+        if self.group_commit is not None:
+            self.group_commit.appended(topic, partition)
 
     @property
     def node_id(self) -> int:
         return self.logs.node_id
+
+    @property
+    def admin_url(self) -> str | None:
+        if self.admin is None:
+            return None
+        return f"http://{self.listeners[0].advertised_address[0]}:{self.admin.port}"
 
     @property
     def bootstrap(self) -> str:
@@ -120,15 +140,20 @@ class Broker:
             self._servers.append(server)
         for server in self._servers:
             await server.start_serving()
+        if self.admin is not None:
+            # On the first listener's interface: reachable wherever clients reach the broker.
+            await self.admin.start(self.listeners[0].bind_host, self.config.admin_port)
         self._tasks.append(loop.create_task(self._checkpoint_periodically()))
         self._tasks.append(loop.create_task(self._abort_timed_out_transactions()))
         self._tasks.append(loop.create_task(self._tick_groups()))
         self._tasks.append(loop.create_task(self._enforce_retention()))
         self._tasks.append(loop.create_task(self._compact()))
+        self._tasks.append(loop.create_task(self._flush_periodically()))
         log.info(
             "ottla ready",
             bootstrap=self.bootstrap,
             listening=listener_text(self.listeners),
+            admin=self.admin_url,
             data_dir=self.logs.data_dir,
             partitions=report.partitions,
             transactional_ids=transactional_ids,
@@ -146,6 +171,13 @@ class Broker:
                 self.logs.checkpoint()
             except OSError:
                 log.exception("checkpoint failed")
+
+    async def _flush_periodically(self) -> None:
+        # Only topics with a flush.ms set need this; once a second is as fine as Kafka's
+        # flush scheduler gets.
+        while True:
+            await asyncio.sleep(1)
+            self.logs.flush_due(time.time() * 1000)
 
     async def _abort_timed_out_transactions(self) -> None:
         interval = self.config.transaction_timeout_check_ms / 1000
@@ -211,6 +243,8 @@ class Broker:
                 await asyncio.wait_for(server.wait_closed(), timeout=5)
             except asyncio.TimeoutError:
                 pass
+        if self.admin is not None:
+            await self.admin.stop()
         self.logs.close()
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
         self._stopped.set()

@@ -25,7 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict
-from .segment import LogSegment, ReadSlice, recover_interrupted_cleaning
+from .segment import LogSegment, ReadSlice, recover_interrupted_cleaning, segment_file_name
 from .txn_index import AbortedTxn
 
 LOG_SUFFIX = ".log"
@@ -65,6 +65,10 @@ class PartitionLog:
         # long-polling fetches with it.
         self.on_append: Callable[[str, int], None] | None = None
         self.truncated_bytes = 0  # cut off torn tails at start-up, for the log line
+        # Everything below this offset has been fsynced: Kafka's recovery point.
+        self.flushed_offset = 0
+        self.unflushed_messages = 0
+        self.last_flush_ms = time.time() * 1000
         self._read_positions: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
 
     # --- opening -------------------------------------------------------------------------
@@ -87,9 +91,11 @@ class PartitionLog:
             int(name[: -len(LOG_SUFFIX)]) for name in os.listdir(directory)
             if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
         )
+        # Checked before the segments open (which creates missing index files empty).
+        indexes_lost = {base for base in bases if _indexes_missing(directory, base)}
         log.segments = [LogSegment(directory, base) for base in bases] or [LogSegment(directory, 0)]
         needs_recovery = [s for s in log.segments
-                          if not clean or s.base_offset >= recovery_point or _indexes_missing(s)]
+                          if not clean or s.base_offset >= recovery_point or s.base_offset in indexes_lost]
         last_header: BatchHeader | None = None
         for segment in log.segments:
             if segment in needs_recovery:
@@ -107,6 +113,7 @@ class PartitionLog:
                 segment.delete()
                 log.segments.remove(segment)
         log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
+        log.flushed_offset = log.log_end_offset if clean else min(recovery_point, log.log_end_offset)
         log._rebuild_producer_state()
         return log
 
@@ -214,6 +221,9 @@ class PartitionLog:
         except OSError as exc:
             raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {exc}") from exc
         self.log_end_offset = last_offset + 1
+        self.unflushed_messages += header.record_count
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
         if self.on_append is not None:
             self.on_append(self.topic, self.partition)
 
@@ -232,6 +242,33 @@ class PartitionLog:
         # Kafka snapshots producer state at every roll, named by the new base offset.
         self.producer_state.write_snapshot(self.log_end_offset)
         return segment
+
+    # --- durability ------------------------------------------------------------------------
+
+    def unflushed_files(self) -> list[int]:
+        """Descriptors (duplicated: the caller closes them) of every file written since the
+        last flush, for an fsync that may run in another thread."""
+        fds = []
+        for segment in self.segments:
+            next_base = self._next_segment_base(segment)
+            if next_base is None or next_base > self.flushed_offset:
+                fds += [os.dup(fd) for fd in segment.file_descriptors()]
+        return fds
+
+    def flush(self) -> None:
+        """fsync what was written since the last flush and move the recovery point."""
+        end = self.log_end_offset
+        for fd in self.unflushed_files():
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.mark_flushed(end)
+
+    def mark_flushed(self, offset: int) -> None:
+        self.flushed_offset = max(self.flushed_offset, offset)
+        self.unflushed_messages = 0
+        self.last_flush_ms = time.time() * 1000
 
     # --- the head of the log --------------------------------------------------------------
 
@@ -383,5 +420,9 @@ class PartitionLog:
                 pass
 
 
-def _indexes_missing(segment: LogSegment) -> bool:
-    return segment.size > 0 and not os.path.exists(segment.offset_index.path)
+def _indexes_missing(directory: str, base_offset: int) -> bool:
+    """A non-empty segment whose offset or time index file is gone: rebuild them."""
+    if os.path.getsize(os.path.join(directory, segment_file_name(base_offset, ".log"))) == 0:
+        return False
+    return not all(os.path.exists(os.path.join(directory, segment_file_name(base_offset, kind)))
+                   for kind in (".index", ".timeindex"))

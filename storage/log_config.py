@@ -31,6 +31,10 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     max_message_bytes: int = 1048588
     index_interval_bytes: int = 4096
+    # Kafka leaves flushing to the OS by default: an acknowledged batch is in the page
+    # cache, which survives a process crash.
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
 
     @property
     def compact(self) -> bool:
@@ -125,5 +129,9 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
                     "largest record batch accepted"),
         TopicConfig("index.interval.bytes", "index_interval_bytes", "log.index.interval.bytes", _int_at_least(0),
                     "log bytes between offset index entries"),
+        TopicConfig("flush.messages", "flush_messages", "log.flush.interval.messages", _int_at_least(1),
+                    "fsync after this many messages"),
+        TopicConfig("flush.ms", "flush_ms", "log.flush.interval.ms", _int_at_least(0),
+                    "fsync when the oldest unflushed message is this old"),
     )
 }

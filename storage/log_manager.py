@@ -285,6 +285,15 @@ class LogManager:
         write_checkpoint(os.path.join(self.data_dir, CLEANER_CHECKPOINT_FILE), self._cleaned_up_to)
         return True
 
+    def flush_due(self, now_ms: float) -> int:
+        """fsync the partitions whose oldest unflushed message is older than flush.ms."""
+        flushed = 0
+        for log in self.all_partitions():
+            if log.unflushed_messages and now_ms - log.last_flush_ms >= log.config.flush_ms:
+                log.flush()
+                flushed += 1
+        return flushed
+
     def enforce_retention(self, now_ms: int) -> int:
         """Delete the segments past their retention; returns how many."""
         deleted = 0
@@ -300,12 +309,15 @@ class LogManager:
     # --- checkpoints and shutdown --------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the recovery points (everything before the active segment is complete,
-        indexes included) and the log start offsets."""
+        """Write the recovery points and the log start offsets. As in Kafka, a segment is
+        fsynced once it has rolled, so the recovery point is at least the active
+        segment's base: only the active segment is checked after a crash."""
         recovery = {}
         starts = {}
         for log in self.all_partitions():
-            recovery[(log.topic, log.partition)] = log.active.base_offset
+            if log.flushed_offset < log.active.base_offset:
+                log.flush()
+            recovery[(log.topic, log.partition)] = log.flushed_offset
             starts[(log.topic, log.partition)] = log.log_start_offset
         write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery)
         write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE), starts)
@@ -316,6 +328,7 @@ class LogManager:
         recovery = {}
         starts = {}
         for log in self.all_partitions():
+            log.flush()
             log.close()
             recovery[(log.topic, log.partition)] = log.log_end_offset
             starts[(log.topic, log.partition)] = log.log_start_offset

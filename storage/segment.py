@@ -104,6 +104,13 @@ class LogSegment:
     def fsync(self) -> None:
         os.fsync(self.fd)
 
+    def file_descriptors(self) -> list[int]:
+        """The open files of the segment: the log and its indexes."""
+        fds = [self.fd, self.offset_index.fd, self.time_index.fd]
+        if self.txn_index.fd is not None:
+            fds.append(self.txn_index.fd)
+        return fds
+
     # --- reading -------------------------------------------------------------------------
 
     def pread(self, size: int, position: int) -> bytes:

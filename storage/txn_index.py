@@ -29,16 +29,16 @@ class TransactionIndex:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd: int | None = None
+        self.fd: int | None = None
         try:
             self.entries = read_txn_index_file(path)
         except FileNotFoundError:
             self.entries = []
 
     def _file(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return self.fd
 
     def append(self, entry: AbortedTxn) -> None:
         self.entries.append(entry)
@@ -60,9 +60,9 @@ class TransactionIndex:
             os.write(fd, b"".join(_pack(e) for e in kept))
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
     def delete(self) -> None:
         self.close()

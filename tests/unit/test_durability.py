@@ -1,0 +1,41 @@
+"""--fsync's group commit: concurrent requests share fsync rounds."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.durability import GroupCommit
+from protocol.batch import BatchHeader, build_batch, encode_record
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+
+
+async def test_concurrent_requests_share_fsyncs_and_move_the_recovery_point(tmp_path):
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    commit = GroupCommit(logs)
+    logs.on_append = commit.appended
+    topic = logs.create_topic("t", 4)
+    for log in topic.partitions:
+        log.on_append = commit.appended
+
+    async def produce_and_wait(i: int) -> None:
+        data = build_batch([encode_record(None, b"v%d" % i)], timestamp=0)
+        topic.partitions[i % 4].append_batch(data, BatchHeader.parse(data))
+        await commit.sync()
+
+    await asyncio.gather(*(produce_and_wait(i) for i in range(40)))
+    assert commit.rounds <= 3, f"{commit.rounds} fsync rounds for 40 requests"
+    assert all(log.flushed_offset == log.log_end_offset == 10 for log in topic.partitions)
+    await commit.sync()  # nothing new: no round
+    assert commit.rounds <= 3
+
+
+def test_flush_messages_fsyncs_every_n_messages(tmp_path):
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    log = logs.create_topic("t", 1, {"flush.messages": "3"}).partitions[0]
+    for i in range(7):
+        data = build_batch([encode_record(None, b"v")], timestamp=0)
+        log.append_batch(data, BatchHeader.parse(data))
+    assert log.flushed_offset == 6 and log.unflushed_messages == 1
