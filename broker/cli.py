@@ -4,6 +4,8 @@
                 [--data-dir D] [--log-level L] [--log-format console|json] [--admin-port P]
                 [--<kafka.property> VALUE ...] [--override key=value ...]
     ottla dump-log [--transaction-log-decoder | --offsets-decoder] FILE...
+    ottla topics create|list|describe|delete, ottla groups list|describe,
+    ottla transactions list|describe, ottla produce, ottla consume   (see admin_cli, console)
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import signal
 import sys
 
+from . import admin_cli, console
 from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
 
@@ -75,6 +78,8 @@ async def _serve(config: BrokerConfig) -> None:
 
     broker = Broker(config)
     await broker.start()
+    if broker.admin_url is not None:
+        print(f"Ottla admin endpoint: {broker.admin_url}", flush=True)
     print(f"Ottla is ready: bootstrap.servers={broker.bootstrap}", flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -87,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
     _dump_log_parser(sub)
+    admin_cli.add_parsers(sub)
+    console.add_parsers(sub)
     args = parser.parse_args(argv)
+    if hasattr(args, "run"):  # the wire-protocol tools
+        return args.run(args)
     if args.command == "serve":
         try:
             resolved = build_config(args)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from protocol.apis import API_VERSIONS, SUPPORTED
 from protocol.codec import MalformedRequest, decode_request, encode_response, parse_request_header, request_class
 from protocol.framing import SIZE_BYTES, FrameError, frame_size
 
+from .faults import ERROR
 from .handlers import HANDLERS, RequestContext, api_versions_fallback
 from .logging import get_logger
 
@@ -60,8 +62,10 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._worker = asyncio.get_running_loop().create_task(self._work())
         self.broker.connections.add(self)
+        self.broker.metrics.connections_opened += 1
 
     def data_received(self, data: bytes) -> None:
+        self.broker.metrics.bytes_in += len(data)
         buffer = self._buffer
         buffer += data
         max_bytes = self.broker.config.socket_request_max_bytes
@@ -94,6 +98,9 @@ class Connection(asyncio.Protocol):
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:  # a reset or a broken pipe, not a close
+            self.broker.metrics.connection_errors += 1
+            log.info("connection lost", peer=self.peer, client_id=self.client_id, error=str(exc) or type(exc).__name__)
         self._closing = True
         self.broker.connections.discard(self)
         if self._worker is not None and not self._worker.done():
@@ -163,22 +170,31 @@ class Connection(asyncio.Protocol):
         except MalformedRequest as exc:
             self.abort(f"malformed {api.name} v{header.api_version}: {exc}", correlation_id=header.correlation_id)
             return False
+        started = perf_counter()
         ctx = RequestContext(self.broker, header, self)
+        faults = self.broker.faults
+        fault = faults.take(ctx, request) if faults.armed else None
         try:
-            response = await HANDLERS[header.api_key](ctx, request)
+            if fault is not None and fault.kind == ERROR:
+                response = faults.error_response(fault, ctx, request)
+            else:
+                response = await HANDLERS[header.api_key](ctx, request)
         except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
             log.exception("handler failed", api=api.name, version=header.api_version, client_id=header.client_id,
                           peer=self.peer)
             self.close()
             return False
-        if response is not None:
+        if response is not None and (fault is None or await faults.before_response(fault, self)):
             self._send(header.correlation_id, response)
-        return True
+        self.broker.metrics.request_served(header.api_key, perf_counter() - started, response)
+        return self.transport is not None and not self.transport.is_closing()
 
     def _send(self, correlation_id: int, response: object) -> None:
         if self.transport is None or self.transport.is_closing():
             return
-        self.transport.writelines(encode_response(correlation_id, response))
+        chunks = encode_response(correlation_id, response)
+        self.broker.metrics.bytes_out += sum(map(len, chunks))
+        self.transport.writelines(chunks)
 
     # --- closing -------------------------------------------------------------------------
 
@@ -186,6 +202,7 @@ class Connection(asyncio.Protocol):
         """Close this connection because of what the client sent."""
         log.warning("closing connection", reason=reason, peer=self.peer, client_id=self.client_id,
                     correlation_id=correlation_id)
+        self.broker.metrics.connection_errors += 1
         self._frames.clear()
         self.close()
 

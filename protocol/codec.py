@@ -269,3 +269,31 @@ def encode_response(correlation_id: int, response: Any, api_key: int | None = No
     _writer(cls)(out, response)
     chunks = out.finish()
     return [_INT32.pack(out.size), *chunks]
+
+
+# --- the client side: requests out, responses in (for Ottla's own tools) ----------------
+
+
+def encode_request(correlation_id: int, client_id: str, request: Any) -> bytes:
+    """A whole request frame, size prefix included: header v1, or v2 (with its empty
+    tagged fields) for a flexible request, then the body."""
+    cls = type(request)
+    raw_id = client_id.encode()
+    out = ChunkWriter()
+    out.write(_HEADER_PREFIX.pack(cls.__api_key__, cls.__version__, correlation_id, len(raw_id)) + raw_id)
+    if cls.__flexible__:
+        out.write(b"\x00")
+    _writer(cls)(out, request)
+    chunks = out.finish()
+    return b"".join([_INT32.pack(out.size), *chunks])
+
+
+def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    """A response frame (without its size prefix): (correlation id, body entity)."""
+    cls = response_class(api_key, version)
+    (correlation_id,) = _INT32.unpack_from(frame)
+    offset = _INT32.size
+    if response_header_is_flexible(api_key, version, cls):
+        offset = skip_tagged_fields(frame, offset)
+    body, _ = _reader(cls)(frame, offset)
+    return correlation_id, body
