@@ -289,6 +289,21 @@ class TransactionCoordinator:
             self._fence_and_abort(txn_id, self.transactions[txn_id])
         return expired
 
+    def expire_transactional_ids(self, expiration_ms: int) -> list[str]:
+        """Forget transactional ids unused for `transactional.id.expiration.ms` (a
+        tombstone in the log), unless a transaction of theirs is in flight."""
+        now = self._now_ms()
+        idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        expired = [txn_id for txn_id, txn in self.transactions.items()
+                   if txn.state in idle and txn.last_update_ms < now - expiration_ms]
+        for txn_id in expired:
+            log = self.logs.partition(TOPIC, partition_for(txn_id, self.num_partitions))
+            assert log is not None
+            batch = build_batch([encode_record(encode_key(txn_id), None)], timestamp=now)
+            log.append_batch(batch, BatchHeader.parse(batch))
+            del self.transactions[txn_id]
+        return expired
+
     # --- admin views ---------------------------------------------------------------------
 
     def describe(self, txn_id: str) -> TxnRecord | None:

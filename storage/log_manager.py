@@ -285,6 +285,9 @@ class LogManager:
         write_checkpoint(os.path.join(self.data_dir, CLEANER_CHECKPOINT_FILE), self._cleaned_up_to)
         return True
 
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
+        return sum(len(log.producer_state.remove_expired(now_ms, expiration_ms)) for log in self.all_partitions())
+
     def flush_due(self, now_ms: float) -> int:
         """fsync the partitions whose oldest unflushed message is older than flush.ms."""
         flushed = 0

@@ -189,6 +189,15 @@ class ProducerStateManager:
         self.ongoing_txns.pop(producer_id, None)
         return first if first >= 0 else None
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers idle for `producer.id.expiration.ms` (their last batch's
+        timestamp is that old) unless a transaction of theirs is open."""
+        expired = [pid for pid, entry in self.producers.items()
+                   if entry.current_txn_first_offset < 0 and entry.last_timestamp < now_ms - expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
     def first_unstable_offset(self) -> int | None:
         return min(self.ongoing_txns.values()) if self.ongoing_txns else None
 

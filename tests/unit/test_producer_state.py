@@ -12,10 +12,11 @@ PID = 1000
 INT32_MAX = 2**31 - 1
 
 
-def header(first_seq: int, count: int = 1, epoch: int = 0, transactional: bool = False) -> BatchHeader:
+def header(first_seq: int, count: int = 1, epoch: int = 0, transactional: bool = False,
+           producer_id: int = PID) -> BatchHeader:
     return BatchHeader(base_offset=0, batch_length=100, partition_leader_epoch=0, magic=2, crc=0,
                        attributes=TRANSACTIONAL_FLAG if transactional else 0, last_offset_delta=count - 1,
-                       base_timestamp=0, max_timestamp=0, producer_id=PID, producer_epoch=epoch,
+                       base_timestamp=0, max_timestamp=0, producer_id=producer_id, producer_epoch=epoch,
                        base_sequence=first_seq, record_count=count)
 
 
@@ -112,3 +113,11 @@ def test_snapshot_round_trip_and_a_corrupt_snapshot_is_skipped(tmp_path):
     assert entry.current_txn_first_offset == 3 and loaded.first_unstable_offset() == 3
     # Only the last batch survives a snapshot, as in Kafka: it is still recognised.
     assert loaded.check(header(3, 2, epoch=2, transactional=True))[0] is Verdict.DUPLICATE
+
+
+def test_idle_producers_expire_unless_their_transaction_is_open(tmp_path):
+    state = ProducerStateManager(str(tmp_path))
+    state.record(header(0, 1), 0)
+    state.record(header(0, 1, transactional=True, producer_id=PID + 1), 1)
+    assert state.remove_expired(now_ms=10_000, expiration_ms=5_000) == [PID]
+    assert list(state.producers) == [PID + 1]

@@ -156,3 +156,15 @@ def test_state_is_rebuilt_from_the_log(coordinator, tmp_path):
     txn = reloaded.describe("app")
     assert (txn.producer_id, txn.producer_epoch, txn.state) == (pid, epoch, S.ONGOING)
     assert txn.partitions == {("orders", 0), ("orders", 1)}
+
+
+def test_idle_transactional_ids_expire_and_are_forgotten_after_a_reload(coordinator, tmp_path):
+    pid, epoch = coordinator.init_producer_id("idle", 60000)
+    busy_pid, busy_epoch = coordinator.init_producer_id("busy", 60000)
+    coordinator.add_partitions("busy", busy_pid, busy_epoch, [("orders", 0)])
+    coordinator.now[0] += 8 * 24 * 3600
+    assert coordinator.expire_transactional_ids(7 * 24 * 3600 * 1000) == ["idle"]
+    reloaded = TransactionCoordinator(coordinator.logs, ProducerIdAllocator(str(tmp_path)),
+                                      MarkerWriter(coordinator.logs), num_partitions=5)
+    reloaded.load()
+    assert reloaded.describe("idle") is None and reloaded.describe("busy") is not None
