@@ -7,11 +7,18 @@ The broker listens on a free port (it binds port 0 and reports the port it got) 
 keeps its data in a temporary directory unless one is given. `kill()` sends SIGKILL,
 `stop()` SIGTERM (a clean shutdown), `start()` starts it again on the same data
 directory and port.
+
+With the property `admin.port` (0 for any free port) the broker serves its admin
+endpoint, and `broker.admin` reads its metrics and sets faults:
+
+    with running_broker(admin_port=0) as broker:
+        broker.admin.add_fault(kind="drop", api="Produce", count=1)
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -20,9 +27,64 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Iterator
+import urllib.error
+import urllib.request
+from typing import Any, Iterator
+
+from protocol.apis import CREATE_TOPICS
+
+from .client import Cluster, check
 
 READY_PREFIX = "Ottla is ready: bootstrap.servers="
+ADMIN_PREFIX = "Ottla admin endpoint: "
+
+
+class AdminEndpoint:
+    """The broker's admin HTTP endpoint: metrics and faults (see broker/admin_http.py)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                payload = response.read()
+                is_json = response.headers.get_content_type() == "application/json"
+        except urllib.error.HTTPError as exc:
+            raise ValueError(f"{method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from None
+        return json.loads(payload) if is_json else payload.decode()
+
+    def healthy(self) -> bool:
+        try:
+            return self._request("GET", "/healthz") == "ok\n"
+        except (OSError, ValueError):
+            return False
+
+    def metrics(self) -> str:
+        """/metrics in Prometheus text format."""
+        return self._request("GET", "/metrics")
+
+    def metric(self, name: str, **labels: object) -> float:
+        """One sample of /metrics (0 if absent): metric("ottla_requests_total", api="Produce")."""
+        wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
+        series = f"{name}{{{wanted}}}" if labels else name
+        for line in self.metrics().splitlines():
+            if line.startswith(series + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def add_fault(self, **spec: Any) -> dict[str, Any]:
+        """Set a fault: add_fault(kind="error", api="EndTxn", error="COORDINATOR_LOAD_IN_PROGRESS")."""
+        return self._request("POST", "/faults", spec)
+
+    def faults(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/faults")["faults"]
+
+    def clear_faults(self) -> None:
+        self._request("DELETE", "/faults")
 
 
 class BrokerProcess:
@@ -37,6 +99,7 @@ class BrokerProcess:
                                                  f"{os.path.basename(self.data_dir)}.broker.log")
         self.port = 0
         self.bootstrap = ""
+        self.admin_url: str | None = None
         self.process: subprocess.Popen[str] | None = None
         self._log_file = None
 
@@ -59,6 +122,8 @@ class BrokerProcess:
             assert self.process is not None and self.process.stdout is not None
             for line in self.process.stdout:
                 lines.append(line)
+                if line.startswith(ADMIN_PREFIX):
+                    self.admin_url = line[len(ADMIN_PREFIX):].strip()
                 if line.startswith(READY_PREFIX):
                     self.bootstrap = line[len(READY_PREFIX):].strip()
                     ready.set()
@@ -71,6 +136,23 @@ class BrokerProcess:
                 raise RuntimeError(f"broker did not start; log:\n{self.log()}")
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
         return self
+
+    @property
+    def admin(self) -> AdminEndpoint:
+        if self.admin_url is None:
+            raise RuntimeError("this broker has no admin endpoint: start it with the property admin.port")
+        return AdminEndpoint(self.admin_url)
+
+    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
+        """Create a topic over the wire (CreateTopics); returns its name."""
+        with Cluster(self.bootstrap, client_id="ottla-testing") as cluster:
+            answer = cluster.call(CREATE_TOPICS, timeout=30_000, validate_only=False, topics=[{
+                "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+            }])
+            (result,) = answer.topics
+            check(result.error_code, f"creating {name}", result.error_message)
+        return name
 
     def log(self) -> str:
         try:
