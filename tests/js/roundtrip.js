@@ -1,0 +1,26 @@
+// An idempotent producer, a committed and an aborted transaction, then a read_committed
+// consumer in a group: prints one JSON line for the Python test to check.
+const { Kafka, logLevel } = require('kafkajs')
+const bs = process.argv[2]
+const kafka = new Kafka({ clientId: 'kjs', brokers: [bs], logLevel: logLevel.ERROR })
+async function main() {
+  const topic = 'kjs-' + Date.now()
+  const admin = kafka.admin(); await admin.connect(); await admin.createTopics({ topics: [{ topic, numPartitions: 2 }] }); await admin.disconnect()
+  const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1 }); await p.connect()
+  await p.send({ topic, messages: Array.from({length: 50}, (_, i) => ({ value: 'v' + i, partition: i % 2 })) })
+  await p.disconnect()
+  const tp = kafka.producer({ transactionalId: 'kjs-txn', maxInFlightRequests: 1, idempotent: true }); await tp.connect()
+  let txn = await tp.transaction(); await txn.send({ topic, messages: [{ value: 'committed', partition: 0 }] }); await txn.commit()
+  txn = await tp.transaction(); await txn.send({ topic, messages: [{ value: 'aborted', partition: 0 }] }); await txn.abort()
+  await tp.disconnect()
+  const c = kafka.consumer({ groupId: 'kjs-g', readUncommitted: false }); await c.connect()
+  await c.subscribe({ topic, fromBeginning: true })
+  const got = []
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('timeout ' + got.length)), 30000)
+    c.run({ eachMessage: async ({ message }) => { got.push(message.value.toString()); if (got.length >= 51) { clearTimeout(timer); resolve() } } })
+  })
+  await c.disconnect()
+  console.log(JSON.stringify({ got }))
+}
+main().catch(e => { console.error('FAILED', e); process.exit(1) })
