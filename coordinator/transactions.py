@@ -36,6 +36,7 @@ NO_PRODUCER_EPOCH = -1
 # At this epoch a producer gets a new id instead of another bump (Kafka: Short.MAX - 1).
 MAX_EPOCH = 2**15 - 2
 COORDINATOR_EPOCH = 0  # the epoch of our (only) __transaction_state leadership
+INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 
 # For the restart test: exit the process right after PrepareCommit/PrepareAbort is
 # written, before any marker, as a crash there would.
@@ -88,7 +89,8 @@ class TransactionCoordinator:
         and finish the transactions a stop left between the two phases."""
         topic = self.logs.topic(TOPIC)
         if topic is None:
-            topic = self.logs.create_topic(TOPIC, self.num_partitions, {"segment.bytes": str(100 * 1024 * 1024)})
+            # Kafka's settings for its internal topics: compacted, 100 MiB segments.
+            topic = self.logs.create_topic(TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS)
         self.num_partitions = len(topic.partitions)
         for log in topic.partitions:
             for header, batch in log.batches(log.log_start_offset):
