@@ -10,6 +10,7 @@ the clean-shutdown marker) so the next start needs no recovery.
 from __future__ import annotations
 
 import asyncio
+import resource
 import time
 from dataclasses import replace
 from typing import Any
@@ -18,7 +19,7 @@ from coordinator.groups import GroupConfig, GroupCoordinator
 from coordinator.markers import MarkerWriter
 from coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from coordinator.producer_ids import ProducerIdAllocator
-from coordinator.transactions import TransactionCoordinator
+from coordinator.transactions import INTERNAL_TOPIC_CONFIGS, TransactionCoordinator
 
 from storage import compaction
 from storage.log_manager import LogManager, Topic
@@ -104,8 +105,7 @@ class Broker:
     def _create_offsets_topic(self) -> None:
         """`__consumer_offsets` is created on first use, as Kafka does."""
         if self.logs.topic(OFFSETS_TOPIC) is None:
-            self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions,
-                              {"segment.bytes": str(100 * 1024 * 1024)})
+            self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions, INTERNAL_TOPIC_CONFIGS)
 
     def offsets_partition_for(self, group_id: str) -> tuple[str, int]:
         self._create_offsets_topic()
@@ -119,6 +119,7 @@ class Broker:
     # --- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        _raise_open_file_limit()
         report = self.logs.load()
         self.producer_ids = ProducerIdAllocator(self.logs.data_dir)
         self.transactions = TransactionCoordinator(
@@ -149,6 +150,7 @@ class Broker:
         self._tasks.append(loop.create_task(self._enforce_retention()))
         self._tasks.append(loop.create_task(self._compact()))
         self._tasks.append(loop.create_task(self._flush_periodically()))
+        self._tasks.append(loop.create_task(self._expire_idle_producers()))
         log.info(
             "ottla ready",
             bootstrap=self.bootstrap,
@@ -185,6 +187,17 @@ class Broker:
             await asyncio.sleep(interval)
             for txn_id in self.transactions.abort_timed_out():
                 log.info("transaction timed out: fenced and aborted", transactional_id=txn_id)
+
+    async def _expire_idle_producers(self) -> None:
+        # Kafka checks every 10 minutes (producer.id.expiration.check.interval.ms); the
+        # expirations themselves are a day and a week long.
+        config = self.config
+        while True:
+            await asyncio.sleep(min(600, config.producer_id_expiration_ms / 1000))
+            producers = self.logs.expire_producers(int(time.time() * 1000), config.producer_id_expiration_ms)
+            txn_ids = self.transactions.expire_transactional_ids(config.transactional_id_expiration_ms)
+            if producers or txn_ids:
+                log.info("expired idle producers", producer_states=producers, transactional_ids=len(txn_ids))
 
     async def _tick_groups(self) -> None:
         # Session expiry and rebalance windows are checked a few times a second: the
@@ -250,4 +263,13 @@ class Broker:
         self._stopped.set()
 
 
-
+def _raise_open_file_limit() -> None:
+    """Each segment keeps its log and index files open (as Kafka does): a thousand
+    partitions need more descriptors than the usual soft limit of 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            log.warning("could not raise the open file limit", soft=soft, hard=hard)
