@@ -341,8 +341,12 @@ class PartitionLog:
                 if header.last_offset >= start_offset:
                     yield header, segment.pread(header.size, position)
 
+    def _segment_index(self, offset: int) -> int:
+        """Index in `segments` of the segment whose range holds `offset` (-1: before all)."""
+        return bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1
+
     def _segment_for(self, offset: int) -> LogSegment | None:
-        i = bisect_right([s.base_offset for s in self.segments], offset) - 1
+        i = self._segment_index(offset)
         return self.segments[i] if i >= 0 else None
 
     def _locate(self, offset: int) -> tuple[LogSegment, int] | None:
@@ -372,8 +376,10 @@ class PartitionLog:
             positions.popitem(last=False)
 
     def _aborted_between(self, first: int, last: int) -> list[AbortedTxn]:
+        # An entry sits in the segment of its marker, so no segment before the one holding
+        # `first` can have one that reaches it; later ones can (a long transaction).
         aborted: list[AbortedTxn] = []
-        for segment in self.segments:
+        for segment in self.segments[max(self._segment_index(first), 0):]:
             aborted.extend(segment.txn_index.overlapping(first, last))
         return aborted
 
