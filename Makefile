@@ -15,7 +15,7 @@ DATA_DIR ?= ./data
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,spark]'
 	touch $(INSTALLED)
 
 run: $(INSTALLED)

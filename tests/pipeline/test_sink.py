@@ -1,0 +1,102 @@
+"""The sink against a real broker: the columns of a batch write, and the streaming
+sink's exactly-once guarantee across a driver killed between the sink's commit and the
+checkpoint's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pyspark.sql import Row
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField, StructType)
+
+from pipeline.sink import TEST_HOLD_BEFORE_CHECKPOINT_ENV
+from tests.clients import consume_partitions, create_topic, read_all, transactional_producer
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_batch_write_with_every_column(spark, broker, topic_name):
+    other = f"{topic_name}-other"
+    create_topic(broker.bootstrap, topic_name, partitions=3)
+    create_topic(broker.bootstrap, other, partitions=1)
+    schema = StructType([
+        StructField("key", StringType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                     StructField("value", BinaryType())]))),
+    ])
+    rows = [Row(f"k{i}", b"v%d" % i, topic_name, i % 3, [Row("n", b"%d" % i)]) for i in range(9)]
+    rows += [Row(None, b"elsewhere", other, None, None)]
+    spark.createDataFrame(rows, schema).write.format("ottla") \
+        .option("kafka.bootstrap.servers", broker.bootstrap).mode("append").save()
+
+    got = consume_partitions(broker.bootstrap, topic_name, [0, 1, 2], expected=9)
+    for partition, messages in got.items():
+        assert sorted((m.key(), m.value(), m.headers()) for m in messages) == [
+            (b"k%d" % i, b"v%d" % i, [("n", b"%d" % i)]) for i in range(9) if i % 3 == partition]
+    [elsewhere] = consume_partitions(broker.bootstrap, other, [0], expected=1)[0]
+    assert elsewhere.key() is None and elsewhere.value() == b"elsewhere"
+
+
+def _start_copy(bootstrap: str, source: str, sink: str, checkpoint: Path, log: Path,
+                env: dict[str, str]) -> subprocess.Popen:
+    # A session of its own (start_new_session), so that killpg takes the Python driver
+    # and its JVM together.
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.pipeline.streaming_copy", bootstrap, source, sink, str(checkpoint), "12"],
+        stdout=subprocess.PIPE, stderr=open(log, "a"), text=True, cwd=PROJECT_ROOT,
+        env={**os.environ, **env}, start_new_session=True)
+
+
+def test_stream_sink_writes_once_when_the_driver_dies_before_the_checkpoint(broker, topic_name, tmp_path):
+    source, sink = topic_name, f"{topic_name}-copy"
+    create_topic(broker.bootstrap, source, partitions=2)
+    create_topic(broker.bootstrap, sink, partitions=2)
+    producer = transactional_producer(broker.bootstrap, f"{topic_name}-input")
+    expected = []
+    for t in range(9):
+        producer.begin_transaction()
+        for i in range(5):
+            value = b"%d-%d" % (t, i)
+            producer.produce(source, key=b"k%d" % i, value=value, partition=i % 2)
+            if t % 3 != 2:
+                expected.append(b"copied:" + value)
+        if t % 3 != 2:
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+    checkpoint, held, log = tmp_path / "checkpoint", tmp_path / "held", tmp_path / "driver.log"
+
+    # First run: hold the driver once batch 1's transactions are committed, before
+    # Spark writes commits/1 to the checkpoint; then kill it there.
+    first = _start_copy(broker.bootstrap, source, sink, checkpoint, log,
+                        {TEST_HOLD_BEFORE_CHECKPOINT_ENV: f"1:{held}"})
+    deadline = time.monotonic() + 300
+    while not held.exists():
+        assert first.poll() is None, f"the driver exited early; log:\n{log.read_text()[-5000:]}"
+        assert time.monotonic() < deadline, "batch 1 never reached the sink's commit"
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(30)
+    assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
+    written_before_kill = read_all(broker.bootstrap, sink, [0, 1], isolation="read_committed", settle=0.5)
+    assert sum(len(v) for v in written_before_kill.values()) > 0
+
+    # Second run: Spark replays batch 1 from the checkpoint, then goes on to the end.
+    second = _start_copy(broker.bootstrap, source, sink, checkpoint, log, {})
+    out, _ = second.communicate(timeout=300)
+    assert second.returncode == 0, f"log:\n{log.read_text()[-5000:]}"
+    batches = json.loads(out.strip().splitlines()[-1])
+    assert batches[0][0] == 1 and batches[0][1] > 0, batches
+
+    written = read_all(broker.bootstrap, sink, [0, 1], isolation="read_committed")
+    assert sorted(v for values in written.values() for v in values) == sorted(expected)
