@@ -18,7 +18,7 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
-from protocol.codec import read_uvarint
+from protocol.varint import read_uvarint, write_uvarint
 
 TOPIC = "__transaction_state"
 KEY_VERSION = 0
@@ -87,18 +87,9 @@ def encode_key(transactional_id: str) -> bytes:
     return _I16.pack(KEY_VERSION) + _I16.pack(len(raw)) + raw
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _compact_string(text: str) -> bytes:
     raw = text.encode()
-    return _uvarint(len(raw) + 1) + raw
+    return write_uvarint(len(raw) + 1) + raw
 
 
 def encode_value(record: TxnRecord) -> bytes:
@@ -107,10 +98,10 @@ def encode_value(record: TxnRecord) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(record.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    out += _uvarint(len(by_topic) + 1)
+    out += write_uvarint(len(by_topic) + 1)
     for topic, partitions in by_topic.items():
         out += _compact_string(topic)
-        out += _uvarint(len(partitions) + 1)
+        out += write_uvarint(len(partitions) + 1)
         for p in partitions:
             out += _I32.pack(p)
         out += b"\x00"  # no tagged fields in the entry
@@ -122,9 +113,9 @@ def encode_value(record: TxnRecord) -> bytes:
         tags.append((1, _I64.pack(record.next_producer_id)))
     if record.client_transaction_version != 0:
         tags.append((2, _I16.pack(record.client_transaction_version)))
-    out += _uvarint(len(tags))
+    out += write_uvarint(len(tags))
     for tag, data in tags:
-        out += _uvarint(tag) + _uvarint(len(data)) + data
+        out += write_uvarint(tag) + write_uvarint(len(data)) + data
     return bytes(out)
 
 

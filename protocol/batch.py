@@ -36,6 +36,8 @@ from typing import Iterator
 import cramjam
 import crc32c
 
+from .varint import read_varint, write_varint
+
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 # baseOffset + batchLength: the part of the header needed to walk a log.
@@ -214,31 +216,6 @@ def build_batch(
 # --- records ---------------------------------------------------------------------------
 
 
-def zigzag_varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def read_varint(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
-    """A zigzag varint/varlong at `offset`: (value, offset after it)."""
-    raw = shift = 0
-    while True:
-        byte = buf[offset]
-        offset += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-    return (raw >> 1) ^ -(raw & 1), offset
-
-
 def encode_record(
     key: bytes | None,
     value: bytes | None,
@@ -248,19 +225,19 @@ def encode_record(
     headers: list[tuple[str, bytes | None]] = (),  # type: ignore[assignment]
 ) -> bytes:
     body = bytearray(b"\x00")  # record attributes (unused)
-    body += zigzag_varint(timestamp_delta)
-    body += zigzag_varint(offset_delta)
+    body += write_varint(timestamp_delta)
+    body += write_varint(offset_delta)
     for field in (key, value):
         if field is None:
-            body += zigzag_varint(-1)
+            body += write_varint(-1)
         else:
-            body += zigzag_varint(len(field)) + field
-    body += zigzag_varint(len(headers))
+            body += write_varint(len(field)) + field
+    body += write_varint(len(headers))
     for name, hvalue in headers:
         raw = name.encode()
-        body += zigzag_varint(len(raw)) + raw
-        body += zigzag_varint(-1) if hvalue is None else zigzag_varint(len(hvalue)) + hvalue
-    return zigzag_varint(len(body)) + bytes(body)
+        body += write_varint(len(raw)) + raw
+        body += write_varint(-1) if hvalue is None else write_varint(len(hvalue)) + hvalue
+    return write_varint(len(body)) + bytes(body)
 
 
 @dataclass(frozen=True, slots=True)
