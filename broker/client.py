@@ -91,7 +91,11 @@ class BrokerConnection:
             frame = self._read(size)
         except OSError as exc:
             raise ClientError(f"{self.address}: {exc}") from None
-        correlation_id, body = decode_response(api_key, version, frame)
+        try:
+            correlation_id, body = decode_response(api_key, version, frame)
+        except Exception as exc:  # noqa: BLE001 - kio's reader errors have no common base
+            # kio refuses some values Kafka sends, such as a start time of -1 ("none").
+            raise ClientError(f"cannot decode the answer of {self.address}: {exc}") from None
         if correlation_id != self._correlation_id:
             raise ClientError(f"{self.address} answered request {correlation_id}, expected {self._correlation_id}")
         return body

@@ -52,6 +52,14 @@ def _ms_datetime(value: Any) -> datetime.datetime | None:
     return _EPOCH + datetime.timedelta(milliseconds=value)
 
 
+def _ms_datetime_required(value: Any) -> datetime.datetime:
+    """A timestamp field that cannot be null: Kafka's -1 ("none") is written as -1,
+    a datetime 1 ms before the epoch, since kio's writer needs a datetime."""
+    if isinstance(value, datetime.datetime):
+        return value
+    return _EPOCH + datetime.timedelta(milliseconds=-1 if value is None else value)
+
+
 def _identity(value: Any) -> Any:
     return value
 
@@ -103,7 +111,7 @@ def _plan(cls: type) -> tuple[tuple[str, Callable[[Any], Any], Any], ...]:
                 if kafka_type.startswith("timedelta"):
                     convert = _ms_timedelta
                 elif kafka_type == "datetime_i64":
-                    convert = _ms_datetime
+                    convert = _ms_datetime if optional else _ms_datetime_required
                 elif kafka_type == "error_code":
                     convert = ErrorCode
                 else:

@@ -122,9 +122,9 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
     for txn_id in request.transactional_ids:
         txn = coordinator.describe(txn_id)
         if txn is None:
+            # The schema's defaults elsewhere (a start time of 0), as Kafka answers.
             states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": txn_id,
-                           "transaction_state": "", "transaction_start_time": -1, "producer_id": -1,
-                           "producer_epoch": -1})
+                           "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(txn.partitions):
