@@ -1,0 +1,134 @@
+"""`ottla serve` configured the Kafka way, through real broker processes: a
+server.properties file, OTTLA_<KEY> variables and flags (flag > env > file > default),
+unknown keys warned about, invalid values stopping start-up with the key named, and
+listeners advertising the address clients must use."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from broker.client import Cluster
+from broker.testing import BrokerProcess
+from tests.clients import idempotent_producer, produce_all, read_all
+
+
+class Serve(BrokerProcess):
+    """`ottla serve` with exactly the given arguments (no --host/--port of its own)."""
+
+    def __init__(self, tmp_path, args: list[str], env: dict[str, str] | None = None) -> None:
+        super().__init__(str(tmp_path / "unused"), env=env, log_path=str(tmp_path / f"serve-{len(args)}.log"))
+        self.args = args
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "broker.cli", "serve", *self.args]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def partitions_of_new_topic(bootstrap: str, name: str) -> int:
+    with Cluster(bootstrap) as cluster:
+        return len(cluster.partitions(name, allow_create=True))
+
+
+def test_flags_override_environment_which_overrides_the_file(tmp_path):
+    data = tmp_path / "data"
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "# a Kafka server.properties\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        f"log.dirs={data}\n"
+        "num.partitions = 2\n"
+        "log.segment.bytes: 1048576\n"
+        "auto.create.topics.enable=true\n"
+    )
+    args = ["--config", str(properties)]
+    steps = [({}, [], 2), ({"OTTLA_NUM_PARTITIONS": "3"}, [], 3),
+             ({"OTTLA_NUM_PARTITIONS": "3"}, ["--override", "num.partitions=4"], 4),
+             ({"OTTLA_NUM_PARTITIONS": "3"}, ["--num.partitions", "5"], 5)]
+    for i, (env, flags, expected) in enumerate(steps):
+        broker = Serve(tmp_path, args + flags, env).start()
+        try:
+            assert partitions_of_new_topic(broker.bootstrap, f"auto-{i}") == expected
+        finally:
+            broker.stop()
+    assert (data / "auto-0-0").is_dir(), "log.dirs from the file holds the partitions"
+
+
+def test_unknown_keys_are_warned_about_and_start_up_goes_on(tmp_path):
+    properties = tmp_path / "server.properties"
+    properties.write_text("broker.id=0\nprocess.roles=broker,controller\nnum.partitions=1\n")
+    broker = Serve(tmp_path, ["--config", str(properties), "--data-dir", str(tmp_path / "d"),
+                              "--listeners", "PLAINTEXT://127.0.0.1:0", "--log-format", "json"],
+                   {"OTTLA_NOT_A_SETTING": "1"}).start()
+    try:
+        log = broker.log()
+    finally:
+        broker.stop()
+    assert '"key": "broker.id"' in log and f'"source": "{properties}"' in log
+    assert '"key": "process.roles"' in log
+    assert '"key": "not.a.setting"' in log and '"source": "OTTLA_NOT_A_SETTING"' in log
+    assert log.count("unknown setting ignored") == 3
+
+
+def _refused(tmp_path, args: list[str], env: dict[str, str] | None = None) -> str:
+    result = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(tmp_path / "d"), *args],
+                            capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})})
+    assert result.returncode == 2, result.stderr
+    return result.stderr
+
+
+def test_invalid_values_stop_start_up_naming_the_key_and_where_it_came_from(tmp_path):
+    message = _refused(tmp_path, [], {"OTTLA_NUM_PARTITIONS": "many"})
+    assert "invalid value for num.partitions" in message and "OTTLA_NUM_PARTITIONS" in message
+    properties = tmp_path / "server.properties"
+    properties.write_text("listeners=SSL://0.0.0.0:9093\n")
+    message = _refused(tmp_path, ["--config", str(properties)])
+    assert "invalid value for listeners" in message and "SSL" in message and str(properties) in message
+    message = _refused(tmp_path, ["--override", "log.segment.bytes=10"])
+    assert "invalid value for log.segment.bytes" in message and "command line" in message
+    message = _refused(tmp_path, ["--advertised.listeners", "OTHER://h:1"])
+    assert "OTHER is not one of the listeners" in message
+
+
+def test_each_listener_advertises_its_own_address(tmp_path):
+    outside, inside = free_port(), free_port()
+    broker = Serve(tmp_path, ["--data-dir", str(tmp_path / "d")], {
+        "OTTLA_LISTENERS": f"PLAINTEXT://127.0.0.1:{outside},INTERNAL://127.0.0.1:{inside}",
+        "OTTLA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{outside},INTERNAL://localhost:{inside}",
+        "OTTLA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+    }).start()
+    try:
+        assert broker.bootstrap == f"127.0.0.1:{outside}"
+        for port, advertised in ((outside, ("127.0.0.1", outside)), (inside, ("localhost", inside))):
+            with Cluster(f"127.0.0.1:{port}") as cluster:
+                (node,) = cluster.metadata([]).brokers
+                assert (node.host, node.port) == advertised
+        producer = idempotent_producer(f"localhost:{inside}")
+        produce_all(producer, [("via-internal", 0, None, b"hello")])
+        assert read_all(f"127.0.0.1:{outside}", "via-internal", [0], isolation="read_committed")[0] == [b"hello"]
+    finally:
+        broker.stop()
+
+
+def test_a_listener_on_every_interface_advertises_the_configured_host(tmp_path):
+    port = free_port()
+    broker = Serve(tmp_path, ["--data-dir", str(tmp_path / "d"),
+                              "--listeners", f"PLAINTEXT://0.0.0.0:{port}",
+                              "--advertised.listeners", f"PLAINTEXT://localhost:{port}"]).start()
+    try:
+        assert broker.bootstrap == f"localhost:{port}"
+        with Cluster(f"127.0.0.1:{port}") as cluster:
+            (node,) = cluster.metadata([]).brokers
+            assert (node.host, node.port) == ("localhost", port)
+        producer = idempotent_producer(f"127.0.0.1:{port}")
+        produce_all(producer, [("everywhere", 0, None, b"x")])
+        assert "listening=PLAINTEXT://0.0.0.0:" in broker.log()
+    finally:
+        broker.stop()
