@@ -10,6 +10,10 @@ in the queue.
 Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
 header, unknown API) closes this connection with a log line; every other connection
 carries on.
+
+Each request also meets the fault hook (broker/faults.py: one attribute test when no
+fault is set) and is counted in broker/metrics.py (a few increments and a perf_counter
+pair; nothing per record).
 """
 
 from __future__ import annotations
