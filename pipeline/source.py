@@ -88,31 +88,33 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[tu
         "auto.offset.reset": "error",
         "enable.partition.eof": True,
     })
-    consumer.assign([TopicPartition(topic, partition, offset_range.start)])
     try:
+        consumer.assign([TopicPartition(topic, partition, offset_range.start)])
         position = offset_range.start
         last_progress = time.monotonic()
         while position < offset_range.end:
             message = consumer.poll(POLL_INTERVAL_S)
-            if message is not None and message.error() is None:
+            error = message.error() if message is not None else None
+            if message is not None and error is None:
                 if message.offset() >= offset_range.end:
                     break
                 yield _row(message)
                 position = message.offset() + 1
                 last_progress = time.monotonic()
-                continue
-            if message is not None and message.error().code() == KafkaError._AUTO_OFFSET_RESET:
+            elif error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
                 position = _skip_lost_offsets(consumer, offset_range, position, options.fail_on_data_loss)
-                continue
-            if message is not None and message.error().code() != KafkaError._PARTITION_EOF:
-                raise KafkaException(message.error())
-            reached = consumer.position([TopicPartition(topic, partition)])[0].offset
-            if reached > position:
-                position = reached
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > options.poll_timeout_s:
-                raise TimeoutError(f"{topic}-{partition}: no progress past offset {position} of the range "
-                                   f"[{offset_range.start}, {offset_range.end}) in {options.poll_timeout_s:g} s")
+            elif error is not None and error.code() != KafkaError._PARTITION_EOF:
+                raise KafkaException(error)
+            else:
+                # Nothing delivered: the position may still have moved past markers
+                # and aborted records.
+                reached = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if reached > position:
+                    position = reached
+                    last_progress = time.monotonic()
+                elif time.monotonic() - last_progress > options.poll_timeout_s:
+                    raise TimeoutError(f"{topic}-{partition}: no progress past offset {position} of the range "
+                                       f"[{offset_range.start}, {offset_range.end}) in {options.poll_timeout_s:g} s")
     finally:
         consumer.close()
 
@@ -153,7 +155,10 @@ class OttlaBatchReader(DataSourceReader):
         end = offsets.resolve(self.options.ending_offsets, "endingOffsets", current.earliest, current.latest)
         return ranges(start, end)
 
-    def read(self, partition: OffsetRange) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        # With no range to read, Spark still runs one task, on a bare InputPartition.
+        if not isinstance(partition, OffsetRange):
+            return iter(())
         return read_range(self.options, partition)
 
 

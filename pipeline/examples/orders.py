@@ -75,7 +75,9 @@ def produce_orders(bootstrap: str, topic: str, orders: list[Order], per_transact
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     """Create the topic unless it exists: running the generator again adds orders."""
-    futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])
+    # The client must outlive the future: a collected client fails its futures.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1)])
     try:
         futures[topic].result(TIMEOUT_S)
     except KafkaException as exc:

@@ -33,6 +33,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     if _cost["count"]:
-        terminalreporter.write_line(
-            f"Spark pipeline tests: {_cost['count']} tests in {_cost['tests']:.1f} s, "
-            f"of which {_cost['session start']:.1f} s starting the shared SparkSession")
+        started = (f", of which {_cost['session start']:.1f} s starting the shared SparkSession"
+                   if _cost["session start"] else "")
+        terminalreporter.write_line(f"Spark pipeline tests: {_cost['count']} tests in {_cost['tests']:.1f} s{started}")

@@ -4,7 +4,6 @@ checkpoint's."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, S
 
 from pipeline.sink import TEST_HOLD_BEFORE_CHECKPOINT_ENV
 from tests.clients import consume_partitions, create_topic, read_all, transactional_producer
+from tests.pipeline.streaming_copy import start_copy
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,17 +46,18 @@ def test_batch_write_with_every_column(spark, broker, topic_name):
     assert elsewhere.key() is None and elsewhere.value() == b"elsewhere"
 
 
-def _start_copy(bootstrap: str, source: str, sink: str, checkpoint: Path, log: Path,
-                env: dict[str, str]) -> subprocess.Popen:
+def _start_killable_copy(bootstrap: str, source: str, sink: str, checkpoint: Path, log: Path,
+                         env: dict[str, str]) -> subprocess.Popen:
     # A session of its own (start_new_session), so that killpg takes the Python driver
     # and its JVM together.
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.pipeline.streaming_copy", bootstrap, source, sink, str(checkpoint), "12"],
-        stdout=subprocess.PIPE, stderr=open(log, "a"), text=True, cwd=PROJECT_ROOT,
-        env={**os.environ, **env}, start_new_session=True)
+    with open(log, "a") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.pipeline.streaming_copy", bootstrap, source, sink, str(checkpoint), "12"],
+            stdout=subprocess.DEVNULL, stderr=stderr, cwd=PROJECT_ROOT, env={**os.environ, **env},
+            start_new_session=True)
 
 
-def test_stream_sink_writes_once_when_the_driver_dies_before_the_checkpoint(broker, topic_name, tmp_path):
+def test_stream_sink_writes_once_when_the_driver_dies_before_the_checkpoint(spark, broker, topic_name, tmp_path):
     source, sink = topic_name, f"{topic_name}-copy"
     create_topic(broker.bootstrap, source, partitions=2)
     create_topic(broker.bootstrap, sink, partitions=2)
@@ -78,8 +79,8 @@ def test_stream_sink_writes_once_when_the_driver_dies_before_the_checkpoint(brok
 
     # First run: hold the driver once batch 1's transactions are committed, before
     # Spark writes commits/1 to the checkpoint; then kill it there.
-    first = _start_copy(broker.bootstrap, source, sink, checkpoint, log,
-                        {TEST_HOLD_BEFORE_CHECKPOINT_ENV: f"1:{held}"})
+    first = _start_killable_copy(broker.bootstrap, source, sink, checkpoint, log,
+                                 {TEST_HOLD_BEFORE_CHECKPOINT_ENV: f"1:{held}"})
     deadline = time.monotonic() + 300
     while not held.exists():
         assert first.poll() is None, f"the driver exited early; log:\n{log.read_text()[-5000:]}"
@@ -91,11 +92,11 @@ def test_stream_sink_writes_once_when_the_driver_dies_before_the_checkpoint(brok
     written_before_kill = read_all(broker.bootstrap, sink, [0, 1], isolation="read_committed", settle=0.5)
     assert sum(len(v) for v in written_before_kill.values()) > 0
 
-    # Second run: Spark replays batch 1 from the checkpoint, then goes on to the end.
-    second = _start_copy(broker.bootstrap, source, sink, checkpoint, log, {})
-    out, _ = second.communicate(timeout=300)
-    assert second.returncode == 0, f"log:\n{log.read_text()[-5000:]}"
-    batches = json.loads(out.strip().splitlines()[-1])
+    # Second run, in this process's driver: Spark replays batch 1 from the checkpoint,
+    # then goes on to the end.
+    query = start_copy(spark, broker.bootstrap, source, sink, str(checkpoint), max_offsets=12)
+    assert query.awaitTermination(300)
+    batches = [(p["batchId"], p["numInputRows"]) for p in query.recentProgress]
     assert batches[0][0] == 1 and batches[0][1] > 0, batches
 
     written = read_all(broker.bootstrap, sink, [0, 1], isolation="read_committed")

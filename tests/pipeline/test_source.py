@@ -101,6 +101,10 @@ def test_batch_read_with_json_offsets_and_lost_offsets(spark, broker, topic_name
     lenient = _read(spark, broker.bootstrap, topic_name, failOnDataLoss="false", **beyond)
     assert [r.value for r in lenient.collect()] == [b"1-0"]
 
+    empty = f"{topic_name}-empty"
+    create_topic(broker.bootstrap, empty, partitions=1)
+    assert _read(spark, broker.bootstrap, empty).count() == 0
+
 
 def _stream(spark, bootstrap: str, topic: str, out: str, checkpoint: str, max_offsets: int):
     return (spark.readStream.format("ottla")
