@@ -15,7 +15,6 @@ names the key and where it came from.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 

@@ -24,8 +24,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.clients import idempotent_producer, produce_all, read_all
 
 ROOT = Path(__file__).resolve().parents[2]
