@@ -34,6 +34,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", dest="kafka:log.dirs", metavar="DIR", help="where partitions are stored (log.dirs)")
     p.add_argument("--log-level", dest="kafka:log.level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", dest="kafka:log.format", choices=["console", "json"])
+    p.add_argument("--fsync", dest="kafka:fsync.on.ack", action="store_const", const="true",
+                   help="fsync before acknowledging, with group commit (fsync.on.ack)")
     p.add_argument("--admin-port", dest="kafka:admin.port", metavar="PORT",
                    help="serve /healthz, /metrics and /faults over HTTP on this port (admin.port)")
     documented = [(prop.kafka_name, prop.doc) for prop in PROPERTIES]

@@ -93,6 +93,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", int,
              "how long a new group waits for more members before its first rebalance"),
     Property("offset.metadata.max.bytes", "offset_metadata_max_bytes", int, "largest metadata of a committed offset"),
+    Property("producer.id.expiration.ms", "producer_id_expiration_ms", int,
+             "forget an idle producer's sequences after this long (unless its transaction is open)"),
+    Property("transactional.id.expiration.ms", "transactional_id_expiration_ms", int,
+             "forget a transactional id unused for this long"),
+    Property("fsync.on.ack", "fsync", _bool,
+             "Ottla's own: fsync before acknowledging, concurrent producers sharing one fsync"),
     Property("log.dirs", "data_dir", _one_dir, "the directory partitions are stored in (one)"),
     Property("log.dir", "data_dir", _one_dir, "the same as log.dirs, as in Kafka"),
     # Ottla's own: Kafka configures its logging through log4j and has no admin endpoint.
@@ -216,6 +222,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
     offset_metadata_max_bytes: int = 4096
+    fsync: bool = False
+    producer_id_expiration_ms: int = 24 * 3600 * 1000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     # Defaults of every topic's log settings (log.segment.bytes, log.retention.ms...).
     log: LogConfig = field(default_factory=LogConfig)
 

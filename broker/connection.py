@@ -178,11 +178,15 @@ class Connection(asyncio.Protocol):
         ctx = RequestContext(self.broker, header, self)
         faults = self.broker.faults
         fault = faults.take(ctx, request) if faults.armed else None
+        group_commit = self.broker.group_commit
+        appends_before = group_commit.generation if group_commit is not None else 0
         try:
             if fault is not None and fault.kind == ERROR:
                 response = faults.error_response(fault, ctx, request)
             else:
                 response = await HANDLERS[header.api_key](ctx, request)
+            if group_commit is not None and group_commit.generation != appends_before:
+                await group_commit.sync()  # --fsync: what we acknowledge is on disk
         except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
             log.exception("handler failed", api=api.name, version=header.api_version, client_id=header.client_id,
                           peer=self.peer)

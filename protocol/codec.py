@@ -27,6 +27,8 @@ from kio.serial._introspect import (
 )
 from kio.serial._parse import get_reader
 
+from .varint import VarintError, read_uvarint, write_uvarint
+
 _HEADER_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _INT32 = struct.Struct(">i")
 
@@ -76,28 +78,15 @@ def _writer(cls: type) -> Any:
 # --- request side ---------------------------------------------------------------------
 
 
-def read_uvarint(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
-    """An unsigned varint at `offset`: (value, offset after it)."""
-    value = shift = 0
-    while True:
-        if offset >= len(buf):
-            raise MalformedRequest("truncated varint")
-        byte = buf[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, offset
-        shift += 7
-        if shift > 35:
-            raise MalformedRequest("varint too long")
-
-
 def skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
-    count, offset = read_uvarint(buf, offset)
-    for _ in range(count):
-        _tag, offset = read_uvarint(buf, offset)
-        size, offset = read_uvarint(buf, offset)
-        offset += size
+    try:
+        count, offset = read_uvarint(buf, offset)
+        for _ in range(count):
+            _tag, offset = read_uvarint(buf, offset)
+            size, offset = read_uvarint(buf, offset)
+            offset += size
+    except VarintError as exc:
+        raise MalformedRequest(f"bad tagged fields: {exc}") from exc
     if offset > len(buf):
         raise MalformedRequest("truncated tagged fields")
     return offset
@@ -138,8 +127,8 @@ def decode_request(cls: type, frame: bytes, offset: int) -> Any:
         if "tagged field" not in str(exc):
             raise MalformedRequest(str(exc)) from exc
         cleaned = bytearray()
-        _strip_unknown_tags(cls, frame, offset, cleaned)
         try:
+            _strip_unknown_tags(cls, frame, offset, cleaned)
             entity, _ = read(bytes(cleaned), 0)
         except Exception as again:  # noqa: BLE001 - any failure here means a bad frame
             raise MalformedRequest(f"undecodable {cls.__name__}: {again}") from again
@@ -203,19 +192,10 @@ def _strip_unknown_tags(cls: type, buf: bytes, offset: int, out: bytearray) -> i
         offset += size
         if tag in known_tags:
             kept.append(buf[start:offset])
-    out += _uvarint(len(kept))
+    out += write_uvarint(len(kept))
     for chunk in kept:
         out += chunk
     return offset
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 # --- response side ----------------------------------------------------------------------
