@@ -106,6 +106,23 @@ def test_batch_read_with_json_offsets_and_lost_offsets(spark, broker, topic_name
     assert _read(spark, broker.bootstrap, empty).count() == 0
 
 
+def test_batch_read_by_topic_list_and_pattern(spark, broker, topic_name):
+    names = [f"{topic_name}-a", f"{topic_name}-b", f"{topic_name}-other"]
+    for name in names:
+        create_topic(broker.bootstrap, name, partitions=1)
+    produce_all(idempotent_producer(broker.bootstrap), [(name, 0, None, name.encode()) for name in names])
+
+    def values(option: str, value: str) -> list[bytes]:
+        rows = (spark.read.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap)
+                .option(option, value).load().collect())
+        return sorted(r.value for r in rows)
+
+    assert values("subscribe", f"{names[0]}, {names[1]}") == [n.encode() for n in names[:2]]
+    assert values("subscribePattern", f"{topic_name}-(a|b)") == [n.encode() for n in names[:2]]
+    # A pattern matches whole names only, as in Java.
+    assert values("subscribePattern", f"{topic_name}-o") == []
+
+
 def _stream(spark, bootstrap: str, topic: str, out: str, checkpoint: str, max_offsets: int):
     return (spark.readStream.format("ottla")
             .option("kafka.bootstrap.servers", bootstrap)
