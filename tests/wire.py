@@ -1,5 +1,6 @@
-"""A minimal raw Kafka client for tests that need to control the bytes on the socket:
-build a request with kio, frame it, send it, read framed responses."""
+"""A raw Kafka connection for tests that need to control the bytes on the socket: send
+any request (or any bytes), read framed responses, see the connection close. The
+broker's own codecs frame and parse; broker.client is the tools' higher-level client."""
 
 from __future__ import annotations
 
@@ -7,22 +8,8 @@ import socket
 import struct
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
-
-from protocol.codec import ChunkWriter, request_class, response_class, skip_tagged_fields
+from protocol.codec import decode_response, encode_request, request_class
 from protocol.entities import make
-
-
-def encode_request(api_key: int, version: int, correlation_id: int, request: Any, client_id: str = "wire-test") -> bytes:
-    cls = type(request)
-    out = ChunkWriter()
-    raw_id = client_id.encode()
-    out.write(struct.pack(">hhih", api_key, version, correlation_id, len(raw_id)) + raw_id)
-    if cls.__flexible__:
-        out.write(b"\x00")
-    entity_writer(cls)(out, request)
-    body = b"".join(bytes(c) for c in out.finish())
-    return struct.pack(">i", len(body)) + body
 
 
 def request(api_key: int, version: int, **values: Any) -> Any:
@@ -38,9 +25,9 @@ class WireClient:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def send(self, api_key: int, version: int, entity: Any) -> int:
+    def send(self, entity: Any) -> int:
         self.correlation_id += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation_id, entity))
+        self.sock.sendall(encode_request(self.correlation_id, "wire-test", entity))
         return self.correlation_id
 
     def read_frame(self) -> bytes:
@@ -49,18 +36,12 @@ class WireClient:
 
     def receive(self, api_key: int, version: int) -> tuple[int, Any]:
         """The next response: (correlation id, decoded body)."""
-        frame = self.read_frame()
-        (correlation_id,) = struct.unpack_from(">i", frame)
-        cls = response_class(api_key, version)
-        offset = 4
-        if cls.__flexible__ and api_key != 18:
-            offset = skip_tagged_fields(frame, offset)
-        body, _ = entity_reader(cls)(frame, offset)
-        return correlation_id, body
+        return decode_response(api_key, version, self.read_frame())
 
-    def call(self, api_key: int, version: int, entity: Any) -> Any:
-        sent = self.send(api_key, version, entity)
-        correlation_id, body = self.receive(api_key, version)
+    def call(self, entity: Any) -> Any:
+        """Send a request and read its response."""
+        sent = self.send(entity)
+        correlation_id, body = self.receive(type(entity).__api_key__, type(entity).__version__)
         assert correlation_id == sent
         return body
 

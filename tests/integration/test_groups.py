@@ -57,10 +57,10 @@ def test_three_consumers_share_six_partitions_and_a_fourth_triggers_a_rebalance(
     assert sorted(p for a in _assigned(everyone) for p in a) == list(range(6))
 
     with WireClient(broker.bootstrap) as client:
-        described = client.call(15, 5, request(15, 5, groups=[group], include_authorized_operations=False))
+        described = client.call(request(15, 5, groups=[group], include_authorized_operations=False))
         assert described.groups[0].group_state == "Stable"
         assert len(described.groups[0].members) == 4
-        listed = client.call(16, 4, request(16, 4, states_filter=["Stable"]))
+        listed = client.call(request(16, 4, states_filter=["Stable"]))
         assert group in [g.group_id for g in listed.groups]
     for c in everyone:
         c.close()
@@ -174,7 +174,7 @@ def test_an_aborted_transactional_offset_commit_leaves_the_committed_offset_unch
     producer.begin_transaction()
     producer.send_offsets_to_transaction([TopicPartition(topic_name, 0, 8)], consumer.consumer_group_metadata(), 30)
     with WireClient(broker.bootstrap) as client:
-        fetched = client.call(9, 7, request(9, 7, group_id=group, require_stable=True,
+        fetched = client.call(request(9, 7, group_id=group, require_stable=True,
                                             topics=[{"name": topic_name, "partition_indexes": [0]}]))
         assert fetched.topics[0].partitions[0].error_code == 88  # UNSTABLE_OFFSET_COMMIT while pending
     producer.abort_transaction(30)

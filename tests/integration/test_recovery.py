@@ -18,7 +18,7 @@ def _partition_dir(broker, topic: str) -> str:
 
 
 def _produce(client: WireClient, topic: str, batch: bytes):
-    response = client.call(0, 9, request(0, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
+    response = client.call(request(0, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
         {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]))
     return response.responses[0].partition_responses[0]
 
@@ -68,7 +68,7 @@ def test_a_corrupt_snapshot_is_skipped_and_a_retry_still_gets_its_original_offse
     broker = fresh_broker(log_segment_bytes=1000)
     create_topic(broker.bootstrap, topic_name, 1)
     with WireClient(broker.bootstrap) as client:
-        producer_id = client.call(22, 4, request(22, 4, transactional_id=None, transaction_timeout=60000,
+        producer_id = client.call(request(22, 4, transactional_id=None, transaction_timeout=60000,
                                                  producer_id=-1, producer_epoch=-1)).producer_id
         batches = _batches_of(producer_id, 40)
         offsets = [_produce(client, topic_name, b).base_offset for b in batches]
@@ -90,7 +90,7 @@ def test_without_any_snapshot_the_log_replay_gives_the_same_state(fresh_broker, 
     broker = fresh_broker(log_segment_bytes=1000)
     create_topic(broker.bootstrap, topic_name, 1)
     with WireClient(broker.bootstrap) as client:
-        producer_id = client.call(22, 4, request(22, 4, transactional_id=None, transaction_timeout=60000,
+        producer_id = client.call(request(22, 4, transactional_id=None, transaction_timeout=60000,
                                                  producer_id=-1, producer_epoch=-1)).producer_id
         batches = _batches_of(producer_id, 30)
         offsets = [_produce(client, topic_name, b).base_offset for b in batches]

@@ -38,12 +38,12 @@ def test_a_retry_sent_before_the_restart_gets_its_original_offset_after_it(fresh
     create_topic(broker.bootstrap, topic_name, 1)
 
     def produce(client: WireClient, batch: bytes):
-        response = client.call(0, 9, request(0, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
+        response = client.call(request(0, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
             {"name": topic_name, "partition_data": [{"index": 0, "records": batch}]}]))
         return response.responses[0].partition_responses[0]
 
     with WireClient(broker.bootstrap) as client:
-        producer_id = client.call(22, 4, request(22, 4, transactional_id=None, transaction_timeout=60000,
+        producer_id = client.call(request(22, 4, transactional_id=None, transaction_timeout=60000,
                                                  producer_id=-1, producer_epoch=-1)).producer_id
         batches = [
             build_batch([encode_record(None, b"v%d" % (s + i), offset_delta=i) for i in range(2)],

@@ -195,7 +195,7 @@ def test_committed_data_and_epochs_survive_a_restart_and_an_open_transaction_wai
     # Still open after the restart: read_committed stops before it...
     assert read_all(broker.bootstrap, topic_name, [0], isolation="read_committed", settle=0.5)[0] == [b"committed"]
     with WireClient(broker.bootstrap) as client:
-        described = client.call(65, 0, request(65, 0, transactional_ids=[f"open-{topic_name}", txn_id]))
+        described = client.call(request(65, 0, transactional_ids=[f"open-{topic_name}", txn_id]))
         states = {s.transactional_id: s.transaction_state for s in described.transaction_states}
     assert states == {f"open-{topic_name}": "Ongoing", txn_id: "CompleteCommit"}
     # ...until its timeout aborts it.
@@ -224,12 +224,12 @@ def test_write_txn_markers_over_the_wire_writes_the_marker_and_moves_the_lso(bro
 
     with WireClient(broker.bootstrap) as client:
         def lso() -> int:
-            response = client.call(2, 7, request(2, 7, replica_id=-1, isolation_level=1, topics=[
+            response = client.call(request(2, 7, replica_id=-1, isolation_level=1, topics=[
                 {"name": topic_name, "partitions": [{"partition_index": 0, "timestamp": -1}]}]))
             return response.topics[0].partitions[0].offset
 
         assert lso() == 0
-        response = client.call(27, 1, request(27, 1, markers=[{
+        response = client.call(request(27, 1, markers=[{
             "producer_id": header.producer_id, "producer_epoch": header.producer_epoch, "transaction_result": True,
             "topics": [{"name": topic_name, "partition_indexes": [0]}], "coordinator_epoch": 0}]))
         assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.none

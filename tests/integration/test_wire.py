@@ -16,7 +16,7 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2
 
 
 def _init_producer_id(client: WireClient) -> int:
-    response = client.call(INIT_PRODUCER_ID, 4, request(INIT_PRODUCER_ID, 4, transactional_id=None,
+    response = client.call(request(INIT_PRODUCER_ID, 4, transactional_id=None,
                                                          transaction_timeout=60000, producer_id=-1,
                                                          producer_epoch=-1))
     assert response.error_code == ErrorCode.none
@@ -30,7 +30,7 @@ def _produce_request(topic: str, records: bytes, version: int = 9, acks: int = -
 
 
 def _latest_offset(client: WireClient, topic: str) -> int:
-    response = client.call(LIST_OFFSETS, 7, request(LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+    response = client.call(request(LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
         {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}
     ]))
     return response.topics[0].partitions[0].offset
@@ -48,12 +48,12 @@ def test_a_retried_produce_is_stored_once_and_answered_with_the_same_offset(brok
     with WireClient(broker.bootstrap) as client:
         producer_id = _init_producer_id(client)
         first_batch = _batch(producer_id, 0)
-        client.call(PRODUCE, 9, _produce_request(topic_name, first_batch))
+        client.call(_produce_request(topic_name, first_batch))
         batch = _batch(producer_id, 3)
 
-        first = client.call(PRODUCE, 9, _produce_request(topic_name, batch))
+        first = client.call(_produce_request(topic_name, batch))
         # The acknowledgement was "lost": the producer sends the same bytes again.
-        retry = client.call(PRODUCE, 9, _produce_request(topic_name, batch))
+        retry = client.call(_produce_request(topic_name, batch))
 
         p1 = first.responses[0].partition_responses[0]
         p2 = retry.responses[0].partition_responses[0]
@@ -69,8 +69,8 @@ def test_a_sequence_gap_is_refused_as_out_of_order(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     with WireClient(broker.bootstrap) as client:
         producer_id = _init_producer_id(client)
-        client.call(PRODUCE, 9, _produce_request(topic_name, _batch(producer_id, 0)))
-        response = client.call(PRODUCE, 9, _produce_request(topic_name, _batch(producer_id, 7)))
+        client.call(_produce_request(topic_name, _batch(producer_id, 0)))
+        response = client.call(_produce_request(topic_name, _batch(producer_id, 7)))
         assert response.responses[0].partition_responses[0].error_code == ErrorCode.out_of_order_sequence_number
         assert _latest_offset(client, topic_name) == 3
 
@@ -84,14 +84,14 @@ def test_ten_pipelined_requests_come_back_in_order(broker, topic_name):
         sequence = 0
         for i in range(10):
             if i % 3 == 2:
-                client.send(METADATA, 12, request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
+                client.send(request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
                 kinds.append((METADATA, 12))
             elif i % 3 == 1:
-                client.send(API_VERSIONS, 3, request(API_VERSIONS, 3, client_software_name="wire",
+                client.send(request(API_VERSIONS, 3, client_software_name="wire",
                                                       client_software_version="1"))
                 kinds.append((API_VERSIONS, 3))
             else:
-                client.send(PRODUCE, 9, _produce_request(topic_name, _batch(producer_id, sequence)))
+                client.send(_produce_request(topic_name, _batch(producer_id, sequence)))
                 sequence += 3
                 kinds.append((PRODUCE, 9))
         correlation_ids = []
@@ -127,7 +127,7 @@ def test_bad_input_closes_only_that_connection_and_loses_nothing(broker, topic_n
     create_topic(broker.bootstrap, topic_name, 1)
     produce_all(idempotent_producer(broker.bootstrap), [(topic_name, 0, None, b"kept-%d" % i) for i in range(50)])
     bystander = WireClient(broker.bootstrap)
-    bystander.call(METADATA, 12, request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
+    bystander.call(request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
 
     bad_inputs = {
         "random bytes": os.urandom(64),
@@ -147,7 +147,7 @@ def test_bad_input_closes_only_that_connection_and_loses_nothing(broker, topic_n
         sock.sendall(struct.pack(">i", 100) + b"only a few bytes")
 
     # The bystander's connection was not disturbed.
-    bystander.call(METADATA, 12, request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
+    bystander.call(request(METADATA, 12, topics=None, allow_auto_topic_creation=False))
     bystander.close()
     _assert_broker_still_serves(broker, topic_name, 50)
     log = broker.log()
@@ -160,11 +160,11 @@ def test_a_batch_with_a_wrong_crc_is_refused_with_corrupt_message(broker, topic_
         producer_id = _init_producer_id(client)
         batch = bytearray(_batch(producer_id, 0))
         batch[-1] ^= 0xFF  # flip bits in the last record: the CRC no longer matches
-        response = client.call(PRODUCE, 9, _produce_request(topic_name, bytes(batch)))
+        response = client.call(_produce_request(topic_name, bytes(batch)))
         assert response.responses[0].partition_responses[0].error_code == ErrorCode.corrupt_message
         assert _latest_offset(client, topic_name) == 0
         # The same connection and producer carry on.
-        ok = client.call(PRODUCE, 9, _produce_request(topic_name, _batch(producer_id, 0)))
+        ok = client.call(_produce_request(topic_name, _batch(producer_id, 0)))
         assert ok.responses[0].partition_responses[0].error_code == ErrorCode.none
     assert "CRC mismatch" in broker.log()
 
@@ -172,6 +172,6 @@ def test_a_batch_with_a_wrong_crc_is_refused_with_corrupt_message(broker, topic_
 def test_acks_0_gets_no_response_but_the_data_is_stored(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     with WireClient(broker.bootstrap) as client:
-        client.send(PRODUCE, 9, _produce_request(topic_name, _batch(-1, -1), acks=0))
+        client.send(_produce_request(topic_name, _batch(-1, -1), acks=0))
         # The next answer on the connection belongs to the next request.
         assert _latest_offset(client, topic_name) == 3
