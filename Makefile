@@ -4,7 +4,6 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-INSTALLED := $(VENV)/.installed
 
 HOST ?= 127.0.0.1
 PORT ?= 9092
@@ -12,19 +11,29 @@ DATA_DIR ?= ./data
 
 .PHONY: run test bench clean
 
-$(INSTALLED): pyproject.toml
+# Each target installs only what it needs: the broker alone for `run`; the clients,
+# PySpark and the rest of the test tools for `test`; the peer brokers for `bench`.
+$(VENV)/.installed-base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,spark]'
-	touch $(INSTALLED)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
 
-run: $(INSTALLED)
+$(VENV)/.installed-test: $(VENV)/.installed-base
+	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	touch $@
+
+$(VENV)/.installed-bench: $(VENV)/.installed-base
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $@
+
+run: $(VENV)/.installed-base
 	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(INSTALLED)
+test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
-bench: $(INSTALLED)
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench
 
 clean:
