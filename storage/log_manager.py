@@ -46,6 +46,8 @@ META_FILE = "meta.properties"
 TOPIC_CONFIGS_FILE = "topic-configs.json"
 PARTITION_METADATA_FILE = "partition.metadata"
 MAX_TOPIC_NAME = 249
+# Kafka's internal topics: written by the coordinators only, never by clients.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
@@ -82,7 +84,7 @@ class Topic:
 
     @property
     def internal(self) -> bool:
-        return self.name.startswith("__")
+        return self.name in INTERNAL_TOPICS
 
 
 @dataclass(frozen=True, slots=True)

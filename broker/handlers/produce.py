@@ -12,6 +12,7 @@ from typing import Any
 
 from protocol.batch import BatchTooLarge, InvalidBatch, iter_records, validate_produced_batch
 from protocol.errors import ErrorCode, KafkaError
+from storage.log_manager import INTERNAL_TOPICS
 
 from ..logging import get_logger
 from .context import RequestContext
@@ -46,7 +47,7 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
     partition_log = logs.partition(topic, partition)
     if partition_log is None:
         return _error(partition, ErrorCode.unknown_topic_or_partition)
-    if topic.startswith("__"):
+    if topic in INTERNAL_TOPICS:
         return _error(partition, ErrorCode.invalid_topic_exception, f"cannot append to internal topic {topic}")
     config = partition_log.config
     try:
