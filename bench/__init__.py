@@ -1,8 +1,15 @@
-"""Throughput benchmark: Ottla against noida-db, driven by the confluent-kafka client.
+"""Benchmark: Ottla against noida-db, tansu and librdkafka's mock cluster, driven by the
+confluent-kafka client, and Ottla's own scale run.
 
-    python -m bench [--rounds 3] [--messages 200000] [--size 100] [--no-write]
+    python -m bench [--rounds 5] [--messages 200000] [--size 100] [--timeout 120]
+                    [--only NAME,NAME] [--peers noida-db,tansu,mock] [--scale-gib 5] [--no-write]
 
-`bench.client` holds the workloads (each runs in its own client process), `bench.peers`
-starts and stops the brokers, `bench.report` prints the table and writes RESULTS.md, and
-`bench.__main__` runs the interleaved rounds.
+- `bench.__main__` runs the interleaved rounds, then the scale run.
+- `bench.peers` starts and stops the brokers.
+- `bench.client` is the table of workloads and the client process that runs one;
+  `bench.workloads` the single-client ones (idempotent and transactional produce,
+  consume, read_committed consume), `bench.parallel` the parallel producers,
+  `bench.latency` the fixed-rate latency measurement.
+- `bench.scale`: start-up times and memory with 1,000 partitions and gigabytes of data.
+- `bench.report` prints the tables, judges the targets and writes RESULTS.md.
 """

