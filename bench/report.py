@@ -124,8 +124,9 @@ def _cell(run: Run, broker: str, workload: str, notes: _Footnotes, show: Callabl
     bad = [m for m in measured if m.invalid]
     marks = []
     if bad:
-        reasons = "; ".join(sorted({m.invalid for m in bad if m.invalid}))
-        marks.append(notes.mark(f"{broker}, {workload}: not valid in {len(bad)} of {len(measured)} rounds: {reasons}"))
+        # The first round's reason stands for all: their figures differ from round to round.
+        marks.append(notes.mark(f"{broker}, {workload}: not valid in {len(bad)} of {len(measured)} rounds "
+                                f"(the first: {bad[0].invalid})"))
     if workload in run.failures[broker]:
         marks.append(notes.mark(f"{broker}, {workload}: {run.failures[broker][workload]}"))
     text = show(valid) if valid else f"{show(bad)} not valid" if bad else "n/a"
@@ -192,11 +193,12 @@ def scale_lines(run: Run) -> list[str]:
         return [f"Scale: not measured: {run.scale_skipped}"]
     if run.scale is None:
         return []
-    header = [f"{OTTLA}, {PARTITIONS:,} partitions", "write MiB/s", "clean stop s", "clean start s",
+    header = [f"{OTTLA}, {PARTITIONS:,} partitions", "write MiB/s", "read MiB/s", "clean stop s", "clean start s",
               "start after kill -9 s", "RSS after write MiB", "RSS after read MiB"]
     rows = []
     for size in (run.scale.half, run.scale.full):
         rows.append([f"{size.data_bytes / GIB:.2f} GiB", f"{size.data_bytes / MIB / size.write_seconds:,.0f}",
+                     "-" if size.read_seconds is None else f"{size.data_bytes / MIB / size.read_seconds:,.0f}",
                      f"{size.clean_stop_seconds:.2f}", f"{size.clean_start_seconds:.2f}",
                      f"{size.recovery_start_seconds:.2f}",
                      "-" if size.rss_after_write is None else f"{size.rss_after_write / MIB:,.0f}",
@@ -234,12 +236,13 @@ def targets(run: Run) -> list[list[str]]:
         if workload in ran:
             rows.append(_against_best_peer(run, workload, WITHIN_BEST_PEER, "within 5 % of the best peer (>= 0.95x)"))
     if {"txn-produce-1000", "idempotent-produce"} <= ran:
-        ours = run.rounds[OTTLA]
-        ratios = [ours["txn-produce-1000"][r].rate / ours["idempotent-produce"][r].rate
-                  for r in sorted(ours["txn-produce-1000"].keys() & ours["idempotent-produce"].keys())]
-        ratio = _median(ratios)
+        # The peers' own ratios go alongside: they show what the client's round trips per
+        # transaction leave of its idempotent rate whatever the broker.
+        own = {broker: _own_ratio(run, broker, "txn-produce-1000", "idempotent-produce") for broker in run.brokers}
+        ratio = own.pop(OTTLA)
+        peers = ", ".join(f"{broker} {value:.0%}" for broker, value in own.items() if value is not None)
         rows.append(("txn-produce-1000: >= 80 % of Ottla's own idempotent-produce (issue 3)",
-                     "n/a" if ratio is None else f"{ratio:.0%}",
+                     "n/a" if ratio is None else f"{ratio:.0%}" + (f" (the peers' own: {peers})" if peers else ""),
                      "not judged" if ratio is None else _verdict(ratio >= TXN_OF_IDEMPOTENT)))
     for workload in ("read-committed-consume", "parallel-produce"):
         if workload in ran:
@@ -253,12 +256,19 @@ def targets(run: Run) -> list[list[str]]:
     return [list(row) for row in rows]
 
 
+def _own_ratio(run: Run, broker: str, workload: str, baseline: str) -> float | None:
+    """Median over the rounds of the broker's rate for `workload` / its rate for `baseline`."""
+    ours, base = run.rounds[broker][workload], run.rounds[broker][baseline]
+    return _median([ours[r].rate / base[r].rate for r in sorted(ours.keys() & base.keys())
+                    if not ours[r].invalid and not base[r].invalid])
+
+
 def _scale_targets(run: Run) -> list[tuple[str, str, str]]:
     start = f"start-up after a clean shutdown under {CLEAN_START_SECONDS:.0f} s ({PARTITIONS:,} partitions)"
     recovery = "start-up after kill -9: recovery proportional to the unflushed tail, not to the data size"
     rss = f"broker RSS under {RSS_LIMIT // MIB} MiB whatever the data size"
     if run.scale_skipped:
-        return [(t, run.scale_skipped, "not judged") for t in (start, recovery, rss)]
+        return [(t, "not measured (see Scale above)", "not judged") for t in (start, recovery, rss)]
     if run.scale is None:
         return []
     half, full = run.scale.half, run.scale.full
