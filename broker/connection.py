@@ -202,7 +202,10 @@ class Connection(asyncio.Protocol):
             return
         chunks = encode_response(correlation_id, response)
         self.broker.metrics.bytes_out += sum(map(len, chunks))
-        self.transport.writelines(chunks)
+        if len(chunks) == 1:
+            self.transport.write(chunks[0])  # most responses: one buffer, one send
+        else:
+            self.transport.writelines(chunks)
 
     # --- closing -------------------------------------------------------------------------
 

@@ -203,32 +203,32 @@ def _strip_unknown_tags(cls: type, buf: bytes, offset: int, out: bytearray) -> i
 
 class ChunkWriter:
     """A write() target for kio's writers that gathers small writes into one buffer and
-    keeps large ones (record data) as their own chunks, uncopied."""
+    keeps large ones (record data) as their own chunks, uncopied. The first buffer
+    starts with room for the frame's size prefix, filled in by `frame()`: a small
+    response leaves as one chunk, one send."""
 
     __slots__ = ("chunks", "_small", "size")
     LARGE = 4096
 
     def __init__(self) -> None:
-        self.chunks: list[bytes | bytearray | memoryview] = []
-        self._small = bytearray()
+        self._small = bytearray(_INT32.size)  # the size prefix, written by frame()
+        self.chunks: list[bytes | bytearray | memoryview] = [self._small]
         self.size = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         n = len(data)
         self.size += n
         if n >= self.LARGE:
-            if self._small:
-                self.chunks.append(self._small)
-                self._small = bytearray()
             self.chunks.append(data)
+            self._small = bytearray()
+            self.chunks.append(self._small)
         else:
             self._small += data
 
-    def finish(self) -> list[bytes | bytearray | memoryview]:
-        if self._small:
-            self.chunks.append(self._small)
-            self._small = bytearray()
-        return self.chunks
+    def frame(self) -> list[bytes | bytearray | memoryview]:
+        """The chunks of the whole frame: size prefix, then everything written."""
+        _INT32.pack_into(self.chunks[0], 0, self.size)
+        return [chunk for chunk in self.chunks if chunk]
 
 
 def response_header_is_flexible(api_key: int, version: int, cls: type) -> bool:
@@ -247,8 +247,7 @@ def encode_response(correlation_id: int, response: Any, api_key: int | None = No
         header += b"\x00"  # no tagged fields in the response header
     out.write(header)
     _writer(cls)(out, response)
-    chunks = out.finish()
-    return [_INT32.pack(out.size), *chunks]
+    return out.frame()
 
 
 # --- the client side: requests out, responses in (for Ottla's own tools) ----------------
@@ -264,8 +263,7 @@ def encode_request(correlation_id: int, client_id: str, request: Any) -> bytes:
     if cls.__flexible__:
         out.write(b"\x00")
     _writer(cls)(out, request)
-    chunks = out.finish()
-    return b"".join([_INT32.pack(out.size), *chunks])
+    return b"".join(out.frame())
 
 
 def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:

@@ -14,7 +14,7 @@ from protocol.errors import ErrorCode
 def _encode_body(entity) -> bytes:
     out = ChunkWriter()
     entity_writer(type(entity))(out, entity)
-    return b"".join(bytes(c) for c in out.finish())
+    return b"".join(bytes(c) for c in out.frame())[4:]
 
 
 def test_request_header_v2_with_tagged_fields_is_skipped():
@@ -57,10 +57,17 @@ def test_encoded_response_is_size_prefixed_chunks_with_records_uncopied():
         {"partition_index": 0, "records": records, "aborted_transactions": None}]}])
     chunks = encode_response(7, response)
     assert any(c is records for c in chunks), "record bytes are passed through as their own chunk"
+    assert len(chunks) == 3  # size prefix and header and fields, the records, what follows
     data = b"".join(bytes(c) for c in chunks)
     assert struct.unpack(">i", data[:4])[0] == len(data) - 4
     assert struct.unpack(">i", data[4:8])[0] == 7
     assert data[8] == 0, "flexible response header v1: empty tagged fields"
+
+
+def test_a_small_response_is_one_chunk():
+    from protocol.codec import response_class
+    chunks = encode_response(3, make(response_class(26, 1), error_code=ErrorCode.none))
+    assert len(chunks) == 1 and struct.unpack(">i", chunks[0][:4])[0] == len(chunks[0]) - 4
 
 
 def test_api_versions_response_always_uses_header_v0():
