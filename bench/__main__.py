@@ -28,8 +28,8 @@ from typing import Callable
 
 from .client import WORKLOADS, Workload
 from .peers import Ottla, Peer, peers
-from .report import (OTTLA, RUN_HEADING, Run, machine_lines, per_round_lines, scale_lines, tables, targets_table,
-                     write_results)
+from .report import (OTTLA, RUN_HEADING, Run, machine_lines, ottla_revision, per_round_lines, scale_lines, tables,
+                     targets_table, write_results)
 from .scale import GIB, free_disk_problem, run_scale
 from .workloads import Measurement
 
@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     clock = time.monotonic()
     load_before = os.getloadavg()[0]
+    revision, fingerprint = ottla_revision(ROOT)
     notes: list[str] = []
     contenders: list[tuple[str, Callable[[], Peer]]] = [(OTTLA, Ottla)]
     for name in chosen:
@@ -178,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     load_after = os.getloadavg()[0]
+    if ottla_revision(ROOT)[1] != fingerprint:
+        notes.append(f"Ottla's sources changed during the run (it began at {revision}): the figures mix versions.")
     minutes = (time.monotonic() - clock) / 60
     target_table = targets_table(run)
     sections = [
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         section = "\n".join([
             f"{RUN_HEADING}{started:%Y-%m-%d %H:%M} UTC", "",
             f"`{command_line}` ({minutes:.1f} minutes)", "",
-            *machine_lines(ROOT, load_before, load_after), "",
+            *machine_lines(revision, load_before, load_after), "",
             *body,
         ])
         write_results(RESULTS_PATH, section)

