@@ -8,14 +8,17 @@ producers share one fsync instead of paying one each.
 
 The partition logs report each append here (through the broker's on_append callback);
 the fsyncs run in a worker thread on duplicated descriptors, so the event loop keeps
-serving and a segment deleted meanwhile cannot pull a descriptor from under them.
+serving and a segment deleted meanwhile cannot pull a descriptor from under them. The
+periodic recovery checkpoint flushes the same way (`flush_in_background`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from typing import Iterable
 
+from storage.log import PartitionLog
 from storage.log_manager import LogManager
 
 
@@ -47,20 +50,26 @@ class GroupCommit:
             while self._waiting:
                 dirty, waiting = self._dirty, self._waiting
                 self._dirty, self._waiting = set(), []
-                work = []
-                for topic, partition in dirty:
-                    log = self.logs.partition(topic, partition)
-                    if log is not None:
-                        work.append((log, log.log_end_offset, log.unflushed_files()))
-                await asyncio.to_thread(_fsync_all, [fd for _, _, fds in work for fd in fds])
+                await flush_in_background(
+                    [log for log in (self.logs.partition(t, p) for t, p in dirty) if log is not None])
                 self.rounds += 1
-                for log, end, _ in work:
-                    log.mark_flushed(end)
                 for waiter in waiting:
                     if not waiter.done():
                         waiter.set_result(None)
         finally:
             self._running = None
+
+
+async def flush_in_background(logs: Iterable[PartitionLog]) -> None:
+    """fsync what each log wrote since its last flush, in a worker thread, then move
+    their flushed offsets (the recovery points) on."""
+    work = [(log, log.log_end_offset, log.unflushed_files()) for log in logs
+            if log.flushed_offset < log.log_end_offset]
+    if not work:
+        return
+    await asyncio.to_thread(_fsync_all, [fd for _, _, fds in work for fd in fds])
+    for log, end, _ in work:
+        log.mark_flushed(end)
 
 
 def _fsync_all(fds: list[int]) -> None:

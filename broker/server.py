@@ -28,7 +28,7 @@ from .admin_http import AdminServer
 from .config import BrokerConfig, Listener, listener_text
 from .connection import Connection
 from .faults import Faults
-from .durability import GroupCommit
+from .durability import GroupCommit, flush_in_background
 from .logging import get_logger
 from .metrics import Metrics
 from .watchers import PartitionWatchers
@@ -162,6 +162,7 @@ class Broker:
             groups=groups,
             clean_start=report.clean,
             recovered_bytes_truncated=report.truncated_bytes,
+            recovered_bytes_checked=report.checked_bytes,
             startup_seconds=round(report.seconds, 3),
         )
 
@@ -170,6 +171,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
+                await flush_in_background(self.logs.all_partitions())
                 self.logs.checkpoint()
             except OSError:
                 log.exception("checkpoint failed")

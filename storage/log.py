@@ -65,6 +65,7 @@ class PartitionLog:
         # long-polling fetches with it.
         self.on_append: Callable[[str, int], None] | None = None
         self.truncated_bytes = 0  # cut off torn tails at start-up, for the log line
+        self.checked_bytes = 0  # read and checked at start-up
         # Everything below this offset has been fsynced: Kafka's recovery point.
         self.flushed_offset = 0
         self.unflushed_messages = 0
@@ -94,13 +95,20 @@ class PartitionLog:
         # Checked before the segments open (which creates missing index files empty).
         indexes_lost = {base for base in bases if _indexes_missing(directory, base)}
         log.segments = [LogSegment(directory, base) for base in bases] or [LogSegment(directory, 0)]
-        needs_recovery = [s for s in log.segments
-                          if not clean or s.base_offset >= recovery_point or s.base_offset in indexes_lost]
         last_header: BatchHeader | None = None
-        for segment in log.segments:
-            if segment in needs_recovery:
-                header, cut = segment.recover(config.index_interval_bytes, config.max_message_bytes + 1024 * 1024)
-                log.truncated_bytes += cut
+        for i, segment in enumerate(log.segments):
+            next_base = log.segments[i + 1].base_offset if i + 1 < len(log.segments) else None
+            # After a crash, what follows the recovery point is checked; before it the
+            # files were flushed and are trusted, as after a clean shutdown.
+            unflushed = not clean and (next_base is None or next_base > recovery_point)
+            if unflushed or segment.base_offset in indexes_lost:
+                # Only the indexes were lost (clean start): rebuild the whole segment.
+                from_offset = recovery_point if not clean and segment.base_offset not in indexes_lost else None
+                recovered = segment.recover(config.index_interval_bytes, config.max_message_bytes + 1024 * 1024,
+                                            from_offset)
+                header = recovered.last
+                log.truncated_bytes += recovered.truncated
+                log.checked_bytes += recovered.checked
             else:
                 header = segment.load_state()
             if header is not None:

@@ -92,6 +92,7 @@ class LoadReport:
     partitions: int
     clean: bool
     truncated_bytes: int
+    checked_bytes: int
     seconds: float
 
 
@@ -131,7 +132,7 @@ class LogManager:
             if match:
                 by_topic.setdefault(match["topic"], []).append((int(match["partition"]), path))
         saved_configs = self._read_topic_configs()
-        truncated = 0
+        truncated = checked = 0
         count = 0
         for topic_name, parts in by_topic.items():
             parts.sort()
@@ -144,6 +145,7 @@ class LogManager:
                                         recovery_point=recovery_points.get(key, 0),
                                         log_start_offset=start_offsets.get(key, 0))
                 truncated += log.truncated_bytes
+                checked += log.checked_bytes
                 log.on_append = self.on_append
                 topic.partitions.append(log)
                 count += 1
@@ -151,7 +153,7 @@ class LogManager:
         # From here on the files are being written again: a crash is no longer clean.
         if clean:
             os.unlink(marker)
-        return LoadReport(count, clean, truncated, time.monotonic() - started)
+        return LoadReport(count, clean, truncated, checked, time.monotonic() - started)
 
     def _load_meta(self) -> None:
         path = os.path.join(self.data_dir, META_FILE)
@@ -314,14 +316,15 @@ class LogManager:
     # --- checkpoints and shutdown --------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the recovery points and the log start offsets. As in Kafka, a segment is
-        fsynced once it has rolled, so the recovery point is at least the active
-        segment's base: only the active segment is checked after a crash."""
+        """Write the recovery points (each partition's flushed offset: a crash rechecks
+        only what follows it) and the log start offsets, with a producer-state snapshot
+        for every partition whose producers changed, so that start-up replays only the
+        log after the snapshot. The broker flushes the logs (in a worker thread) first."""
         recovery = {}
         starts = {}
         for log in self.all_partitions():
-            if log.flushed_offset < log.active.base_offset:
-                log.flush()
+            if log.producer_state.changed:
+                log.producer_state.write_snapshot(log.log_end_offset)
             recovery[(log.topic, log.partition)] = log.flushed_offset
             starts[(log.topic, log.partition)] = log.log_start_offset
         write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery)

@@ -102,6 +102,8 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         # producer id -> first offset of its open transaction in this partition.
         self.ongoing_txns: dict[int, int] = {}
+        # Whether anything changed since the last snapshot.
+        self.changed = False
 
     # --- the append path -----------------------------------------------------------------
 
@@ -156,6 +158,7 @@ class ProducerStateManager:
         """Update the producer's state for a batch written at `base_offset`. Also used to
         replay the log at start-up, where no check is made."""
         pid = header.producer_id
+        self.changed = True
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid)
@@ -177,6 +180,7 @@ class ProducerStateManager:
     def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> int | None:
         """A marker was written: close the producer's open transaction. Returns the
         transaction's first offset, or None if it had none open here."""
+        self.changed = True
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch=producer_epoch)
@@ -196,6 +200,7 @@ class ProducerStateManager:
                    if entry.current_txn_first_offset < 0 and entry.last_timestamp < now_ms - expiration_ms]
         for pid in expired:
             del self.producers[pid]
+        self.changed = self.changed or bool(expired)
         return expired
 
     def first_unstable_offset(self) -> int | None:
@@ -253,6 +258,7 @@ class ProducerStateManager:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        self.changed = False
         for old in self.snapshot_offsets()[:-keep]:
             os.unlink(self.snapshot_path(old))
 

@@ -28,6 +28,16 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Recovered:
+    """What recovering a segment found: its last good batch, the bytes cut off after it,
+    and the bytes it had to check."""
+
+    last: BatchHeader | None
+    truncated: int
+    checked: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReadSlice:
     """Whole batches read from a segment: their bytes, and where the next read starts."""
 
@@ -183,15 +193,27 @@ class LogSegment:
 
     # --- recovery and truncation ---------------------------------------------------------
 
-    def recover(self, index_interval_bytes: int, max_batch_bytes: int) -> tuple[BatchHeader | None, int]:
+    def recover(self, index_interval_bytes: int, max_batch_bytes: int,
+                from_offset: int | None = None) -> "Recovered":
         """Check every batch (length and CRC), rebuild the indexes, cut the file after the
-        last good batch. Returns the last good batch's header and the bytes cut off."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.max_timestamp = -1
+        last good batch.
+
+        With `from_offset` (the recovery point: everything before it was flushed, indexes
+        included), the check starts at the last index entry at or before it, so recovery
+        costs what was written since the last flush, not the segment's size."""
+        start_offset, position = self.base_offset, 0
+        if from_offset is not None and from_offset > self.base_offset:
+            start_offset, position = self.offset_index.lookup(from_offset)
+        if position == 0:
+            self.offset_index.reset()
+            self.time_index.reset()
+        else:
+            self.offset_index.truncate_to(start_offset + 1)  # keeps the entry we start at
+            self.time_index.truncate_to(start_offset)
+            self.first_timestamp = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
+        self.max_timestamp = self.time_index.last_timestamp
         self.bytes_since_index_entry = 0
-        valid_end = 0
-        position = 0
+        checked_from = valid_end = position
         last: BatchHeader | None = None
         file_size = os.fstat(self.fd).st_size
         while position + HEADER_SIZE <= file_size:
@@ -220,7 +242,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
-        return last, truncated
+        return Recovered(last, truncated, file_size - checked_from)
 
     def load_state(self) -> BatchHeader | None:
         """After a clean shutdown: restore the in-memory counters from the indexes and the

@@ -112,3 +112,22 @@ def test_fsync_mode_acknowledges_after_fsync_and_keeps_everything(fresh_broker, 
     broker.start()
     got = consume_partitions(broker.bootstrap, topic_name, [0, 1], 5000)
     assert sum(len(v) for v in got.values()) == 5000
+
+
+def test_recovery_after_kill_9_checks_only_what_followed_the_last_checkpoint(fresh_broker, topic_name):
+    broker = fresh_broker(log_flush_offset_checkpoint_interval_ms=300)
+    create_topic(broker.bootstrap, topic_name, 1)
+    big = [(topic_name, 0, None, b"b" * 1000) for _ in range(20_000)]  # ~20 MB, one segment
+    produce_all(idempotent_producer(broker.bootstrap), big)
+    checkpoint = os.path.join(broker.data_dir, "recovery-point-offset-checkpoint")
+    deadline = time.monotonic() + 20
+    while f"{topic_name} 0 20000" not in (open(checkpoint).read() if os.path.exists(checkpoint) else ""):
+        assert time.monotonic() < deadline, "no checkpoint at the log end"
+        time.sleep(0.1)
+    produce_all(idempotent_producer(broker.bootstrap), [(topic_name, 0, None, b"tail-%d" % i) for i in range(100)])
+    broker.kill()
+    broker.start()
+    checked = int(broker.log().rsplit("recovered_bytes_checked=", 1)[1].split()[0])
+    assert 0 < checked < 100_000, f"{checked} bytes checked: recovery read more than the unflushed tail"
+    got = consume_partitions(broker.bootstrap, topic_name, [0], 20_100)
+    assert got[0][-1].value() == b"tail-99" and got[0][-1].offset() == 20_099
