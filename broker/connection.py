@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from protocol.apis import API_VERSIONS, SUPPORTED
 from protocol.codec import MalformedRequest, decode_request, encode_response, parse_request_header, request_class
-from protocol.framing import SIZE_BYTES, FrameError, frame_size
+from protocol.framing import FrameError, FrameReader
 
 from .faults import ERROR
 from .handlers import HANDLERS, RequestContext, api_versions_fallback
@@ -49,8 +49,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_id: str | None = None
-        self._buffer = bytearray()
-        self._frames: deque[bytes] = deque()
+        self._reader = FrameReader(broker.config.socket_request_max_bytes)
+        self._frames: deque[memoryview] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
@@ -70,26 +70,13 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.broker.metrics.bytes_in += len(data)
-        buffer = self._buffer
-        buffer += data
-        max_bytes = self.broker.config.socket_request_max_bytes
-        start = 0
-        available = len(buffer)
         try:
-            with memoryview(buffer) as view:
-                while available - start >= SIZE_BYTES:
-                    size = frame_size(view[start : start + SIZE_BYTES], max_bytes)
-                    end = start + SIZE_BYTES + size
-                    if end > available:
-                        break
-                    self._frames.append(view[start + SIZE_BYTES : end].tobytes())
-                    start = end
+            frames = self._reader.feed(data)
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        if start:
-            del buffer[:start]
-        if self._frames:
+        if frames:
+            self._frames.extend(frames)
             self._wake()
             if len(self._frames) >= _MAX_QUEUED_FRAMES and not self._reading_paused:
                 self._reading_paused = True
@@ -148,7 +135,7 @@ class Connection(asyncio.Protocol):
         except asyncio.CancelledError:
             pass
 
-    async def _serve(self, frame: bytes) -> bool:
+    async def _serve(self, frame: memoryview) -> bool:
         """Handle one request frame. Returns False if the connection was closed."""
         try:
             header = parse_request_header(frame)

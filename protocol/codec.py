@@ -92,7 +92,7 @@ def skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
     return offset
 
 
-def parse_request_header(frame: bytes) -> RequestHeader:
+def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
     """Header v1 (api key, version, correlation id, client id) plus, for flexible
     requests, header v2's tagged fields. The client id is always a legacy int16 string,
     even in flexible versions (Kafka special-cases it)."""
@@ -105,7 +105,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
         end = offset + client_len
         if end > len(frame):
             raise MalformedRequest("client id runs past the frame")
-        client_id = frame[offset:end].decode("utf-8", "replace")
+        client_id = str(frame[offset:end], "utf-8", "replace")
         offset = end
     cls = request_class(api_key, api_version)
     if cls is not None and cls.__flexible__:
@@ -113,7 +113,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, offset)
 
 
-def decode_request(cls: type, frame: bytes, offset: int) -> Any:
+def decode_request(cls: type, frame: bytes | memoryview, offset: int) -> Any:
     """The request body at `offset` as an instance of `cls`.
 
     kio refuses tagged fields it does not know (KeyError); KIP-482 says a receiver skips
@@ -140,7 +140,7 @@ def decode_request(cls: type, frame: bytes, offset: int) -> Any:
 # --- unknown tagged fields ---------------------------------------------------------------
 
 
-def _strip_unknown_tags(cls: type, buf: bytes, offset: int, out: bytearray) -> int:
+def _strip_unknown_tags(cls: type, buf: bytes | memoryview, offset: int, out: bytearray) -> int:
     """Copy the entity at `offset` into `out`, dropping tagged fields `cls` does not
     declare. Returns the offset after the entity in `buf`."""
     flexible = cls.__flexible__

@@ -28,3 +28,51 @@ def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int) -> int:
     if size > max_bytes:
         raise FrameError(f"frame of {size} bytes exceeds socket.request.max.bytes ({max_bytes})")
     return size
+
+
+class FrameReader:
+    """Splits a byte stream, fed chunk by chunk, into frame bodies.
+
+    Every byte is copied at most once: a frame that arrives whole inside one chunk comes
+    out as a read-only view of that chunk; one that spans chunks is gathered into a
+    buffer of exactly its size, allocated once its size prefix has been checked."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._prefix = bytearray()  # a size prefix split across chunks
+        self._body: bytearray | None = None  # the frame being gathered
+        self._filled = 0
+
+    def feed(self, data: bytes) -> list[memoryview]:
+        """The frames `data` completes. Raises FrameError for an unacceptable size."""
+        frames: list[memoryview] = []
+        view = memoryview(data)
+        pos, end = 0, len(data)
+        while pos < end:
+            if self._body is not None:
+                take = min(len(self._body) - self._filled, end - pos)
+                self._body[self._filled : self._filled + take] = view[pos : pos + take]
+                self._filled += take
+                pos += take
+                if self._filled == len(self._body):
+                    frames.append(memoryview(self._body).toreadonly())
+                    self._body = None
+                continue
+            if self._prefix or end - pos < SIZE_BYTES:
+                take = min(SIZE_BYTES - len(self._prefix), end - pos)
+                self._prefix += view[pos : pos + take]
+                pos += take
+                if len(self._prefix) < SIZE_BYTES:
+                    break
+                size = frame_size(self._prefix, self.max_bytes)
+                self._prefix.clear()
+            else:
+                size = frame_size(view[pos : pos + SIZE_BYTES], self.max_bytes)
+                pos += SIZE_BYTES
+            if end - pos >= size:
+                frames.append(view[pos : pos + size])
+                pos += size
+            else:
+                self._body = bytearray(size)
+                self._filled = 0
+        return frames
