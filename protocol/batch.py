@@ -125,7 +125,8 @@ class BatchHeader:
 
 
 def compute_crc(batch: bytes | memoryview) -> int:
-    return crc32c.crc32c(batch[ATTRIBUTES_OFFSET:])
+    with memoryview(batch) as view:  # a view: slicing bytes would copy the whole batch
+        return crc32c.crc32c(view[ATTRIBUTES_OFFSET:])
 
 
 def crc_is_valid(batch: bytes | memoryview, header: BatchHeader) -> bool:

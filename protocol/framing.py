@@ -33,15 +33,16 @@ def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int) -> int:
 class FrameReader:
     """Splits a byte stream, fed chunk by chunk, into frame bodies.
 
-    Every byte is copied at most once: a frame that arrives whole inside one chunk comes
-    out as a read-only view of that chunk; one that spans chunks is gathered into a
-    buffer of exactly its size, allocated once its size prefix has been checked."""
+    A frame that arrives whole inside one chunk comes out as a read-only view of that
+    chunk, uncopied (most requests). One that spans chunks is gathered in a buffer the
+    reader keeps and reuses, then copied out once complete: allocating a fresh buffer
+    per frame costs more (page faults on every large request) than that copy."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._prefix = bytearray()  # a size prefix split across chunks
-        self._body: bytearray | None = None  # the frame being gathered
-        self._filled = 0
+        self._gather = bytearray()  # the part of a frame received so far
+        self._size = -1  # the size of the frame being gathered, -1 when none
 
     def feed(self, data: bytes) -> list[memoryview]:
         """The frames `data` completes. Raises FrameError for an unacceptable size."""
@@ -49,14 +50,14 @@ class FrameReader:
         view = memoryview(data)
         pos, end = 0, len(data)
         while pos < end:
-            if self._body is not None:
-                take = min(len(self._body) - self._filled, end - pos)
-                self._body[self._filled : self._filled + take] = view[pos : pos + take]
-                self._filled += take
+            if self._size >= 0:
+                take = min(self._size - len(self._gather), end - pos)
+                self._gather += view[pos : pos + take]
                 pos += take
-                if self._filled == len(self._body):
-                    frames.append(memoryview(self._body).toreadonly())
-                    self._body = None
+                if len(self._gather) == self._size:
+                    frames.append(memoryview(bytes(self._gather)))
+                    self._gather.clear()
+                    self._size = -1
                 continue
             if self._prefix or end - pos < SIZE_BYTES:
                 take = min(SIZE_BYTES - len(self._prefix), end - pos)
@@ -73,6 +74,5 @@ class FrameReader:
                 frames.append(view[pos : pos + size])
                 pos += size
             else:
-                self._body = bytearray(size)
-                self._filled = 0
+                self._size = size
         return frames
