@@ -55,6 +55,18 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """`n` bytes from a socket; ConnectionError if the broker closes it first."""
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise ConnectionError("connection closed by the broker")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
 class BrokerConnection:
     """One connection to one broker, with the API versions both sides speak."""
 
@@ -101,14 +113,7 @@ class BrokerConnection:
         return body
 
     def _read(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self._sock.recv(min(n, 1 << 20))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        return recv_exactly(self._sock, n)
 
     def close(self) -> None:
         self._sock.close()

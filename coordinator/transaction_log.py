@@ -139,27 +139,12 @@ def decode_value(data: bytes) -> TxnRecord:
     producer_id, epoch, timeout_ms, status = _HEAD.unpack_from(data, pos)
     pos += _HEAD.size
     partitions: set[tuple[str, int]] = set()
-    if flexible:
-        count, pos = read_uvarint(data, pos)
-        count -= 1
-    else:
-        (count,) = _I32.unpack_from(data, pos)
-        pos += 4
+    count, pos = _length(data, pos, flexible, _I32)
     for _ in range(max(count, 0)):
-        if flexible:
-            length, pos = read_uvarint(data, pos)
-            length -= 1
-        else:
-            (length,) = _I16.unpack_from(data, pos)
-            pos += 2
+        length, pos = _length(data, pos, flexible, _I16)
         topic = data[pos : pos + length].decode()
         pos += length
-        if flexible:
-            n, pos = read_uvarint(data, pos)
-            n -= 1
-        else:
-            (n,) = _I32.unpack_from(data, pos)
-            pos += 4
+        n, pos = _length(data, pos, flexible, _I32)
         for _ in range(n):
             partitions.add((topic, _I32.unpack_from(data, pos)[0]))
             pos += 4
@@ -181,6 +166,16 @@ def decode_value(data: bytes) -> TxnRecord:
                 (record.client_transaction_version,) = _I16.unpack_from(data, pos)
             pos += size
     return record
+
+
+def _length(data: bytes, pos: int, flexible: bool, legacy: struct.Struct) -> tuple[int, int]:
+    """A string or array length: a compact one (varint of length + 1) in flexible
+    versions, else a fixed-width one."""
+    if flexible:
+        n, pos = read_uvarint(data, pos)
+        return n - 1, pos
+    (n,) = legacy.unpack_from(data, pos)
+    return n, pos + legacy.size
 
 
 def _skip_tags(data: bytes, pos: int) -> int:

@@ -8,6 +8,7 @@ import socket
 import struct
 from typing import Any
 
+from broker.client import recv_exactly
 from protocol.codec import decode_response, encode_request, request_class
 from protocol.entities import make
 
@@ -31,8 +32,8 @@ class WireClient:
         return self.correlation_id
 
     def read_frame(self) -> bytes:
-        size = struct.unpack(">i", self._read_exactly(4))[0]
-        return self._read_exactly(size)
+        size = struct.unpack(">i", recv_exactly(self.sock, 4))[0]
+        return recv_exactly(self.sock, size)
 
     def receive(self, api_key: int, version: int) -> tuple[int, Any]:
         """The next response: (correlation id, decoded body)."""
@@ -54,16 +55,6 @@ class WireClient:
             return True
         except socket.timeout:
             return False
-
-    def _read_exactly(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
 
     def close(self) -> None:
         self.sock.close()
