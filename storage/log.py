@@ -104,22 +104,23 @@ class PartitionLog:
             if unflushed or segment.base_offset in indexes_lost:
                 # Only the indexes were lost (clean start): rebuild the whole segment.
                 from_offset = recovery_point if not clean and segment.base_offset not in indexes_lost else None
-                recovered = segment.recover(config.index_interval_bytes, config.max_message_bytes + 1024 * 1024,
-                                            from_offset)
-                header = recovered.last
+                recovered = segment.recover(config.index_interval_bytes, from_offset)
+                header = recovered.last or last_header
                 log.truncated_bytes += recovered.truncated
                 log.checked_bytes += recovered.checked
+                if recovered.truncated and next_base is not None:
+                    # A damaged segment in the middle: what follows it can no longer be
+                    # reached in order. Kafka deletes it too.
+                    for later in log.segments[i + 1 :]:
+                        log.truncated_bytes += later.size
+                        later.delete()
+                    del log.segments[i + 1 :]
+                    last_header = header
+                    break
             else:
-                header = segment.load_state()
-            if header is not None:
-                last_header = header
-        # A damaged segment in the middle makes every later one unreachable: Kafka
-        # deletes what follows a truncation, and so do we.
+                header = segment.load_state() or last_header
+            last_header = header
         log.log_end_offset = last_header.last_offset + 1 if last_header else log.segments[0].base_offset
-        for segment in list(log.segments[1:]):
-            if segment.base_offset > log.log_end_offset:
-                segment.delete()
-                log.segments.remove(segment)
         log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
         log.flushed_offset = log.log_end_offset if clean else min(recovery_point, log.log_end_offset)
         log._rebuild_producer_state()

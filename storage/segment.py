@@ -193,8 +193,7 @@ class LogSegment:
 
     # --- recovery and truncation ---------------------------------------------------------
 
-    def recover(self, index_interval_bytes: int, max_batch_bytes: int,
-                from_offset: int | None = None) -> "Recovered":
+    def recover(self, index_interval_bytes: int, from_offset: int | None = None) -> "Recovered":
         """Check every batch (length and CRC), rebuild the indexes, cut the file after the
         last good batch.
 
@@ -219,7 +218,8 @@ class LogSegment:
         while position + HEADER_SIZE <= file_size:
             head = os.pread(self.fd, HEADER_SIZE, position)
             header = BatchHeader.parse(head)
-            if header.magic != 2 or header.size < HEADER_SIZE or header.size > max_batch_bytes:
+            # A garbage length either runs past the file or fails the CRC below.
+            if header.magic != 2 or header.size < HEADER_SIZE:
                 break
             if position + header.size > file_size:
                 break

@@ -107,3 +107,19 @@ def test_clean_reopen_keeps_offsets_and_indexes(log):
     reopened = PartitionLog.open(directory, "p", 0, CONFIG, clean=True, recovery_point=600, log_start_offset=0)
     assert reopened.log_end_offset == 600
     assert [len(s.offset_index) for s in reopened.segments] == index_sizes
+
+
+def test_a_damaged_segment_in_the_middle_cuts_the_log_there(log):
+    directory = log.directory
+    second = log.segments[1]
+    log.close()
+    with open(second.log_path, "r+b") as f:
+        f.seek(second.size // 2)
+        f.write(b"\xff\xff\xff")  # flips bytes inside some batch: its CRC fails
+    reopened = PartitionLog.open(directory, "p", 0, CONFIG, clean=False, recovery_point=0, log_start_offset=0)
+    assert len(reopened.segments) == 2
+    last = values(reopened.read(reopened.log_end_offset - 1, 1000, False, True).records)[-1]
+    assert last[0] == reopened.log_end_offset - 1 < 600
+    assert last[1] == b"value-%06d" % last[0]
+    assert sorted(n for n in os.listdir(directory) if n.endswith(".log")) == \
+        [f"{s.base_offset:020d}.log" for s in reopened.segments]
