@@ -214,12 +214,14 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         checked_from = valid_end = position
         last: BatchHeader | None = None
+        next_offset = start_offset
         file_size = os.fstat(self.fd).st_size
         while position + HEADER_SIZE <= file_size:
             head = os.pread(self.fd, HEADER_SIZE, position)
             header = BatchHeader.parse(head)
-            # A garbage length either runs past the file or fails the CRC below.
-            if header.magic != 2 or header.size < HEADER_SIZE:
+            # A garbage length either runs past the file or fails the CRC below. The CRC
+            # does not cover the base offset: offsets must keep growing.
+            if header.magic != 2 or header.size < HEADER_SIZE or header.base_offset < next_offset:
                 break
             if position + header.size > file_size:
                 break
@@ -238,6 +240,7 @@ class LogSegment:
             position += header.size
             valid_end = position
             last = header
+            next_offset = header.last_offset + 1
         truncated = file_size - valid_end
         if truncated:
             os.ftruncate(self.fd, valid_end)
