@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 from protocol.varint import read_uvarint, write_uvarint
@@ -73,8 +74,10 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@lru_cache(maxsize=4096)
 def partition_for(key: str, partitions: int) -> int:
-    """Kafka's Utils.abs(hashCode) % n; Utils.abs maps Int.MIN_VALUE to 0."""
+    """Kafka's Utils.abs(hashCode) % n; Utils.abs maps Int.MIN_VALUE to 0. Cached: the
+    same few transactional ids and groups ask on every request."""
     h = java_string_hash(key)
     return (0 if h == -(2**31) else abs(h)) % partitions
 
