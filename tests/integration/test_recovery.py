@@ -28,6 +28,16 @@ def _batches_of(producer_id: int, count: int) -> list[bytes]:
                         producer_id=producer_id, producer_epoch=0, base_sequence=s) for s in range(count)]
 
 
+def _produce_batches(broker, topic: str, count: int) -> tuple[int, list[bytes], list[int]]:
+    """A new idempotent producer id and `count` one-record batches produced with it:
+    (producer id, the batches, their offsets)."""
+    with WireClient(broker.bootstrap) as client:
+        producer_id = client.call(request(22, 4, transactional_id=None, transaction_timeout=60000,
+                                          producer_id=-1, producer_epoch=-1)).producer_id
+        batches = _batches_of(producer_id, count)
+        return producer_id, batches, [_produce(client, topic, b).base_offset for b in batches]
+
+
 def test_a_segment_torn_in_the_middle_of_a_batch_is_cut_back_at_start_up(fresh_broker, topic_name):
     broker = fresh_broker()
     create_topic(broker.bootstrap, topic_name, 1)
@@ -67,11 +77,7 @@ def test_deleted_index_files_are_rebuilt(fresh_broker, topic_name):
 def test_a_corrupt_snapshot_is_skipped_and_a_retry_still_gets_its_original_offset(fresh_broker, topic_name):
     broker = fresh_broker(log_segment_bytes=1000)
     create_topic(broker.bootstrap, topic_name, 1)
-    with WireClient(broker.bootstrap) as client:
-        producer_id = client.call(request(22, 4, transactional_id=None, transaction_timeout=60000,
-                                                 producer_id=-1, producer_epoch=-1)).producer_id
-        batches = _batches_of(producer_id, 40)
-        offsets = [_produce(client, topic_name, b).base_offset for b in batches]
+    producer_id, batches, offsets = _produce_batches(broker, topic_name, 40)
     broker.stop()
     snapshots = sorted(glob.glob(os.path.join(_partition_dir(broker, topic_name), "*.snapshot")))
     assert len(snapshots) == 2, "the two newest snapshots are kept"
@@ -89,11 +95,7 @@ def test_a_corrupt_snapshot_is_skipped_and_a_retry_still_gets_its_original_offse
 def test_without_any_snapshot_the_log_replay_gives_the_same_state(fresh_broker, topic_name):
     broker = fresh_broker(log_segment_bytes=1000)
     create_topic(broker.bootstrap, topic_name, 1)
-    with WireClient(broker.bootstrap) as client:
-        producer_id = client.call(request(22, 4, transactional_id=None, transaction_timeout=60000,
-                                                 producer_id=-1, producer_epoch=-1)).producer_id
-        batches = _batches_of(producer_id, 30)
-        offsets = [_produce(client, topic_name, b).base_offset for b in batches]
+    producer_id, batches, offsets = _produce_batches(broker, topic_name, 30)
     broker.stop()
     for snapshot in glob.glob(os.path.join(_partition_dir(broker, topic_name), "*.snapshot")):
         os.unlink(snapshot)
