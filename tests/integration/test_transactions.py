@@ -236,3 +236,34 @@ def test_write_txn_markers_over_the_wire_writes_the_marker_and_moves_the_lso(bro
         assert lso() == 2  # the record and the marker
 
     assert read_all(broker.bootstrap, topic_name, [0], isolation="read_committed")[0] == [b"held"]
+
+
+def test_list_transactions_and_describe_producers_show_the_coordinator_and_partition_state(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    open_id, done_id = f"listed-open-{topic_name}", f"listed-done-{topic_name}"
+    open_txn = transactional_producer(broker.bootstrap, open_id, **{"transaction.timeout.ms": 60000})
+    open_txn.begin_transaction()
+    open_txn.produce(topic_name, value=b"pending", partition=0)
+    open_txn.flush(30)
+    done = transactional_producer(broker.bootstrap, done_id)
+    done.begin_transaction()
+    done.produce(topic_name, value=b"done", partition=0)
+    done.commit_transaction(30)
+
+    with WireClient(broker.bootstrap) as client:
+        ongoing = client.call(request(66, 1, state_filters=["Ongoing"], producer_id_filters=[], duration_filter=-1))
+        ongoing_ids = {t.transactional_id for t in ongoing.transaction_states}
+        assert open_id in ongoing_ids and done_id not in ongoing_ids
+        everything = client.call(request(66, 0, state_filters=[], producer_id_filters=[]))
+        states = {t.transactional_id: t.transaction_state for t in everything.transaction_states}
+        assert states[open_id] == "Ongoing" and states[done_id] == "CompleteCommit"
+        unknown = client.call(request(66, 0, state_filters=["Sleeping"], producer_id_filters=[]))
+        assert list(unknown.unknown_state_filters) == ["Sleeping"]
+
+        producers = client.call(request(61, 0, topics=[{"name": topic_name, "partition_indexes": [0]}]))
+        active = producers.topics[0].partitions[0].active_producers
+        header = [h for h, _ in _batches(broker.data_dir, topic_name) if not h.is_control][0]
+        by_id = {p.producer_id: p for p in active}
+        assert by_id[header.producer_id].current_txn_start_offset == 0  # the open transaction
+        assert any(p.current_txn_start_offset == -1 for p in active)  # the committed one
+    open_txn.abort_transaction(30)
