@@ -2,9 +2,10 @@
 
 Decoding a request is: `parse_request_header` (by hand, with `struct`: it is on every
 request and needs nothing from kio), then `decode_request` with the kio reader cached
-for that (api_key, version). Encoding a response is `encode_response`, which returns a
-list of byte chunks, size prefix first, ready for `transport.writelines`: large values
-(record data) are passed through as their own chunk, never copied into a bigger buffer.
+for that (api_key, version). Encoding a response is `encode_response`, with the writer
+compiled from the kio class (protocol/compiled_writers.py); it returns a list of byte
+chunks, size prefix first, ready for `transport.writelines`: large values (record data)
+are passed through as their own chunk, never copied into a bigger buffer.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -27,6 +28,7 @@ from kio.serial._introspect import (
 )
 from kio.serial._parse import get_reader
 
+from .compiled_writers import compiled_writer
 from .varint import VarintError, read_uvarint, write_uvarint
 
 _HEADER_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -68,11 +70,6 @@ def response_class(api_key: int, version: int) -> type | None:
 @cache
 def _reader(cls: type) -> Any:
     return entity_reader(cls)
-
-
-@cache
-def _writer(cls: type) -> Any:
-    return entity_writer(cls)
 
 
 # --- request side ---------------------------------------------------------------------
@@ -246,7 +243,7 @@ def encode_response(correlation_id: int, response: Any, api_key: int | None = No
     if response_header_is_flexible(key, cls.__version__, cls):
         header += b"\x00"  # no tagged fields in the response header
     out.write(header)
-    _writer(cls)(out, response)
+    compiled_writer(cls)(out.write, response)
     return out.frame()
 
 
@@ -262,7 +259,7 @@ def encode_request(correlation_id: int, client_id: str, request: Any) -> bytes:
     out.write(_HEADER_PREFIX.pack(cls.__api_key__, cls.__version__, correlation_id, len(raw_id)) + raw_id)
     if cls.__flexible__:
         out.write(b"\x00")
-    _writer(cls)(out, request)
+    compiled_writer(cls)(out.write, request)
     return b"".join(out.frame())
 
 
