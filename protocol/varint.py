@@ -12,7 +12,13 @@ class VarintError(ValueError):
     """Bytes that do not hold a varint: truncated, or longer than 64 bits."""
 
 
+# Small values, which most lengths, deltas and tag counts are, are one byte: looked up.
+_ONE_BYTE = tuple(bytes([n]) for n in range(128))
+
+
 def write_uvarint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _ONE_BYTE[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
