@@ -1,11 +1,13 @@
 """One client connection: frames in, responses out, in request order.
 
-`data_received` only splits the byte stream into frames (checking each size before
-buffering a byte of it) and queues them. One worker task per connection takes the
-frames in order, runs the handler, and writes the response. Like Kafka, a connection's
-requests are processed one at a time, so responses leave in request order; clients
-pipeline (librdkafka keeps up to 5 in flight) and the next frames wait, already read,
-in the queue.
+`data_received` splits the byte stream into frames (checking each size before
+buffering a byte of it). A request that cannot wait on anything (all but a long-polling
+Fetch and a group's JoinGroup/SyncGroup) is served right there when nothing is ahead of
+it; the others, and everything after them, are queued for the connection's worker task,
+which takes the frames in order, runs the handler, and writes the response. Like Kafka,
+a connection's requests are processed one at a time, so responses leave in request
+order; clients pipeline (librdkafka keeps up to 5 in flight) and the next frames wait,
+already read, in the queue.
 
 Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
 header, unknown API) closes this connection with a log line; every other connection
@@ -28,7 +30,7 @@ from protocol.codec import MalformedRequest, decode_request, encode_response, pa
 from protocol.framing import FrameError, FrameReader
 
 from .faults import ERROR
-from .handlers import HANDLERS, RequestContext, api_versions_fallback
+from .handlers import HANDLERS, MAY_WAIT, RequestContext, api_versions_fallback
 from .logging import get_logger
 
 if TYPE_CHECKING:
@@ -75,6 +77,8 @@ class Connection(asyncio.Protocol):
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
+        if frames and self._worker_idle():
+            frames = self._serve_inline(frames)
         if frames:
             self._frames.extend(frames)
             self._wake()
@@ -106,6 +110,44 @@ class Connection(asyncio.Protocol):
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         self._drained = None
+
+    # --- serving at once -----------------------------------------------------------------
+
+    def _worker_idle(self) -> bool:
+        """Nothing is queued or being served, and the client is reading what we send."""
+        return (not self._frames and self._wakeup is not None and not self._wakeup.done()
+                and self._drained is None and not self._closing)
+
+    def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
+        """Serve, right here in data_received, the frames whose handling cannot wait on
+        anything; returns the rest (from the first that may wait) for the worker.
+
+        Most requests never wait: their handlers are `async` only to share one calling
+        convention with those that do (see handlers.MAY_WAIT). Serving them here saves
+        the hop through the worker task, which is a good part of a short request's round
+        trip. Order holds: this runs only when the worker has nothing queued or in hand,
+        and stops at the first request that has to go to it."""
+        broker = self.broker
+        if broker.faults.armed or broker.group_commit is not None:
+            return frames  # a fault may delay a response; --fsync waits for the disk
+        for i, frame in enumerate(frames):
+            if (self._drained is not None  # the client stopped reading: the worker waits for it
+                    or len(frame) < 2 or int.from_bytes(frame[:2], "big", signed=True) in MAY_WAIT):
+                return frames[i:]
+            serving = self._serve(frame)
+            try:
+                serving.send(None)
+            except StopIteration as done:
+                if not done.value:  # the connection was closed
+                    return []
+                continue
+            # A handler outside MAY_WAIT waited: a bug (tests/unit/test_handlers.py guards
+            # against it). Close this connection rather than answer out of order.
+            serving.close()
+            log.error("a request that cannot wait waited; closing the connection", peer=self.peer)
+            self.close()
+            return []
+        return []
 
     # --- the worker ----------------------------------------------------------------------
 
@@ -181,8 +223,19 @@ class Connection(asyncio.Protocol):
             return False
         if response is not None and (fault is None or await faults.before_response(fault, self)):
             self._send(header.correlation_id, response)
+        if ctx.deferred is not None:
+            self._run_deferred(ctx, api.name)
         self.broker.metrics.request_served(header.api_key, perf_counter() - started, response)
         return self.transport is not None and not self.transport.is_closing()
+
+    def _run_deferred(self, ctx: RequestContext, api_name: str) -> None:
+        """What the handler left for after its response (RequestContext.after_response).
+        Synchronous, in this same step of the event loop: nothing runs in between."""
+        for work in ctx.deferred or ():
+            try:
+                work()
+            except Exception:  # noqa: BLE001 - the response is sent; log, keep serving
+                log.exception("work after the response failed", api=api_name, client_id=ctx.header.client_id)
 
     def _send(self, correlation_id: int, response: object) -> None:
         if self.transport is None or self.transport.is_closing():

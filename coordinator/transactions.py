@@ -78,6 +78,8 @@ class TransactionCoordinator:
         self.max_timeout_ms = max_timeout_ms
         self.clock = clock
         self.transactions: dict[str, TxnRecord] = {}
+        # The test hook that stops the broker between the two phases of an end.
+        self._crash_after_prepare = bool(os.environ.get(CRASH_AFTER_PREPARE_ENV))
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -208,9 +210,15 @@ class TransactionCoordinator:
     # --- ending --------------------------------------------------------------------------
 
     def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool,
-                bump_epoch: bool = False) -> tuple[int, int]:
+                bump_epoch: bool = False, complete: bool = True) -> tuple[int, int]:
         """Commit or abort. With `bump_epoch` (EndTxn v5, transaction version 2) the
-        producer gets a new epoch with every end. Returns (producer id, epoch)."""
+        producer gets a new epoch with every end. Returns (producer id, epoch): those
+        the producer has once the transaction is complete.
+
+        With `complete=False` the transaction is only prepared (PrepareCommit or
+        PrepareAbort is in the log, so its outcome is decided) and the caller finishes
+        it with `complete(txn_id)`: the EndTxn handler answers in between, as Kafka
+        answers once the prepare is written."""
         txn = self.transactions.get(txn_id)
         if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
             if bump_epoch and txn is not None and txn.previous_producer_id == producer_id:
@@ -224,9 +232,12 @@ class TransactionCoordinator:
                              f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
         state = txn.state
         if state is TxnState.ONGOING:
-            self._end(txn_id, txn, commit, bump_epoch)
-            current = self.transactions[txn_id]
-            return current.producer_id, current.producer_epoch
+            prepared = self._prepare_end(txn_id, txn, commit, bump_epoch)
+            if complete:
+                self._complete(txn_id, prepared)
+            if prepared.next_producer_id != NO_PRODUCER_ID:
+                return prepared.next_producer_id, 0
+            return prepared.producer_id, prepared.producer_epoch
         if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             # A retry of an end that already happened succeeds; the other outcome cannot.
             if commit == (state is TxnState.COMPLETE_COMMIT):
@@ -243,7 +254,7 @@ class TransactionCoordinator:
             return txn.producer_id, txn.producer_epoch
         raise KafkaError(ErrorCode.invalid_txn_state, "retried EndTxn does not match the completed transaction")
 
-    def _end(self, txn_id: str, txn: TxnRecord, commit: bool, bump_epoch: bool = False) -> None:
+    def _prepare_end(self, txn_id: str, txn: TxnRecord, commit: bool, bump_epoch: bool = False) -> TxnRecord:
         prepared = replace(txn, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
         if bump_epoch:
             # Transaction version 2: the markers carry the next epoch, fencing the one that
@@ -253,9 +264,16 @@ class TransactionCoordinator:
             if txn.producer_epoch >= MAX_EPOCH:
                 prepared.next_producer_id = self.producer_ids.allocate()
         self._persist(txn_id, prepared)
-        if os.environ.get(CRASH_AFTER_PREPARE_ENV):
+        if self._crash_after_prepare:
             os._exit(17)
-        self._complete(txn_id, prepared)
+        return prepared
+
+    def complete(self, txn_id: str) -> None:
+        """Finish the prepared transaction of `txn_id` (see end_txn); a no-op if it is
+        not prepared (anymore)."""
+        txn = self.transactions.get(txn_id)
+        if txn is not None and txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            self._complete(txn_id, txn)
 
     def _complete(self, txn_id: str, txn: TxnRecord) -> None:
         """Write the markers of a prepared transaction, then record it complete."""

@@ -52,6 +52,11 @@ HANDLERS: dict[int, Handler] = {
     apis.INCREMENTAL_ALTER_CONFIGS.key: configs.handle_incremental_alter_configs,
 }
 
+# The APIs whose handlers may wait (a long-polling Fetch, a group's rebalance). Every
+# other handler runs to its end without giving the event loop a turn, so the connection
+# serves it as soon as it is read (Connection._serve_inline).
+MAY_WAIT: frozenset[int] = frozenset({apis.FETCH.key, apis.JOIN_GROUP.key, apis.SYNC_GROUP.key})
+
 api_versions_fallback = api_versions.unsupported_version_response
 
-__all__ = ("HANDLERS", "RequestContext", "api_versions_fallback")
+__all__ = ("HANDLERS", "MAY_WAIT", "RequestContext", "api_versions_fallback")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from protocol.codec import RequestHeader, response_class
 from protocol.entities import make
@@ -18,6 +18,8 @@ class RequestContext:
     broker: "Broker"
     header: RequestHeader
     connection: "Connection"
+    # Work the handler leaves for after its response is on its way (see after_response).
+    deferred: list[Callable[[], None]] | None = None
 
     @property
     def version(self) -> int:
@@ -26,6 +28,14 @@ class RequestContext:
     @property
     def response_class(self) -> type:
         return response_class(self.header.api_key, self.header.api_version)
+
+    def after_response(self, work: Callable[[], None]) -> None:
+        """Run `work` right after the response is handed to the socket, before this
+        connection's next request and before anything else on the event loop: the
+        client is not kept waiting for it, and no one can see the state in between."""
+        if self.deferred is None:
+            self.deferred = []
+        self.deferred.append(work)
 
     def respond(self, **values: Any) -> Any:
         """The response entity of the client's version, from version-agnostic values."""

@@ -91,13 +91,18 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.broker.transactions
+    txn_id = request.transactional_id
     try:
-        producer_id, epoch = ctx.broker.transactions.end_txn(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
-            bump_epoch=ctx.version >= 5,
-        )
+        # As Kafka: the answer goes out once PrepareCommit/PrepareAbort is in the log (the
+        # outcome is decided and survives a crash); the markers and CompleteCommit/
+        # CompleteAbort are written right after it leaves, before this connection's next
+        # request, so the producer's next AddPartitionsToTxn finds the transaction done.
+        producer_id, epoch = coordinator.end_txn(txn_id, request.producer_id, request.producer_epoch,
+                                                 request.committed, bump_epoch=ctx.version >= 5, complete=False)
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+    ctx.after_response(lambda: coordinator.complete(txn_id))
     return ctx.respond(error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
 
 
