@@ -1,13 +1,13 @@
 """One client connection: frames in, responses out, in request order.
 
 `data_received` splits the byte stream into frames (checking each size before
-buffering a byte of it). A request that cannot wait on anything (all but a long-polling
-Fetch and a group's JoinGroup/SyncGroup) is served right there when nothing is ahead of
-it; the others, and everything after them, are queued for the connection's worker task,
-which takes the frames in order, runs the handler, and writes the response. Like Kafka,
-a connection's requests are processed one at a time, so responses leave in request
-order; clients pipeline (librdkafka keeps up to 5 in flight) and the next frames wait,
-already read, in the queue.
+buffering a byte of it). A request of up to 64 KiB that cannot wait on anything (all
+but a long-polling Fetch and a group's JoinGroup/SyncGroup) is served right there when
+nothing is ahead of it; the others, and everything after them, are queued for the
+connection's worker task, which takes the frames in order, runs the handler, and
+writes the response. Like Kafka, a connection's requests are processed one at a time,
+so responses leave in request order; clients pipeline (librdkafka keeps up to 5 in
+flight) and the next frames wait, already read, in the queue.
 
 Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
 header, unknown API) closes this connection with a log line; every other connection
