@@ -32,7 +32,7 @@ from typing import IO, Callable, Protocol
 
 from confluent_kafka.admin import AdminClient
 
-from broker.testing import BrokerProcess
+from ottla.broker.testing import BrokerProcess
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0

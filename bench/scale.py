@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from broker.testing import BrokerProcess
+from ottla.broker.testing import BrokerProcess
 
 from .workloads import BenchProducer, ClientErrors, Job, create_topic
 

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, Callable, Iterable
 
-from protocol import apis
+from ottla.protocol import apis
 
 from .client import GROUP_KEY, TRANSACTION_KEY, ClientError, Cluster, check
 

@@ -18,11 +18,11 @@ import socket
 import struct
 from typing import Any
 
-from protocol import apis
-from protocol.apis import Api
-from protocol.codec import decode_response, encode_request, request_class
-from protocol.entities import make
-from protocol.errors import ErrorCode
+from ottla.protocol import apis
+from ottla.protocol.apis import Api
+from ottla.protocol.codec import decode_response, encode_request, request_class
+from ottla.protocol.entities import make
+from ottla.protocol.errors import ErrorCode
 
 # The highest version the tools are written for, where it is below Ottla's own: from
 # Fetch v13 on, topics are named by id, and the tools name them.

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
-from storage.log_config import TOPIC_CONFIGS, LogConfig
+from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 
 def _bool(text: str) -> bool:

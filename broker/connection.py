@@ -25,9 +25,9 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING
 
-from protocol.apis import API_VERSIONS, SUPPORTED
-from protocol.codec import MalformedRequest, decode_request, encode_response, parse_request_header, request_class
-from protocol.framing import FrameError, FrameReader
+from ottla.protocol.apis import API_VERSIONS, SUPPORTED
+from ottla.protocol.codec import MalformedRequest, decode_request, encode_response, parse_request_header, request_class
+from ottla.protocol.framing import FrameError, FrameReader
 
 from .faults import ERROR
 from .handlers import HANDLERS, MAY_WAIT, RequestContext, api_versions_fallback

@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import IO, Iterator
 
-from protocol import apis
-from protocol.batch import BatchHeader, HEADER_SIZE, LOG_OVERHEAD, build_batch, encode_record, iter_records
-from protocol.control import ControlType, parse_marker
+from ottla.protocol import apis
+from ottla.protocol.batch import BatchHeader, HEADER_SIZE, LOG_OVERHEAD, build_batch, encode_record, iter_records
+from ottla.protocol.control import ControlType, parse_marker
 
 from .admin_cli import DEFAULT_BOOTSTRAP, run_tool
 from .client import ClientError, Cluster, check

@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Iterable, TextIO
 
-from coordinator import offsets_log, transaction_log
-from protocol.batch import (
+from ottla.coordinator import offsets_log, transaction_log
+from ottla.protocol.batch import (
     COMPRESSION_NAMES,
     DELETE_HORIZON_FLAG,
     HEADER_SIZE,
@@ -32,11 +32,11 @@ from protocol.batch import (
     crc_is_valid,
     iter_records,
 )
-from protocol.control import parse_marker
-from storage.index import read_offset_index_file, read_time_index_file
-from storage.producer_state import read_snapshot_file
-from storage.txn_index import VERSION as TXN_INDEX_VERSION
-from storage.txn_index import read_txn_index_file
+from ottla.protocol.control import parse_marker
+from ottla.storage.index import read_offset_index_file, read_time_index_file
+from ottla.storage.producer_state import read_snapshot_file
+from ottla.storage.txn_index import VERSION as TXN_INDEX_VERSION
+from ottla.storage.txn_index import read_txn_index_file
 
 # A record's key and value as the texts printed after `key:` and `payload:`; None
 # leaves the field out, as Kafka's parsers do.

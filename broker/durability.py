@@ -18,8 +18,8 @@ import asyncio
 import os
 from typing import Iterable
 
-from storage.log import PartitionLog
-from storage.log_manager import LogManager
+from ottla.storage.log import PartitionLog
+from ottla.storage.log_manager import LogManager
 
 
 class GroupCommit:

@@ -28,9 +28,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocol.apis import PRODUCE, SUPPORTED
-from protocol.error_responses import error_response, has_error_response, named_partitions, names_topics
-from protocol.errors import ErrorCode
+from ottla.protocol.apis import PRODUCE, SUPPORTED
+from ottla.protocol.error_responses import error_response, has_error_response, named_partitions, names_topics
+from ottla.protocol.errors import ErrorCode
 
 from .logging import get_logger
 

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
-from coordinator.groups import GroupState
-from coordinator.transaction_log import TxnState
-from protocol.apis import SUPPORTED
-from protocol.errors import ErrorCode
+from ottla.coordinator.groups import GroupState
+from ottla.coordinator.transaction_log import TxnState
+from ottla.protocol.apis import SUPPORTED
+from ottla.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from .server import Broker

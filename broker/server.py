@@ -16,14 +16,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from coordinator.groups import GroupConfig, GroupCoordinator
-from coordinator.markers import MarkerWriter
-from coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
-from coordinator.producer_ids import ProducerIdAllocator
-from coordinator.transactions import INTERNAL_TOPIC_CONFIGS, TransactionCoordinator
+from ottla.coordinator.groups import GroupConfig, GroupCoordinator
+from ottla.coordinator.markers import MarkerWriter
+from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
+from ottla.coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.transactions import INTERNAL_TOPIC_CONFIGS, TransactionCoordinator
 
-from storage import compaction
-from storage.log_manager import LogManager, Topic
+from ottla.storage import compaction
+from ottla.storage.log_manager import LogManager, Topic
 
 from .admin_http import AdminServer
 from .config import BrokerConfig, Listener, listener_text

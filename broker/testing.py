@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Iterator
 
-from protocol.apis import CREATE_TOPICS
+from ottla.protocol.apis import CREATE_TOPICS
 
 from .client import Cluster, check
 
@@ -104,7 +104,7 @@ class BrokerProcess:
         self._log_file = None
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+        cmd = [sys.executable, "-m", "ottla.broker.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
                "--data-dir", self.data_dir, "--log-level", "info"]
         for key, value in self.properties.items():
             cmd += ["--override", f"{key}={value}"]
@@ -114,7 +114,7 @@ class BrokerProcess:
         self._log_file = open(self.log_path, "a")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=self._log_file, text=True,
-                                        env=env, cwd=_project_root())
+                                        env=env, cwd=os.path.dirname(os.path.abspath(self.data_dir)))
         ready = threading.Event()
         lines: list[str] = []
 
@@ -204,10 +204,6 @@ class BrokerProcess:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.log_path)
-
-
-def _project_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @contextlib.contextmanager

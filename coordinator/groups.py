@@ -30,10 +30,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record, iter_records
-from protocol.control import ControlType, parse_marker
-from protocol.errors import ErrorCode, KafkaError
-from storage.log_manager import LogManager
+from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record, iter_records
+from ottla.protocol.control import ControlType, parse_marker
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_manager import LogManager
 
 from .offsets_log import (
     TOPIC,

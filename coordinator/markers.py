@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from protocol.control import ControlType, EndTxnMarker
-from protocol.errors import ErrorCode, KafkaError
-from storage.log_manager import LogManager
+from ottla.protocol.control import ControlType, EndTxnMarker
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_manager import LogManager
 
 MarkerListener = Callable[[str, int, int, bool], None]  # topic, partition, producer id, committed
 

@@ -19,7 +19,7 @@ import struct
 from functools import lru_cache
 from dataclasses import dataclass, field
 
-from protocol.varint import read_uvarint, write_uvarint
+from ottla.protocol.varint import read_uvarint, write_uvarint
 
 TOPIC = "__transaction_state"
 KEY_VERSION = 0

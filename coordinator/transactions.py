@@ -23,9 +23,9 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from protocol.batch import BatchHeader, build_batch, encode_record, iter_records
-from protocol.errors import ErrorCode, KafkaError
-from storage.log_manager import LogManager
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_manager import LogManager
 
 from .markers import MarkerWriter
 from .producer_ids import ProducerIdAllocator

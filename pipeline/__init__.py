@@ -1,7 +1,7 @@
 """Ottla's connector for Spark: `format("ottla")` for batch and streaming reads and
 writes of Kafka topics, on PySpark's Python Data Source API and confluent-kafka.
 
-    import pipeline
+    from ottla import pipeline
     pipeline.register(spark)
     spark.readStream.format("ottla").option("kafka.bootstrap.servers", "127.0.0.1:9092") \\
         .option("subscribe", "orders").load()
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from pipeline.datasource import OttlaDataSource
+from ottla.pipeline.datasource import OttlaDataSource
 
 
 def register(spark: SparkSession) -> None:

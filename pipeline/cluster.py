@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from pipeline.offsets import PartitionOffsets
+from ottla.pipeline.offsets import PartitionOffsets
 
 TIMEOUT_S = 30.0
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from pipeline.options import SinkOptions, SourceOptions
-from pipeline.sink import Columns, OttlaBatchWriter, OttlaStreamWriter
-from pipeline.source import SCHEMA, OttlaBatchReader, OttlaStreamReader
+from ottla.pipeline.options import SinkOptions, SourceOptions
+from ottla.pipeline.sink import Columns, OttlaBatchWriter, OttlaStreamWriter
+from ottla.pipeline.source import SCHEMA, OttlaBatchReader, OttlaStreamReader
 
 
 class OttlaDataSource(DataSource):

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from pipeline.cluster import Subscription
-from pipeline.offsets import PartitionOffsets, parse_spec
+from ottla.pipeline.cluster import Subscription
+from ottla.pipeline.offsets import PartitionOffsets, parse_spec
 
 KAFKA_PREFIX = "kafka."
 

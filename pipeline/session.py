@@ -1,6 +1,6 @@
 """A local Spark session with `format("ottla")` registered: for the example job, the
 tests, and a developer's machine. A cluster job builds its own session and calls
-`pipeline.register(spark)`."""
+`ottla.pipeline.register(spark)`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-import pipeline
-
-
+from ottla import pipeline
 def local_session(app_name: str, cores: int = 2, shuffle_partitions: int = 2) -> SparkSession:
     # Spark's Python workers must run the interpreter that has pyspark, confluent-kafka
     # and this package: the current one. Binding to the loopback address avoids

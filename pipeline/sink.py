@@ -29,8 +29,8 @@ from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from pipeline.ledger import BatchLedger, transactional_id
-from pipeline.options import SinkOptions
+from ottla.pipeline.ledger import BatchLedger, transactional_id
+from ottla.pipeline.options import SinkOptions
 
 TIMEOUT_S = 60.0
 # Local properties that Spark's micro-batch engine sets on every task of a batch: the

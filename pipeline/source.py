@@ -25,10 +25,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
-from pipeline import offsets
-from pipeline.cluster import PartitionBounds, bounds
-from pipeline.offsets import DataLossError, PartitionOffsets
-from pipeline.options import SourceOptions
+from ottla.pipeline import offsets
+from ottla.pipeline.cluster import PartitionBounds, bounds
+from ottla.pipeline.offsets import DataLossError, PartitionOffsets
+from ottla.pipeline.options import SourceOptions
 
 # The schema of Spark's Kafka source (there, headers need includeHeaders=true; here they
 # are always present, null for a record without headers, as in Spark).

@@ -19,9 +19,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
-from protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
-from protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
-from protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
+from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 DELETE, COMPACT = "delete", "compact"
 LONG_MAX = 2**63 - 1

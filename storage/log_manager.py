@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 from . import compaction
 from .checkpoints import (

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from protocol.batch import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
-from protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.batch import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 BATCHES_TO_KEEP = 5
 SNAPSHOT_SUFFIX = ".snapshot"

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, OFFSET_AND_LENGTH, BatchHeader, compute_crc
+from ottla.protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, OFFSET_AND_LENGTH, BatchHeader, compute_crc
 
 from .index import OffsetIndex, TimeIndex
 from .txn_index import TransactionIndex

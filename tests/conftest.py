@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from broker.testing import BrokerProcess
+from ottla.broker.testing import BrokerProcess
 
 
 @pytest.fixture(scope="module")

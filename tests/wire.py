@@ -8,9 +8,9 @@ import socket
 import struct
 from typing import Any
 
-from broker.client import recv_exactly
-from protocol.codec import decode_response, encode_request, request_class
-from protocol.entities import make
+from ottla.broker.client import recv_exactly
+from ottla.protocol.codec import decode_response, encode_request, request_class
+from ottla.protocol.entities import make
 
 
 def request(api_key: int, version: int, **values: Any) -> Any:

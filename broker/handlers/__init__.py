@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from protocol import apis
+from ottla.protocol import apis
 
 from . import api_versions, configs, coordinators, fetch, groups, list_offsets, metadata, produce, topics, transactions
 from .context import RequestContext

@@ -6,10 +6,10 @@ from typing import Any
 
 from .context import RequestContext
 
-from protocol.apis import SUPPORTED
-from protocol.codec import response_class
-from protocol.entities import make
-from protocol.errors import ErrorCode
+from ottla.protocol.apis import SUPPORTED
+from ottla.protocol.codec import response_class
+from ottla.protocol.entities import make
+from ottla.protocol.errors import ErrorCode
 
 
 def _api_keys() -> list[dict[str, int]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode, KafkaError
-from storage.log_config import TOPIC_CONFIGS, LogConfig
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from .context import RequestContext
 

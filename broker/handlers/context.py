@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from protocol.codec import RequestHeader, response_class
-from protocol.entities import make
+from ottla.protocol.codec import RequestHeader, response_class
+from ottla.protocol.entities import make
 
 if TYPE_CHECKING:
     from ..connection import Connection

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .context import RequestContext
 

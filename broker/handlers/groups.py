@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from coordinator.groups import GroupState
-from coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
-from coordinator.offsets_log import CommittedOffset
-from protocol.errors import ErrorCode, KafkaError
+from ottla.coordinator.groups import GroupState
+from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
+from ottla.coordinator.offsets_log import CommittedOffset
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .context import RequestContext
 

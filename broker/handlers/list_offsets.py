@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode
 
 from .context import RequestContext
 

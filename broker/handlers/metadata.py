@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode, KafkaError
-from storage.log_manager import Topic
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_manager import Topic
 
 from .context import RequestContext
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.batch import BatchTooLarge, InvalidBatch, iter_records, validate_produced_batch
-from protocol.errors import ErrorCode, KafkaError
-from storage.log_manager import INTERNAL_TOPICS
+from ottla.protocol.batch import BatchTooLarge, InvalidBatch, iter_records, validate_produced_batch
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_manager import INTERNAL_TOPICS
 
 from ..logging import get_logger
 from .context import RequestContext

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .context import RequestContext
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.transaction_log import TxnState
-from protocol.errors import ErrorCode, KafkaError
+from ottla.coordinator.transaction_log import TxnState
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .context import RequestContext
 

@@ -4,7 +4,7 @@ transactions, some of which abort.
     {"order_id": "o-000042", "customer": "c-07", "amount_cents": 1299,
      "event_time": "2026-01-05T10:15:42.123Z"}
 
-    python -m pipeline.examples.orders --bootstrap 127.0.0.1:9092 --topic orders --count 2000
+    python -m ottla.pipeline.examples.orders --bootstrap 127.0.0.1:9092 --topic orders --count 2000
 
 Every `abort_every`-th transaction is aborted after its records reached the broker, so
 the topic really holds aborted records (and their ABORT markers) that a read_committed

@@ -1,7 +1,7 @@
 """Revenue per customer per minute, from a topic of order events (see `orders.py`),
 written to Parquet and to an Ottla topic.
 
-    python -m pipeline.examples.revenue --bootstrap 127.0.0.1:9092 --orders orders \\
+    python -m ottla.pipeline.examples.revenue --bootstrap 127.0.0.1:9092 --orders orders \\
         --output-topic revenue --parquet ./revenue.parquet
 
 A batch job: it reads every committed order up to the topic's last stable offset
@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from pipeline.session import local_session
+from ottla.pipeline.session import local_session
 
 ORDER_SCHEMA = StructType([
     StructField("order_id", StringType()),

@@ -7,8 +7,8 @@ import os
 import struct
 import time
 
-from protocol.batch import build_batch, encode_record
-from protocol.errors import ErrorCode
+from ottla.protocol.batch import build_batch, encode_record
+from ottla.protocol.errors import ErrorCode
 from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
 from tests.wire import WireClient, request
 

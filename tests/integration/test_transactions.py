@@ -8,11 +8,11 @@ import time
 import pytest
 from confluent_kafka import KafkaException
 
-from protocol.batch import BatchHeader
-from protocol.control import ControlType, parse_marker
-from protocol.errors import ErrorCode
-from storage.log import PartitionLog
-from storage.log_config import LogConfig
+from ottla.protocol.batch import BatchHeader
+from ottla.protocol.control import ControlType, parse_marker
+from ottla.protocol.errors import ErrorCode
+from ottla.storage.log import PartitionLog
+from ottla.storage.log_config import LogConfig
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all, transactional_producer
 from tests.wire import WireClient, request
 
@@ -21,7 +21,7 @@ def _batches(data_dir: str, topic: str, partition: int = 0) -> list[tuple[BatchH
     """The batches of a partition as they are on disk (read through the storage code,
     which only reads the files)."""
     log = PartitionLog(os.path.join(data_dir, f"{topic}-{partition}"), topic, partition, LogConfig())
-    from storage.segment import LogSegment
+    from ottla.storage.segment import LogSegment
     names = sorted(n for n in os.listdir(log.directory) if n.endswith(".log"))
     log.segments = [LogSegment(log.directory, int(n[:-4])) for n in names]
     return list(log.batches())

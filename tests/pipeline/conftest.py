@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pipeline.session import local_session
+from ottla.pipeline.session import local_session
 
 _cost = {"session start": 0.0, "tests": 0.0, "count": 0}
 

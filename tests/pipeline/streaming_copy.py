@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from pipeline.session import local_session
+from ottla.pipeline.session import local_session
 
 
 def start_copy(spark: SparkSession, bootstrap: str, source: str, sink: str, checkpoint: str,

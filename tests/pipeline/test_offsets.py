@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.offsets import DataLossError, continue_from, from_json, limit, parse_spec, resolve, to_json
+from ottla.pipeline.offsets import DataLossError, continue_from, from_json, limit, parse_spec, resolve, to_json
 
 EARLIEST = {("a", 0): 0, ("a", 1): 5, ("b", 0): 0}
 LATEST = {("a", 0): 100, ("a", 1): 50, ("b", 0): 10}

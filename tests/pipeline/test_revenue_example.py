@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
 
-from pipeline.examples.orders import make_orders, produce_orders
-from pipeline.examples.revenue import run
+from ottla.pipeline.examples.orders import make_orders, produce_orders
+from ottla.pipeline.examples.revenue import run
 from tests.clients import consume_partitions, create_topic
 
 

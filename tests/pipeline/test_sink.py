@@ -14,7 +14,7 @@ from pathlib import Path
 from pyspark.sql import Row
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField, StructType)
 
-from pipeline.sink import TEST_HOLD_BEFORE_CHECKPOINT_ENV
+from ottla.pipeline.sink import TEST_HOLD_BEFORE_CHECKPOINT_ENV
 from tests.clients import consume_partitions, create_topic, read_all, transactional_producer
 from tests.pipeline.streaming_copy import start_copy
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from protocol.batch import (
+from ottla.protocol.batch import (
     HEADER_SIZE,
     BatchHeader,
     BatchTooLarge,
@@ -19,7 +19,7 @@ from protocol.batch import (
     validate_produced_batch,
     with_offset_and_epoch,
 )
-from protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
+from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
 
 CAPTURED = os.path.join(os.path.dirname(__file__), "..", "data", "confluent_idempotent_batch.bin")
 

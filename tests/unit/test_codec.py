@@ -6,9 +6,9 @@ import struct
 
 from kio.serial import entity_writer
 
-from protocol.codec import ChunkWriter, decode_request, encode_response, parse_request_header, request_class
-from protocol.entities import make
-from protocol.errors import ErrorCode
+from ottla.protocol.codec import ChunkWriter, decode_request, encode_response, parse_request_header, request_class
+from ottla.protocol.entities import make
+from ottla.protocol.errors import ErrorCode
 
 
 def _encode_body(entity) -> bytes:
@@ -43,7 +43,7 @@ def test_unknown_tagged_fields_in_a_body_are_skipped():
 def test_make_fills_what_a_version_has_and_drops_what_it_lacks():
     v0 = make(request_class(3, 0), topics=[{"name": "a", "topic_id": None}], allow_auto_topic_creation=False)
     assert v0.topics[0].name == "a"
-    from protocol.codec import response_class
+    from ottla.protocol.codec import response_class
     produce_v3 = make(response_class(0, 3), responses=[{"name": "t", "partition_responses": [
         {"index": 0, "error_code": ErrorCode.none, "base_offset": 5, "log_append_time": None,
          "error_message": "dropped in v3", "record_errors": []}]}])
@@ -51,7 +51,7 @@ def test_make_fills_what_a_version_has_and_drops_what_it_lacks():
 
 
 def test_encoded_response_is_size_prefixed_chunks_with_records_uncopied():
-    from protocol.codec import response_class
+    from ottla.protocol.codec import response_class
     records = b"r" * 10_000
     response = make(response_class(1, 12), responses=[{"topic": "t", "partitions": [
         {"partition_index": 0, "records": records, "aborted_transactions": None}]}])
@@ -65,13 +65,13 @@ def test_encoded_response_is_size_prefixed_chunks_with_records_uncopied():
 
 
 def test_a_small_response_is_one_chunk():
-    from protocol.codec import response_class
+    from ottla.protocol.codec import response_class
     chunks = encode_response(3, make(response_class(26, 1), error_code=ErrorCode.none))
     assert len(chunks) == 1 and struct.unpack(">i", chunks[0][:4])[0] == len(chunks[0]) - 4
 
 
 def test_api_versions_response_always_uses_header_v0():
-    from protocol.codec import response_class
+    from ottla.protocol.codec import response_class
     chunks = encode_response(9, make(response_class(18, 3), error_code=ErrorCode.none, api_keys=[]))
     data = b"".join(bytes(c) for c in chunks)
     assert struct.unpack(">i", data[4:8])[0] == 9

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
-from protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record, iter_records
-from protocol.control import ControlType, EndTxnMarker
-from storage import compaction
-from storage.log import PartitionLog
-from storage.log_config import LogConfig
+from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record, iter_records
+from ottla.protocol.control import ControlType, EndTxnMarker
+from ottla.storage import compaction
+from ottla.storage.log import PartitionLog
+from ottla.storage.log_config import LogConfig
 
 NOW = 10_000_000
 CONFIG = LogConfig(cleanup_policy=("compact",), segment_bytes=600, min_cleanable_dirty_ratio=0.0,

@@ -25,7 +25,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from protocol.compiled_writers import compiled_writer
+from ottla.protocol.compiled_writers import compiled_writer
 
 LARGE_RECORDS = bytes(range(256)) * 40  # over ChunkWriter.LARGE: passed on as its own piece
 

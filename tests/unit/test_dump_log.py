@@ -13,14 +13,14 @@ import cramjam
 import crc32c
 import pytest
 
-from broker.cli import main
-from broker.dump_log import dump_files
-from coordinator import offsets_log
-from coordinator.transaction_log import TxnRecord, TxnState, encode_key, encode_value
-from protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
-from protocol.control import ControlType, EndTxnMarker
-from storage.log import PartitionLog
-from storage.log_config import LogConfig
+from ottla.broker.cli import main
+from ottla.broker.dump_log import dump_files
+from ottla.coordinator import offsets_log
+from ottla.coordinator.transaction_log import TxnRecord, TxnState, encode_key, encode_value
+from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
+from ottla.protocol.control import ControlType, EndTxnMarker
+from ottla.storage.log import PartitionLog
+from ottla.storage.log_config import LogConfig
 
 # One segment whatever the timestamps: markers are stamped with the current time.
 CONFIG = LogConfig(segment_ms=2**62, index_interval_bytes=1)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.durability import GroupCommit
-from protocol.batch import BatchHeader, build_batch, encode_record
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
+from ottla.broker.durability import GroupCommit
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
 
 
 async def test_concurrent_requests_share_fsyncs_and_move_the_recovery_point(tmp_path):

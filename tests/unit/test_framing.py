@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from protocol.framing import FrameError, FrameReader
+from ottla.protocol.framing import FrameError, FrameReader
 
 
 def framed(body: bytes) -> bytes:

@@ -7,7 +7,7 @@ import ast
 import inspect
 import textwrap
 
-from broker.handlers import HANDLERS, MAY_WAIT
+from ottla.broker.handlers import HANDLERS, MAY_WAIT
 
 
 def _waits(handler: object) -> bool:

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from protocol.batch import BatchHeader, build_batch, encode_record, iter_records
-from protocol.errors import ErrorCode, KafkaError
-from storage.log import PartitionLog
-from storage.log_config import LogConfig
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log import PartitionLog
+from ottla.storage.log_config import LogConfig
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256, max_message_bytes=100_000)
 

@@ -1,4 +1,4 @@
-from coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.producer_ids import ProducerIdAllocator
 
 
 def test_ids_are_never_handed_out_twice_across_restarts(tmp_path):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.batch import TRANSACTIONAL_FLAG, BatchHeader
-from protocol.errors import ErrorCode, KafkaError
-from storage.producer_state import ProducerStateManager, Verdict
+from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.producer_state import ProducerStateManager, Verdict
 
 PID = 1000
 INT32_MAX = 2**31 - 1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.markers import MarkerWriter
-from coordinator.producer_ids import ProducerIdAllocator
-from coordinator.transaction_log import (
+from ottla.coordinator.markers import MarkerWriter
+from ottla.coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.transaction_log import (
     TxnRecord,
     TxnState,
     decode_key,
@@ -16,10 +16,10 @@ from coordinator.transaction_log import (
     java_string_hash,
     partition_for,
 )
-from coordinator.transactions import MAX_EPOCH, TRANSITIONS, IllegalTransition, TransactionCoordinator, check_transition
-from protocol.errors import ErrorCode, KafkaError
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
+from ottla.coordinator.transactions import MAX_EPOCH, TRANSITIONS, IllegalTransition, TransactionCoordinator, check_transition
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
 
 S = TxnState
 ALLOWED = {
