@@ -185,11 +185,10 @@ class PartitionLog:
                 self.producer_state.check_epoch(header)
                 track_sequence = False
             else:
-                verdict, duplicate = self.producer_state.check(header)
+                verdict, duplicate = self.producer_state.check(header, self.log_end_offset)
                 if verdict is Verdict.DUPLICATE:
                     assert duplicate is not None
                     return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate=True)
-                track_sequence = verdict is Verdict.APPEND
         base_offset = self.log_end_offset
         self._write(records, header, base_offset)
         if header.has_producer_id:

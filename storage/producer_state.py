@@ -14,12 +14,12 @@ The rules are Kafka's (ProducerStateManager / ProducerAppendInfo):
   never seen may start anywhere;
 - a non-transactional batch while the producer has a transaction open is refused
   (INVALID_TXN_STATE).
-A retry older than the 5 cached batches cannot be recognised as a duplicate. The seeds
-and the foundation issue model this as Kafka's documented limit (why clients keep
-max.in.flight <= 5): the batch is appended again. Ottla does that, and leaves the
-producer's sequence state untouched by it so the producer's next batch still follows.
-(Kafka 4.x itself answers such a sequence, behind the last one, with
-OUT_OF_ORDER_SEQUENCE_NUMBER; a sequence *ahead* of last + 1 gets that here too.)
+The within-an-epoch rule covers both directions. A sequence ahead of last + 1 is a gap.
+A sequence behind it that matches none of the 5 cached batches is a retry of a batch
+acknowledged long ago (a producer with more than 5 requests in flight whose first
+acknowledgement was lost): it was written once already, so it is refused, never
+appended again. This is how Kafka 4 closes the duplicate hazard the seed describes.
+A refused batch changes no state.
 
 Snapshots (`<offset>.snapshot`) store one entry per producer in Kafka's format:
 version int16 (1), CRC-32C uint32 of what follows, then an int32 count of entries of
@@ -83,22 +83,16 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (last_seq == INT32_MAX and next_seq == 0)
 
 
-def _is_behind(last_seq: int, first_seq: int) -> bool:
-    """True if `first_seq` lies at or before `last_seq` in the wrapping sequence space
-    (a retry of an old batch), False if it is ahead of last + 1 (a gap)."""
-    distance = (first_seq - last_seq - 1) % (INT32_MAX + 1)
-    return distance >= (INT32_MAX + 1) // 2
-
-
 class Verdict(enum.Enum):
     APPEND = "append"
     DUPLICATE = "duplicate"  # acknowledge with the cached offsets, append nothing
-    STALE_RETRY = "stale retry"  # append, but do not let it move the sequence state
 
 
 class ProducerStateManager:
     def __init__(self, directory: str) -> None:
         self.directory = directory
+        # "topic-partition", as Kafka names the partition in its error messages.
+        self.topic_partition = os.path.basename(os.path.normpath(directory))
         self.producers: dict[int, ProducerEntry] = {}
         # producer id -> first offset of its open transaction in this partition.
         self.ongoing_txns: dict[int, int] = {}
@@ -107,42 +101,48 @@ class ProducerStateManager:
 
     # --- the append path -----------------------------------------------------------------
 
-    def check(self, header: BatchHeader) -> tuple[Verdict, BatchMetadata | None]:
-        """Validate a client batch against the producer's state: append it, or answer it
-        as a duplicate with the cached metadata. Raises KafkaError if it is refused."""
-        entry = self.producers.get(header.producer_id)
+    def check(self, header: BatchHeader, offset: int) -> tuple[Verdict, BatchMetadata | None]:
+        """Validate a client batch that would be written at `offset` against the
+        producer's state: append it, or answer it as a duplicate with the cached
+        metadata. Raises KafkaError (with Kafka's message) if it is refused; a refusal
+        changes nothing."""
+        pid = header.producer_id
+        entry = self.producers.get(pid)
         if entry is None:
             return Verdict.APPEND, None
         epoch, first_seq = header.producer_epoch, header.base_sequence
         duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
         if duplicate is not None:
             return Verdict.DUPLICATE, duplicate
-        verdict = Verdict.APPEND
+        where = f"producer {pid} at offset {offset} in partition {self.topic_partition}"
         if epoch < entry.epoch:
             raise KafkaError(
                 ErrorCode.invalid_producer_epoch,
-                f"epoch {epoch} is older than the current epoch {entry.epoch} of producer {header.producer_id}",
+                f"Epoch of producer {pid} at offset {offset} in {self.topic_partition} is {epoch}, "
+                f"which is smaller than the last seen epoch {entry.epoch}",
             )
         if epoch > entry.epoch:
             if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
                 raise KafkaError(
                     ErrorCode.out_of_order_sequence_number,
-                    f"a new epoch {epoch} must start at sequence 0, not {first_seq}",
+                    f"Invalid sequence number for new epoch of {where}: {epoch} (request epoch), "
+                    f"{first_seq} (seq. number), {entry.epoch} (current producer epoch)",
                 )
-        elif entry.batches and not _in_sequence(entry.last_seq, first_seq):
-            if _is_behind(entry.last_seq, first_seq):
-                verdict = Verdict.STALE_RETRY
-            else:
-                raise KafkaError(
-                    ErrorCode.out_of_order_sequence_number,
-                    f"sequence {first_seq} does not follow {entry.last_seq} (producer {header.producer_id}, epoch {epoch})",
-                )
+        elif entry.epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, first_seq):
+            # Ahead of last + 1 (a gap) or behind it and not cached (a retry of a batch
+            # already written and forgotten): either way Kafka refuses it. With no batch
+            # cached in this epoch (a marker began it) the expected sequence is 0.
+            raise KafkaError(
+                ErrorCode.out_of_order_sequence_number,
+                f"Out of order sequence number for {where}: {first_seq} (incoming seq. number), "
+                f"{entry.last_seq} (current end sequence number)",
+            )
         if not header.is_transactional and entry.current_txn_first_offset >= 0:
             raise KafkaError(
                 ErrorCode.invalid_txn_state,
-                f"producer {header.producer_id} sent a non-transactional batch while its transaction is open",
+                f"Expected transactional write from {where}",
             )
-        return verdict, None
+        return Verdict.APPEND, None
 
     def check_epoch(self, header: BatchHeader) -> None:
         """The epoch rule alone, for records a coordinator writes for a producer."""
@@ -156,7 +156,8 @@ class ProducerStateManager:
 
     def record(self, header: BatchHeader, base_offset: int, track_sequence: bool = True) -> None:
         """Update the producer's state for a batch written at `base_offset`. Also used to
-        replay the log at start-up, where no check is made."""
+        replay the log at start-up, where no check is made. `track_sequence` is False for
+        a coordinator's own records, which carry no sequence."""
         pid = header.producer_id
         self.changed = True
         entry = self.producers.get(pid)
