@@ -47,6 +47,11 @@ BASE_OFFSET_AND_EPOCH = struct.Struct(">q")
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAGIC_OFFSET = 16
+# The one header field a log reader needs besides offset and length, read on its own.
+LAST_OFFSET_DELTA_OFFSET = 23
+LAST_OFFSET_DELTA = struct.Struct(">i")
+# The only record batch format the broker stores (v2).
+CURRENT_MAGIC = 2
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_FLAG = 0x08
@@ -142,7 +147,7 @@ def validate_produced_batch(records: bytes | memoryview, max_message_bytes: int)
     if size < HEADER_SIZE:
         raise InvalidBatch(f"{size} bytes is shorter than a batch header", corrupt=True)
     header = BatchHeader.parse(records)
-    if header.magic != 2:
+    if header.magic != CURRENT_MAGIC:
         raise InvalidBatch(f"magic {header.magic}: only v2 record batches are accepted", corrupt=False)
     if header.size != size:
         if header.size < HEADER_SIZE or header.size > size:
@@ -177,7 +182,8 @@ def with_offset_and_epoch(batch: bytes | memoryview, base_offset: int, leader_ep
     are not copied."""
     view = batch if isinstance(batch, memoryview) else memoryview(batch)
     prefix = struct.pack(">qii", base_offset, len(view) - LOG_OVERHEAD, leader_epoch)
-    return [prefix, view[16:]]
+    # The prefix replaces the fields before magic: baseOffset, batchLength, leader epoch.
+    return [prefix, view[MAGIC_OFFSET:]]
 
 
 def build_batch(

@@ -1,6 +1,6 @@
 """Log compaction: keep only the latest record of each key in closed segments.
 
-A pass over one partition, as seed 004 and Kafka's LogCleaner describe it:
+A pass over one partition, as Kafka's LogCleaner does it:
 
 1. `plan` (on the event loop): the cleanable range runs from the log start to the first
    uncleanable offset: the active segment's base, the LSO (an open transaction's
@@ -183,7 +183,7 @@ def swap(log: PartitionLog, p: CleanPlan, cleaned: list[LogSegment]) -> bool:
                 os.unlink(path)
         replacement = LogSegment(original.directory, original.base_offset)
         replacement.load_state()
-        log.segments[log.segments.index(original)] = replacement
+        log.replace_segment(original, replacement)
     log.forget_read_positions()
     return True
 

@@ -108,6 +108,12 @@ class OffsetIndex(_SparseIndex):
             return self.base_offset, 0
         return self.base_offset + self.relative_offsets[i], self.positions[i]
 
+    def last_entry(self) -> tuple[int, int]:
+        """The last entry as (offset, position); the segment start if there is none."""
+        if not self.positions:
+            return self.base_offset, 0
+        return self.base_offset + self.relative_offsets[-1], self.positions[-1]
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries for offsets >= `offset`."""
         keep = bisect_right(self.relative_offsets, offset - self.base_offset - 1)

@@ -57,7 +57,12 @@ class PartitionLog:
         self.topic = topic
         self.partition = partition
         self.config = config
-        self.segments: list[LogSegment] = []
+        # The segments oldest first, and beside them their base offsets: lookups bisect
+        # the offsets, and a segment's neighbour is found by position, never by
+        # searching the list. Both change only through `segments =`, `roll`,
+        # `delete_oldest_segments` and `replace_segment`.
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.producer_state = ProducerStateManager(directory)
@@ -78,7 +83,7 @@ class PartitionLog:
     def create(cls, directory: str, topic: str, partition: int, config: LogConfig) -> "PartitionLog":
         os.makedirs(directory, exist_ok=True)
         log = cls(directory, topic, partition, config)
-        log.segments.append(LogSegment(directory, 0))
+        log.segments = [LogSegment(directory, 0)]
         return log
 
     @classmethod
@@ -114,7 +119,7 @@ class PartitionLog:
                     for later in log.segments[i + 1 :]:
                         log.truncated_bytes += later.size
                         later.delete()
-                    del log.segments[i + 1 :]
+                    log.segments = log.segments[: i + 1]
                     last_header = header
                     break
             else:
@@ -132,8 +137,8 @@ class PartitionLog:
         start = state.load_snapshot(self.log_end_offset)
         if start is None:
             start = self.log_start_offset
-        for segment in self.segments:
-            next_base = self._next_segment_base(segment)
+        for i, segment in enumerate(self.segments):
+            next_base = self._next_segment_base(i)
             if next_base is not None and next_base <= start:
                 continue
             begin = 0
@@ -153,9 +158,27 @@ class PartitionLog:
                     self._finish_txn(header.producer_id, header.producer_epoch, marker, header.base_offset,
                                      segment, write_index=False)
 
-    def _next_segment_base(self, segment: LogSegment) -> int | None:
-        i = self.segments.index(segment)
-        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+    # --- the segment list -----------------------------------------------------------------
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (read only: change them through the methods)."""
+        return self._segments
+
+    @segments.setter
+    def segments(self, segments: list[LogSegment]) -> None:
+        self._segments = list(segments)
+        self._base_offsets = [segment.base_offset for segment in self._segments]
+
+    def replace_segment(self, old: LogSegment, new: LogSegment) -> None:
+        """Put `new` (same base offset: compaction's cleaned copy) in place of `old`."""
+        i = self._segment_index(old.base_offset)
+        assert i >= 0 and self._segments[i] is old and new.base_offset == old.base_offset
+        self._segments[i] = new
+
+    def _next_segment_base(self, i: int) -> int | None:
+        """The base offset of the segment after the `i`th, None after the active one."""
+        return self._base_offsets[i + 1] if i + 1 < len(self._base_offsets) else None
 
     # --- offsets -------------------------------------------------------------------------
 
@@ -246,7 +269,8 @@ class PartitionLog:
     def roll(self) -> LogSegment:
         """Close the active segment for writing and start a new one at the log end."""
         segment = LogSegment(self.directory, self.log_end_offset)
-        self.segments.append(segment)
+        self._segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
         # Kafka snapshots producer state at every roll, named by the new base offset.
         self.producer_state.write_snapshot(self.log_end_offset)
         return segment
@@ -257,10 +281,11 @@ class PartitionLog:
         """Descriptors (duplicated: the caller closes them) of every file written since the
         last flush, for an fsync that may run in another thread."""
         fds = []
-        for segment in self.segments:
-            next_base = self._next_segment_base(segment)
-            if next_base is None or next_base > self.flushed_offset:
-                fds += [os.dup(fd) for fd in segment.file_descriptors()]
+        # Segments are flushed oldest first, so the unflushed ones are a suffix: the one
+        # holding the recovery point and every later one.
+        first = max(self._segment_index(self.flushed_offset), 0)
+        for segment in self._segments[first:]:
+            fds += [os.dup(fd) for fd in segment.file_descriptors()]
         return fds
 
     def flush(self) -> None:
@@ -288,7 +313,8 @@ class PartitionLog:
         assert segments == self.segments[: len(segments)] and len(segments) < len(self.segments)
         for segment in segments:
             segment.delete()
-        del self.segments[: len(segments)]
+        del self._segments[: len(segments)]
+        del self._base_offsets[: len(segments)]
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.forget_read_positions()
 
@@ -341,37 +367,30 @@ class PartitionLog:
     def batches(self, start_offset: int = 0):
         """(header, bytes) of every batch holding offsets >= `start_offset`, oldest first.
         For start-up loading of internal topics and for tools, not for the fetch path."""
-        for segment in self.segments:
-            next_base = self._next_segment_base(segment)
-            if next_base is not None and next_base <= start_offset:
-                continue
+        for segment in self.segments[max(self._segment_index(start_offset), 0):]:
             for position, header in segment.walk():
                 if header.last_offset >= start_offset:
                     yield header, segment.pread(header.size, position)
 
     def _segment_index(self, offset: int) -> int:
         """Index in `segments` of the segment whose range holds `offset` (-1: before all)."""
-        return bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1
-
-    def _segment_for(self, offset: int) -> LogSegment | None:
-        i = self._segment_index(offset)
-        return self.segments[i] if i >= 0 else None
+        return bisect_right(self._base_offsets, offset) - 1
 
     def _locate(self, offset: int) -> tuple[LogSegment, int] | None:
         """The segment and file position of the batch holding `offset`."""
+        i = self._segment_index(offset)
+        if i < 0:
+            return None
         remembered = self._read_positions.get(offset)
-        if remembered is not None and remembered[0] in self.segments:
-            segment, position = remembered
-            if position < segment.size:
-                return remembered
-        segment = self._segment_for(offset)
-        while segment is not None:
+        # A remembered position is good while its segment is still the one holding the
+        # offset (compaction and retention replace or remove segments).
+        if remembered is not None and remembered[0] is self._segments[i] and remembered[1] < remembered[0].size:
+            return remembered
+        for segment in self._segments[i:]:
             found = segment.position_of(offset)
             if found is not None:
                 return segment, found[0]
             # The offset lies past this segment's last batch: the next segment holds it.
-            i = self.segments.index(segment)
-            segment = self.segments[i + 1] if i + 1 < len(self.segments) else None
         return None
 
     def _remember_position(self, got: ReadSlice, segment: LogSegment) -> None:

@@ -14,7 +14,16 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from ottla.protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, OFFSET_AND_LENGTH, BatchHeader, compute_crc
+from ottla.protocol.batch import (
+    CURRENT_MAGIC,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    OFFSET_AND_LENGTH,
+    BatchHeader,
+    compute_crc,
+)
 
 from .index import OffsetIndex, TimeIndex
 from .txn_index import TransactionIndex
@@ -100,6 +109,14 @@ class LogSegment:
             os.ftruncate(self.fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
         self.size += size
+        self._index_batch(position, size, base_offset, last_offset, max_timestamp, index_interval_bytes)
+        return position
+
+    def _index_batch(self, position: int, size: int, base_offset: int, last_offset: int, max_timestamp: int,
+                     index_interval_bytes: int) -> None:
+        """The index upkeep of one batch written (or found by recovery) at `position`:
+        an offset index entry every `index_interval_bytes` of log (and for the first
+        batch), a time index entry whenever the segment's max timestamp grows."""
         if position == 0:
             self.first_timestamp = max_timestamp
         if self.bytes_since_index_entry >= index_interval_bytes or position == 0:
@@ -109,7 +126,6 @@ class LogSegment:
             self.max_timestamp = max_timestamp
             self.time_index.append(max_timestamp, last_offset)
         self.bytes_since_index_entry += size
-        return position
 
     def fsync(self) -> None:
         os.fsync(self.fd)
@@ -174,7 +190,7 @@ class LogSegment:
                     at = batch_size
                     next_offset = BatchHeader.parse(window).last_offset + 1
                 break
-            last_delta = HEADER.unpack_from(window, at)[6]
+            (last_delta,) = LAST_OFFSET_DELTA.unpack_from(window, at + LAST_OFFSET_DELTA_OFFSET)
             at += batch_size
             next_offset = base_offset + last_delta + 1
         if at == 0:
@@ -221,22 +237,15 @@ class LogSegment:
             header = BatchHeader.parse(head)
             # A garbage length either runs past the file or fails the CRC below. The CRC
             # does not cover the base offset: offsets must keep growing.
-            if header.magic != 2 or header.size < HEADER_SIZE or header.base_offset < next_offset:
+            if header.magic != CURRENT_MAGIC or header.size < HEADER_SIZE or header.base_offset < next_offset:
                 break
             if position + header.size > file_size:
                 break
             batch = os.pread(self.fd, header.size, position)
             if compute_crc(batch) != header.crc:
                 break
-            if self.bytes_since_index_entry >= index_interval_bytes or position == 0:
-                self.offset_index.append(header.base_offset, position)
-                self.bytes_since_index_entry = 0
-            if header.max_timestamp > self.max_timestamp:
-                self.max_timestamp = header.max_timestamp
-                self.time_index.append(header.max_timestamp, header.last_offset)
-            if position == 0:
-                self.first_timestamp = header.max_timestamp
-            self.bytes_since_index_entry += header.size
+            self._index_batch(position, header.size, header.base_offset, header.last_offset,
+                              header.max_timestamp, index_interval_bytes)
             position += header.size
             valid_end = position
             last = header
@@ -251,7 +260,7 @@ class LogSegment:
         """After a clean shutdown: restore the in-memory counters from the indexes and the
         last batch, without scanning. Returns the last batch's header."""
         last = None
-        _, start = self.offset_index.lookup(2**62)
+        _, start = self.offset_index.last_entry()
         for _, header in self.walk(start):
             last = header
         self.max_timestamp = self.time_index.last_timestamp
