@@ -112,7 +112,7 @@ BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
 LOG_DEFAULTS = {c.broker_property: c for c in TOPIC_CONFIGS.values()}
 LISTENER_PROPERTIES = ("listeners", "advertised.listeners", "listener.security.protocol.map")
 ENV_PREFIX = "OTTLA_"
-# Environment variables of the test hooks (OTTLA_TEST_CRASH_AFTER_PREPARE...), not settings.
+# Environment variables of test hooks (the pipeline sink's OTTLA_TEST_HOLD_SINK_BEFORE_CHECKPOINT), not settings.
 _ENV_NOT_SETTINGS = "OTTLA_TEST_"
 
 

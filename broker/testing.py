@@ -89,12 +89,17 @@ class AdminEndpoint:
 
 class BrokerProcess:
     def __init__(self, data_dir: str | None = None, properties: dict[str, str] | None = None,
-                 log_path: str | None = None, env: dict[str, str] | None = None) -> None:
+                 log_path: str | None = None, env: dict[str, str] | None = None,
+                 launcher: str | None = None) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="ottla-")
         os.makedirs(self.data_dir, exist_ok=True)
         self.properties = dict(properties or {})
         self.env = dict(env or {})
+        # A Python script run in place of `-m ottla.broker.cli`, with the same arguments:
+        # a test's way to change the broker (a crash at a chosen point) before it starts,
+        # without a hook in the product. None: the broker as shipped.
+        self.launcher = launcher
         self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(self.data_dir)),
                                                  f"{os.path.basename(self.data_dir)}.broker.log")
         self.port = 0
@@ -104,7 +109,8 @@ class BrokerProcess:
         self._log_file = None
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "ottla.broker.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+        entry = [self.launcher] if self.launcher is not None else ["-m", "ottla.broker.cli"]
+        cmd = [sys.executable, *entry, "serve", "--host", "127.0.0.1", "--port", str(self.port),
                "--data-dir", self.data_dir, "--log-level", "info"]
         for key, value in self.properties.items():
             cmd += ["--override", f"{key}={value}"]

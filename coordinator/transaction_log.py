@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import struct
 from functools import lru_cache
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ottla.protocol.varint import read_uvarint, write_uvarint
 
@@ -49,15 +49,19 @@ class TxnState(enum.IntEnum):
         return "".join(part.capitalize() for part in self.name.split("_"))
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class TxnRecord:
-    """One value of the transaction log: the state of a transactional id."""
+    """One value of the transaction log: the state of a transactional id.
+
+    Immutable, as the state it records: a transition makes a new record (the
+    coordinator's `transition`), which is appended to the log before it replaces the
+    current one, so no one ever sees a state that is not in the log."""
 
     producer_id: int
     producer_epoch: int
     timeout_ms: int
     state: TxnState
-    partitions: set[tuple[str, int]] = field(default_factory=set)
+    partitions: frozenset[tuple[str, int]] = frozenset()
     last_update_ms: int = -1
     start_ms: int = -1
     previous_producer_id: int = -1
@@ -155,20 +159,22 @@ def decode_value(data: bytes) -> TxnRecord:
             pos = _skip_tags(data, pos)
     last_update, start = _TAIL.unpack_from(data, pos)
     pos += _TAIL.size
-    record = TxnRecord(producer_id, epoch, timeout_ms, TxnState(status), partitions, last_update, start)
+    previous_producer_id = next_producer_id = -1
+    client_transaction_version = 0
     if flexible:
         count, pos = read_uvarint(data, pos)
         for _ in range(count):
             tag, pos = read_uvarint(data, pos)
             size, pos = read_uvarint(data, pos)
             if tag == 0:
-                (record.previous_producer_id,) = _I64.unpack_from(data, pos)
+                (previous_producer_id,) = _I64.unpack_from(data, pos)
             elif tag == 1:
-                (record.next_producer_id,) = _I64.unpack_from(data, pos)
+                (next_producer_id,) = _I64.unpack_from(data, pos)
             elif tag == 2:
-                (record.client_transaction_version,) = _I16.unpack_from(data, pos)
+                (client_transaction_version,) = _I16.unpack_from(data, pos)
             pos += size
-    return record
+    return TxnRecord(producer_id, epoch, timeout_ms, TxnState(status), frozenset(partitions), last_update, start,
+                     previous_producer_id, next_producer_id, client_transaction_version)
 
 
 def _length(data: bytes, pos: int, flexible: bool, legacy: struct.Struct) -> tuple[int, int]:

@@ -12,13 +12,19 @@ partition of the transaction (through `MarkerWriter`, the path WriteTxnMarkers a
 uses), then Complete* is written. A broker that stops between the phases finds the
 Prepare* record at start-up and finishes the markers.
 
-A single broker hosts every partition, so the markers are local appends and the whole
-end of a transaction completes before EndTxn is answered.
+EndTxn is answered once Prepare* is in the log, as Kafka answers it: from then on the
+outcome is decided and survives a crash. The markers (local appends: one broker hosts
+every partition) and Complete* follow right after the answer is sent, before the
+connection's next request is read (the handler defers them with `after_response`), so
+the producer's next transaction finds this one complete.
+
+State transitions make new records (`transition`, Kafka's prepareTransitionTo): a
+record in `transactions` is never edited, only replaced once its successor is in the
+log.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import replace
 from typing import Callable
@@ -38,10 +44,6 @@ MAX_EPOCH = 2**15 - 2
 COORDINATOR_EPOCH = 0  # the epoch of our (only) __transaction_state leadership
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 
-# For the restart test: exit the process right after PrepareCommit/PrepareAbort is
-# written, before any marker, as a crash there would.
-CRASH_AFTER_PREPARE_ENV = "OTTLA_TEST_CRASH_AFTER_PREPARE"
-
 # Which state may follow which (Kafka's TransactionState.validPreviousStates, inverted).
 TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE}),
@@ -58,9 +60,12 @@ TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
 }
 
 
-def check_transition(current: TxnState, target: TxnState) -> None:
-    if target not in TRANSITIONS[current]:
-        raise IllegalTransition(f"{current.kafka_name} -> {target.kafka_name}")
+def transition(current: TxnRecord, target: TxnState, now_ms: int, **changes: object) -> TxnRecord:
+    """The record that follows `current` in state `target`, with `changes`; `current`
+    is left as it is. IllegalTransition if `target` may not follow its state."""
+    if target not in TRANSITIONS[current.state]:
+        raise IllegalTransition(f"{current.state.kafka_name} -> {target.kafka_name}")
+    return replace(current, state=target, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
 
 
 class IllegalTransition(Exception):
@@ -78,8 +83,6 @@ class TransactionCoordinator:
         self.max_timeout_ms = max_timeout_ms
         self.clock = clock
         self.transactions: dict[str, TxnRecord] = {}
-        # The test hook that stops the broker between the two phases of an end.
-        self._crash_after_prepare = bool(os.environ.get(CRASH_AFTER_PREPARE_ENV))
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -113,17 +116,15 @@ class TransactionCoordinator:
                 self._abort(txn_id, txn)
         return len(self.transactions)
 
-    def _persist(self, txn_id: str, record: TxnRecord) -> None:
-        """Append the new state, then make it the current one."""
-        current = self.transactions.get(txn_id)
-        if current is not None:
-            check_transition(current.state, record.state)
-        record.last_update_ms = self._now_ms()
+    def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
+        """Append `record` (made by `transition`, or the first of a transactional id),
+        then make it the current state. Returns it."""
         log = self.logs.partition(TOPIC, partition_for(txn_id, self.num_partitions))
         assert log is not None
         batch = build_batch([encode_record(encode_key(txn_id), encode_value(record))], timestamp=record.last_update_ms)
         log.append_batch(batch, BatchHeader.parse(batch))
         self.transactions[txn_id] = record
+        return record
 
     # --- InitProducerId ------------------------------------------------------------------
 
@@ -136,8 +137,8 @@ class TransactionCoordinator:
                              f"transaction timeout {timeout_ms} ms is outside (0, {self.max_timeout_ms}]")
         txn = self.transactions.get(txn_id)
         if txn is None or txn.state is TxnState.DEAD:
-            record = TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, TxnState.EMPTY)
-            self._persist(txn_id, record)
+            record = self._persist(txn_id, TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, TxnState.EMPTY,
+                                                     last_update_ms=self._now_ms()))
             return record.producer_id, record.producer_epoch
         if expected_producer_id != NO_PRODUCER_ID and (
             expected_producer_id != txn.producer_id or expected_epoch != txn.producer_epoch
@@ -155,8 +156,12 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.concurrent_transactions,
                              f"aborting the open transaction of the previous producer of {txn_id!r}")
         producer_id, epoch, previous = self._next_epoch(txn)
-        record = TxnRecord(producer_id, epoch, timeout_ms, TxnState.EMPTY, previous_producer_id=previous)
-        self._persist(txn_id, record)
+        # A new producer session: nothing of the previous transaction carries over.
+        self._persist(txn_id, transition(
+            txn, TxnState.EMPTY, self._now_ms(), producer_id=producer_id, producer_epoch=epoch,
+            timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1, previous_producer_id=previous,
+            next_producer_id=NO_PRODUCER_ID, client_transaction_version=0,
+        ))
         return producer_id, epoch
 
     def _next_epoch(self, txn: TxnRecord) -> tuple[int, int, int]:
@@ -186,10 +191,9 @@ class TransactionCoordinator:
             return  # a retry: nothing new to record
         now = self._now_ms()
         ongoing = txn.state is TxnState.ONGOING
-        self._persist(txn_id, replace(
-            txn,
-            state=TxnState.ONGOING,
-            partitions=(txn.partitions if ongoing else set()) | set(partitions),
+        self._persist(txn_id, transition(
+            txn, TxnState.ONGOING, now,
+            partitions=(txn.partitions if ongoing else frozenset()) | frozenset(partitions),
             start_ms=txn.start_ms if ongoing else now,
         ))
 
@@ -255,18 +259,16 @@ class TransactionCoordinator:
         raise KafkaError(ErrorCode.invalid_txn_state, "retried EndTxn does not match the completed transaction")
 
     def _prepare_end(self, txn_id: str, txn: TxnRecord, commit: bool, bump_epoch: bool = False) -> TxnRecord:
-        prepared = replace(txn, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        changes: dict[str, object] = {}
         if bump_epoch:
             # Transaction version 2: the markers carry the next epoch, fencing the one that
             # ran the transaction. An exhausted epoch moves to a new producer id, which
             # takes over once the transaction is complete.
-            prepared.producer_epoch = txn.producer_epoch + 1
+            changes["producer_epoch"] = txn.producer_epoch + 1
             if txn.producer_epoch >= MAX_EPOCH:
-                prepared.next_producer_id = self.producer_ids.allocate()
-        self._persist(txn_id, prepared)
-        if self._crash_after_prepare:
-            os._exit(17)
-        return prepared
+                changes["next_producer_id"] = self.producer_ids.allocate()
+        target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        return self._persist(txn_id, transition(txn, target, self._now_ms(), **changes))
 
     def complete(self, txn_id: str) -> None:
         """Finish the prepared transaction of `txn_id` (see end_txn); a no-op if it is
@@ -279,23 +281,24 @@ class TransactionCoordinator:
         """Write the markers of a prepared transaction, then record it complete."""
         commit = txn.state is TxnState.PREPARE_COMMIT
         self.markers.write(txn.producer_id, txn.producer_epoch, commit, COORDINATOR_EPOCH, sorted(txn.partitions))
-        done = replace(txn, state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, partitions=set())
+        changes: dict[str, object] = {"partitions": frozenset()}
         if txn.next_producer_id != NO_PRODUCER_ID:
-            done.previous_producer_id, done.producer_id = txn.producer_id, txn.next_producer_id
-            done.producer_epoch, done.next_producer_id = 0, NO_PRODUCER_ID
-        self._persist(txn_id, done)
+            # The epoch was exhausted: the new producer id takes over, at epoch 0.
+            changes.update(previous_producer_id=txn.producer_id, producer_id=txn.next_producer_id,
+                           producer_epoch=0, next_producer_id=NO_PRODUCER_ID)
+        target = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        self._persist(txn_id, transition(txn, target, self._now_ms(), **changes))
 
     def _fence_and_abort(self, txn_id: str, txn: TxnRecord) -> None:
         """Bump the epoch past the open transaction's producer and abort it with the new
         epoch, so the partitions refuse anything more from the old one."""
         # Bumps stop at MAX_EPOCH, so one more always fits in an int16.
-        fenced = replace(txn, state=TxnState.PREPARE_EPOCH_FENCE, producer_epoch=txn.producer_epoch + 1)
-        self._persist(txn_id, fenced)
+        fenced = self._persist(txn_id, transition(txn, TxnState.PREPARE_EPOCH_FENCE, self._now_ms(),
+                                                  producer_epoch=txn.producer_epoch + 1))
         self._abort(txn_id, fenced)
 
     def _abort(self, txn_id: str, txn: TxnRecord) -> None:
-        prepared = replace(txn, state=TxnState.PREPARE_ABORT)
-        self._persist(txn_id, prepared)
+        prepared = self._persist(txn_id, transition(txn, TxnState.PREPARE_ABORT, self._now_ms()))
         self._complete(txn_id, prepared)
 
     # --- timeouts ------------------------------------------------------------------------

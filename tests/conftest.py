@@ -24,9 +24,9 @@ def fresh_broker(tmp_path):
     """A broker of this test's own, for tests that restart, kill or configure it."""
     processes: list[BrokerProcess] = []
 
-    def start(env: dict[str, str] | None = None, **properties: object) -> BrokerProcess:
+    def start(env: dict[str, str] | None = None, launcher: str | None = None, **properties: object) -> BrokerProcess:
         props = {key.replace("_", "."): str(value) for key, value in properties.items()}
-        process = BrokerProcess(str(tmp_path / f"data{len(processes)}"), props, env=env).start()
+        process = BrokerProcess(str(tmp_path / f"data{len(processes)}"), props, env=env, launcher=launcher).start()
         processes.append(process)
         return process
 

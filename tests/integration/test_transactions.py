@@ -16,6 +16,9 @@ from ottla.storage.log_config import LogConfig
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all, transactional_producer
 from tests.wire import WireClient, request
 
+# The broker started through this script dies right after a Prepare* record is written.
+CRASH_AFTER_PREPARE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "launchers", "crash_after_prepare.py")
+
 
 def _batches(data_dir: str, topic: str, partition: int = 0) -> list[tuple[BatchHeader, bytes]]:
     """The batches of a partition as they are on disk (read through the storage code,
@@ -156,7 +159,7 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted_by_the_broker(fresh
 
 
 def test_a_crash_between_prepare_commit_and_the_markers_is_completed_at_restart(fresh_broker, topic_name):
-    broker = fresh_broker(env={"OTTLA_TEST_CRASH_AFTER_PREPARE": "1"})
+    broker = fresh_broker(launcher=CRASH_AFTER_PREPARE)
     create_topic(broker.bootstrap, topic_name, 2)
     producer = transactional_producer(broker.bootstrap, f"crash-{topic_name}",
                                       **{"message.timeout.ms": 5000, "transaction.timeout.ms": 60000})
@@ -169,7 +172,7 @@ def test_a_crash_between_prepare_commit_and_the_markers_is_completed_at_restart(
     assert broker.wait_exit() == 17
     assert all(not h.is_control for h, _ in _batches(broker.data_dir, topic_name))
 
-    broker.env.clear()
+    broker.launcher = None  # the broker as shipped from here on
     broker.start()
     got = read_all(broker.bootstrap, topic_name, [0, 1], isolation="read_committed")
     assert got == {0: [b"c%d" % i for i in range(0, 20, 2)], 1: [b"c%d" % i for i in range(1, 20, 2)]}

@@ -192,9 +192,9 @@ def test_compressed_batches_are_decoded(tmp_path, codec, name, compress):
 def transaction_state_partition(directory: str) -> str:
     log = PartitionLog.create(directory, "__transaction_state", 0, CONFIG)
     states = [
-        TxnRecord(2000, 0, 60000, TxnState.EMPTY, set(), 1669693174239, -1),
-        TxnRecord(2000, 0, 60000, TxnState.ONGOING, {("my-test", 0), ("other", 3)}, 1669693174442, 1669693174442),
-        TxnRecord(2000, 0, 60000, TxnState.COMPLETE_COMMIT, set(), 1669693174505, 1669693174442),
+        TxnRecord(2000, 0, 60000, TxnState.EMPTY, frozenset(), 1669693174239, -1),
+        TxnRecord(2000, 0, 60000, TxnState.ONGOING, frozenset({("my-test", 0), ("other", 3)}), 1669693174442, 1669693174442),
+        TxnRecord(2000, 0, 60000, TxnState.COMPLETE_COMMIT, frozenset(), 1669693174505, 1669693174442),
     ]
     for record in states:
         append(log, build_batch([encode_record(encode_key("TEST-1"), encode_value(record))],

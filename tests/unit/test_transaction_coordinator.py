@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ottla.coordinator.markers import MarkerWriter
@@ -16,7 +18,7 @@ from ottla.coordinator.transaction_log import (
     java_string_hash,
     partition_for,
 )
-from ottla.coordinator.transactions import MAX_EPOCH, TRANSITIONS, IllegalTransition, TransactionCoordinator, check_transition
+from ottla.coordinator.transactions import MAX_EPOCH, TRANSITIONS, IllegalTransition, TransactionCoordinator, transition
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
@@ -38,16 +40,21 @@ ALLOWED = {
 @pytest.mark.parametrize("current", list(S), ids=lambda s: s.kafka_name)
 @pytest.mark.parametrize("target", list(S), ids=lambda s: s.kafka_name)
 def test_every_transition_is_allowed_or_refused(current, target):
+    record = TxnRecord(3000, 2, 60000, current, frozenset({("orders", 0)}), last_update_ms=100)
     if (current, target) in ALLOWED:
-        check_transition(current, target)
+        following = transition(record, target, 200, producer_epoch=3)
+        assert (following.state, following.last_update_ms, following.producer_epoch) == (target, 200, 3)
+        assert following.partitions == record.partitions
     else:
         with pytest.raises(IllegalTransition):
-            check_transition(current, target)
+            transition(record, target, 200)
+    # The current record is never edited: a transition makes a new one.
+    assert (record.state, record.last_update_ms, record.producer_epoch) == (current, 100, 2)
     assert set(TRANSITIONS) == set(S)
 
 
 def test_log_records_round_trip():
-    record = TxnRecord(3000, 2, 60000, S.ONGOING, {("orders", 0), ("orders", 3), ("audit", 1)}, 1669693174442,
+    record = TxnRecord(3000, 2, 60000, S.ONGOING, frozenset({("orders", 0), ("orders", 3), ("audit", 1)}), 1669693174442,
                        1669693174400, previous_producer_id=2999, client_transaction_version=2)
     assert decode_value(encode_value(record)) == record
     assert decode_key(encode_key("TEST-1")) == "TEST-1"
@@ -124,7 +131,7 @@ def test_init_during_an_ongoing_transaction_fences_aborts_and_asks_to_retry(coor
 
 def test_exhausted_epoch_moves_to_a_new_producer_id(coordinator):
     pid, _ = coordinator.init_producer_id("app", 60000)
-    coordinator.transactions["app"].producer_epoch = MAX_EPOCH
+    coordinator.transactions["app"] = replace(coordinator.transactions["app"], producer_epoch=MAX_EPOCH)
     new_pid, epoch = coordinator.init_producer_id("app", 60000)
     assert new_pid != pid and epoch == 0
 
