@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
@@ -97,6 +98,7 @@ def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: 
     try:
         if resource.resource_type != TOPIC:
             raise KafkaError(ErrorCode.invalid_request, "only topic configs can be changed; broker configs are static")
+        check_client_action(resource.resource_name, ClientAction.ALTER_CONFIGS)
         topic = ctx.broker.logs.topic(resource.resource_name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist")

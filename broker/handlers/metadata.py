@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ottla.coordinator.internal_topics import is_internal
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_manager import Topic
 
@@ -34,7 +35,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             topic_id = getattr(wanted, "topic_id", None)
             if topic is None and name is None and topic_id is not None:
                 topic = logs.topic_by_id(topic_id)
-            if topic is None and name is not None and allow_create:
+            # An internal topic is created by its coordinator (with its own partition count
+            # and settings), never by auto-creation: `__consumer_offsets` on first group use.
+            if topic is None and name is not None and allow_create and not is_internal(name):
                 try:
                     topic = broker.create_topic(name, broker.config.num_partitions)
                 except KafkaError as exc:

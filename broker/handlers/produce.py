@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.batch import BatchTooLarge, InvalidBatch, iter_records, validate_produced_batch
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.storage.log_manager import INTERNAL_TOPICS
 
 from ..logging import get_logger
 from .context import RequestContext
@@ -47,8 +47,12 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
     partition_log = logs.partition(topic, partition)
     if partition_log is None:
         return _error(partition, ErrorCode.unknown_topic_or_partition)
-    if topic in INTERNAL_TOPICS:
-        return _error(partition, ErrorCode.invalid_topic_exception, f"cannot append to internal topic {topic}")
+    try:
+        check_client_action(topic, ClientAction.APPEND)
+    except KafkaError as exc:
+        log.warning("produce refused", topic=topic, partition=partition, error=exc.code.name, reason=exc.message,
+                    client_id=ctx.header.client_id, peer=ctx.connection.peer)
+        return _error(partition, exc.code, exc.message)
     config = partition_log.config
     try:
         if not records:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import ErrorCode, KafkaError
 
+from ..logging import get_logger
 from .context import RequestContext
+
+log = get_logger("ottla.topics")
 
 DEFAULT = -1  # num_partitions / replication_factor: "use the broker's default"
 
@@ -17,6 +21,7 @@ async def handle_create(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         result: dict[str, Any] = {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None}
         try:
+            check_client_action(t.name, ClientAction.CREATE_TOPIC)
             partitions = broker.config.num_partitions if t.num_partitions == DEFAULT else t.num_partitions
             if t.assignments:
                 partitions = len(t.assignments)
@@ -52,9 +57,12 @@ async def handle_delete(ctx: RequestContext, request: Any) -> Any:
         try:
             if name is None:
                 raise KafkaError(ErrorCode.unknown_topic_id, f"no topic has id {topic_id}")
+            check_client_action(name, ClientAction.DELETE_TOPIC)
             deleted = broker.delete_topic(name)
             results.append({"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none})
         except KafkaError as exc:
+            log.warning("topic not deleted", topic=name, error=exc.code.name, reason=exc.message,
+                        client_id=ctx.header.client_id)
             results.append({"name": name, "topic_id": topic_id, "error_code": exc.code,
                             "error_message": exc.message})
     return ctx.respond(responses=results)
@@ -66,14 +74,17 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            log = logs.partition(t.name, p.partition_index)
+            partition_log = logs.partition(t.name, p.partition_index)
             try:
-                if log is None:
+                check_client_action(t.name, ClientAction.DELETE_RECORDS)
+                if partition_log is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{t.name}-{p.partition_index}")
-                low = log.delete_records_before(p.offset)
+                low = partition_log.delete_records_before(p.offset)
                 partitions.append({"partition_index": p.partition_index, "low_watermark": low,
                                    "error_code": ErrorCode.none})
             except KafkaError as exc:
+                log.warning("records not deleted", topic=t.name, partition=p.partition_index,
+                            error=exc.code.name, reason=exc.message, client_id=ctx.header.client_id)
                 partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
                                    "error_code": exc.code})
         topics.append({"name": t.name, "partitions": partitions})
