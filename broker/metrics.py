@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
-from ottla.coordinator.groups import GroupState
 from ottla.coordinator.transaction_log import TxnState
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import ErrorCode
@@ -111,7 +110,7 @@ class Metrics:
                 [("", sum(1 for t in transactions if t.state in _OPEN_TXN_STATES))])
         _family(out, "ottla_transactional_ids", "gauge", "Transactional ids known to the coordinator.",
                 [("", len(transactions))])
-        groups = Counter(g.state.value for g in broker.groups.groups.values() if not g.is_(GroupState.DEAD))
+        groups = broker.groups.count_by_state()
         _family(out, "ottla_consumer_groups", "gauge", "Consumer groups, by state.",
                 ((f'state="{state}"', n) for state, n in sorted(groups.items())))
         _family(out, "ottla_faults_injected_total", "counter", "Faults injected, by kind and API.",

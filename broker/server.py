@@ -16,7 +16,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ottla.coordinator.groups import GroupConfig, GroupCoordinator
+from ottla.coordinator.group import GroupConfig
+from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.producer_ids import ProducerIdAllocator

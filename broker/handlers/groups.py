@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ottla.coordinator.groups import GroupState
+from ottla.coordinator.classic_group import GroupState, JoinRequest
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -24,12 +24,18 @@ def _ms(value: Any) -> int:
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     session_ms = _ms(request.session_timeout)
     rebalance_ms = _ms(request.rebalance_timeout) if hasattr(request, "rebalance_timeout") else session_ms
-    result = await ctx.broker.groups.join(
-        request.group_id, request.member_id, getattr(request, "group_instance_id", None),
-        ctx.header.client_id or "", ctx.connection.peer.rsplit(":", 1)[0], session_ms, rebalance_ms,
-        request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
+    result = await ctx.broker.groups.join(JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        client_id=ctx.header.client_id or "",
+        client_host=ctx.connection.peer.rsplit(":", 1)[0],
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=ctx.version >= 4,
-    )
+    ))
     return ctx.respond(
         error_code=result.error, generation_id=result.generation, protocol_type=result.protocol_type,
         protocol_name=result.protocol_name if ctx.version >= 7 or result.protocol_name else "",
@@ -139,12 +145,11 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
-    types = {t.lower() for t in getattr(request, "types_filter", ())}
-    listed = [] if types and "classic" not in types else ctx.broker.groups.list_groups(
-        set(getattr(request, "states_filter", ())))
+    listed = ctx.broker.groups.list_groups(set(getattr(request, "states_filter", ())),
+                                           set(getattr(request, "types_filter", ())))
     return ctx.respond(error_code=ErrorCode.none, groups=[
-        {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
-         "group_type": "classic"} for g in listed
+        {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state_name,
+         "group_type": g.type.value} for g in listed
     ])
 
 

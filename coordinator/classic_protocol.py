@@ -1,0 +1,281 @@
+"""Kafka's classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
+changes time makes (session expiry, the end of a rebalance window).
+
+The broker does not compute assignments: it picks the protocol every member supports
+(by the members' votes), hands the leader the member list in the JoinGroup answer, and
+passes the leader's assignment to each member in SyncGroup. The group's record is
+written to `__consumer_offsets` when a generation gets its assignment and when the
+group empties, which is what a restart brings back.
+
+JoinGroup and SyncGroup wait (asyncio futures) for the rest of the group; everything
+else answers at once. Time-driven changes happen in `tick`, which the coordinator calls
+periodically for each classic group.
+
+The protocol holds no groups: the registry (groups.py) looks them up and hands them in,
+and gives it the two things it needs from outside, a way to register a new group and a
+way to append the group's records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Callable
+
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+from .classic_group import ClassicGroup, GroupState, JoinRequest, JoinResult, Member, SyncResult
+from .group import GroupConfig
+
+# Appends records (key, value or None) to the group's `__consumer_offsets` partition.
+AppendRecords = Callable[[str, list[tuple[bytes, bytes | None]]], int]
+
+
+class ClassicProtocol:
+    def __init__(self, config: GroupConfig, new_group: Callable[[str], ClassicGroup], append_records: AppendRecords,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.new_group = new_group
+        self.append_records = append_records
+        self.clock = clock
+        self.wall_clock = wall_clock
+
+    def _store(self, group: ClassicGroup) -> None:
+        self.append_records(group.group_id, [group.record(int(self.wall_clock() * 1000))])
+
+    # --- joining -------------------------------------------------------------------------
+
+    async def join(self, request: JoinRequest, group: ClassicGroup | None) -> JoinResult:
+        """JoinGroup, for the group of that id (None if there is none yet)."""
+        member_id = request.member_id
+        if not self.config.min_session_timeout_ms <= request.session_timeout_ms <= self.config.max_session_timeout_ms:
+            return JoinResult(ErrorCode.invalid_session_timeout, member_id)
+        if group is None:
+            if member_id and request.group_instance_id is None:
+                return JoinResult(ErrorCode.unknown_member_id, member_id)
+            group = self.new_group(request.group_id)
+        if not group.supports(request.protocol_type, request.protocols):
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+        now = self.clock()
+
+        if request.group_instance_id is not None:
+            known = group.static_members.get(request.group_instance_id)
+            if member_id and known is not None and member_id != known:
+                return JoinResult(ErrorCode.fenced_instance_id, member_id)
+            if not member_id:
+                # A static member (re)joining: it takes a new member id; the old one, if
+                # any, is replaced.
+                member_id = f"{request.group_instance_id}-{uuid.uuid4()}"
+                if known is not None:
+                    self._remove_member(group, known, ErrorCode.fenced_instance_id)
+                group.static_members[request.group_instance_id] = member_id
+        elif not member_id:
+            member_id = f"{request.client_id}-{uuid.uuid4()}"
+            if request.require_known_member_id:
+                # KIP-394: the client must come back with this id, so a member that never
+                # returns does not hold up the rebalance.
+                group.pending_members[member_id] = now + request.session_timeout_ms / 1000
+                return JoinResult(ErrorCode.member_id_required, member_id)
+        elif member_id in group.pending_members:
+            del group.pending_members[member_id]
+        elif member_id not in group.members:
+            return JoinResult(ErrorCode.unknown_member_id, member_id)
+
+        member = group.members.get(member_id)
+        if member is None:
+            member = Member(member_id, request.group_instance_id, request.client_id, request.client_host,
+                            request.session_timeout_ms, request.rebalance_timeout_ms, request.protocol_type,
+                            list(request.protocols), last_heartbeat=now)
+            group.members[member_id] = member
+            if group.is_(GroupState.EMPTY):
+                group.protocol_type = request.protocol_type
+            self._prepare_rebalance(group, f"member {member_id} joined")
+        else:
+            changed = member.protocols != list(request.protocols)
+            member.protocols = list(request.protocols)
+            member.session_timeout_ms = request.session_timeout_ms
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+            member.last_heartbeat = now
+            if group.is_(GroupState.STABLE) and not changed and member_id != group.leader_id:
+                # A follower rejoining with what it had: answer with the current generation.
+                return self._join_result(group, member)
+            self._prepare_rebalance(group, f"member {member_id} rejoined")
+        waiter: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        member.join_waiter = waiter
+        self._maybe_complete_join(group)
+        return await waiter
+
+    @staticmethod
+    def _join_result(group: ClassicGroup, member: Member) -> JoinResult:
+        members = []
+        if member.member_id == group.leader_id:
+            members = [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+                       for m in group.members.values()]
+        return JoinResult(ErrorCode.none, member.member_id, group.generation, group.protocol_type,
+                          group.protocol_name, group.leader_id or "", members)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return  # already collecting members; the window stays as it was
+        now = self.clock()
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            # Members waiting for their assignment must rejoin instead.
+            for m in group.members.values():
+                self._resolve_sync(m, SyncResult(ErrorCode.rebalance_in_progress))
+        was_empty = group.is_(GroupState.EMPTY)
+        group.state = GroupState.PREPARING_REBALANCE
+        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0) / 1000
+        group.rebalance_deadline = now + timeout
+        if was_empty:
+            # Kafka waits a little for more members of a new group before the first
+            # rebalance (group.initial.rebalance.delay.ms).
+            delay = self.config.initial_rebalance_delay_ms / 1000
+            group.initial_delay_until = now + delay
+            group.rebalance_deadline = max(now + min(delay, timeout), now)
+
+    def _maybe_complete_join(self, group: ClassicGroup, deadline_passed: bool = False) -> None:
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        now = self.clock()
+        if now < group.initial_delay_until and not deadline_passed:
+            return
+        everyone_joined = all(m.join_waiter is not None and not m.join_waiter.done() for m in group.members.values())
+        if not (everyone_joined and not group.pending_members) and not deadline_passed:
+            return
+        for member_id, member in list(group.members.items()):
+            if member.join_waiter is None or member.join_waiter.done():
+                self._remove_member(group, member_id, ErrorCode.unknown_member_id)
+        group.pending_members.clear()
+        group.generation += 1
+        if not group.members:
+            group.state = GroupState.EMPTY
+            group.protocol_name = None
+            group.leader_id = None
+            self._store(group)
+            return
+        group.state = GroupState.COMPLETING_REBALANCE
+        group.protocol_name = group.select_protocol()
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        for member in group.members.values():
+            member.assignment = b""
+            member.last_heartbeat = now
+            waiter = member.join_waiter
+            member.join_waiter = None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(self._join_result(group, member))
+
+    def _remove_member(self, group: ClassicGroup, member_id: str, error: ErrorCode) -> None:
+        member = group.members.pop(member_id, None)
+        if member is None:
+            return
+        if member.group_instance_id and group.static_members.get(member.group_instance_id) == member_id:
+            del group.static_members[member.group_instance_id]
+        if member.join_waiter is not None and not member.join_waiter.done():
+            member.join_waiter.set_result(JoinResult(error, member_id))
+        self._resolve_sync(member, SyncResult(error))
+        if group.leader_id == member_id:
+            group.leader_id = next(iter(group.members), None)
+
+    @staticmethod
+    def _resolve_sync(member: Member, result: SyncResult) -> None:
+        if member.sync_waiter is not None and not member.sync_waiter.done():
+            member.sync_waiter.set_result(result)
+        member.sync_waiter = None
+
+    # --- syncing, heartbeats, leaving -------------------------------------------------------
+
+    @staticmethod
+    def _member(group: ClassicGroup | None, member_id: str, group_instance_id: str | None,
+                generation: int) -> tuple[ClassicGroup, Member]:
+        if group is None:
+            raise KafkaError(ErrorCode.unknown_member_id, "no such group")
+        return group, group.check_member(member_id, group_instance_id, generation)
+
+    async def sync(self, group: ClassicGroup | None, member_id: str, group_instance_id: str | None, generation: int,
+                   protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> SyncResult:
+        try:
+            group, member = self._member(group, member_id, group_instance_id, generation)
+        except KafkaError as exc:
+            return SyncResult(exc.code)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
+        member.last_heartbeat = self.clock()
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        if group.is_(GroupState.STABLE):
+            return SyncResult(ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name)
+        waiter: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        member.sync_waiter = waiter
+        if member_id == group.leader_id:
+            for m in group.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            self._store(group)
+            group.state = GroupState.STABLE
+            for m in group.members.values():
+                self._resolve_sync(m, SyncResult(ErrorCode.none, m.assignment, group.protocol_type,
+                                                 group.protocol_name))
+        return await waiter
+
+    def heartbeat(self, group: ClassicGroup | None, member_id: str, group_instance_id: str | None,
+                  generation: int) -> ErrorCode:
+        try:
+            group, member = self._member(group, member_id, group_instance_id, generation)
+        except KafkaError as exc:
+            return exc.code
+        member.last_heartbeat = self.clock()
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave(self, group: ClassicGroup | None, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """LeaveGroup for (member id, group instance id) pairs; an error code for each."""
+        if group is None:
+            return [ErrorCode.unknown_member_id for _ in members]
+        codes = []
+        for member_id, instance_id in members:
+            if instance_id is not None:
+                known = group.static_members.get(instance_id)
+                if known is None:
+                    codes.append(ErrorCode.unknown_member_id)
+                    continue
+                if member_id and member_id != known:
+                    codes.append(ErrorCode.fenced_instance_id)
+                    continue
+                member_id = known
+            if member_id in group.pending_members:
+                del group.pending_members[member_id]
+                codes.append(ErrorCode.none)
+                continue
+            if member_id not in group.members:
+                codes.append(ErrorCode.unknown_member_id)
+                continue
+            self._remove_member(group, member_id, ErrorCode.unknown_member_id)
+            codes.append(ErrorCode.none)
+            self._after_departure(group, f"member {member_id} left")
+        return codes
+
+    def _after_departure(self, group: ClassicGroup, reason: str) -> None:
+        if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, reason)
+        self._maybe_complete_join(group, deadline_passed=not group.members)
+
+    def tick(self, group: ClassicGroup) -> list[str]:
+        """Expire the group's members whose session ran out and finish its rebalance if
+        the window closed. Returns the member ids expired."""
+        now = self.clock()
+        expired = []
+        for member_id, deadline in list(group.pending_members.items()):
+            if deadline < now:
+                del group.pending_members[member_id]
+        for member_id, member in list(group.members.items()):
+            if not member.awaiting and member.last_heartbeat + member.session_timeout_ms / 1000 < now:
+                self._remove_member(group, member_id, ErrorCode.unknown_member_id)
+                expired.append(member_id)
+                self._after_departure(group, f"member {member_id} session expired")
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group, deadline_passed=now >= group.rebalance_deadline)
+        return expired

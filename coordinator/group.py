@@ -1,0 +1,71 @@
+"""What the coordinator knows of every consumer group, whichever membership protocol
+it speaks, and the coordinator's settings.
+
+Kafka 4 has two membership protocols: the classic one (JoinGroup/SyncGroup, a member
+computes the assignment; classic_group.py and classic_protocol.py) and KIP-848's
+consumer protocol (ConsumerGroupHeartbeat, the broker computes it). Groups of both kinds
+share one registry (groups.py) and one offsets store (offset_store.py) and are listed
+together by ListGroups. What differs between them is how a commit is checked against
+the membership, which topics the members consume, and which records describe the group
+in `__consumer_offsets`; a group answers those questions itself, so neither the registry
+nor the store has to know which protocol it speaks.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass
+
+
+class GroupType(enum.Enum):
+    """The kinds of group, under the names ListGroups reports and filters on."""
+
+    CLASSIC = "classic"
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    max_metadata_bytes: int = 4096
+    num_partitions: int = 50
+
+
+class Group(abc.ABC):
+    """A group as the registry, the offsets APIs and the admin APIs see it."""
+
+    group_id: str
+    # The protocol type the members declared ("consumer", "connect", ...), if any.
+    protocol_type: str | None
+
+    @property
+    @abc.abstractmethod
+    def type(self) -> GroupType:
+        ...
+
+    @property
+    @abc.abstractmethod
+    def state_name(self) -> str:
+        """Kafka's name for the group's state (ListGroups, DescribeGroups, metrics)."""
+
+    @abc.abstractmethod
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:
+        """Raise KafkaError unless this member may commit offsets (OffsetCommit)."""
+
+    @abc.abstractmethod
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:
+        """Raise KafkaError unless this member may commit offsets in a transaction."""
+
+    @abc.abstractmethod
+    def validate_delete(self) -> None:
+        """Raise KafkaError unless the group may be deleted (DeleteGroups)."""
+
+    @abc.abstractmethod
+    def topics_in_use(self) -> set[str]:
+        """Topics the live members consume: OffsetDelete must not delete their offsets."""
+
+    @abc.abstractmethod
+    def tombstones(self) -> list[tuple[bytes, None]]:
+        """The `__consumer_offsets` records that delete this group's own records."""
