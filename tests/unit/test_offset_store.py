@@ -1,0 +1,139 @@
+"""The offsets store on its own: commits, transactional commits and their markers, and
+what a restart replays from `__consumer_offsets`, without a broker or any membership."""
+
+from __future__ import annotations
+
+import pytest
+
+from ottla.coordinator.markers import MarkerWriter
+from ottla.coordinator.offset_store import OffsetStore
+from ottla.coordinator.offsets_log import TOPIC, CommittedOffset, GroupKey, encode_group_key
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
+
+PARTITIONS = 5
+TP = ("orders", 0)
+
+
+class Data:
+    """A data directory that can be closed and opened again, as a restart does."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.logs: LogManager | None = None
+
+    def open(self) -> tuple[OffsetStore, MarkerWriter, list[tuple[GroupKey, bytes | None]]]:
+        if self.logs is not None:
+            self.logs.close()
+        logs = self.logs = LogManager(self.path, LogConfig())
+        logs.load()
+
+        def create_topic() -> None:
+            logs.create_topic(TOPIC, PARTITIONS, {"cleanup.policy": "compact"})
+
+        store = OffsetStore(logs, create_topic, PARTITIONS, max_metadata_bytes=16)
+        replayed: list[tuple[GroupKey, bytes | None]] = []
+        store.load(lambda key, value: replayed.append((key, value)))
+        markers = MarkerWriter(logs)
+        markers.listeners.append(store.on_marker)
+        return store, markers, replayed
+
+
+@pytest.fixture
+def data(tmp_path):
+    data = Data(str(tmp_path))
+    yield data
+    if data.logs is not None:
+        data.logs.close()
+
+
+def committed(store: OffsetStore, group: str, tp=TP, require_stable: bool = False):
+    offset, code = store.fetch(group, [tp], require_stable)[tp]
+    return (offset.offset if offset else None), code
+
+
+def end_txn(store: OffsetStore, markers: MarkerWriter, group: str, producer_id: int, commit: bool,
+            epoch: int = 0) -> None:
+    results = markers.write(producer_id, epoch, commit, 0, [(TOPIC, store.partition_for(group))])
+    assert set(results.values()) == {ErrorCode.none}
+
+
+def test_commits_are_fetched_and_survive_a_restart(data):
+    store, _, _ = data.open()
+    codes = store.commit("g", {TP: CommittedOffset(10, 3, "ok"), ("orders", 1): CommittedOffset(11, -1, "x" * 17)})
+    assert codes == {TP: ErrorCode.none, ("orders", 1): ErrorCode.offset_metadata_too_large}
+    store.commit("g", {TP: CommittedOffset(12, 3, "later")})
+    assert store.fetch("g", None, False) == {TP: (CommittedOffset(12, 3, "later"), ErrorCode.none)}
+    assert store.fetch("nobody", [TP], True) == {TP: (None, ErrorCode.none)}
+
+    store, _, _ = data.open()
+    assert store.fetch("g", None, False) == {TP: (CommittedOffset(12, 3, "later"), ErrorCode.none)}
+
+
+def test_a_transactional_commit_waits_for_its_marker(data):
+    store, markers, _ = data.open()
+    store.commit("g", {TP: CommittedOffset(5)})
+    store.commit_transactional("g", 7, 0, {TP: CommittedOffset(10)})
+    assert committed(store, "g") == (5, ErrorCode.none)
+    assert committed(store, "g", require_stable=True) == (None, ErrorCode.unstable_offset_commit)
+
+    end_txn(store, markers, "g", 7, commit=True)
+    assert committed(store, "g", require_stable=True) == (10, ErrorCode.none)
+
+    store.commit_transactional("g", 7, 0, {TP: CommittedOffset(20)})
+    end_txn(store, markers, "g", 7, commit=False)
+    assert committed(store, "g", require_stable=True) == (10, ErrorCode.none)
+
+
+def test_a_plain_commit_written_after_a_transactional_one_wins(data):
+    store, markers, _ = data.open()
+    store.commit_transactional("g", 7, 0, {TP: CommittedOffset(20)})
+    store.commit("g", {TP: CommittedOffset(15)})
+    end_txn(store, markers, "g", 7, commit=True)
+    assert committed(store, "g") == (15, ErrorCode.none)
+
+
+def test_a_stale_producer_epoch_is_fenced(data):
+    store, markers, _ = data.open()
+    store.commit_transactional("g", 7, 1, {TP: CommittedOffset(20)})
+    end_txn(store, markers, "g", 7, commit=False, epoch=1)
+    with pytest.raises(KafkaError) as raised:
+        store.commit_transactional("g", 7, 0, {TP: CommittedOffset(21)})
+    assert raised.value.code == ErrorCode.producer_fenced
+
+
+def test_a_restart_replays_markers_and_keeps_open_transactions_pending(data):
+    store, markers, _ = data.open()
+    store.commit_transactional("committed", 7, 0, {TP: CommittedOffset(10)})
+    store.commit_transactional("aborted", 8, 0, {TP: CommittedOffset(20)})
+    store.commit_transactional("open", 9, 0, {TP: CommittedOffset(30)})
+    end_txn(store, markers, "committed", 7, commit=True)
+    end_txn(store, markers, "aborted", 8, commit=False)
+
+    store, markers, _ = data.open()
+    assert committed(store, "committed", require_stable=True) == (10, ErrorCode.none)
+    assert committed(store, "aborted", require_stable=True) == (None, ErrorCode.none)
+    assert committed(store, "open", require_stable=True) == (None, ErrorCode.unstable_offset_commit)
+    end_txn(store, markers, "open", 9, commit=True)
+    assert committed(store, "open", require_stable=True) == (30, ErrorCode.none)
+
+
+def test_group_records_are_handed_back_in_order_and_deletions_tombstone_the_offsets(data):
+    store, _, _ = data.open()
+    key = encode_group_key(GroupKey("g"))
+    store.append_group_records("g", [(key, b"first")])
+    store.commit("g", {TP: CommittedOffset(1), ("orders", 1): CommittedOffset(2)})
+    store.append_group_records("g", [(key, b"second")])
+    store.delete("g", [("orders", 1), ("orders", 9)])  # a partition without an offset is no error
+    store.commit("other", {TP: CommittedOffset(3)})
+
+    store, _, replayed = data.open()
+    assert replayed == [(GroupKey("g"), b"first"), (GroupKey("g"), b"second")]
+    assert store.fetch("g", None, False) == {TP: (CommittedOffset(1), ErrorCode.none)}
+
+    store.delete_group("g", [(key, None)])
+    assert store.fetch("g", None, False) == {}
+    store, _, replayed = data.open()
+    assert replayed[-1] == (GroupKey("g"), None)
+    assert store.fetch("g", None, False) == {}
