@@ -157,15 +157,23 @@ def validate_produced_batch(records: bytes | memoryview, max_message_bytes: int)
         raise BatchTooLarge(size, max_message_bytes)
     if not crc_is_valid(records, header):
         raise InvalidBatch(f"CRC mismatch: header says {header.crc}, bytes give {compute_crc(records)}", corrupt=True)
+    # Kafka's LogValidator.validateBatch, with its messages. The records themselves are
+    # checked by protocol.records.validate_records.
     if header.record_count <= 0:
-        raise InvalidBatch("batch has no records", corrupt=False)
-    if header.compression == 0 and header.last_offset_delta != header.record_count - 1:
+        raise InvalidBatch(f"Invalid reported count for record batch: {header.record_count}", corrupt=False)
+    if header.last_offset_delta != header.record_count - 1:
         raise InvalidBatch(
-            f"lastOffsetDelta {header.last_offset_delta} does not match {header.record_count} records",
+            f"Inconsistent batch offset range [{header.base_offset}, {header.last_offset}] and count of records "
+            f"{header.record_count}",
             corrupt=False,
         )
     if header.is_control:
-        raise InvalidBatch("clients may not write control batches", corrupt=False)
+        raise InvalidBatch("Clients are not allowed to write control records", corrupt=False)
+    if header.has_producer_id and header.base_sequence < 0:
+        raise InvalidBatch(
+            f"Invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}",
+            corrupt=False,
+        )
     if header.compression > 4:
         raise InvalidBatch(f"unknown compression codec {header.compression}", corrupt=False)
     return header

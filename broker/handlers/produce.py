@@ -1,8 +1,8 @@
-"""Produce: validate each partition's batch from its header and append it.
+"""Produce: validate each partition's batch and append it.
 
 Per partition: the topic must exist and not be internal; the batch must be one valid
-v2 batch (CRC-32C, lengths, size limits); then the partition log applies the
-idempotence rules and appends. Each partition gets its own error code; one bad
+v2 batch (CRC-32C, lengths, size limits) whose records are well formed (and keyed on a
+compacted topic); then the partition log applies the idempotence rules and appends. Each partition gets its own error code; one bad
 partition does not fail the others. acks=0 gets no response at all.
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
-from ottla.protocol.batch import BatchTooLarge, InvalidBatch, iter_records, validate_produced_batch
+from ottla.protocol.batch import BatchTooLarge, InvalidBatch, validate_produced_batch
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import InvalidRecords, validate_records
 
 from ..logging import get_logger
 from .context import RequestContext
@@ -61,9 +62,7 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
         if header.size > config.segment_bytes:
             return _error(partition, ErrorCode.record_list_too_large,
                           f"batch of {header.size} bytes exceeds segment.bytes ({config.segment_bytes})")
-        if config.compact and any(r.key is None for r in iter_records(records)):
-            # The one check that reads records: compaction keys on them (Kafka refuses the same).
-            raise InvalidBatch("a compacted topic cannot accept a record without a key", corrupt=False)
+        validate_records(records, header, compacted=config.compact, topic_partition=f"{topic}-{partition}")
         if header.is_transactional:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
@@ -75,6 +74,10 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
         log.warning("produce refused", topic=topic, partition=partition, error=code.name, reason=str(exc),
                     client_id=ctx.header.client_id, peer=ctx.connection.peer)
         return _error(partition, code, str(exc))
+    except InvalidRecords as exc:
+        log.warning("produce refused", topic=topic, partition=partition, error="INVALID_RECORD", reason=str(exc),
+                    client_id=ctx.header.client_id, peer=ctx.connection.peer)
+        return _error(partition, ErrorCode.invalid_record, str(exc), exc.record_errors)
     except BatchTooLarge as exc:
         return _error(partition, ErrorCode.message_too_large, str(exc))
     except KafkaError as exc:
@@ -90,12 +93,15 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
     }
 
 
-def _error(partition: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _error(partition: int, code: ErrorCode, message: str | None = None,
+           record_errors: list[tuple[int, str]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
     return {
         "index": partition,
         "error_code": code,
         "base_offset": -1,
         "log_append_time": None,
         "log_start_offset": -1,
+        # Produce v8+ says which records of the batch were refused.
+        "record_errors": [{"batch_index": index, "batch_index_error_message": text} for index, text in record_errors],
         "error_message": message,
     }
