@@ -15,6 +15,10 @@ or one partition of it):
   behind it, as they do behind a slow Kafka request.
 - `close`: the request is handled, and the connection is closed instead of answering:
   a network failure after the broker did the work.
+- `disk_error`: not about a request but the disk: the next `count` writes to the topic
+  (or to one partition of it, or to any partition) fail with EIO before a byte is
+  written, as on a failing disk. A Produce gets KAFKA_STORAGE_ERROR; a transaction
+  marker is retried by its coordinator until it is written.
 
 Each injection is logged and counted in /metrics. The connection asks `take` once per
 request; with no fault set that is one attribute test.
@@ -23,6 +27,7 @@ request; with no fault set that is one attribute test.
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import uuid
 from dataclasses import asdict, dataclass
@@ -41,8 +46,8 @@ if TYPE_CHECKING:
 
 log = get_logger("ottla.faults")
 
-ERROR, DROP, DELAY, CLOSE = "error", "drop", "delay", "close"
-KINDS = (ERROR, DROP, DELAY, CLOSE)
+ERROR, DROP, DELAY, CLOSE, DISK_ERROR = "error", "drop", "delay", "close", "disk_error"
+KINDS = (ERROR, DROP, DELAY, CLOSE, DISK_ERROR)
 _MAX_DELAY_MS = 10 * 60 * 1000
 _API_BY_NAME = {api.name.lower(): api for api in SUPPORTED.values()}
 
@@ -76,6 +81,8 @@ def parse_fault(spec: dict[str, Any], fault_id: int) -> Fault:
         raise FaultSpecError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     # A dropped acknowledgement is about Produce unless said otherwise.
     api_text = spec.get("api", PRODUCE.name if kind == DROP else None)
+    if kind == DISK_ERROR and api_text is not None:
+        raise FaultSpecError("a disk_error fault is about writes, not an API")
     api = None
     if api_text is not None:
         api = _API_BY_NAME.get(str(api_text).lower()) or SUPPORTED.get(api_text if isinstance(api_text, int) else -1)
@@ -89,7 +96,7 @@ def parse_fault(spec: dict[str, Any], fault_id: int) -> Fault:
         partition = _int(spec, "partition", 0)
         if topic is None:
             raise FaultSpecError("a partition needs its topic")
-    if topic is not None and (api is None or not names_topics(api.key)):
+    if topic is not None and kind != DISK_ERROR and (api is None or not names_topics(api.key)):
         raise FaultSpecError(f"{api.name if api else 'a fault without an API'} cannot be aimed at a topic")
     fault = Fault(fault_id, kind, api.name if api else None, count, topic, partition)
     if kind == ERROR:
@@ -134,19 +141,40 @@ class Faults:
     def add(self, spec: dict[str, Any]) -> Fault:
         fault = parse_fault(spec, next(self._ids))
         self._faults.append(fault)
-        self.armed = True
+        self._arm()
         log.info("fault set", **fault.describe())
         return fault
 
     def remove(self, fault_id: int) -> bool:
         before = len(self._faults)
         self._faults = [f for f in self._faults if f.id != fault_id]
-        self.armed = bool(self._faults)
+        self._arm()
         return len(self._faults) < before
 
     def clear(self) -> None:
         self._faults = []
-        self.armed = False
+        self._arm()
+
+    def _arm(self) -> None:
+        """Point the request path and the logs' writes at the faults set, so that with
+        none set each costs one test."""
+        self.armed = any(f.kind != DISK_ERROR for f in self._faults)
+        disk = any(f.kind == DISK_ERROR for f in self._faults)
+        self.broker.logs.set_write_check(self._check_write if disk else None)
+
+    def _check_write(self, topic: str, partition: int) -> None:
+        """Fail this write with EIO if a disk_error fault aims at its partition."""
+        for fault in self._faults:
+            if fault.kind != DISK_ERROR or fault.topic not in (None, topic) or \
+                    fault.partition not in (None, partition):
+                continue
+            fault.remaining -= 1
+            if fault.remaining == 0:
+                self.remove(fault.id)
+            self.broker.metrics.faults_injected[(fault.kind, "write")] += 1
+            log.warning("fault injected", fault=fault.id, kind=fault.kind, topic=topic, partition=partition,
+                        remaining=fault.remaining)
+            raise OSError(errno.EIO, "injected disk error")
 
     def active(self) -> list[Fault]:
         return list(self._faults)
@@ -159,7 +187,8 @@ class Faults:
         """The fault this request meets, if any; it is used up by one."""
         api = SUPPORTED[ctx.header.api_key].name
         for fault in self._faults:
-            if fault.api not in (None, api) or not self._aims_at(fault, ctx.header.api_key, request):
+            if fault.kind == DISK_ERROR or fault.api not in (None, api) or \
+                    not self._aims_at(fault, ctx.header.api_key, request):
                 continue
             fault.remaining -= 1
             if fault.remaining == 0:

@@ -266,6 +266,8 @@ class Broker:
                 pass
         if self.admin is not None:
             await self.admin.stop()
+        if self.transactions is not None:
+            self.transactions.close()
         self.logs.close()
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
         self._stopped.set()

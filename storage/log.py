@@ -69,6 +69,10 @@ class PartitionLog:
         # Called as on_append(topic, partition) after every write: the broker wakes
         # long-polling fetches with it.
         self.on_append: Callable[[str, int], None] | None = None
+        # Fault injection's disk (LogManager.set_write_check): called as
+        # write_check(topic, partition) before every write; the OSError it raises fails
+        # the write as the disk's own would, before a byte is written. None: no fault set.
+        self.write_check: Callable[[str, int], None] | None = None
         self.truncated_bytes = 0  # cut off torn tails at start-up, for the log line
         self.checked_bytes = 0  # read and checked at start-up
         # Everything below this offset has been fsynced: Kafka's recovery point.
@@ -247,6 +251,8 @@ class PartitionLog:
         self._maybe_roll(size, header.max_timestamp)
         last_offset = base_offset + header.last_offset_delta
         try:
+            if self.write_check is not None:
+                self.write_check(self.topic, self.partition)
             self.active.append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
                                last_offset, header.max_timestamp, self.config.index_interval_bytes)
         except OSError as exc:

@@ -102,6 +102,7 @@ class LogManager:
         self.data_dir = os.path.abspath(data_dir)
         self.default_config = default_config
         self.on_append = on_append
+        self.write_check: Callable[[str, int], None] | None = None  # see set_write_check
         self.topics: dict[str, Topic] = {}
         self._topics_by_id: dict[uuid.UUID, Topic] = {}
         self.cluster_id = ""
@@ -147,6 +148,7 @@ class LogManager:
                 truncated += log.truncated_bytes
                 checked += log.checked_bytes
                 log.on_append = self.on_append
+                log.write_check = self.write_check
                 topic.partitions.append(log)
                 count += 1
             self._register(topic)
@@ -217,6 +219,14 @@ class LogManager:
             return None
         return t.partitions[partition]
 
+    def set_write_check(self, check: Callable[[str, int], None] | None) -> None:
+        """Have every partition, present and future, call `check(topic, partition)`
+        before it writes (fault injection's failing disk); None takes it away."""
+        self.write_check = check
+        for topic in self.topics.values():
+            for log in topic.partitions:
+                log.write_check = check
+
     def validate_new_topic(self, name: str, partitions: int) -> None:
         validate_topic_name(name)
         if name in self.topics:
@@ -233,6 +243,7 @@ class LogManager:
             path = os.path.join(self.data_dir, f"{name}-{index}")
             log = PartitionLog.create(path, name, index, config)
             log.on_append = self.on_append
+            log.write_check = self.write_check
             with open(os.path.join(path, PARTITION_METADATA_FILE), "w") as f:
                 f.write(f"version: 0\ntopic_id: {topic_id_text(topic.topic_id)}\n")
             topic.partitions.append(log)

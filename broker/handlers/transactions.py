@@ -7,9 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.coordinator.transaction_log import TxnState
+from ottla.coordinator.transactions import COORDINATOR_EPOCH
 from ottla.protocol.errors import ErrorCode, KafkaError
 
+from ..logging import get_logger
 from .context import RequestContext
+
+log = get_logger("ottla.transactions")
 
 _ALL_STATES = {state.kafka_name for state in TxnState}
 
@@ -111,8 +115,16 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
     results = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        codes = markers.write(marker.producer_id, marker.producer_epoch, marker.transaction_result,
-                              marker.coordinator_epoch, partitions)
+        if marker.coordinator_epoch > COORDINATOR_EPOCH:
+            # This broker is the only transaction coordinator there is. A marker claiming
+            # a later coordinator epoch would raise the epoch the partitions record for
+            # the producer, and then refuse the real coordinator's markers for good.
+            log.warning("transaction markers refused", producer_id=marker.producer_id,
+                        coordinator_epoch=marker.coordinator_epoch, client_id=ctx.header.client_id)
+            codes = dict.fromkeys(partitions, ErrorCode.transaction_coordinator_fenced)
+        else:
+            codes = markers.write(marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                                  marker.coordinator_epoch, partitions)
         results.append({"producer_id": marker.producer_id, "topics": [
             {"name": t.name, "partitions": [
                 {"partition_index": p, "error_code": codes[(t.name, p)]} for p in t.partition_indexes

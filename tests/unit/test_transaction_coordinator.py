@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import replace
 
 import pytest
@@ -175,3 +176,75 @@ def test_idle_transactional_ids_expire_and_are_forgotten_after_a_reload(coordina
                                       MarkerWriter(coordinator.logs), num_partitions=5)
     reloaded.load()
     assert reloaded.describe("idle") is None and reloaded.describe("busy") is not None
+
+
+class FailingDisk:
+    """Fails the next `count` writes to one partition with EIO, as the broker's
+    disk_error fault does (broker/faults.py)."""
+
+    def __init__(self, topic: str, partition: int, count: int) -> None:
+        self.target, self.count = (topic, partition), count
+
+    def __call__(self, topic: str, partition: int) -> None:
+        if (topic, partition) == self.target and self.count > 0:
+            self.count -= 1
+            raise OSError(errno.EIO, "injected disk error")
+
+
+def _markers(coordinator, partition: int) -> list[int]:
+    return [h.producer_id for h, _ in coordinator.logs.partition("orders", partition).batches() if h.is_control]
+
+
+def test_a_marker_that_fails_is_retried_with_backoff_and_complete_is_written_only_after_it(coordinator):
+    retries: list[tuple[float, object]] = []
+    coordinator.call_later = lambda delay, callback: retries.append((delay, callback))
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    coordinator.add_partitions("app", pid, epoch, [("orders", 0), ("orders", 1)])
+    coordinator.logs.set_write_check(FailingDisk("orders", 1, count=6))
+
+    coordinator.end_txn("app", pid, epoch, commit=True)
+    for _ in range(6):
+        assert coordinator.describe("app").state is S.PREPARE_COMMIT
+        assert coordinator.pending_markers["app"].partitions == {("orders", 1)}
+        with pytest.raises(KafkaError) as busy:
+            coordinator.add_partitions("app", pid, epoch, [("orders", 0)])
+        assert busy.value.code == ErrorCode.concurrent_transactions
+        retries[-1][1]()  # the retry, when its backoff is over
+    # Kafka's retry.backoff.ms, doubling up to retry.backoff.max.ms.
+    assert [delay for delay, _ in retries] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    assert coordinator.describe("app").state is S.COMPLETE_COMMIT
+    assert "app" not in coordinator.pending_markers
+    # Partition 0 got its marker at the first attempt and never again.
+    assert _markers(coordinator, 0) == [pid] and _markers(coordinator, 1) == [pid]
+    assert coordinator.logs.partition("orders", 1).last_stable_offset == \
+        coordinator.logs.partition("orders", 1).log_end_offset
+
+
+def test_a_deleted_partition_is_the_one_failure_that_ends_the_retries(coordinator):
+    retries: list[tuple[float, object]] = []
+    coordinator.call_later = lambda delay, callback: retries.append((delay, callback))
+    coordinator.logs.create_topic("audit", 1)
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    coordinator.add_partitions("app", pid, epoch, [("orders", 0), ("audit", 0)])
+    coordinator.logs.set_write_check(FailingDisk("audit", 0, count=1000))
+    coordinator.end_txn("app", pid, epoch, commit=False)
+    assert coordinator.describe("app").state is S.PREPARE_ABORT and len(retries) == 1
+    coordinator.logs.delete_topic("audit")
+    retries[-1][1]()
+    assert coordinator.describe("app").state is S.COMPLETE_ABORT and len(retries) == 1
+
+
+def test_a_failed_complete_record_is_written_again_without_rewriting_the_markers(coordinator):
+    retries: list[tuple[float, object]] = []
+    coordinator.call_later = lambda delay, callback: retries.append((delay, callback))
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    coordinator.add_partitions("app", pid, epoch, [("orders", 0)])
+    state_partition = partition_for("app", coordinator.num_partitions)
+    coordinator.end_txn("app", pid, epoch, commit=True, complete=False)
+    coordinator.logs.set_write_check(FailingDisk("__transaction_state", state_partition, count=1))
+    coordinator.complete("app")
+    assert coordinator.describe("app").state is S.PREPARE_COMMIT
+    assert coordinator.pending_markers["app"].partitions == frozenset()
+    retries[-1][1]()
+    assert coordinator.describe("app").state is S.COMPLETE_COMMIT
+    assert _markers(coordinator, 0) == [pid]
