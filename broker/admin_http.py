@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
-from .faults import FaultSpecError
-
-if TYPE_CHECKING:
-    from .server import Broker
+from .faults import Faults, FaultSpecError
 
 
 _MAX_BODY = 64 * 1024
@@ -31,8 +28,13 @@ PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class AdminServer:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    """Serves the routes above from what the broker hands it: the faults, the metrics
+    text, and whether it is stopping."""
+
+    def __init__(self, faults: Faults, metrics_text: Callable[[], str], stopping: Callable[[], bool]) -> None:
+        self.faults = faults
+        self.metrics_text = metrics_text
+        self.stopping = stopping
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
 
@@ -76,30 +78,30 @@ class AdminServer:
         return self.route(method.upper(), target.split("?", 1)[0].rstrip("/") or "/", body)
 
     def route(self, method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
-        broker = self.broker
+        faults = self.faults
         if path == "/healthz" and method == "GET":
-            return (503, "text/plain", b"stopping\n") if broker.stopping else (200, "text/plain", b"ok\n")
+            return (503, "text/plain", b"stopping\n") if self.stopping() else (200, "text/plain", b"ok\n")
         if path == "/metrics" and method == "GET":
-            return 200, PROMETHEUS_TEXT, broker.metrics.render(broker, broker.faults.remaining).encode()
+            return 200, PROMETHEUS_TEXT, self.metrics_text().encode()
         if path == "/faults":
             if method == "GET":
-                return _json(200, {"faults": [f.describe() for f in broker.faults.active()]})
+                return _json(200, {"faults": [f.describe() for f in faults.active()]})
             if method == "POST":
                 try:
                     spec = json.loads(body or b"{}")
                     if not isinstance(spec, dict):
                         raise FaultSpecError("a fault is a JSON object")
-                    fault = broker.faults.add(spec)
+                    fault = faults.add(spec)
                 except (ValueError, FaultSpecError) as exc:
                     return _json(400, {"error": str(exc)})
                 return _json(201, fault.describe())
             if method == "DELETE":
-                broker.faults.clear()
+                faults.clear()
                 return _json(200, {"faults": []})
             return _json(405, {"error": f"{method} /faults"})
         if path.startswith("/faults/") and method == "DELETE":
             fault_id = path[len("/faults/"):]
-            if fault_id.isdigit() and broker.faults.remove(int(fault_id)):
+            if fault_id.isdigit() and faults.remove(int(fault_id)):
                 return _json(200, {"removed": int(fault_id)})
             return _json(404, {"error": f"no fault {fault_id}"})
         return _json(404, {"error": f"no route {method} {path}"})

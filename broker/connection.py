@@ -9,33 +9,33 @@ writes the response. Like Kafka, a connection's requests are processed one at a 
 so responses leave in request order; clients pipeline (librdkafka keeps up to 5 in
 flight) and the next frames wait, already read, in the queue.
 
+Serving one request reads decode -> handle -> encode: the frame is decoded here, the
+dispatcher (broker/dispatch.py) runs its handler with what the broker adds around it
+(faults, the fsync wait, metrics), and the response is encoded and written here.
+
 Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
 header, unknown API) closes this connection with a log line; every other connection
 carries on.
-
-Each request also meets the fault hook (broker/faults.py: one attribute test when no
-fault is set) and is counted in broker/metrics.py (a few increments and a perf_counter
-pair; nothing per record).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ottla.protocol.apis import API_VERSIONS, SUPPORTED
-from ottla.protocol.codec import MalformedRequest, decode_request, encode_response, parse_request_header, request_class
+from ottla.protocol.apis import API_VERSIONS, SUPPORTED, Api
+from ottla.protocol.codec import (MalformedRequest, RequestHeader, decode_request, encode_response,
+                                  parse_request_header, request_class)
 from ottla.protocol.framing import FrameError, FrameReader
 
-from .faults import ERROR
-from .handlers import HANDLERS, MAY_WAIT, RequestContext, api_versions_fallback
+from .dispatch import Dispatcher
+from .handlers import RequestContext, api_versions_fallback
 from .logging import get_logger
+from .services import Services
 
 if TYPE_CHECKING:
     from .config import Listener
-    from .server import Broker
 
 log = get_logger("ottla.connection")
 
@@ -46,16 +46,28 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Larger ones (big Produce batches) go through the worker: the hop costs them nothing
 # that shows, and serving them inline measured slower (more broker CPU per byte).
 _INLINE_MAX_BYTES = 64 * 1024
+# Bytes 0-1 of a request: its API key (the frame's size prefix is already stripped).
+_API_KEY_BYTES = slice(0, 2)
+
+
+class Request(NamedTuple):
+    header: RequestHeader
+    api: Api
+    body: Any
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: "Broker", listener: "Listener") -> None:
-        self.broker = broker
+    def __init__(self, services: Services, dispatcher: Dispatcher, listener: "Listener",
+                 registry: set["Connection"], max_request_bytes: int) -> None:
+        self.services = services
+        self.dispatcher = dispatcher
+        self.metrics = dispatcher.metrics
         self.listener = listener  # the one this client connected to: its address is what it is told
+        self.registry = registry  # the broker's open connections, to finish at shutdown
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_id: str | None = None
-        self._reader = FrameReader(broker.config.socket_request_max_bytes)
+        self._reader = FrameReader(max_request_bytes)
         self._frames: deque[memoryview] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -71,11 +83,11 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._worker = asyncio.get_running_loop().create_task(self._work())
-        self.broker.connections.add(self)
-        self.broker.metrics.connections_opened += 1
+        self.registry.add(self)
+        self.metrics.connections_opened += 1
 
     def data_received(self, data: bytes) -> None:
-        self.broker.metrics.bytes_in += len(data)
+        self.metrics.bytes_in += len(data)
         try:
             frames = self._reader.feed(data)
         except FrameError as exc:
@@ -98,10 +110,10 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:  # a reset or a broken pipe, not a close
-            self.broker.metrics.connection_errors += 1
+            self.metrics.connection_errors += 1
             log.info("connection lost", peer=self.peer, client_id=self.client_id, error=str(exc) or type(exc).__name__)
         self._closing = True
-        self.broker.connections.discard(self)
+        self.registry.discard(self)
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
         if self._drained is not None and not self._drained.done():
@@ -126,32 +138,29 @@ class Connection(asyncio.Protocol):
         """Serve, right here in data_received, the frames whose handling cannot wait on
         anything; returns the rest (from the first that may wait) for the worker.
 
-        Most requests never wait: their handlers are `async` only to share one calling
-        convention with those that do (see handlers.MAY_WAIT). Serving them here saves
-        the hop through the worker task, which is a good part of a short request's round
-        trip. Order holds: this runs only when the worker has nothing queued or in hand,
-        and stops at the first request that has to go to it."""
-        broker = self.broker
-        if broker.faults.armed or broker.group_commit is not None:
-            return frames  # a fault may delay a response; --fsync waits for the disk
+        Serving them here saves the hop through the worker task, which is a good part of
+        a short request's round trip. Order holds: this runs only when the worker has
+        nothing queued or in hand, and stops at the first request that has to go to it."""
+        dispatcher = self.dispatcher
         for i, frame in enumerate(frames):
             if (self._drained is not None  # the client stopped reading: the worker waits for it
                     or not 2 <= len(frame) <= _INLINE_MAX_BYTES
-                    or int.from_bytes(frame[:2], "big", signed=True) in MAY_WAIT):
+                    or not dispatcher.can_handle_now(int.from_bytes(frame[_API_KEY_BYTES], "big", signed=True))):
                 return frames[i:]
-            serving = self._serve(frame)
+            request = self._decode(frame)
+            if request is None:
+                if self._is_open():
+                    continue  # answered already (an ApiVersions version we do not speak)
+                return []
+            ctx = self._context(request.header)
             try:
-                serving.send(None)
-            except StopIteration as done:
-                if not done.value:  # the connection was closed
-                    return []
-                continue
-            # A handler outside MAY_WAIT waited: a bug (tests/unit/test_handlers.py guards
-            # against it). Close this connection rather than answer out of order.
-            serving.close()
-            log.error("a request that cannot wait waited; closing the connection", peer=self.peer)
-            self.close()
-            return []
+                response = dispatcher.handle_now(ctx, request.body)
+            except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
+                self._handler_failed(request)
+                return []
+            self._respond(ctx, request, response)
+            if not self._is_open():
+                return []
         return []
 
     # --- the worker ----------------------------------------------------------------------
@@ -173,7 +182,7 @@ class Connection(asyncio.Protocol):
                         return
                     if self._drained is not None:
                         await self._drained
-                if self._closing or self.broker.stopping:
+                if self._closing or self.services.stopping:
                     self.close()
                     return
                 self._wakeup = loop.create_future()
@@ -184,53 +193,63 @@ class Connection(asyncio.Protocol):
 
     async def _serve(self, frame: memoryview) -> bool:
         """Handle one request frame. Returns False if the connection was closed."""
+        request = self._decode(frame)
+        if request is None:
+            return self._is_open()
+        ctx = self._context(request.header)
+        try:
+            response = await self.dispatcher.handle(ctx, request.body, self.close)
+        except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
+            self._handler_failed(request)
+            return False
+        self._respond(ctx, request, response)
+        return self._is_open()
+
+    def _decode(self, frame: memoryview) -> Request | None:
+        """The request in `frame`, or None when there is none to handle: the frame was
+        answered here (an ApiVersions version we do not speak) or the connection was
+        closed because of it."""
         try:
             header = parse_request_header(frame)
         except MalformedRequest as exc:
             self.abort(f"malformed request header: {exc}")
-            return False
+            return None
         self.client_id = header.client_id
         api = SUPPORTED.get(header.api_key)
         if api is None:
             self.abort(f"unknown api key {header.api_key}", correlation_id=header.correlation_id)
-            return False
+            return None
         if not api.handles(header.api_version):
             if api is API_VERSIONS:
                 # A client newer than us: answer in v0 so it can read which versions we
                 # speak, and retry with one of them.
                 self._send(header.correlation_id, api_versions_fallback())
-                return True
+                return None
             self.abort(f"{api.name} v{header.api_version} is not supported", correlation_id=header.correlation_id)
-            return False
+            return None
         cls = request_class(header.api_key, header.api_version)
         try:
-            request = decode_request(cls, frame, header.body_offset)
+            body = decode_request(cls, frame, header.body_offset)
         except MalformedRequest as exc:
             self.abort(f"malformed {api.name} v{header.api_version}: {exc}", correlation_id=header.correlation_id)
-            return False
-        started = perf_counter()
-        ctx = RequestContext(self.broker, header, self)
-        faults = self.broker.faults
-        fault = faults.take(ctx, request) if faults.armed else None
-        group_commit = self.broker.group_commit
-        appends_before = group_commit.generation if group_commit is not None else 0
-        try:
-            if fault is not None and fault.kind == ERROR:
-                response = faults.error_response(fault, ctx, request)
-            else:
-                response = await HANDLERS[header.api_key](ctx, request)
-            if group_commit is not None and group_commit.generation != appends_before:
-                await group_commit.sync()  # --fsync: what we acknowledge is on disk
-        except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
-            log.exception("handler failed", api=api.name, version=header.api_version, client_id=header.client_id,
-                          peer=self.peer)
-            self.close()
-            return False
-        if response is not None and (fault is None or await faults.before_response(fault, self)):
-            self._send(header.correlation_id, response)
+            return None
+        return Request(header, api, body)
+
+    def _context(self, header: RequestHeader) -> RequestContext:
+        return RequestContext(self.services, header, self.peer, self.listener.advertised_address)
+
+    def _respond(self, ctx: RequestContext, request: Request, response: Any) -> None:
+        if response is not None:
+            self._send(request.header.correlation_id, response)
         if ctx.deferred is not None:
-            self._run_deferred(ctx, api.name)
-        self.broker.metrics.request_served(header.api_key, perf_counter() - started, response)
+            self._run_deferred(ctx, request.api.name)
+
+    def _handler_failed(self, request: Request) -> None:
+        log.exception("handler failed", api=request.api.name, version=request.header.api_version,
+                      client_id=request.header.client_id, peer=self.peer)
+        self.close()
+
+    def _is_open(self) -> bool:
         return self.transport is not None and not self.transport.is_closing()
 
     def _run_deferred(self, ctx: RequestContext, api_name: str) -> None:
@@ -246,7 +265,7 @@ class Connection(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return
         chunks = encode_response(correlation_id, response)
-        self.broker.metrics.bytes_out += sum(map(len, chunks))
+        self.metrics.bytes_out += sum(map(len, chunks))
         if len(chunks) == 1:
             self.transport.write(chunks[0])  # most responses: one buffer, one send
         else:
@@ -258,7 +277,7 @@ class Connection(asyncio.Protocol):
         """Close this connection because of what the client sent."""
         log.warning("closing connection", reason=reason, peer=self.peer, client_id=self.client_id,
                     correlation_id=correlation_id)
-        self.broker.metrics.connection_errors += 1
+        self.metrics.connection_errors += 1
         self._frames.clear()
         self.close()
 

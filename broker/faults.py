@@ -9,8 +9,8 @@ or one partition of it):
   every place of the response (Kafka's error response, protocol/error_responses.py),
   so the error means what it means from Kafka: nothing was done.
 - `drop`: the request is handled (a Produce is appended) and its response is never
-  sent: the lost acknowledgement of seed 002. The client times the request out and
-  retries, and the broker's sequence cache must recognise the retry as a duplicate.
+  sent: a lost acknowledgement. The client times the request out and retries, and the
+  broker's sequence cache must recognise the retry as a duplicate.
 - `delay`: the response is sent `delay_ms` late. Later requests on the connection wait
   behind it, as they do behind a slow Kafka request.
 - `close`: the request is handled, and the connection is closed instead of answering:
@@ -31,7 +31,8 @@ import errno
 import itertools
 import uuid
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Callable
 
 from ottla.protocol.apis import PRODUCE, SUPPORTED
 from ottla.protocol.error_responses import error_response, has_error_response, named_partitions, names_topics
@@ -40,14 +41,22 @@ from ottla.protocol.errors import ErrorCode
 from .logging import get_logger
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from ottla.storage.log_manager import LogManager
+
     from .handlers.context import RequestContext
-    from .server import Broker
+    from .metrics import Metrics
 
 log = get_logger("ottla.faults")
 
-ERROR, DROP, DELAY, CLOSE, DISK_ERROR = "error", "drop", "delay", "close", "disk_error"
-KINDS = (ERROR, DROP, DELAY, CLOSE, DISK_ERROR)
+
+
+class FaultKind(StrEnum):
+    ERROR = "error"
+    DROP = "drop"
+    DELAY = "delay"
+    CLOSE = "close"
+    DISK_ERROR = "disk_error"
+
 _MAX_DELAY_MS = 10 * 60 * 1000
 _API_BY_NAME = {api.name.lower(): api for api in SUPPORTED.values()}
 
@@ -59,7 +68,7 @@ class FaultSpecError(ValueError):
 @dataclass(slots=True)
 class Fault:
     id: int
-    kind: str
+    kind: FaultKind
     api: str | None  # None: any API
     remaining: int
     topic: str | None = None
@@ -76,12 +85,13 @@ def parse_fault(spec: dict[str, Any], fault_id: int) -> Fault:
     unknown = set(spec) - {"kind", "api", "count", "topic", "partition", "error", "delay_ms"}
     if unknown:
         raise FaultSpecError(f"unknown fault fields: {', '.join(sorted(unknown))}")
-    kind = spec.get("kind")
-    if kind not in KINDS:
-        raise FaultSpecError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    try:
+        kind = FaultKind(spec.get("kind"))
+    except ValueError:
+        raise FaultSpecError(f"kind must be one of {', '.join(FaultKind)}, got {spec.get('kind')!r}") from None
     # A dropped acknowledgement is about Produce unless said otherwise.
-    api_text = spec.get("api", PRODUCE.name if kind == DROP else None)
-    if kind == DISK_ERROR and api_text is not None:
+    api_text = spec.get("api", PRODUCE.name if kind == FaultKind.DROP else None)
+    if kind == FaultKind.DISK_ERROR and api_text is not None:
         raise FaultSpecError("a disk_error fault is about writes, not an API")
     api = None
     if api_text is not None:
@@ -96,16 +106,16 @@ def parse_fault(spec: dict[str, Any], fault_id: int) -> Fault:
         partition = _int(spec, "partition", 0)
         if topic is None:
             raise FaultSpecError("a partition needs its topic")
-    if topic is not None and kind != DISK_ERROR and (api is None or not names_topics(api.key)):
+    if topic is not None and kind != FaultKind.DISK_ERROR and (api is None or not names_topics(api.key)):
         raise FaultSpecError(f"{api.name if api else 'a fault without an API'} cannot be aimed at a topic")
     fault = Fault(fault_id, kind, api.name if api else None, count, topic, partition)
-    if kind == ERROR:
+    if kind == FaultKind.ERROR:
         if api is None or not has_error_response(api.key):
             raise FaultSpecError(f"an error fault needs an API that has an error response, got {api_text!r}")
         fault.error = _error_code(spec.get("error")).name.upper()
     elif "error" in spec:
         raise FaultSpecError("only an error fault takes an error")
-    if kind == DELAY:
+    if kind == FaultKind.DELAY:
         fault.delay_ms = _int(spec, "delay_ms", 0)
         if not 0 < fault.delay_ms <= _MAX_DELAY_MS:
             raise FaultSpecError(f"delay_ms must be between 1 and {_MAX_DELAY_MS}")
@@ -132,8 +142,12 @@ def _error_code(value: Any) -> ErrorCode:
 
 
 class Faults:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    """The faults set. It needs the logs (to fail their writes, and to name a topic
+    asked for by id) and the metrics (to count injections), nothing else."""
+
+    def __init__(self, logs: "LogManager", metrics: "Metrics") -> None:
+        self.logs = logs
+        self.metrics = metrics
         self._faults: list[Fault] = []
         self._ids = itertools.count(1)
         self.armed = False  # what the request path tests: anything set at all
@@ -158,20 +172,20 @@ class Faults:
     def _arm(self) -> None:
         """Point the request path and the logs' writes at the faults set, so that with
         none set each costs one test."""
-        self.armed = any(f.kind != DISK_ERROR for f in self._faults)
-        disk = any(f.kind == DISK_ERROR for f in self._faults)
-        self.broker.logs.set_write_check(self._check_write if disk else None)
+        self.armed = any(f.kind != FaultKind.DISK_ERROR for f in self._faults)
+        disk = any(f.kind == FaultKind.DISK_ERROR for f in self._faults)
+        self.logs.set_write_check(self._check_write if disk else None)
 
     def _check_write(self, topic: str, partition: int) -> None:
         """Fail this write with EIO if a disk_error fault aims at its partition."""
         for fault in self._faults:
-            if fault.kind != DISK_ERROR or fault.topic not in (None, topic) or \
+            if fault.kind != FaultKind.DISK_ERROR or fault.topic not in (None, topic) or \
                     fault.partition not in (None, partition):
                 continue
             fault.remaining -= 1
             if fault.remaining == 0:
                 self.remove(fault.id)
-            self.broker.metrics.faults_injected[(fault.kind, "write")] += 1
+            self.metrics.faults_injected[(fault.kind, "write")] += 1
             log.warning("fault injected", fault=fault.id, kind=fault.kind, topic=topic, partition=partition,
                         remaining=fault.remaining)
             raise OSError(errno.EIO, "injected disk error")
@@ -187,16 +201,16 @@ class Faults:
         """The fault this request meets, if any; it is used up by one."""
         api = SUPPORTED[ctx.header.api_key].name
         for fault in self._faults:
-            if fault.kind == DISK_ERROR or fault.api not in (None, api) or \
+            if fault.kind == FaultKind.DISK_ERROR or fault.api not in (None, api) or \
                     not self._aims_at(fault, ctx.header.api_key, request):
                 continue
             fault.remaining -= 1
             if fault.remaining == 0:
                 self.remove(fault.id)
-            self.broker.metrics.faults_injected[(fault.kind, api)] += 1
+            self.metrics.faults_injected[(fault.kind, api)] += 1
             log.warning("fault injected", fault=fault.id, kind=fault.kind, api=api, error=fault.error,
                         delay_ms=fault.delay_ms, topic=fault.topic, partition=fault.partition,
-                        client_id=ctx.header.client_id, peer=ctx.connection.peer, remaining=fault.remaining)
+                        client_id=ctx.header.client_id, peer=ctx.peer, remaining=fault.remaining)
             return fault
         return None
 
@@ -205,7 +219,7 @@ class Faults:
             return True
         for topic, partitions in named_partitions(api_key, request).items():
             if isinstance(topic, uuid.UUID):
-                found = self.broker.logs.topic_by_id(topic)
+                found = self.logs.topic_by_id(topic)
                 topic = found.name if found is not None else None
             if topic == fault.topic and (fault.partition is None or partitions is None
                                          or fault.partition in partitions):
@@ -215,14 +229,14 @@ class Faults:
     def error_response(self, fault: Fault, ctx: "RequestContext", request: Any) -> Any:
         return ctx.respond(**error_response(ctx.header.api_key, request, ErrorCode[fault.error.lower()]))
 
-    async def before_response(self, fault: Fault, connection: "Connection") -> bool:
+    async def before_response(self, fault: Fault, close: Callable[[], None]) -> bool:
         """Apply `fault` between handling a request and answering it. False when the
-        response must not be sent."""
-        if fault.kind == DELAY:
+        response must not be sent; `close` closes the client's connection."""
+        if fault.kind == FaultKind.DELAY:
             await asyncio.sleep((fault.delay_ms or 0) / 1000)
-        elif fault.kind == DROP:
+        elif fault.kind == FaultKind.DROP:
             return False
-        elif fault.kind == CLOSE:
-            connection.close()
+        elif fault.kind == FaultKind.CLOSE:
+            close()
             return False
         return True

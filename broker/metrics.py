@@ -28,7 +28,9 @@ from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from ottla.coordinator.groups import GroupCoordinator
+    from ottla.coordinator.transactions import TransactionCoordinator
+    from ottla.storage.log_manager import LogManager
 
 # Request latency buckets, in seconds: a produce answered from the page cache takes well
 # under a millisecond, a long-polling fetch up to its max wait (500 ms by default).
@@ -65,7 +67,9 @@ class Metrics:
 
     # --- rendering -----------------------------------------------------------------------
 
-    def render(self, broker: "Broker", faults_armed: int) -> str:
+    def render(self, *, connections: int, logs: "LogManager", transactions: "TransactionCoordinator | None",
+               groups: "GroupCoordinator", faults_armed: int, task_failures: Counter[str] | None = None) -> str:
+        """The counters, and the gauges read now from the state they describe."""
         out: list[str] = []
         api_names = {key: api.name for key, api in SUPPORTED.items()}
 
@@ -90,13 +94,13 @@ class Metrics:
             out.append(f'ottla_request_duration_seconds_count{{api="{name(key)}"}} {api.requests}')
         _family(out, "ottla_bytes_in_total", "counter", "Bytes received from clients.", [("", self.bytes_in)])
         _family(out, "ottla_bytes_out_total", "counter", "Bytes sent to clients.", [("", self.bytes_out)])
-        _family(out, "ottla_connections", "gauge", "Open client connections.", [("", len(broker.connections))])
+        _family(out, "ottla_connections", "gauge", "Open client connections.", [("", connections)])
         _family(out, "ottla_connections_total", "counter", "Client connections accepted.",
                 [("", self.connections_opened)])
         _family(out, "ottla_connection_errors_total", "counter",
                 "Connections closed because of an error (bad frame, reset...).", [("", self.connection_errors)])
 
-        partitions = sorted(broker.logs.all_partitions(), key=lambda p: (p.topic, p.partition))
+        partitions = sorted(logs.all_partitions(), key=lambda p: (p.topic, p.partition))
         _family(out, "ottla_partitions", "gauge", "Partitions hosted.", [("", len(partitions))])
         _family(out, "ottla_log_end_offset", "gauge", "Log end offset (the high watermark) per partition.",
                 ((_tp(p), p.log_end_offset) for p in partitions))
@@ -105,18 +109,21 @@ class Metrics:
         producers = {pid for p in partitions for pid in p.producer_state.producers}
         _family(out, "ottla_producer_ids", "gauge", "Producer ids with state in some partition.",
                 [("", len(producers))])
-        transactions = broker.transactions.transactions.values() if broker.transactions is not None else ()
+        txn_states = transactions.count_by_state() if transactions is not None else Counter()
         _family(out, "ottla_open_transactions", "gauge", "Transactions begun and not yet complete.",
-                [("", sum(1 for t in transactions if t.state in _OPEN_TXN_STATES))])
+                [("", sum(txn_states[state] for state in _OPEN_TXN_STATES))])
         _family(out, "ottla_transactional_ids", "gauge", "Transactional ids known to the coordinator.",
-                [("", len(transactions))])
-        groups = broker.groups.count_by_state()
+                [("", sum(txn_states.values()))])
+        group_states = groups.count_by_state()
         _family(out, "ottla_consumer_groups", "gauge", "Consumer groups, by state.",
-                ((f'state="{state}"', n) for state, n in sorted(groups.items())))
+                ((f'state="{state}"', n) for state, n in sorted(group_states.items())))
         _family(out, "ottla_faults_injected_total", "counter", "Faults injected, by kind and API.",
                 ((f'kind="{kind}",api="{api}"', n) for (kind, api), n in sorted(self.faults_injected.items())))
         _family(out, "ottla_faults_armed", "gauge", "Injections still to come from the faults set.",
                 [("", faults_armed)])
+        _family(out, "ottla_background_task_failures_total", "counter",
+                "Runs of a background task (compaction, retention, ...) that failed; it runs again.",
+                ((f'task="{task}"', n) for task, n in sorted((task_failures or {}).items())))
         return "\n".join(out) + "\n"
 
 

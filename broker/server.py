@@ -14,14 +14,12 @@ import gc
 import resource
 import time
 from dataclasses import replace
-from typing import Any
 
 from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.markers import MarkerWriter
-from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.producer_ids import ProducerIdAllocator
-from ottla.coordinator.transactions import INTERNAL_TOPIC_CONFIGS, TransactionCoordinator
+from ottla.coordinator.transactions import TransactionCoordinator
 
 from ottla.storage import compaction
 from ottla.storage.log_manager import LogManager, Topic
@@ -29,10 +27,13 @@ from ottla.storage.log_manager import LogManager, Topic
 from .admin_http import AdminServer
 from .config import BrokerConfig, Listener, listener_text
 from .connection import Connection
-from .faults import Faults
+from .dispatch import Dispatcher
 from .durability import GroupCommit, flush_in_background
+from .faults import Faults
 from .logging import get_logger
 from .metrics import Metrics
+from .scheduler import Scheduler
+from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
 
 log = get_logger("ottla.broker")
@@ -50,7 +51,7 @@ class Broker:
         self.producer_ids: ProducerIdAllocator = None  # type: ignore[assignment]
         self.transactions: TransactionCoordinator = None  # type: ignore[assignment]
         self.groups = GroupCoordinator(
-            self.logs, self._create_offsets_topic,
+            self.logs, lambda: create_offsets_topic(self.logs, config.offsets_topic_partitions, self),
             GroupConfig(
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
                 max_session_timeout_ms=config.group_max_session_timeout_ms,
@@ -61,15 +62,20 @@ class Broker:
         )
         self.markers.listeners.append(self.groups.on_marker)
         self.connections: set[Connection] = set()
-        self.stopping = False
+        # What request handlers get (services.py); built at start, once the data
+        # directory is loaded and the coordinators exist.
+        self.services: Services | None = None
+        self._stopping = False
         # The configured listeners, with the port each one actually bound (port 0 asks
         # for any free port) once the broker has started.
         self.listeners: list[Listener] = list(config.listeners)
         self._servers: list[asyncio.AbstractServer] = []
         self.metrics = Metrics()
-        self.faults = Faults(self)
-        self.admin = AdminServer(self) if config.admin_port is not None else None
-        self._tasks: list[asyncio.Task[Any]] = []
+        self.faults = Faults(self.logs, self.metrics)
+        self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
+        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping) \
+            if config.admin_port is not None else None
+        self.scheduler = Scheduler()
         self._stopped = asyncio.Event()
 
     def _appended(self, topic: str, partition: int) -> None:
@@ -82,6 +88,15 @@ class Broker:
         return self.logs.node_id
 
     @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def metrics_text(self) -> str:
+        return self.metrics.render(connections=len(self.connections), logs=self.logs, transactions=self.transactions,
+                                   groups=self.groups, faults_armed=self.faults.remaining,
+                                   task_failures=self.scheduler.failures)
+
+    @property
     def admin_url(self) -> str | None:
         if self.admin is None:
             return None
@@ -92,31 +107,18 @@ class Broker:
         host, port = self.listeners[0].advertised_address
         return f"{host}:{port}"
 
-    # --- topics (shared by CreateTopics, Metadata auto-creation and the coordinators) ----
+    # --- topics (the pytest plugin and tests create them on a started broker) ----------
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     validate_only: bool = False) -> Topic | None:
-        if validate_only:
-            self.logs.validate_new_topic(name, partitions)
-            self.logs.default_config.with_topic_configs(configs or {})
-            return None
-        topic = self.logs.create_topic(name, partitions, configs)
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic | None:
+        assert self.services is not None, "the broker is not started"
+        return self.services.create_topic(name, partitions, configs)
+
+    # TopicEvents (services.py): what the request path tells the broker.
+    def topic_created(self, name: str, partitions: int, configs: dict[str, str] | None) -> None:
         log.info("topic created", topic=name, partitions=partitions, configs=configs or None)
-        return topic
 
-    def _create_offsets_topic(self) -> None:
-        """`__consumer_offsets` is created on first use, as Kafka does."""
-        if self.logs.topic(OFFSETS_TOPIC) is None:
-            self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions, INTERNAL_TOPIC_CONFIGS)
-
-    def offsets_partition_for(self, group_id: str) -> tuple[str, int]:
-        self._create_offsets_topic()
-        return OFFSETS_TOPIC, self.groups.partition_for(group_id)
-
-    def delete_topic(self, name: str) -> Topic:
-        topic = self.logs.delete_topic(name)
+    def topic_deleted(self, name: str) -> None:
         log.info("topic deleted", topic=name)
-        return topic
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -131,12 +133,18 @@ class Broker:
         )
         transactional_ids = self.transactions.load()
         groups = self.groups.load()
+        self.services = Services(
+            config=self.config, logs=self.logs, transactions=self.transactions, groups=self.groups,
+            markers=self.markers, producer_ids=self.producer_ids, waiters=self.watchers, events=self,
+        )
         loop = asyncio.get_running_loop()
         for i, listener in enumerate(self.listeners):
             # Not serving until the bound port is known: a connection is answered with
             # its listener's advertised address, which may be that port.
             server = await loop.create_server(
-                lambda i=i: Connection(self, self.listeners[i]), listener.bind_host, listener.port,
+                lambda i=i: Connection(self.services, self.dispatcher, self.listeners[i], self.connections,
+                                       self.config.socket_request_max_bytes),
+                listener.bind_host, listener.port,
                 reuse_address=True, backlog=1024, start_serving=False,
             )
             self.listeners[i] = replace(listener, port=server.sockets[0].getsockname()[1])
@@ -146,13 +154,8 @@ class Broker:
         if self.admin is not None:
             # On the first listener's interface: reachable wherever clients reach the broker.
             await self.admin.start(self.listeners[0].bind_host, self.config.admin_port)
-        self._tasks.append(loop.create_task(self._checkpoint_periodically()))
-        self._tasks.append(loop.create_task(self._abort_timed_out_transactions()))
-        self._tasks.append(loop.create_task(self._tick_groups()))
-        self._tasks.append(loop.create_task(self._enforce_retention()))
-        self._tasks.append(loop.create_task(self._compact()))
-        self._tasks.append(loop.create_task(self._flush_periodically()))
-        self._tasks.append(loop.create_task(self._expire_idle_producers()))
+        self._schedule_background_work()
+        self.scheduler.start()
         # What start-up loaded (modules, kio's schema classes, the recovered state) lives
         # as long as the broker: take it out of the cyclic collector's full passes, which
         # would otherwise walk it all and stall every connection for tens of ms.
@@ -172,93 +175,76 @@ class Broker:
             startup_seconds=round(report.seconds, 3),
         )
 
-    async def _checkpoint_periodically(self) -> None:
-        interval = self.config.checkpoint_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await flush_in_background(self.logs.all_partitions())
-                self.logs.checkpoint()
-            except OSError:
-                log.exception("checkpoint failed")
-
-    async def _flush_periodically(self) -> None:
+    def _schedule_background_work(self) -> None:
+        config = self.config
+        every = self.scheduler.every
+        every("checkpoint", config.checkpoint_interval_ms / 1000, self._checkpoint)
         # Only topics with a flush.ms set need this; once a second is as fine as Kafka's
         # flush scheduler gets.
-        while True:
-            await asyncio.sleep(1)
-            self.logs.flush_due(time.time() * 1000)
-
-    async def _abort_timed_out_transactions(self) -> None:
-        interval = self.config.transaction_timeout_check_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            for txn_id in self.transactions.abort_timed_out():
-                log.info("transaction timed out: fenced and aborted", transactional_id=txn_id)
-
-    async def _expire_idle_producers(self) -> None:
-        # Kafka checks every 10 minutes (producer.id.expiration.check.interval.ms); the
-        # expirations themselves are a day and a week long.
-        config = self.config
-        while True:
-            await asyncio.sleep(min(600, config.producer_id_expiration_ms / 1000))
-            producers = self.logs.expire_producers(int(time.time() * 1000), config.producer_id_expiration_ms)
-            txn_ids = self.transactions.expire_transactional_ids(config.transactional_id_expiration_ms)
-            if producers or txn_ids:
-                log.info("expired idle producers", producer_states=producers, transactional_ids=len(txn_ids))
-
-    async def _tick_groups(self) -> None:
+        every("flush", 1, lambda: self.logs.flush_due(time.time() * 1000))
+        every("transaction-timeouts", config.transaction_timeout_check_ms / 1000, self._abort_timed_out_transactions)
         # Session expiry and rebalance windows are checked a few times a second: the
         # timeouts involved are seconds long (group.min.session.timeout.ms is 6 s).
-        while True:
-            await asyncio.sleep(0.2)
-            for group_id, member_id in self.groups.tick():
-                log.info("group member session expired", group=group_id, member=member_id)
+        every("group-sessions", 0.2, self._expire_group_sessions)
+        every("retention", config.retention_check_interval_ms / 1000, self._enforce_retention)
+        # The cleaning itself runs in a worker thread: request handling never waits on it.
+        every("compaction", config.cleaner_backoff_ms / 1000, self._compact)
+        # Kafka checks every 10 minutes (producer.id.expiration.check.interval.ms); the
+        # expirations themselves are a day and a week long.
+        every("producer-expiry", min(600, config.producer_id_expiration_ms / 1000), self._expire_idle_producers)
 
-    async def _enforce_retention(self) -> None:
-        interval = self.config.retention_check_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            deleted = self.logs.enforce_retention(int(time.time() * 1000))
-            if deleted:
-                log.info("retention deleted segments", segments=deleted)
+    async def _checkpoint(self) -> None:
+        await flush_in_background(self.logs.all_partitions())
+        self.logs.checkpoint()
+
+    def _abort_timed_out_transactions(self) -> None:
+        for txn_id in self.transactions.abort_timed_out():
+            log.info("transaction timed out: fenced and aborted", transactional_id=txn_id)
+
+    def _expire_idle_producers(self) -> None:
+        config = self.config
+        producers = self.logs.expire_producers(int(time.time() * 1000), config.producer_id_expiration_ms)
+        txn_ids = self.transactions.expire_transactional_ids(config.transactional_id_expiration_ms)
+        if producers or txn_ids:
+            log.info("expired idle producers", producer_states=producers, transactional_ids=len(txn_ids))
+
+    def _expire_group_sessions(self) -> None:
+        for group_id, member_id in self.groups.tick():
+            log.info("group member session expired", group=group_id, member=member_id)
+
+    def _enforce_retention(self) -> None:
+        deleted = self.logs.enforce_retention(int(time.time() * 1000))
+        if deleted:
+            log.info("retention deleted segments", segments=deleted)
 
     async def _compact(self) -> None:
-        # The cleaning itself runs in a worker thread: request handling never waits on
-        # it. Planning and swapping touch the live segment lists, so they stay here.
-        backoff = self.config.cleaner_backoff_ms / 1000
-        while True:
-            await asyncio.sleep(backoff)
-            plan = self.logs.plan_compaction(int(time.time() * 1000))
-            if plan is None:
-                continue
-            started = time.monotonic()
-            try:
-                cleaned = await asyncio.to_thread(compaction.clean, plan)
-            except OSError:
-                log.exception("compaction failed", topic=plan.log.topic, partition=plan.log.partition)
-                continue
-            if self.logs.finish_compaction(plan, cleaned):
-                log.info("compacted", topic=plan.log.topic, partition=plan.log.partition, up_to=plan.end,
-                         segments=len(cleaned), seconds=round(time.monotonic() - started, 3))
+        # Planning and swapping touch the live segment lists, so they stay on the loop.
+        plan = self.logs.plan_compaction(int(time.time() * 1000))
+        if plan is None:
+            return
+        started = time.monotonic()
+        cleaned = await asyncio.to_thread(compaction.clean, plan)
+        if self.logs.finish_compaction(plan, cleaned):
+            log.info("compacted", topic=plan.log.topic, partition=plan.log.partition, up_to=plan.end,
+                     segments=len(cleaned), seconds=round(time.monotonic() - started, 3))
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
     async def stop(self) -> None:
-        if self.stopping:
+        if self._stopping:
             await self._stopped.wait()
             return
-        self.stopping = True
+        self._stopping = True
+        if self.services is not None:
+            self.services.stopping = True  # long-polling fetches stop waiting
         started = time.monotonic()
         log.info("shutting down", connections=len(self.connections))
         for server in self._servers:
             server.close()
         self.watchers.wake_all()
         await asyncio.gather(*(c.finish() for c in list(self.connections)), return_exceptions=True)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.scheduler.stop()
         for server in self._servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), timeout=5)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -414,6 +415,10 @@ class TransactionCoordinator:
 
     def describe(self, txn_id: str) -> TxnRecord | None:
         return self.transactions.get(txn_id)
+
+    def count_by_state(self) -> Counter[TxnState]:
+        """How many transactional ids are in each state (for /metrics)."""
+        return Counter(txn.state for txn in self.transactions.values())
 
     def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int = -1) -> list[tuple[str, TxnRecord]]:
         now = self._now_ms()

@@ -1,22 +1,27 @@
 """Request handlers, one module per API family, and the table that routes to them.
 
-A handler is `async def handle(ctx, request) -> response | None`: a thin translation
-between kio request/response entities and calls into storage and the coordinators.
-It builds its response with `ctx.respond(...)`, which picks the kio class of the
-version the client spoke (see protocol.entities.make). None means "send nothing"
-(acks=0 Produce).
+A handler is `handle(ctx, request) -> response | None`: a thin translation between kio
+request/response entities and calls into storage and the coordinators. It builds its
+response with `ctx.respond(...)`, which picks the kio class of the version the client
+spoke (see protocol.entities.make). None means "send nothing" (acks=0 Produce).
+
+Most handlers run to their end without waiting on anything and are plain functions.
+The few that wait (a long-polling Fetch, a group's JoinGroup and SyncGroup) are
+coroutine functions; which is which is read off the table once, here, so the
+connection knows which requests it may serve on the spot.
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+import inspect
+from typing import Any, Awaitable, Callable, Union
 
 from ottla.protocol import apis
 
 from . import api_versions, configs, coordinators, fetch, groups, list_offsets, metadata, produce, topics, transactions
 from .context import RequestContext
 
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+Handler = Callable[[RequestContext, Any], Union[Any, Awaitable[Any]]]
 
 HANDLERS: dict[int, Handler] = {
     apis.PRODUCE.key: produce.handle,
@@ -52,10 +57,10 @@ HANDLERS: dict[int, Handler] = {
     apis.INCREMENTAL_ALTER_CONFIGS.key: configs.handle_incremental_alter_configs,
 }
 
-# The APIs whose handlers may wait (a long-polling Fetch, a group's rebalance). Every
-# other handler runs to its end without giving the event loop a turn, so the connection
-# serves it as soon as it is read (Connection._serve_inline).
-MAY_WAIT: frozenset[int] = frozenset({apis.FETCH.key, apis.JOIN_GROUP.key, apis.SYNC_GROUP.key})
+# The APIs whose handlers may wait. Every other handler runs to its end without giving
+# the event loop a turn, so the connection serves it as soon as it is read.
+MAY_WAIT: frozenset[int] = frozenset(key for key, handler in HANDLERS.items()
+                                     if inspect.iscoroutinefunction(handler))
 
 api_versions_fallback = api_versions.unsupported_version_response
 

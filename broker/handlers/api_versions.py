@@ -23,7 +23,7 @@ def _api_keys() -> list[dict[str, int]]:
     ]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys(), finalized_features_epoch=-1)
 
 

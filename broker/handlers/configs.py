@@ -31,15 +31,15 @@ def _type_of(name: str) -> int:
 
 
 def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
-    broker = ctx.broker
-    topic = broker.logs.topic(name)
+    services = ctx.services
+    topic = services.logs.topic(name)
     if topic is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
     entries = []
     for config_name, definition in TOPIC_CONFIGS.items():
         if keys is not None and config_name not in keys:
             continue
-        broker_value = broker.config.log.value_text(config_name)
+        broker_value = services.config.log.value_text(config_name)
         broker_source = DEFAULT_CONFIG if broker_value == _DEFAULTS.value_text(config_name) else STATIC_BROKER_CONFIG
         overridden = config_name in topic.configs
         chain = []
@@ -64,12 +64,12 @@ def _broker_entries(ctx: RequestContext, keys: Any) -> list[dict[str, Any]]:
     return [
         {"name": name, "value": value, "read_only": True, "config_source": STATIC_BROKER_CONFIG,
          "is_default": False, "is_sensitive": False, "synonyms": [], "config_type": STRING}
-        for name, value in sorted(ctx.broker.config.broker_properties().items())
+        for name, value in sorted(ctx.services.config.broker_properties().items())
         if keys is None or name in keys
     ]
 
 
-async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     results = []
     for resource in request.resources:
         result: dict[str, Any] = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
@@ -81,7 +81,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                                                    getattr(request, "include_synonyms", False),
                                                    getattr(request, "include_documentation", False))
             elif resource.resource_type == BROKER:
-                if resource.resource_name not in ("", str(ctx.broker.node_id)):
+                if resource.resource_name not in ("", str(ctx.services.node_id)):
                     raise KafkaError(ErrorCode.invalid_request, f"no broker {resource.resource_name}")
                 result["configs"] = _broker_entries(ctx, keys)
             else:
@@ -99,20 +99,20 @@ def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: 
         if resource.resource_type != TOPIC:
             raise KafkaError(ErrorCode.invalid_request, "only topic configs can be changed; broker configs are static")
         check_client_action(resource.resource_name, ClientAction.ALTER_CONFIGS)
-        topic = ctx.broker.logs.topic(resource.resource_name)
+        topic = ctx.services.logs.topic(resource.resource_name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist")
         configs = new_configs(topic)
         if validate_only:
-            ctx.broker.logs.default_config.with_topic_configs(configs)
+            ctx.services.logs.default_config.with_topic_configs(configs)
         else:
-            ctx.broker.logs.set_topic_configs(topic.name, configs)
+            ctx.services.logs.set_topic_configs(topic.name, configs)
     except KafkaError as exc:
         answer.update(error_code=exc.code, error_message=exc.message)
     return answer
 
 
-async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
     """AlterConfigs replaces a topic's whole set of overrides."""
     responses = [
         _alter(ctx, r, lambda topic, r=r: {c.name: c.value for c in r.configs if c.value is not None},
@@ -145,7 +145,7 @@ def _incremental(topic: Any, changes: Any) -> dict[str, str]:
     return configs
 
 
-async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
     responses = [
         _alter(ctx, r, lambda topic, r=r: _incremental(topic, r.configs), request.validate_only)
         for r in request.resources

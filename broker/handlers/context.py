@@ -1,23 +1,25 @@
-"""What a handler gets besides its request: the broker, the header, the connection."""
+"""What a handler gets besides its request: the services, the header, and who asked."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ottla.protocol.codec import RequestHeader, response_class
 from ottla.protocol.entities import make
 
-if TYPE_CHECKING:
-    from ..connection import Connection
-    from ..server import Broker
+from ..services import Services
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: "Broker"
+    services: Services
     header: RequestHeader
-    connection: "Connection"
+    # The client's address, for log lines and group member metadata.
+    peer: str
+    # The address of the listener the client connected to: what Metadata and
+    # FindCoordinator tell it to connect to.
+    advertised_address: tuple[str, int]
     # Work the handler leaves for after its response is on its way (see after_response).
     deferred: list[Callable[[], None]] | None = None
 

@@ -11,15 +11,15 @@ from .context import RequestContext
 GROUP, TRANSACTION = 0, 1
 
 
-async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
     keys = list(request.coordinator_keys) if ctx.version >= 4 else [request.key]
     key_type = getattr(request, "key_type", GROUP)
-    host, port = ctx.connection.listener.advertised_address
+    host, port = ctx.advertised_address
     answers = []
     for key in keys:
         if key_type in (GROUP, TRANSACTION):
-            answers.append({"key": key, "error_code": ErrorCode.none, "node_id": broker.node_id,
+            answers.append({"key": key, "error_code": ErrorCode.none, "node_id": services.node_id,
                             "host": host, "port": port})
         else:
             answers.append({"key": key, "error_code": ErrorCode.invalid_request, "node_id": -1, "host": "",

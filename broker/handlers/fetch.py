@@ -23,23 +23,23 @@ READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     max_wait_s = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait_s
     wanted = _resolve(ctx, request)
     while True:
         responses, size, errors = _collect(ctx, request, wanted)
         remaining = deadline - time.monotonic()
-        if size >= request.min_bytes or errors or remaining <= 0 or broker.stopping:
+        if size >= request.min_bytes or errors or remaining <= 0 or services.stopping:
             break
-        await broker.watchers.wait([(t.name, p.partition) for t, _, parts in wanted if t is not None
-                                    for p in parts], remaining)
+        await services.waiters.wait([(t.name, p.partition) for t, _, parts in wanted if t is not None
+                                     for p in parts], remaining)
     return ctx.respond(error_code=ErrorCode.none, session_id=0, responses=responses)
 
 
 def _resolve(ctx: RequestContext, request: Any) -> list[tuple[Any, Any, Any]]:
     """(topic or None, the request's topic entry, its partitions) per requested topic."""
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     resolved = []
     for fetch_topic in request.topics:
         name = getattr(fetch_topic, "topic", None)

@@ -24,12 +24,12 @@ def _ms(value: Any) -> int:
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     session_ms = _ms(request.session_timeout)
     rebalance_ms = _ms(request.rebalance_timeout) if hasattr(request, "rebalance_timeout") else session_ms
-    result = await ctx.broker.groups.join(JoinRequest(
+    result = await ctx.services.groups.join(JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         client_id=ctx.header.client_id or "",
-        client_host=ctx.connection.peer.rsplit(":", 1)[0],
+        client_host=ctx.peer.rsplit(":", 1)[0],
         session_timeout_ms=session_ms,
         rebalance_timeout_ms=rebalance_ms,
         protocol_type=request.protocol_type,
@@ -45,7 +45,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
-    result = await ctx.broker.groups.sync(
+    result = await ctx.services.groups.sync(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
         {a.member_id: a.assignment for a in request.assignments},
@@ -54,18 +54,18 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
                        protocol_name=result.protocol_name)
 
 
-async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
-    code = ctx.broker.groups.heartbeat(request.group_id, request.member_id,
+def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    code = ctx.services.groups.heartbeat(request.group_id, request.member_id,
                                        getattr(request, "group_instance_id", None), request.generation_id)
     return ctx.respond(error_code=code)
 
 
-async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     if ctx.version <= 2:
-        codes = ctx.broker.groups.leave(request.group_id, [(request.member_id, None)])
+        codes = ctx.services.groups.leave(request.group_id, [(request.member_id, None)])
         return ctx.respond(error_code=codes[0])
     members = [(m.member_id, m.group_instance_id) for m in request.members]
-    codes = ctx.broker.groups.leave(request.group_id, members)
+    codes = ctx.services.groups.leave(request.group_id, members)
     return ctx.respond(error_code=ErrorCode.none, members=[
         {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes)
     ])
@@ -90,10 +90,10 @@ def _commit_response(ctx: RequestContext, topics: Any, codes: dict[tuple[str, in
     ])
 
 
-async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     offsets = _offsets(request.topics)
     try:
-        codes = ctx.broker.groups.commit_offsets(request.group_id, request.member_id,
+        codes = ctx.services.groups.commit_offsets(request.group_id, request.member_id,
                                                  getattr(request, "group_instance_id", None),
                                                  request.generation_id_or_member_epoch, offsets)
     except KafkaError as exc:
@@ -101,14 +101,14 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     return _commit_response(ctx, request.topics, codes)
 
 
-async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
     offsets = _offsets(request.topics)
     try:
-        partition = broker.groups.partition_for(request.group_id)
-        broker.transactions.verify(request.transactional_id, request.producer_id, request.producer_epoch,
+        partition = services.groups.partition_for(request.group_id)
+        services.transactions.verify(request.transactional_id, request.producer_id, request.producer_epoch,
                                    OFFSETS_TOPIC, partition)
-        codes = broker.groups.commit_txn_offsets(
+        codes = services.groups.commit_txn_offsets(
             request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
             getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), offsets)
     except KafkaError as exc:
@@ -130,8 +130,8 @@ def _fetched_topics(result: dict) -> list[dict[str, Any]]:
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
-    groups = ctx.broker.groups
+def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    groups = ctx.services.groups
     require_stable = getattr(request, "require_stable", False)
 
     def fetch(group_id: str, topics: Any) -> list[dict[str, Any]]:
@@ -144,8 +144,8 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(topics=fetch(request.group_id, request.topics), error_code=ErrorCode.none)
 
 
-async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
-    listed = ctx.broker.groups.list_groups(set(getattr(request, "states_filter", ())),
+def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+    listed = ctx.services.groups.list_groups(set(getattr(request, "states_filter", ())),
                                            set(getattr(request, "types_filter", ())))
     return ctx.respond(error_code=ErrorCode.none, groups=[
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state_name,
@@ -153,10 +153,10 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     ])
 
 
-async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     described = []
     for group_id in request.groups:
-        group = ctx.broker.groups.describe(group_id)
+        group = ctx.services.groups.describe(group_id)
         if group is None:
             code = ErrorCode.group_id_not_found if ctx.version >= 6 else ErrorCode.none
             described.append({"error_code": code, "group_id": group_id, "group_state": GroupState.DEAD.value,
@@ -179,15 +179,15 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(groups=described)
 
 
-async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
-    return ctx.respond(results=[{"group_id": g, "error_code": ctx.broker.groups.delete_group(g)}
+def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+    return ctx.respond(results=[{"group_id": g, "error_code": ctx.services.groups.delete_group(g)}
                                 for g in request.groups_names])
 
 
-async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     try:
-        codes = ctx.broker.groups.delete_offsets(request.group_id, wanted)
+        codes = ctx.services.groups.delete_offsets(request.group_id, wanted)
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, topics=[])
     return ctx.respond(error_code=ErrorCode.none, topics=[

@@ -16,8 +16,8 @@ EARLIEST_LOCAL = -4
 READ_COMMITTED = 1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    logs = ctx.broker.logs
+def handle(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.services.logs
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for t in request.topics:

@@ -20,14 +20,14 @@ from .context import RequestContext
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    logs = broker.logs
+def handle(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
+    logs = services.logs
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [_describe(t, broker.node_id) for t in logs.topics.values()]
+        topics = [_describe(t, services.node_id) for t in logs.topics.values()]
     else:
-        allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
+        allow_create = getattr(request, "allow_auto_topic_creation", True) and services.config.auto_create_topics_enable
         topics = []
         for wanted in requested:
             name = wanted.name
@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             # and settings), never by auto-creation: `__consumer_offsets` on first group use.
             if topic is None and name is not None and allow_create and not is_internal(name):
                 try:
-                    topic = broker.create_topic(name, broker.config.num_partitions)
+                    topic = services.create_topic(name, services.config.num_partitions)
                 except KafkaError as exc:
                     topics.append({"error_code": exc.code, "name": name})
                     continue
@@ -47,12 +47,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name,
                                "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 continue
-            topics.append(_describe(topic, broker.node_id))
-    host, port = ctx.connection.listener.advertised_address
+            topics.append(_describe(topic, services.node_id))
+    host, port = ctx.advertised_address
     return ctx.respond(
-        brokers=[{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        brokers=[{"node_id": services.node_id, "host": host, "port": port, "rack": None}],
         cluster_id=logs.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=services.node_id,
         topics=topics,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

@@ -21,7 +21,7 @@ from .context import RequestContext
 log = get_logger("ottla.produce")
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     if acks not in (0, 1, -1):
         responses = [
@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | None,
             transactional_id: str | None) -> dict[str, Any]:
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     partition_log = logs.partition(topic, partition)
     if partition_log is None:
         return _error(partition, ErrorCode.unknown_topic_or_partition)
@@ -52,7 +52,7 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
         check_client_action(topic, ClientAction.APPEND)
     except KafkaError as exc:
         log.warning("produce refused", topic=topic, partition=partition, error=exc.code.name, reason=exc.message,
-                    client_id=ctx.header.client_id, peer=ctx.connection.peer)
+                    client_id=ctx.header.client_id, peer=ctx.peer)
         return _error(partition, exc.code, exc.message)
     config = partition_log.config
     try:
@@ -66,17 +66,17 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
         if header.is_transactional:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
-            ctx.broker.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
+            ctx.services.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
                                            topic, partition)
         result = partition_log.append_batch(records, header)
     except InvalidBatch as exc:
         code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
         log.warning("produce refused", topic=topic, partition=partition, error=code.name, reason=str(exc),
-                    client_id=ctx.header.client_id, peer=ctx.connection.peer)
+                    client_id=ctx.header.client_id, peer=ctx.peer)
         return _error(partition, code, str(exc))
     except InvalidRecords as exc:
         log.warning("produce refused", topic=topic, partition=partition, error="INVALID_RECORD", reason=str(exc),
-                    client_id=ctx.header.client_id, peer=ctx.connection.peer)
+                    client_id=ctx.header.client_id, peer=ctx.peer)
         return _error(partition, ErrorCode.invalid_record, str(exc), exc.record_errors)
     except BatchTooLarge as exc:
         return _error(partition, ErrorCode.message_too_large, str(exc))

@@ -15,26 +15,26 @@ log = get_logger("ottla.topics")
 DEFAULT = -1  # num_partitions / replication_factor: "use the broker's default"
 
 
-async def handle_create(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+def handle_create(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
     results = []
     for t in request.topics:
         result: dict[str, Any] = {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None}
         try:
             check_client_action(t.name, ClientAction.CREATE_TOPIC)
-            partitions = broker.config.num_partitions if t.num_partitions == DEFAULT else t.num_partitions
+            partitions = services.config.num_partitions if t.num_partitions == DEFAULT else t.num_partitions
             if t.assignments:
                 partitions = len(t.assignments)
-                if any(list(a.broker_ids) != [broker.node_id] for a in t.assignments):
+                if any(list(a.broker_ids) != [services.node_id] for a in t.assignments):
                     raise KafkaError(ErrorCode.invalid_replica_assignment,
-                                     f"this cluster has only broker {broker.node_id}")
+                                     f"this cluster has only broker {services.node_id}")
             if t.replication_factor not in (DEFAULT, 1):
                 raise KafkaError(
                     ErrorCode.invalid_replication_factor,
                     f"replication factor {t.replication_factor} is larger than the number of brokers (1)",
                 )
             configs = {c.name: c.value for c in t.configs}
-            topic = broker.create_topic(t.name, partitions, configs, validate_only=request.validate_only)
+            topic = services.create_topic(t.name, partitions, configs, validate_only=request.validate_only)
             topic_id = topic.topic_id if topic is not None else None
             result.update(error_code=ErrorCode.none, topic_id=topic_id, num_partitions=partitions,
                           replication_factor=1, configs=[])
@@ -44,21 +44,21 @@ async def handle_create(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(topics=results)
 
 
-async def handle_delete(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+def handle_delete(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
     results = []
     names = getattr(request, "topic_names", None)
     entries = [(name, None) for name in names] if names is not None else \
         [(t.name, t.topic_id) for t in request.topics]
     for name, topic_id in entries:
         if name is None and topic_id is not None:
-            topic = broker.logs.topic_by_id(topic_id)
+            topic = services.logs.topic_by_id(topic_id)
             name = topic.name if topic is not None else None
         try:
             if name is None:
                 raise KafkaError(ErrorCode.unknown_topic_id, f"no topic has id {topic_id}")
             check_client_action(name, ClientAction.DELETE_TOPIC)
-            deleted = broker.delete_topic(name)
+            deleted = services.delete_topic(name)
             results.append({"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none})
         except KafkaError as exc:
             log.warning("topic not deleted", topic=name, error=exc.code.name, reason=exc.message,
@@ -68,8 +68,8 @@ async def handle_delete(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(responses=results)
 
 
-async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
-    logs = ctx.broker.logs
+def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.services.logs
     topics = []
     for t in request.topics:
         partitions = []

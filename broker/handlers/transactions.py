@@ -18,14 +18,14 @@ log = get_logger("ottla.transactions")
 _ALL_STATES = {state.kafka_name for state in TxnState}
 
 
-async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
     if request.transactional_id is None:
         # An idempotent producer gets a fresh id with epoch 0 every time it asks, also
         # when it asks to bump the epoch of the id it has (KIP-360): Kafka does the same.
-        return ctx.respond(error_code=ErrorCode.none, producer_id=broker.producer_ids.allocate(), producer_epoch=0)
+        return ctx.respond(error_code=ErrorCode.none, producer_id=services.producer_ids.allocate(), producer_epoch=0)
     try:
-        producer_id, epoch = broker.transactions.init_producer_id(
+        producer_id, epoch = services.transactions.init_producer_id(
             request.transactional_id,
             int(request.transaction_timeout.total_seconds() * 1000),
             getattr(request, "producer_id", -1),
@@ -40,23 +40,23 @@ def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: i
                     verify_only: bool) -> list[dict[str, Any]]:
     """Per-topic results for one transaction. As Kafka: if any partition is unknown,
     nothing is added and the others get OPERATION_NOT_ATTEMPTED."""
-    broker = ctx.broker
+    services = ctx.services
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], ErrorCode] = {}
-    unknown = {tp for tp in wanted if broker.logs.partition(*tp) is None}
+    unknown = {tp for tp in wanted if services.logs.partition(*tp) is None}
     if unknown:
         codes = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
                  for tp in wanted}
     elif verify_only:
         for tp in wanted:
             try:
-                broker.transactions.verify(txn_id, producer_id, epoch, *tp)
+                services.transactions.verify(txn_id, producer_id, epoch, *tp)
                 codes[tp] = ErrorCode.none
             except KafkaError as exc:
                 codes[tp] = exc.code
     else:
         try:
-            broker.transactions.add_partitions(txn_id, producer_id, epoch, wanted)
+            services.transactions.add_partitions(txn_id, producer_id, epoch, wanted)
             code = ErrorCode.none
         except KafkaError as exc:
             code = exc.code
@@ -69,7 +69,7 @@ def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: i
     return results
 
 
-async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
     if ctx.version <= 3:
         results = _add_partitions(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                                   request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
@@ -83,19 +83,19 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
     return ctx.respond(error_code=ErrorCode.none, results_by_transaction=by_transaction)
 
 
-async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
     try:
-        partition = broker.offsets_partition_for(request.group_id)
-        broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+        partition = services.offsets_partition_for(request.group_id)
+        services.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                                            [partition])
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code)
     return ctx.respond(error_code=ErrorCode.none)
 
 
-async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.transactions
+def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.services.transactions
     txn_id = request.transactional_id
     try:
         # As Kafka: the answer goes out once PrepareCommit/PrepareAbort is in the log (the
@@ -110,8 +110,8 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
 
 
-async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
-    markers = ctx.broker.markers
+def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+    markers = ctx.services.markers
     results = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
@@ -133,8 +133,8 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(markers=results)
 
 
-async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.transactions
+def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.services.transactions
     states = []
     for txn_id in request.transactional_ids:
         txn = coordinator.describe(txn_id)
@@ -159,10 +159,10 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
     return ctx.respond(transaction_states=states)
 
 
-async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
+def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     wanted_states = set(request.state_filters)
     unknown = sorted(wanted_states - _ALL_STATES)
-    listed = ctx.broker.transactions.list(wanted_states & _ALL_STATES if wanted_states else set(),
+    listed = ctx.services.transactions.list(wanted_states & _ALL_STATES if wanted_states else set(),
                                           set(request.producer_id_filters),
                                           getattr(request, "duration_filter", -1))
     if wanted_states and not wanted_states & _ALL_STATES:
@@ -173,8 +173,8 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     ])
 
 
-async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
-    logs = ctx.broker.logs
+def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.services.logs
     topics = []
     for t in request.topics:
         partitions = []
