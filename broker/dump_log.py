@@ -1,6 +1,6 @@
 """`ottla dump-log FILE...`: a partition's files printed as Kafka's
 `kafka-dump-log.sh --print-data-log` prints them, field for field, so output can be
-compared with Kafka's (and with the seed documents) line by line.
+compared with Kafka's line by line.
 
     .log        one line per batch, then one `| `-prefixed line per record, with the
                 key and payload as UTF-8 text (or decoded, see below) and the
@@ -162,7 +162,7 @@ def parse_string_record(key: bytes | None, value: bytes | None) -> tuple[str | N
 
 def parse_transaction_log_record(key: bytes | None, value: bytes | None) -> tuple[str | None, str | None]:
     """The transactional id, and its state in the format of Kafka's TransactionMetadata
-    (the seed's `TEST-1::TransactionMetadata(...)` lines); `<DELETE>` for a tombstone."""
+    (`TEST-1::TransactionMetadata(...)` lines); `<DELETE>` for a tombstone."""
     txn_id = transaction_log.decode_key(key or b"")
     if value is None:
         return txn_id, "<DELETE>"
@@ -238,7 +238,7 @@ def dump_snapshot(path: str, out: TextIO) -> None:
         out.write(f"{path} is not a valid producer snapshot (version, CRC or size)\n")
         return
     for entry in entries:
-        # Kafka prints currentTxnFirstOffset as a Scala Option, as in the seed: None or Some(N).
+        # Kafka prints currentTxnFirstOffset as a Scala Option: None or Some(N).
         txn_first = "None" if entry.current_txn_first_offset < 0 else f"Some({entry.current_txn_first_offset})"
         line = (
             f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} "

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import TYPE_CHECKING, Any, Iterable
 
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field
-
 from ottla.coordinator.transaction_log import TxnState
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.kio_schema import EntityField, EntityTupleField, classify_field
 
 if TYPE_CHECKING:
     from ottla.coordinator.groups import GroupCoordinator

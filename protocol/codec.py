@@ -17,18 +17,19 @@ from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader
-from kio.serial._introspect import (
+
+from .apis import API_VERSIONS
+from .compiled_writers import compiled_writer
+from .kio_schema import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
     classify_field,
     get_field_tag,
+    get_reader,
     get_schema_field_type,
     is_optional,
 )
-from kio.serial._parse import get_reader
-
-from .compiled_writers import compiled_writer
 from .varint import VarintError, read_uvarint, write_uvarint
 
 _HEADER_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -231,7 +232,7 @@ class ChunkWriter:
 def response_header_is_flexible(api_key: int, version: int, cls: type) -> bool:
     # ApiVersions responses always use header v0, so that a client that does not yet
     # know the broker's versions can read the answer.
-    return cls.__flexible__ and api_key != 18
+    return cls.__flexible__ and api_key != API_VERSIONS.key
 
 
 def encode_response(correlation_id: int, response: Any, api_key: int | None = None) -> list:

@@ -28,19 +28,18 @@ from functools import cache
 from typing import Any, Callable
 from uuid import UUID
 
-from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import (
+from .kio_schema import (
     EntityField,
     EntityTupleField,
     PrimitiveField,
     PrimitiveTupleField,
     classify_field,
     get_field_tag,
+    get_field_writer,
     get_schema_field_type,
+    get_tagged_field_default,
     is_optional,
 )
-from kio.serial._serialize import get_field_writer
-
 from .varint import write_uvarint
 
 Write = Callable[[Any], None]

@@ -7,7 +7,8 @@ entities, lists of dicts for arrays); `make(cls, **values)` builds the instance 
 whichever version the client asked for:
 
 - a value for a field this version does not have is dropped (older versions simply
-  cannot say it);
+  cannot say it), but a name that no version of the class has is refused with a
+  TypeError: that is a typo in a handler, and dropping it would hide it;
 - a field the handler did not mention takes the schema's default, else the type's
   zero (0, "", None for nullable, an empty array, ErrorCode.none...);
 - ints given for millisecond durations and timestamps are converted to the
@@ -25,12 +26,14 @@ from functools import cache
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
-from kio.serial._introspect import (
+
+from .kio_schema import (
     EntityField,
     EntityTupleField,
     PrimitiveField,
     PrimitiveTupleField,
     classify_field,
+    field_names_of_any_version,
     get_schema_field_type,
     is_optional,
 )
@@ -143,12 +146,23 @@ def _tuple_converter(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def make(cls: type, **values: Any) -> Any:
     """An instance of kio class `cls` from version-agnostic keyword values."""
     kwargs = {}
+    used = 0
     for name, convert, default in _plan(cls):
         if name in values:
             kwargs[name] = convert(values[name])
+            used += 1
         else:
             kwargs[name] = default
+    if used != len(values):
+        _check_names(cls, values)
     return cls(**kwargs)
+
+
+def _check_names(cls: type, values: dict[str, Any]) -> None:
+    """Raise TypeError for a name that no version of `cls` has."""
+    unknown = sorted(set(values) - field_names_of_any_version(cls))
+    if unknown:
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no field {', '.join(unknown)} in any version")
 
 
 def nested_class(cls: type, field_name: str) -> type | None:

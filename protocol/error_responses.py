@@ -18,9 +18,11 @@ from __future__ import annotations
 import uuid
 from typing import Any, Callable
 
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from . import apis
+from .kio_schema import field_names_of_any_version
 
 Topic = str | uuid.UUID  # Fetch names topics by id from v13 on
 Named = dict[Topic, list[int] | None]  # topic -> partitions named (None: the topic as a whole)
@@ -202,12 +204,20 @@ def _offset_fetch(request: Any, code: ErrorCode) -> dict[str, Any]:
                                                          committed_offset=-1)}
 
 
-def _top_level(request: Any, code: ErrorCode) -> dict[str, Any]:
-    """The APIs whose answer is one error code (InitProducerId, EndTxn, JoinGroup...).
-    The ids and epochs say "none", as Kafka's error answers do; make() keeps those the
-    API has."""
-    return {"error_code": code, "producer_id": -1, "producer_epoch": -1, "generation_id": -1,
-            "member_id": getattr(request, "member_id", "") or ""}
+def _top_level(api: apis.Api) -> Callable[[Any, ErrorCode], dict[str, Any]]:
+    """For the APIs whose answer is one error code (InitProducerId, EndTxn, JoinGroup...).
+    The ids and epochs the API's response has (in some version) say "none", as Kafka's
+    error answers do."""
+    none = {"producer_id": -1, "producer_epoch": -1, "generation_id": -1}
+
+    def build(request: Any, code: ErrorCode) -> dict[str, Any]:
+        names = field_names_of_any_version(load_response_schema(api.key, api.max_version))
+        values = {"error_code": code, **{name: value for name, value in none.items() if name in names}}
+        if "member_id" in names:
+            values["member_id"] = getattr(request, "member_id", "") or ""
+        return values
+
+    return build
 
 
 _ERROR_RESPONSES: dict[int, Callable[[Any, ErrorCode], dict[str, Any]]] = {
@@ -215,28 +225,28 @@ _ERROR_RESPONSES: dict[int, Callable[[Any, ErrorCode], dict[str, Any]]] = {
     apis.FETCH.key: _fetch,
     apis.LIST_OFFSETS.key: _list_offsets,
     apis.METADATA.key: _metadata,
-    apis.API_VERSIONS.key: _top_level,
+    apis.API_VERSIONS.key: _top_level(apis.API_VERSIONS),
     apis.CREATE_TOPICS.key: _create_topics,
     apis.DELETE_TOPICS.key: _delete_topics,
-    apis.INIT_PRODUCER_ID.key: _top_level,
+    apis.INIT_PRODUCER_ID.key: _top_level(apis.INIT_PRODUCER_ID),
     apis.FIND_COORDINATOR.key: _find_coordinator,
     apis.ADD_PARTITIONS_TO_TXN.key: _add_partitions_to_txn,
-    apis.ADD_OFFSETS_TO_TXN.key: _top_level,
-    apis.END_TXN.key: _top_level,
+    apis.ADD_OFFSETS_TO_TXN.key: _top_level(apis.ADD_OFFSETS_TO_TXN),
+    apis.END_TXN.key: _top_level(apis.END_TXN),
     apis.WRITE_TXN_MARKERS.key: _write_txn_markers,
     apis.DESCRIBE_PRODUCERS.key: _by_partition_error(apis.DESCRIBE_PRODUCERS),
     apis.DESCRIBE_TRANSACTIONS.key: lambda request, code: {"transaction_states": [
         {"transactional_id": txn_id, "error_code": code} for txn_id in request.transactional_ids]},
-    apis.LIST_TRANSACTIONS.key: _top_level,
+    apis.LIST_TRANSACTIONS.key: _top_level(apis.LIST_TRANSACTIONS),
     apis.OFFSET_COMMIT.key: _by_partition_error(apis.OFFSET_COMMIT),
     apis.OFFSET_FETCH.key: _offset_fetch,
-    apis.JOIN_GROUP.key: _top_level,
-    apis.HEARTBEAT.key: _top_level,
-    apis.LEAVE_GROUP.key: _top_level,
-    apis.SYNC_GROUP.key: _top_level,
+    apis.JOIN_GROUP.key: _top_level(apis.JOIN_GROUP),
+    apis.HEARTBEAT.key: _top_level(apis.HEARTBEAT),
+    apis.LEAVE_GROUP.key: _top_level(apis.LEAVE_GROUP),
+    apis.SYNC_GROUP.key: _top_level(apis.SYNC_GROUP),
     apis.DESCRIBE_GROUPS.key: lambda request, code: {"groups": [
         {"group_id": group_id, "error_code": code} for group_id in request.groups]},
-    apis.LIST_GROUPS.key: _top_level,
+    apis.LIST_GROUPS.key: _top_level(apis.LIST_GROUPS),
     apis.TXN_OFFSET_COMMIT.key: _by_partition_error(apis.TXN_OFFSET_COMMIT),
     apis.DELETE_GROUPS.key: lambda request, code: {"results": [
         {"group_id": group_id, "error_code": code} for group_id in request.groups_names]},

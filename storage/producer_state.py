@@ -18,7 +18,7 @@ The within-an-epoch rule covers both directions. A sequence ahead of last + 1 is
 A sequence behind it that matches none of the 5 cached batches is a retry of a batch
 acknowledged long ago (a producer with more than 5 requests in flight whose first
 acknowledgement was lost): it was written once already, so it is refused, never
-appended again. This is how Kafka 4 closes the duplicate hazard the seed describes.
+appended again: Kafka 4's rule, which leaves no duplicate for such a retry.
 A refused batch changes no state.
 
 Snapshots (`<offset>.snapshot`) store one entry per producer in Kafka's format:
