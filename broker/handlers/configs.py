@@ -51,7 +51,6 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
             "value": topic.config.value_text(config_name),
             "read_only": False,
             "config_source": TOPIC_CONFIG if overridden else broker_source,
-            "is_default": not overridden and broker_source == DEFAULT_CONFIG,
             "is_sensitive": False,
             "synonyms": chain if synonyms else [],
             "config_type": _type_of(config_name),
@@ -63,7 +62,7 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
 def _broker_entries(ctx: RequestContext, keys: Any) -> list[dict[str, Any]]:
     return [
         {"name": name, "value": value, "read_only": True, "config_source": STATIC_BROKER_CONFIG,
-         "is_default": False, "is_sensitive": False, "synonyms": [], "config_type": STRING}
+         "is_sensitive": False, "synonyms": [], "config_type": STRING}
         for name, value in sorted(ctx.services.config.broker_properties().items())
         if keys is None or name in keys
     ]
