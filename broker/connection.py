@@ -233,6 +233,10 @@ class Connection(asyncio.Protocol):
         except MalformedRequest as exc:
             self.abort(f"malformed {api.name} v{header.api_version}: {exc}", correlation_id=header.correlation_id)
             return None
+        except Exception:  # noqa: BLE001 - a decoder bug: this connection ends, the broker goes on
+            log.exception("request could not be decoded", api=api.name, version=header.api_version, peer=self.peer)
+            self.abort(f"undecodable {api.name} v{header.api_version}", correlation_id=header.correlation_id)
+            return None
         return Request(header, api, body)
 
     def _context(self, header: RequestHeader) -> RequestContext:

@@ -17,6 +17,7 @@ from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader
+from kio.serial.errors import SerialError
 
 from .apis import API_VERSIONS
 from .compiled_writers import compiled_writer
@@ -30,6 +31,7 @@ from .kio_schema import (
     get_schema_field_type,
     is_optional,
 )
+from .request_bounds import LengthError, check_request_body
 from .varint import VarintError, read_uvarint, write_uvarint
 
 _HEADER_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -114,9 +116,16 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
 def decode_request(cls: type, frame: bytes | memoryview, offset: int) -> Any:
     """The request body at `offset` as an instance of `cls`.
 
+    Every length and count is checked against the frame first (request_bounds.py): kio
+    would reserve memory for whatever an array's count claims.
+
     kio refuses tagged fields it does not know (KeyError); KIP-482 says a receiver skips
     them. On that (rare) path the body is rewritten without the unknown tags and read
     again."""
+    try:
+        check_request_body(cls, frame, offset)
+    except LengthError as exc:
+        raise MalformedRequest(f"{cls.__name__}: {exc}") from exc
     read = _reader(cls)
     try:
         entity, _ = read(frame, offset)
@@ -131,7 +140,8 @@ def decode_request(cls: type, frame: bytes | memoryview, offset: int) -> Any:
         except Exception as again:  # noqa: BLE001 - any failure here means a bad frame
             raise MalformedRequest(f"undecodable {cls.__name__}: {again}") from again
         return entity
-    except (ValueError, IndexError, UnicodeDecodeError, OverflowError) as exc:
+    except (SerialError, ValueError, IndexError, UnicodeDecodeError, OverflowError) as exc:
+        # SerialError: kio's own (a buffer underflow, a null where none may be...).
         raise MalformedRequest(f"undecodable {cls.__name__}: {exc}") from exc
 
 

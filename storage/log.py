@@ -452,9 +452,11 @@ class PartitionLog:
             segment.close()
 
     def close_files(self) -> None:
+        """Let go of every file descriptor, writing nothing (the partition is being
+        deleted): the log and all three indexes of each segment."""
         for segment in self.segments:
             try:
-                os.close(segment.fd)
+                segment.close()
             except OSError:
                 pass
 
