@@ -76,6 +76,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("auto.create.topics.enable", "auto_create_topics_enable", _bool,
              "create a topic when a client asks for its metadata"),
     Property("socket.request.max.bytes", "socket_request_max_bytes", int, "largest request frame accepted"),
+    Property("fetch.max.bytes", "fetch_max_bytes", int,
+             "most record bytes in one Fetch response (at least one batch is always returned)"),
     Property("log.flush.offset.checkpoint.interval.ms", "checkpoint_interval_ms", int,
              "how often recovery points are written"),
     Property("log.retention.check.interval.ms", "retention_check_interval_ms", int,
@@ -211,6 +213,7 @@ class BrokerConfig:
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    fetch_max_bytes: int = 55 * 1024 * 1024  # Kafka's default, 57671680
     checkpoint_interval_ms: int = 60_000
     retention_check_interval_ms: int = 300_000
     cleaner_backoff_ms: int = 15_000

@@ -30,6 +30,7 @@ class Settings(Protocol):
 
     num_partitions: int
     auto_create_topics_enable: bool
+    fetch_max_bytes: int
     offsets_topic_partitions: int
     log: "LogConfig"
 

@@ -5,6 +5,9 @@ are on disk). read_committed stops at the last stable offset and lists the abort
 transactions in the returned range; read_uncommitted stops at the high watermark and
 lists none (some clients misbehave if they get one).
 
+A response holds at most min(max_bytes, fetch.max.bytes) of records, and always the
+first batch found whole (Kafka's rule), so a consumer never stalls on a big batch.
+
 If less than `min_bytes` is available the request waits until an append to one of
 its partitions brings enough, or `max_wait` passes. Fetch sessions (KIP-227) are not
 kept: session id 0 tells clients to send full requests, which they do.
@@ -50,7 +53,12 @@ def _resolve(ctx: RequestContext, request: Any) -> list[tuple[Any, Any, Any]]:
 
 def _collect(ctx: RequestContext, request: Any, wanted: list) -> tuple[list, int, bool]:
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    budget = request.max_bytes
+    # As Kafka: the response holds at most the smaller of the client's max_bytes and
+    # the broker's fetch.max.bytes, except that the first batch found is returned whole
+    # even when it alone is larger (min_one below), so no consumer stalls on a batch
+    # bigger than its limits. v0-v2 have no max_bytes: the broker's limit applies.
+    budget = min(getattr(request, "max_bytes", ctx.services.config.fetch_max_bytes),
+                 ctx.services.config.fetch_max_bytes)
     size = 0
     errors = False
     responses = []
