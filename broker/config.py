@@ -76,6 +76,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("auto.create.topics.enable", "auto_create_topics_enable", _bool,
              "create a topic when a client asks for its metadata"),
     Property("socket.request.max.bytes", "socket_request_max_bytes", int, "largest request frame accepted"),
+    Property("queued.max.request.bytes", "queued_max_request_bytes", int,
+             "bytes of requests read and not yet served, all connections together (-1: no bound)"),
+    Property("connections.max.idle.ms", "connections_max_idle_ms", int,
+             "close a connection with nothing in or out and no request in hand for this long"),
     Property("fetch.max.bytes", "fetch_max_bytes", int,
              "most record bytes in one Fetch response (at least one batch is always returned)"),
     Property("log.flush.offset.checkpoint.interval.ms", "checkpoint_interval_ms", int,
@@ -214,6 +218,10 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 100 * 1024 * 1024
     fetch_max_bytes: int = 55 * 1024 * 1024  # Kafka's default, 57671680
+    # Kafka's default is -1 (no bound, only queued.max.requests=500); a broker on a
+    # laptop or a CI runner is better off refusing to hold more than this.
+    queued_max_request_bytes: int = 256 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000  # Kafka's default: 10 minutes
     checkpoint_interval_ms: int = 60_000
     retention_check_interval_ms: int = 300_000
     cleaner_backoff_ms: int = 15_000

@@ -13,6 +13,14 @@ Serving one request reads decode -> handle -> encode: the frame is decoded here,
 dispatcher (broker/dispatch.py) runs its handler with what the broker adds around it
 (faults, the fsync wait, metrics), and the response is encoded and written here.
 
+A connection holds at most 64 queued requests and one request's worth of bytes
+(socket.request.max.bytes) before it stops reading from its socket, and every
+connection's queued and half-received requests count against queued.max.request.bytes
+(broker/request_memory.py). A client that closes its end is closed at once, whatever
+it left queued or waiting (a long-polling Fetch): Kafka drops such requests too. A
+connection with no request in hand and no bytes in or out for connections.max.idle.ms
+is closed, as Kafka closes idle connections.
+
 Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
 header, unknown API) closes this connection with a log line; every other connection
 carries on.
@@ -32,6 +40,7 @@ from ottla.protocol.framing import FrameError, FrameReader
 from .dispatch import Dispatcher
 from .handlers import RequestContext, api_versions_fallback
 from .logging import get_logger
+from .request_memory import RequestMemory
 from .services import Services
 
 if TYPE_CHECKING:
@@ -58,7 +67,7 @@ class Request(NamedTuple):
 
 class Connection(asyncio.Protocol):
     def __init__(self, services: Services, dispatcher: Dispatcher, listener: "Listener",
-                 registry: set["Connection"], max_request_bytes: int) -> None:
+                 registry: set["Connection"], max_request_bytes: int, memory: RequestMemory) -> None:
         self.services = services
         self.dispatcher = dispatcher
         self.metrics = dispatcher.metrics
@@ -69,6 +78,12 @@ class Connection(asyncio.Protocol):
         self.client_id: str | None = None
         self._reader = FrameReader(max_request_bytes)
         self._frames: deque[memoryview] = deque()
+        self._max_queued_bytes = max_request_bytes
+        self._queued_bytes = 0  # of the frames in _frames
+        self.memory = memory
+        self._held = 0  # what this connection counts in `memory`: queued + half-received
+        self._in_hand = False  # the worker is serving a request (a long-poll Fetch may wait)
+        self.last_active = 0.0  # loop time of the last bytes in or out
         self._wakeup: asyncio.Future[None] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
@@ -79,17 +94,27 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        self._loop = asyncio.get_running_loop()
+        self.last_active = self._loop.time()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
-        self._worker = asyncio.get_running_loop().create_task(self._work())
+        self._worker = self._loop.create_task(self._work())
         self.registry.add(self)
         self.metrics.connections_opened += 1
 
     def data_received(self, data: bytes) -> None:
         self.metrics.bytes_in += len(data)
+        self.last_active = self._loop.time()
+        self._take(data)
+
+    def _take(self, data: bytes) -> None:
         try:
-            frames = self._reader.feed(data)
+            # Over the broker-wide bound a connection that already holds requests
+            # starts no new one: the bytes wait in the reader's backlog and it stops
+            # reading (below). One that holds none may, so clients that queue big
+            # requests and never let them be served cannot starve everyone else.
+            frames = self._reader.feed(data, start_new=not self._held or not self.memory.full)
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
@@ -97,16 +122,20 @@ class Connection(asyncio.Protocol):
             frames = self._serve_inline(frames)
         if frames:
             self._frames.extend(frames)
+            self._queued_bytes += sum(map(len, frames))
             self._wake()
-            if len(self._frames) >= _MAX_QUEUED_FRAMES and not self._reading_paused:
+        if frames or self._held or self._reader.pending:
+            self._account()
+            if not self._reading_paused and self._over_limits():
                 self._reading_paused = True
                 self.transport.pause_reading()  # type: ignore[union-attr]
 
     def eof_received(self) -> bool:
-        # The client finished sending; answer what it already sent, then close.
-        self._closing = True
-        self._wake()
-        return True
+        # The client closed its end. Kafka closes the connection then, dropping what it
+        # had queued or in hand; so do we (returning False closes the transport, and
+        # connection_lost lets go of everything), instead of keeping the socket in
+        # CLOSE_WAIT for as long as a long-polling Fetch may wait.
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:  # a reset or a broken pipe, not a close
@@ -114,6 +143,11 @@ class Connection(asyncio.Protocol):
             log.info("connection lost", peer=self.peer, client_id=self.client_id, error=str(exc) or type(exc).__name__)
         self._closing = True
         self.registry.discard(self)
+        self._frames.clear()
+        self._queued_bytes = 0
+        self._reader = FrameReader(0)  # drops a half-received frame
+        self._account()
+        self.memory.forget(self)
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
         if self._drained is not None and not self._drained.done():
@@ -126,6 +160,45 @@ class Connection(asyncio.Protocol):
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         self._drained = None
+
+    # --- what a connection may hold ------------------------------------------------------
+
+    def _account(self) -> None:
+        """Bring this connection's share of the request memory up to date."""
+        held = self._queued_bytes + self._reader.pending
+        if held != self._held:
+            delta, self._held = held - self._held, held
+            self.memory.adjust(delta)
+
+    def _over_limits(self) -> bool:
+        if len(self._frames) >= _MAX_QUEUED_FRAMES or self._queued_bytes >= self._max_queued_bytes:
+            return True
+        # Over the broker-wide bound: a request already begun may finish (pausing it
+        # halfway would hold its bytes with no way to release them); nothing new starts.
+        if self._reader.backlog:
+            self.memory.pause(self)
+            return True
+        return False
+
+    def resume_if_room(self) -> None:
+        """Read again once this connection is back under its limits."""
+        if not self._reading_paused or self._closing or self.transport is None:
+            return
+        if (len(self._frames) < _MAX_QUEUED_FRAMES // 2 and self._queued_bytes < self._max_queued_bytes // 2
+                and not self.memory.full):
+            self._reading_paused = False
+            self.memory.forget(self)
+            self.transport.resume_reading()
+            backlog, self._reader.backlog = self._reader.backlog, b""
+            if backlog:
+                self._take(backlog)
+
+    def idle_since(self) -> float | None:
+        """The loop time since which this connection has been idle (nothing in or out,
+        no request in hand or queued), or None if it is not idle."""
+        if self._in_hand or self._frames or self._reader.pending:
+            return None
+        return self.last_active
 
     # --- serving at once -----------------------------------------------------------------
 
@@ -175,11 +248,15 @@ class Connection(asyncio.Protocol):
             while True:
                 while self._frames:
                     frame = self._frames.popleft()
-                    if self._reading_paused and len(self._frames) < _MAX_QUEUED_FRAMES // 2:
-                        self._reading_paused = False
-                        self.transport.resume_reading()  # type: ignore[union-attr]
-                    if not await self._serve(frame):
-                        return
+                    self._queued_bytes -= len(frame)
+                    self._account()
+                    self.resume_if_room()
+                    self._in_hand = True
+                    try:
+                        if not await self._serve(frame):
+                            return
+                    finally:
+                        self._in_hand = False
                     if self._drained is not None:
                         await self._drained
                 if self._closing or self.services.stopping:
@@ -270,6 +347,7 @@ class Connection(asyncio.Protocol):
             return
         chunks = encode_response(correlation_id, response)
         self.metrics.bytes_out += sum(map(len, chunks))
+        self.last_active = self._loop.time()
         if len(chunks) == 1:
             self.transport.write(chunks[0])  # most responses: one buffer, one send
         else:

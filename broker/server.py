@@ -32,6 +32,7 @@ from .durability import GroupCommit, flush_in_background
 from .faults import Faults
 from .logging import get_logger
 from .metrics import Metrics
+from .request_memory import RequestMemory
 from .scheduler import Scheduler
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
@@ -73,6 +74,7 @@ class Broker:
         self.metrics = Metrics()
         self.faults = Faults(self.logs, self.metrics)
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
         self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping) \
             if config.admin_port is not None else None
         self.scheduler = Scheduler()
@@ -143,7 +145,7 @@ class Broker:
             # its listener's advertised address, which may be that port.
             server = await loop.create_server(
                 lambda i=i: Connection(self.services, self.dispatcher, self.listeners[i], self.connections,
-                                       self.config.socket_request_max_bytes),
+                                       self.config.socket_request_max_bytes, self.request_memory),
                 listener.bind_host, listener.port,
                 reuse_address=True, backlog=1024, start_serving=False,
             )
@@ -192,6 +194,17 @@ class Broker:
         # Kafka checks every 10 minutes (producer.id.expiration.check.interval.ms); the
         # expirations themselves are a day and a week long.
         every("producer-expiry", min(600, config.producer_id_expiration_ms / 1000), self._expire_idle_producers)
+        if config.connections_max_idle_ms > 0:
+            every("idle-connections", min(config.connections_max_idle_ms / 4000, 30), self._close_idle_connections)
+
+    def _close_idle_connections(self) -> None:
+        deadline = asyncio.get_running_loop().time() - self.config.connections_max_idle_ms / 1000
+        for connection in list(self.connections):
+            since = connection.idle_since()
+            if since is not None and since < deadline:
+                log.info("closing idle connection", peer=connection.peer, client_id=connection.client_id,
+                         idle_ms=self.config.connections_max_idle_ms)
+                connection.close()
 
     async def _checkpoint(self) -> None:
         await flush_in_background(self.logs.all_partitions())

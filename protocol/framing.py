@@ -43,13 +43,27 @@ class FrameReader:
         self._prefix = bytearray()  # a size prefix split across chunks
         self._gather = bytearray()  # the part of a frame received so far
         self._size = -1  # the size of the frame being gathered, -1 when none
+        self.backlog = b""  # bytes not fed yet (see feed's start_new)
 
-    def feed(self, data: bytes) -> list[memoryview]:
-        """The frames `data` completes. Raises FrameError for an unacceptable size."""
+    @property
+    def pending(self) -> int:
+        """Bytes held for later: the part of a frame received so far, and what `feed`
+        was told not to start on."""
+        return len(self._gather) + len(self._prefix) + len(self.backlog)
+
+    def feed(self, data: bytes | memoryview, start_new: bool = True) -> list[memoryview]:
+        """The frames `data` completes. Raises FrameError for an unacceptable size.
+
+        With `start_new` False, a frame already begun is finished but no new one is
+        started: the rest of `data` is kept in `backlog`, for the caller to feed again
+        once it may (a connection over its memory bound)."""
         frames: list[memoryview] = []
         view = memoryview(data)
         pos, end = 0, len(data)
         while pos < end:
+            if not start_new and self._size < 0 and not self._prefix:
+                self.backlog = bytes(view[pos:])
+                break
             if self._size >= 0:
                 take = min(self._size - len(self._gather), end - pos)
                 self._gather += view[pos : pos + take]

@@ -1,0 +1,125 @@
+"""What one client's connection may hold (issue 12 points 8 and 12), over the wire.
+
+Before: a client that sent a long-polling Fetch and closed left its socket in
+CLOSE_WAIT (and its queued requests in memory) until the wait ended; queued requests
+had no bound in bytes; an idle connection was kept forever."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+from tests.clients import create_topic, idempotent_producer, produce_all
+from tests.wire import WireClient, request
+
+PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
+MiB = 1024 * 1024
+
+
+def _descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _resident_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _until(condition, what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def _long_poll(topic: str):
+    """A Fetch that waits as long as a Fetch can (2^31-1 ms) for a record."""
+    return request(FETCH, 12, replica_id=-1, max_wait=2**31 - 1, min_bytes=1, max_bytes=1 << 20,
+                   isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                       {"topic": topic, "partitions": [
+                           {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                            "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
+                   forgotten_topics_data=[], rack_id="")
+
+
+def _big_frame(size: int) -> bytes:
+    """A Produce frame of `size` bytes (never served: it waits behind a long poll)."""
+    header = struct.pack(">hhih", PRODUCE, 9, 99, 1) + b"x"
+    return struct.pack(">i", size) + header + b"\x00" * (size - len(header))
+
+
+def test_clients_that_vanish_behind_a_long_poll_leave_nothing_behind(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    pid = broker.process.pid
+    with WireClient(broker.bootstrap):
+        pass
+    baseline_fds = _descriptors(pid)
+    for _ in range(300):
+        client = WireClient(broker.bootstrap)
+        client.send(_long_poll(topic_name))
+        client.close()
+    # Each closed socket is closed by the broker too, not left in CLOSE_WAIT until the
+    # Fetch's wait (24 days) ends.
+    _until(lambda: _descriptors(pid) <= baseline_fds + 5, "descriptors of vanished clients were kept")
+
+    # Clients that queue big requests behind a long poll and vanish leave no memory held.
+    before = _resident_mib(pid)
+    for _ in range(8):
+        client = WireClient(broker.bootstrap)
+        client.send(_long_poll(topic_name))
+        client.send_raw(_big_frame(20 * MiB) * 2)
+        client.close()
+    _until(lambda: _resident_mib(pid) < before + 64, "queued requests of vanished clients are still held")
+    producer = idempotent_producer(broker.bootstrap)
+    produce_all(producer, [(topic_name, 0, None, b"served")])
+
+
+def test_queued_request_bytes_are_bounded_across_connections(fresh_broker, topic_name):
+    broker = fresh_broker(queued_max_request_bytes=32 * MiB)
+    create_topic(broker.bootstrap, topic_name, 1)
+    pid = broker.process.pid
+    before = _resident_mib(pid)
+    clients = []
+
+    def flood(client: WireClient) -> None:
+        # Never reads: the broker stops reading too once the bound is reached, and
+        # this send blocks in TCP until the test closes the socket.
+        try:
+            client.send_raw(_big_frame(16 * MiB) * 6)
+        except OSError:
+            pass
+
+    for _ in range(6):  # 6 x 96 MiB offered
+        client = WireClient(broker.bootstrap, timeout=30)
+        client.send(_long_poll(topic_name))
+        clients.append(client)
+        threading.Thread(target=flood, args=(client,), daemon=True).start()
+    time.sleep(3)
+    # The bound (32 MiB) plus at most one request being received per connection.
+    held = _resident_mib(pid) - before
+    assert held < 32 + 6 * 16 + 48, f"the broker holds {held:.0f} MiB of queued requests"
+    # Everyone else is still served meanwhile.
+    producer = idempotent_producer(broker.bootstrap)
+    produce_all(producer, [(topic_name, 0, None, b"served")])
+    for client in clients:
+        client.sock.shutdown(socket.SHUT_RDWR)
+        client.close()
+    _until(lambda: _resident_mib(pid) < before + 48, "queued requests of closed clients are still held")
+
+
+def test_an_idle_connection_is_closed_after_connections_max_idle_ms(fresh_broker):
+    broker = fresh_broker(connections_max_idle_ms=1000)
+    with WireClient(broker.bootstrap) as idle, WireClient(broker.bootstrap) as active:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            active.call(request(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
+            time.sleep(0.3)
+        assert idle.is_closed(timeout=1), "an idle connection outlived connections.max.idle.ms"
+        assert not active.is_closed(timeout=0.1), "a connection in use was closed as idle"
+    assert "closing idle connection" in broker.log()
