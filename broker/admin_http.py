@@ -9,12 +9,33 @@
 
 A few routes for health checks, Prometheus and test harnesses do not need a framework:
 this is a minimal HTTP/1.1 server on asyncio, one request per connection.
+
+Faults can close every client connection, so a request that changes anything (POST,
+DELETE) must come from someone entitled to it, not from a web page the operator happens
+to have open:
+
+- the endpoint listens on 127.0.0.1 unless `admin.host` says otherwise;
+- with `admin.token` set, a change needs `Authorization: Bearer <token>` (401);
+- without one, a change must come from a loopback address and name one in its Host
+  header (403): the first keeps out other machines (the endpoint may listen on every
+  interface, as in the container image), the second a DNS-rebinding page
+  (Host: attacker.example);
+- a change sent by a browser from another origin (its Origin header differs from the
+  Host) is refused (403), and a body must be `application/json` (415), which a
+  cross-site form or a "simple" fetch cannot send without a preflight that this
+  endpoint never approves.
+
+GET routes change nothing and answer anyone who can reach the port (Prometheus, a
+container health check).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import json
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .faults import Faults, FaultSpecError
@@ -22,8 +43,20 @@ from .faults import Faults, FaultSpecError
 
 _MAX_BODY = 64 * 1024
 _READ_TIMEOUT = 10
-_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Payload Too Large", 503: "Service Unavailable"}
+_MAX_HEADERS = 100
+_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+            404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large", 415: "Unsupported Media Type",
+            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+_CHANGES = ("POST", "DELETE", "PUT", "PATCH")
+
+
+@dataclass
+class HttpRequest:
+    method: str
+    path: str
+    peer: str  # the client's address
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+    body: bytes = b""
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -31,10 +64,12 @@ class AdminServer:
     """Serves the routes above from what the broker hands it: the faults, the metrics
     text, and whether it is stopping."""
 
-    def __init__(self, faults: Faults, metrics_text: Callable[[], str], stopping: Callable[[], bool]) -> None:
+    def __init__(self, faults: Faults, metrics_text: Callable[[], str], stopping: Callable[[], bool],
+                 token: str | None = None) -> None:
         self.faults = faults
         self.metrics_text = metrics_text
         self.stopping = stopping
+        self.token = token
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
 
@@ -49,7 +84,8 @@ class AdminServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            status, content_type, body = await asyncio.wait_for(self._answer(reader), _READ_TIMEOUT)
+            peer = (writer.get_extra_info("peername") or ("",))[0]
+            status, content_type, body = await asyncio.wait_for(self._answer(reader, peer), _READ_TIMEOUT)
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError):
             writer.close()
             return
@@ -62,20 +98,44 @@ class AdminServer:
             pass
         writer.close()
 
-    async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, str, bytes]:
+    async def _answer(self, reader: asyncio.StreamReader, peer: str) -> tuple[int, str, bytes]:
         request_line = (await reader.readline()).decode("latin-1").split()
         if len(request_line) != 3:
             raise ValueError("not an HTTP request")
         method, target, _version = request_line
-        length = 0
+        request = HttpRequest(method.upper(), target.split("?", 1)[0].rstrip("/") or "/", peer)
         while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            if len(request.headers) >= _MAX_HEADERS:
+                return _json(431, {"error": "too many headers"})
             name, _, value = line.decode("latin-1").partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value.strip())
+            request.headers[name.strip().lower()] = value.strip()
+        length = int(request.headers.get("content-length", "0"))
         if length > _MAX_BODY:
             return _json(413, {"error": "body too large"})
-        body = await reader.readexactly(length) if length else b""
-        return self.route(method.upper(), target.split("?", 1)[0].rstrip("/") or "/", body)
+        request.body = await reader.readexactly(length) if length > 0 else b""
+        if request.method in _CHANGES:
+            refused = self._refuse_change(request)
+            if refused is not None:
+                return refused
+        return self.route(request.method, request.path, request.body)
+
+    def _refuse_change(self, request: HttpRequest) -> tuple[int, str, bytes] | None:
+        """Why a request that changes something may not, or None if it may."""
+        headers = request.headers
+        host = headers.get("host", "")
+        origin = headers.get("origin")
+        if origin is not None and origin.partition("://")[2].rstrip("/") != host:
+            return _json(403, {"error": f"a change from another origin ({origin}) is refused"})
+        if self.token is not None:
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+                return _json(401, {"error": "a change needs Authorization: Bearer <admin.token>"})
+        elif not (_is_loopback(request.peer) and _is_loopback(host)):
+            return _json(403, {"error": "without admin.token, changes are accepted from this machine only "
+                                        f"(from {request.peer}, addressed to {host!r})"})
+        if request.body and headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            return _json(415, {"error": "a body must be application/json"})
+        return None
 
     def route(self, method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
         faults = self.faults
@@ -105,6 +165,20 @@ class AdminServer:
                 return _json(200, {"removed": int(fault_id)})
             return _json(404, {"error": f"no fault {fault_id}"})
         return _json(404, {"error": f"no route {method} {path}"})
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether a Host header or a peer address names a loopback address (any port)."""
+    host = address
+    if host.startswith("[") or host.count(":") == 1:  # [::1]:9644, 127.0.0.1:9644, localhost:9644
+        host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _json(status: int, value: Any) -> tuple[int, str, bytes]:

@@ -112,8 +112,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property("log.format", "log_format", _one_of("console", "json"),
              "Ottla's log lines: console for people, json for machines"),
     Property("admin.port", "admin_port", _port, "port of the admin HTTP endpoint (/healthz, /metrics, /faults); off if unset"),
+    Property("admin.host", "admin_host", str, "interface of the admin endpoint (127.0.0.1 unless set)"),
+    Property("admin.token", "admin_token", str,
+             "a secret every change through the admin endpoint must carry (Authorization: Bearer)"),
 )
 BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
+SENSITIVE = frozenset({"admin.token"})
 # Broker properties that set the default of a topic config: log.segment.bytes -> segment.bytes ...
 LOG_DEFAULTS = {c.broker_property: c for c in TOPIC_CONFIGS.values()}
 LISTENER_PROPERTIES = ("listeners", "advertised.listeners", "listener.security.protocol.map")
@@ -213,6 +217,10 @@ class BrokerConfig:
     log_level: str = "info"
     log_format: str = "console"
     admin_port: int | None = None
+    # The admin endpoint can inject faults that close every connection: loopback only
+    # unless the operator opens it (with a token, best).
+    admin_host: str = "127.0.0.1"
+    admin_token: str | None = None
 
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
@@ -285,9 +293,11 @@ class BrokerConfig:
             changes["log"] = self.log.with_topic_configs(log_changes)
         return replace(self, **changes)
 
-    def broker_properties(self) -> dict[str, str]:
-        """Every broker property and its current value as text (for DescribeConfigs)."""
-        values = {p.kafka_name: _text(getattr(self, p.attribute)) for p in PROPERTIES}
+    def broker_properties(self) -> dict[str, str | None]:
+        """Every broker property and its current value as text (for DescribeConfigs);
+        a secret's value is None, as Kafka describes its passwords."""
+        values: dict[str, str | None] = {p.kafka_name: None if p.kafka_name in SENSITIVE
+                                         else _text(getattr(self, p.attribute)) for p in PROPERTIES}
         values.update({name: self.log.value_text(c.name) for name, c in LOG_DEFAULTS.items()})
         return values
 

@@ -75,7 +75,7 @@ class Broker:
         self.faults = Faults(self.logs, self.metrics)
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
-        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping) \
+        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token) \
             if config.admin_port is not None else None
         self.scheduler = Scheduler()
         self._stopped = asyncio.Event()
@@ -102,7 +102,10 @@ class Broker:
     def admin_url(self) -> str | None:
         if self.admin is None:
             return None
-        return f"http://{self.listeners[0].advertised_address[0]}:{self.admin.port}"
+        host = self.config.admin_host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"  # every interface: this one is sure to answer
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.admin.port}"
 
     @property
     def bootstrap(self) -> str:
@@ -154,8 +157,7 @@ class Broker:
         for server in self._servers:
             await server.start_serving()
         if self.admin is not None:
-            # On the first listener's interface: reachable wherever clients reach the broker.
-            await self.admin.start(self.listeners[0].bind_host, self.config.admin_port)
+            await self.admin.start(self.config.admin_host, self.config.admin_port)
         self._schedule_background_work()
         self.scheduler.start()
         # What start-up loaded (modules, kio's schema classes, the recovered state) lives

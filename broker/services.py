@@ -34,7 +34,7 @@ class Settings(Protocol):
     offsets_topic_partitions: int
     log: "LogConfig"
 
-    def broker_properties(self) -> dict[str, str]: ...
+    def broker_properties(self) -> dict[str, str | None]: ...
 
 
 class AppendWaiters(Protocol):

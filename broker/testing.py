@@ -42,13 +42,16 @@ ADMIN_PREFIX = "Ottla admin endpoint: "
 class AdminEndpoint:
     """The broker's admin HTTP endpoint: metrics and faults (see broker/admin_http.py)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url
+        self.token = token  # admin.token, if the broker has one
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 payload = response.read()
@@ -147,7 +150,7 @@ class BrokerProcess:
     def admin(self) -> AdminEndpoint:
         if self.admin_url is None:
             raise RuntimeError("this broker has no admin endpoint: start it with the property admin.port")
-        return AdminEndpoint(self.admin_url)
+        return AdminEndpoint(self.admin_url, self.properties.get("admin.token"))
 
     def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
         """Create a topic over the wire (CreateTopics); returns its name."""

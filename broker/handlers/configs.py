@@ -62,7 +62,8 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
 def _broker_entries(ctx: RequestContext, keys: Any) -> list[dict[str, Any]]:
     return [
         {"name": name, "value": value, "read_only": True, "config_source": STATIC_BROKER_CONFIG,
-         "is_sensitive": False, "synonyms": [], "config_type": STRING}
+         # A secret (admin.token): broker_properties gives no value for it.
+         "is_sensitive": value is None, "synonyms": [], "config_type": STRING}
         for name, value in sorted(ctx.services.config.broker_properties().items())
         if keys is None or name in keys
     ]
