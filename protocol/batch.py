@@ -28,14 +28,13 @@ dump-log, compaction and tests.
 
 from __future__ import annotations
 
-import gzip
 import struct
 from dataclasses import dataclass
 from typing import Iterator
 
-import cramjam
 import crc32c
 
+from .compression import EXPANSION_LIMIT, decompress
 from .varint import read_varint, write_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -54,6 +53,9 @@ LAST_OFFSET_DELTA = struct.Struct(">i")
 CURRENT_MAGIC = 2
 
 COMPRESSION_MASK = 0x07
+# What iter_records lets a compressed batch expand to unless told: 16 x Kafka's default
+# max.message.bytes (see compression.py).
+DEFAULT_MAX_DECOMPRESSED = EXPANSION_LIMIT * 1024 * 1024
 TIMESTAMP_TYPE_FLAG = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
@@ -265,36 +267,11 @@ class Record:
     sequence: int
 
 
-def decompress(codec: int, data: bytes) -> bytes:
-    """The records section of a batch compressed with `codec` (the attributes' 3 bits)."""
-    if codec == 0:
-        return data
-    if codec == 1:
-        return gzip.decompress(data)
-    if codec == 2:
-        # The Java client writes snappy in xerial's framing (SnappyOutputStream): a 16-byte
-        # header (magic, version, compatible version), then blocks each preceded by its
-        # int32 length. librdkafka writes one raw snappy block and reads both, as here.
-        if not data.startswith(b"\x82SNAPPY\x00"):
-            return bytes(cramjam.snappy.decompress_raw(data))
-        out = bytearray()
-        pos = 16
-        while pos < len(data):
-            (size,) = struct.unpack_from(">i", data, pos)
-            out += cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-        return bytes(out)
-    if codec == 3:
-        return bytes(cramjam.lz4.decompress(data))  # the LZ4 frame format, from every client
-    if codec == 4:
-        return bytes(cramjam.zstd.decompress(data))
-    raise ValueError(f"unknown compression codec {codec}")
-
-
-def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
-    """Decode every record of a whole batch (not for the produce/fetch path)."""
+def iter_records(batch: bytes | memoryview, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
+    """Decode every record of a whole batch (not for the produce/fetch path). A
+    compressed batch may expand to `max_decompressed` bytes (DecompressionError)."""
     header = BatchHeader.parse(batch)
-    data = decompress(header.compression, bytes(batch[HEADER_SIZE : header.size]))
+    data = decompress(header.compression, memoryview(batch)[HEADER_SIZE : header.size], max_decompressed)
     pos = 0
     for _ in range(header.record_count):
         _length, pos = read_varint(data, pos)

@@ -40,7 +40,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batch import HEADER_SIZE, BatchHeader, decompress
+from .batch import DEFAULT_MAX_DECOMPRESSED, HEADER_SIZE, BatchHeader, InvalidBatch
+from .compression import DecompressionError, decompress
 
 try:
     from ._records import walk as _walk_in_c
@@ -219,12 +220,16 @@ def record_error_summary(record_errors: list[tuple[int, str]]) -> str:
 
 
 def validate_records(batch: bytes | memoryview, header: BatchHeader, *, compacted: bool,
-                     topic_partition: str) -> None:
+                     topic_partition: str, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> None:
     """Check the records of a produced batch whose header `validate_produced_batch`
     accepted: their structure, and on a compacted topic that each has a key (compaction
-    keys on it). Raises InvalidRecords."""
+    keys on it). Raises InvalidRecords, or InvalidBatch (CORRUPT_MESSAGE) for compressed
+    records that do not decompress within `max_decompressed` bytes."""
     if header.compression:
-        data = decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE : header.size]))
+        try:
+            data = decompress(header.compression, memoryview(batch)[HEADER_SIZE : header.size], max_decompressed)
+        except DecompressionError as exc:
+            raise InvalidBatch(str(exc), corrupt=True) from exc
         summary = walk_records(data, 0, len(data), header.record_count, keys_required=compacted)
     else:
         summary = walk_records(batch, HEADER_SIZE, header.size, header.record_count, keys_required=compacted)

@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass
 
 from ottla.protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, build_batch, encode_record, iter_records
+from ottla.protocol.compression import EXPANSION_LIMIT
 
 from .log import PartitionLog
 from .segment import CLEANED, SEGMENT_FILE_KINDS, SWAP, LogSegment
@@ -109,7 +110,7 @@ def clean(p: CleanPlan) -> list[LogSegment]:
         for header, batch in _batches(segment.log_path):
             if header.last_offset < p.first_dirty or header.is_control or _is_aborted(header, p.aborted):
                 continue
-            for record in iter_records(batch):
+            for record in iter_records(batch, _max_decompressed(p.log)):
                 if record.key is not None and record.offset < p.end:
                     latest[record.key] = record.offset
     horizon = p.now_ms - p.log.config.delete_retention_ms
@@ -119,7 +120,8 @@ def clean(p: CleanPlan) -> list[LogSegment]:
         for entry in segment.txn_index.entries:
             target.txn_index.append(entry)
         for header, batch in _batches(segment.log_path):
-            kept = batch if header.is_control else _filter(header, batch, latest, horizon, p.aborted)
+            kept = batch if header.is_control else _filter(header, batch, latest, horizon, p.aborted,
+                                                           _max_decompressed(p.log))
             if kept is None:
                 continue
             kept_header = BatchHeader.parse(kept)
@@ -135,13 +137,19 @@ def clean(p: CleanPlan) -> list[LogSegment]:
     return cleaned
 
 
+def _max_decompressed(log: PartitionLog) -> int:
+    """What a batch of this topic may expand to: as much as a produce could (the
+    bound of protocol/compression.py)."""
+    return EXPANSION_LIMIT * log.config.max_message_bytes
+
+
 def _filter(header: BatchHeader, batch: bytes, latest: dict[bytes, int], horizon: int,
-            aborted: list[AbortedTxn]) -> bytes | None:
+            aborted: list[AbortedTxn], max_decompressed: int) -> bytes | None:
     """The batch with only the records compaction keeps (the same bytes if it keeps them
     all), or None if it keeps none."""
     if _is_aborted(header, aborted):
         return None
-    records = list(iter_records(batch))
+    records = list(iter_records(batch, max_decompressed))
     keep = [
         r for r in records
         if r.key is None or (latest.get(r.key, r.offset) <= r.offset and not (r.value is None and r.timestamp < horizon))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
+from ottla.protocol.compression import EXPANSION_LIMIT
 from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -427,7 +428,9 @@ class PartitionLog:
             position, header = found
             if header.is_control or header.compression not in (0, 1):
                 return max(header.base_offset, self.log_start_offset), header.max_timestamp
-            for record in iter_records(segment.pread(header.size, position)):
+            records = iter_records(segment.pread(header.size, position),
+                                   EXPANSION_LIMIT * self.config.max_message_bytes)
+            for record in records:
                 if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
                     return record.offset, record.timestamp
         return None

@@ -12,6 +12,7 @@ from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.batch import BatchTooLarge, InvalidBatch, validate_produced_batch
+from ottla.protocol.compression import EXPANSION_LIMIT
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import InvalidRecords, validate_records
 
@@ -62,7 +63,8 @@ def _append(ctx: RequestContext, topic: str, partition: int, records: bytes | No
         if header.size > config.segment_bytes:
             return _error(partition, ErrorCode.record_list_too_large,
                           f"batch of {header.size} bytes exceeds segment.bytes ({config.segment_bytes})")
-        validate_records(records, header, compacted=config.compact, topic_partition=f"{topic}-{partition}")
+        validate_records(records, header, compacted=config.compact, topic_partition=f"{topic}-{partition}",
+                         max_decompressed=EXPANSION_LIMIT * config.max_message_bytes)
         if header.is_transactional:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
