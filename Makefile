@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA_DIR ?= ./data
 
-.PHONY: run test bench clean
+.PHONY: run test bench fuzz clean
 
 # Each target installs only what it needs: the broker alone for `run`; the clients,
 # PySpark and the rest of the test tools for `test`; the peer brokers for `bench`.
@@ -35,6 +35,12 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench
+
+# A million mutated requests, each on a fresh connection, against a broker of its own
+# (the test suite runs a seeded share of them). FRAMES=... to send more or fewer.
+FRAMES ?= 1000000
+fuzz: $(VENV)/.installed-test
+	$(BIN)/python -m tests.fuzz.fuzzer --frames $(FRAMES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -10,6 +10,8 @@ its schema class, and refused (MalformedRequest in codec.py) when:
 - an array claims more elements than there are bytes left (every element of every
   array takes at least one byte), or
 - a string, a byte array, records or a tagged field claims more bytes than are left,
+- an array the schema does not let be null is null (Kafka refuses that too, and a
+  handler would meet None where it iterates),
 - or anything runs past the end of the frame.
 
 With that, the most a request can make the broker allocate is a small multiple of its
@@ -48,7 +50,7 @@ _SKIP = 0  # a fixed-size value: argument = its size
 _STRING = 1  # a legacy string: int16 length, -1 for null
 _BYTES = 2  # legacy bytes or records: int32 length, -1 for null
 _COMPACT = 3  # a flexible string, bytes or records: uvarint length + 1, 0 for null
-_ARRAY = 4  # argument = (flexible, element: an int size or a plan)
+_ARRAY = 4  # argument = (flexible, element: an int size or a plan, nullable)
 _STRUCT = 5  # argument = (nullable, plan)
 _TAGS = 6  # a flexible entity's tagged fields: argument = {tag: plan of its value}
 
@@ -108,11 +110,13 @@ def _compile(plan: Plan, namespace: dict[str, Any]) -> Callable[[Any, int, int],
                       "            raise LengthError(f'a string or bytes of {n} bytes with {end - offset} left')",
                       "        offset += n"]
         elif op == _ARRAY:
-            flexible, element = arg
+            flexible, element, nullable = arg
             if flexible:
                 lines += [*_UVARINT, "    n -= 1"]
             else:
                 lines += ["    (n,) = _INT32.unpack_from(buf, offset)", "    offset += 4"]
+            if not nullable:
+                lines += ["    if n < 0:", "        raise LengthError('null for an array that cannot be null')"]
             # Every element takes at least one byte: a count beyond the bytes left is a lie.
             lines += ["    if n > 0:",
                       "        if n > end - offset:",
@@ -194,10 +198,11 @@ def _field_step(f: Any, flexible: bool) -> Step:
     if isinstance(kind, EntityField):
         return (_STRUCT, (is_optional(f), _plan(kind.type_)))
     if isinstance(kind, EntityTupleField):
-        return (_ARRAY, (flexible, _plan(kind.type_)))
+        return (_ARRAY, (flexible, _plan(kind.type_), is_optional(f)))
     kafka_type = f.metadata.get("kafka_type", "")
     if isinstance(kind, PrimitiveTupleField):
-        return (_ARRAY, (flexible, _FIXED_SIZES.get(kafka_type) or (_value_step(kafka_type, flexible),)))
+        element = _FIXED_SIZES.get(kafka_type) or (_value_step(kafka_type, flexible),)
+        return (_ARRAY, (flexible, element, is_optional(f)))
     return _value_step(kafka_type, flexible)
 
 

@@ -13,10 +13,24 @@ from .context import RequestContext
 log = get_logger("ottla.topics")
 
 DEFAULT = -1  # num_partitions / replication_factor: "use the broker's default"
+# Kafka's controller refuses a CreateTopics that would create more partitions than this
+# (MAX_PARTITIONS_PER_BATCH), the whole request, before it creates anything.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 def handle_create(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
+    requested = sum(len(t.assignments) if t.assignments else
+                    services.config.num_partitions if t.num_partitions == DEFAULT else max(t.num_partitions, 0)
+                    for t in request.topics)
+    if requested > MAX_PARTITIONS_PER_REQUEST:
+        log.warning("create topics refused", partitions=requested, limit=MAX_PARTITIONS_PER_REQUEST,
+                    client_id=ctx.header.client_id, peer=ctx.peer)
+        return ctx.respond(topics=[
+            {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None,
+             "error_code": ErrorCode.policy_violation,
+             "error_message": "Excessively large number of partitions per request."}
+            for t in request.topics])
     results = []
     for t in request.topics:
         result: dict[str, Any] = {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None}

@@ -51,3 +51,9 @@ def test_a_legacy_count_or_length_beyond_the_frame() -> None:
             + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00" + b"\x7f\xff\xff\xff" + b"\x00" * 10)
     with pytest.raises(LengthError, match="string or bytes"):
         check_request_body(request_class(PRODUCE, 3), body, 0)
+
+
+def test_null_for_an_array_that_cannot_be_null() -> None:
+    # DeleteTopics v1: topic_names (an int32 array, not nullable) as -1, then a timeout.
+    with pytest.raises(LengthError, match="cannot be null"):
+        check_request_body(request_class(20, 1), b"\xff\xff\xff\xff\x00\x00\x75\x30", 0)

@@ -1,0 +1,241 @@
+"""A structured fuzzer for the broker's request path.
+
+For every supported API and version it builds a well-formed request from kio's schema
+classes (tests/schema_samples.py), then mutates it by class: truncation, bit flips,
+huge int32 counts and lengths, huge varints, garbage after the body, a body of random
+bytes. Each mutated frame goes to the broker on a fresh connection. After each class
+the broker must still be running, under the memory ceiling, back to its baseline of
+descriptors, and must still take a produce and answer a fetch.
+
+`make fuzz` runs a million frames (`python -m tests.fuzz.fuzzer --frames 1000000`)
+against a broker of its own and prints what it sent and how long the broker took;
+tests/fuzz/test_fuzz.py runs a seeded, bounded share in the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import struct
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ottla.protocol.batch import build_batch, encode_record
+from ottla.protocol.codec import request_class
+from ottla.protocol.errors import ErrorCode
+from tests.schema_samples import every_supported_request, sample_body
+from tests.wire import WireClient, request
+
+MAX_RESIDENT_MIB = 512
+_INT32_LIES = (b"\x7f\xff\xff\xff", b"\xff\xff\xff\xfe", b"\x80\x00\x00\x00", b"\x00\x10\x00\x00")
+_VARINT_LIES = (b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80\x80")
+
+
+def _truncate(body: bytes, rng: random.Random) -> bytes:
+    return body[: rng.randrange(len(body))] if body else body
+
+
+def _bit_flips(body: bytes, rng: random.Random) -> bytes:
+    out = bytearray(body)
+    for _ in range(rng.randint(1, 4)):
+        if out:
+            out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+    return bytes(out)
+
+
+def _huge_int32(body: bytes, rng: random.Random) -> bytes:
+    if len(body) < 4:
+        return rng.choice(_INT32_LIES)
+    at = rng.randrange(len(body) - 3)
+    return body[:at] + rng.choice(_INT32_LIES) + body[at + 4:]
+
+
+def _huge_varint(body: bytes, rng: random.Random) -> bytes:
+    at = rng.randrange(len(body) + 1)
+    return body[:at] + rng.choice(_VARINT_LIES) + body[at + 1:]
+
+
+def _garbage_tail(body: bytes, rng: random.Random) -> bytes:
+    return body + rng.randbytes(rng.randint(1, 64))
+
+
+def _random_body(body: bytes, rng: random.Random) -> bytes:
+    return rng.randbytes(rng.randint(0, 2 * len(body) + 8))
+
+
+MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes]] = {
+    "truncation": _truncate,
+    "bit-flips": _bit_flips,
+    "huge-int32": _huge_int32,
+    "huge-varint": _huge_varint,
+    "garbage-tail": _garbage_tail,
+    "random-body": _random_body,
+}
+
+
+def frame(api_key: int, version: int, body: bytes, correlation_id: int) -> bytes:
+    header = struct.pack(">hhih", api_key, version, correlation_id, 4) + b"fuzz"
+    if request_class(api_key, version).__flexible__:
+        header += b"\x00"
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def send_one(host: str, port: int, data: bytes) -> None:
+    """Send one frame on a fresh connection; wait for its answer, the broker closing the
+    connection, or a moment of silence (acks=0, a long poll); close."""
+    with socket.create_connection((host, port), timeout=5) as sock:
+        try:
+            sock.sendall(data)
+            sock.settimeout(0.05)
+            got = b""
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return  # closed by the broker
+                got += chunk
+                if len(got) >= 4 and len(got) >= 4 + struct.unpack_from(">i", got)[0]:
+                    return  # one whole response
+        except (socket.timeout, ConnectionError):
+            pass
+
+
+@dataclass
+class Report:
+    sent: Counter[str] = field(default_factory=Counter)  # by mutation class
+    by_api: Counter[int] = field(default_factory=Counter)
+    seconds: dict[str, float] = field(default_factory=dict)
+    resident_mib: list[float] = field(default_factory=list)
+
+
+def resident_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def descriptors(pid: int) -> int:
+    """Open descriptors other than partition files: a mutated request may well make the
+    broker create __consumer_offsets (a group API's first use), whose files are the
+    broker's, not a leak; a socket or any other file left open is."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if not target.endswith((".log", ".index", ".timeindex", ".txnindex")):
+            count += 1
+    return count
+
+
+def check_health(bootstrap: str, pid: int, topic: str, baseline_fds: int, after: str) -> float:
+    """The broker is alive, under the ceiling, back to its descriptors, and serves a
+    produce and a fetch. Returns its resident MiB."""
+    os.kill(pid, 0)  # raises if the process is gone
+    rss = resident_mib(pid)
+    assert rss < MAX_RESIDENT_MIB, f"after {after}: {rss:.0f} MiB resident"
+    deadline = time.monotonic() + 15
+    while descriptors(pid) > baseline_fds + 10:
+        assert time.monotonic() < deadline, f"after {after}: {descriptors(pid)} descriptors, baseline {baseline_fds}"
+        time.sleep(0.1)
+    with WireClient(bootstrap) as client:
+        batch = build_batch([encode_record(None, after.encode(), offset_delta=0)], timestamp=int(time.time() * 1000))
+        produced = client.call(request(0, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
+            {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]))
+        result = produced.responses[0].partition_responses[0]
+        assert result.error_code == ErrorCode.none, f"after {after}: produce answered {result.error_code}"
+        fetched = client.call(request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20,
+                                      isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                                          {"topic": topic, "partitions": [
+                                              {"partition": 0, "fetch_offset": result.base_offset,
+                                               "partition_max_bytes": 1 << 20, "current_leader_epoch": -1,
+                                               "last_fetched_epoch": -1, "log_start_offset": -1}]}],
+                                      forgotten_topics_data=[], rack_id=""))
+        assert after.encode() in fetched.responses[0].partitions[0].records, f"after {after}: fetch lost the record"
+    return rss
+
+
+def fuzz(bootstrap: str, pid: int, topic: str, *, seed: int, per_target: int,
+         progress: Callable[[str], None] | None = None) -> Report:
+    """`per_target` frames of each mutation class for each API version, class by class,
+    with a health check after each class."""
+    rng = random.Random(seed)
+    host, port_text = bootstrap.rsplit(":", 1)
+    port = int(port_text)
+    targets = every_supported_request()
+    bodies = {target: [sample_body(*target, rng) for _ in range(3)] for target in targets}
+    baseline_fds = descriptors(pid)
+    report = Report()
+    correlation_id = 0
+    for kind, mutate in MUTATIONS.items():
+        started = time.monotonic()
+        for _ in range(per_target):
+            for api_key, version in targets:
+                correlation_id += 1
+                body = mutate(rng.choice(bodies[(api_key, version)]), rng)
+                send_one(host, port, frame(api_key, version, body, correlation_id))
+                report.sent[kind] += 1
+                report.by_api[api_key] += 1
+        report.seconds[kind] = time.monotonic() - started
+        report.resident_mib.append(check_health(bootstrap, pid, topic, baseline_fds, kind))
+        if progress is not None:
+            progress(f"{kind:<13} {report.sent[kind]:>9,} frames in {report.seconds[kind]:7.1f} s, "
+                     f"broker at {report.resident_mib[-1]:.0f} MiB, serving")
+    return report
+
+
+def handler_errors(log: str) -> Counter[str]:
+    """The exceptions of the "handler failed" lines of a broker log (the last line of
+    each traceback), counted: bugs the fuzzer found that cost only their connection."""
+    found: Counter[str] = Counter()
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if "handler failed" in line:
+            for following in lines[i + 1:i + 80]:
+                if following and not following.startswith((" ", "Traceback")) and "Error" in following:
+                    found[f"{line.split('api=')[1].split()[0] if 'api=' in line else '?'}: {following[:160]}"] += 1
+                    break
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.fuzz.fuzzer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=1_000_000, help="frames to send in all (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    from ottla.broker.testing import BrokerProcess
+
+    targets = len(every_supported_request())
+    per_target = max(1, args.frames // (targets * len(MUTATIONS)))
+    data_dir = tempfile.mkdtemp(prefix="ottla-fuzz-")
+    broker = BrokerProcess(data_dir, {"auto.create.topics.enable": "false"}).start()
+    try:
+        topic = broker.create_topic("fuzz-canary")
+        print(f"fuzzing {targets} API versions x {len(MUTATIONS)} mutation classes x {per_target} "
+              f"= {targets * len(MUTATIONS) * per_target:,} frames, seed {args.seed}, each on a fresh connection",
+              flush=True)
+        started = time.monotonic()
+        report = fuzz(broker.bootstrap, broker.process.pid, topic, seed=args.seed, per_target=per_target,
+                      progress=lambda line: print(line, flush=True))
+        total = sum(report.sent.values())
+        elapsed = time.monotonic() - started
+        print(f"{total:,} frames in {elapsed:.0f} s ({total / elapsed:,.0f} frames/s); the broker never died, "
+              f"peak {max(report.resident_mib):.0f} MiB resident; frames per API key: "
+              + ", ".join(f"{key}: {n:,}" for key, n in sorted(report.by_api.items())), flush=True)
+        log = broker.log()
+        print(f"connections closed for bad input: {log.count('closing connection'):,}; "
+              f"handler errors: {log.count('handler failed'):,}", flush=True)
+        for error, count in handler_errors(log).most_common():
+            print(f"  {count:>6,} x {error}", flush=True)
+    finally:
+        broker.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
