@@ -10,7 +10,11 @@ import os
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka import KafkaException
 
+from ottla.protocol.errors import ErrorCode
 from tests.clients import idempotent_producer, produce_all
+from tests.wire import WireClient, request
+
+CREATE_TOPICS = 19
 
 
 def _errors(admin: AdminClient, topics: list[NewTopic]) -> dict[str, str]:
@@ -27,7 +31,14 @@ def _errors(admin: AdminClient, topics: list[NewTopic]) -> dict[str, str]:
 def test_a_request_for_a_million_partitions_creates_nothing(broker, topic_name):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     before = set(os.listdir(broker.data_dir))
-    errors = _errors(admin, [NewTopic(topic_name, 1_000_000, 1)])
+    # The million, over the wire (confluent-kafka checks for at most 100,000).
+    with WireClient(broker.bootstrap) as client:
+        answer = client.call(request(CREATE_TOPICS, 7, timeout=30000, validate_only=False, topics=[
+            {"name": topic_name, "num_partitions": 1_000_000, "replication_factor": 1, "assignments": [],
+             "configs": []}]))
+    assert answer.topics[0].error_code == ErrorCode.policy_violation
+    assert answer.topics[0].error_message == "Excessively large number of partitions per request."
+    errors = _errors(admin, [NewTopic(topic_name, 100_000, 1)])
     assert errors == {topic_name: "POLICY_VIOLATION: Excessively large number of partitions per request."}
     # Kafka counts the whole request: two topics of 6,000 are refused together.
     pair = [NewTopic(f"{topic_name}-a", 6000, 1), NewTopic(f"{topic_name}-b", 6000, 1)]
