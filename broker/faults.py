@@ -19,6 +19,7 @@ or one partition of it):
   (or to one partition of it, or to any partition) fail with EIO before a byte is
   written, as on a failing disk. A Produce gets KAFKA_STORAGE_ERROR; a transaction
   marker is retried by its coordinator until it is written.
+- `disk_full`: the same with ENOSPC, as on a full disk.
 
 Each injection is logged and counted in /metrics. The connection asks `take` once per
 request; with no fault set that is one attribute test.
@@ -56,6 +57,12 @@ class FaultKind(StrEnum):
     DELAY = "delay"
     CLOSE = "close"
     DISK_ERROR = "disk_error"
+    DISK_FULL = "disk_full"
+
+
+# The kinds that are about the disk's writes, not a request, and the error each raises.
+_WRITE_ERRORS = {FaultKind.DISK_ERROR: (errno.EIO, "injected disk error"),
+                 FaultKind.DISK_FULL: (errno.ENOSPC, "injected full disk")}
 
 _MAX_DELAY_MS = 10 * 60 * 1000
 _API_BY_NAME = {api.name.lower(): api for api in SUPPORTED.values()}
@@ -91,8 +98,8 @@ def parse_fault(spec: dict[str, Any], fault_id: int) -> Fault:
         raise FaultSpecError(f"kind must be one of {', '.join(FaultKind)}, got {spec.get('kind')!r}") from None
     # A dropped acknowledgement is about Produce unless said otherwise.
     api_text = spec.get("api", PRODUCE.name if kind == FaultKind.DROP else None)
-    if kind == FaultKind.DISK_ERROR and api_text is not None:
-        raise FaultSpecError("a disk_error fault is about writes, not an API")
+    if kind in _WRITE_ERRORS and api_text is not None:
+        raise FaultSpecError(f"a {kind} fault is about writes, not an API")
     api = None
     if api_text is not None:
         api = _API_BY_NAME.get(str(api_text).lower()) or SUPPORTED.get(api_text if isinstance(api_text, int) else -1)
@@ -106,7 +113,7 @@ def parse_fault(spec: dict[str, Any], fault_id: int) -> Fault:
         partition = _int(spec, "partition", 0)
         if topic is None:
             raise FaultSpecError("a partition needs its topic")
-    if topic is not None and kind != FaultKind.DISK_ERROR and (api is None or not names_topics(api.key)):
+    if topic is not None and kind not in _WRITE_ERRORS and (api is None or not names_topics(api.key)):
         raise FaultSpecError(f"{api.name if api else 'a fault without an API'} cannot be aimed at a topic")
     fault = Fault(fault_id, kind, api.name if api else None, count, topic, partition)
     if kind == FaultKind.ERROR:
@@ -172,14 +179,14 @@ class Faults:
     def _arm(self) -> None:
         """Point the request path and the logs' writes at the faults set, so that with
         none set each costs one test."""
-        self.armed = any(f.kind != FaultKind.DISK_ERROR for f in self._faults)
-        disk = any(f.kind == FaultKind.DISK_ERROR for f in self._faults)
+        self.armed = any(f.kind not in _WRITE_ERRORS for f in self._faults)
+        disk = any(f.kind in _WRITE_ERRORS for f in self._faults)
         self.logs.set_write_check(self._check_write if disk else None)
 
     def _check_write(self, topic: str, partition: int) -> None:
-        """Fail this write with EIO if a disk_error fault aims at its partition."""
+        """Fail this write (EIO, or ENOSPC for disk_full) if a disk fault aims at its partition."""
         for fault in self._faults:
-            if fault.kind != FaultKind.DISK_ERROR or fault.topic not in (None, topic) or \
+            if fault.kind not in _WRITE_ERRORS or fault.topic not in (None, topic) or \
                     fault.partition not in (None, partition):
                 continue
             fault.remaining -= 1
@@ -188,7 +195,7 @@ class Faults:
             self.metrics.faults_injected[(fault.kind, "write")] += 1
             log.warning("fault injected", fault=fault.id, kind=fault.kind, topic=topic, partition=partition,
                         remaining=fault.remaining)
-            raise OSError(errno.EIO, "injected disk error")
+            raise OSError(*_WRITE_ERRORS[fault.kind])
 
     def active(self) -> list[Fault]:
         return list(self._faults)
@@ -201,7 +208,7 @@ class Faults:
         """The fault this request meets, if any; it is used up by one."""
         api = SUPPORTED[ctx.header.api_key].name
         for fault in self._faults:
-            if fault.kind == FaultKind.DISK_ERROR or fault.api not in (None, api) or \
+            if fault.kind in _WRITE_ERRORS or fault.api not in (None, api) or \
                     not self._aims_at(fault, ctx.header.api_key, request):
                 continue
             fault.remaining -= 1

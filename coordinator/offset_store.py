@@ -30,6 +30,7 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager
 
+from .append_errors import coordinator_append_error
 from .offsets_log import (
     TOPIC,
     CommittedOffset,
@@ -100,7 +101,10 @@ class OffsetStore:
             timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
             attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0,
         )
-        result = self._log(group_id).append_batch(batch, BatchHeader.parse(batch), from_coordinator=True)
+        try:
+            result = self._log(group_id).append_batch(batch, BatchHeader.parse(batch), from_coordinator=True)
+        except KafkaError as exc:
+            raise coordinator_append_error(exc) from None
         return result.base_offset
 
     def append_group_records(self, group_id: str, records: Records) -> int:

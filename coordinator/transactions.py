@@ -39,6 +39,7 @@ from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_r
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_manager import LogManager
 
+from .append_errors import coordinator_append_error
 from .markers import MarkerWriter
 from .producer_ids import ProducerIdAllocator
 from .transaction_log import TOPIC, TxnRecord, TxnState, decode_key, decode_value, encode_key, encode_value, partition_for
@@ -156,7 +157,10 @@ class TransactionCoordinator:
         log = self.logs.partition(TOPIC, partition_for(txn_id, self.num_partitions))
         assert log is not None
         batch = build_batch([encode_record(encode_key(txn_id), encode_value(record))], timestamp=record.last_update_ms)
-        log.append_batch(batch, BatchHeader.parse(batch))
+        try:
+            log.append_batch(batch, BatchHeader.parse(batch))
+        except KafkaError as exc:
+            raise coordinator_append_error(exc) from None  # and the state stays as it was
         self.transactions[txn_id] = record
         return record
 

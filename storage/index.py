@@ -63,6 +63,16 @@ class _SparseIndex:
         if data:
             os.write(self.fd, data)
 
+    def keep_first(self, count: int) -> None:
+        """Drop every entry after the first `count` (undoing entries just appended)."""
+        for column in self._columns():
+            del column[count:]
+        os.ftruncate(self.fd, count * self.ENTRY.size)
+
+    def _columns(self) -> tuple:  # type: ignore[type-arg]
+        """The in-memory arrays of the entries, one per field (each subclass's own)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         os.close(self.fd)
 
@@ -94,6 +104,9 @@ class OffsetIndex(_SparseIndex):
 
     def __len__(self) -> int:
         return len(self.relative_offsets)
+
+    def _columns(self) -> tuple:  # type: ignore[type-arg]
+        return self.relative_offsets, self.positions
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
@@ -146,6 +159,9 @@ class TimeIndex(_SparseIndex):
 
     def __len__(self) -> int:
         return len(self.timestamps)
+
+    def _columns(self) -> tuple:  # type: ignore[type-arg]
+        return self.timestamps, self.relative_offsets
 
     @property
     def last_timestamp(self) -> int:

@@ -19,6 +19,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
+import structlog
+
 from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
 from ottla.protocol.compression import EXPANSION_LIMIT
 from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
@@ -32,6 +34,8 @@ from .txn_index import AbortedTxn
 LOG_SUFFIX = ".log"
 # Positions remembered for where consumers will read next (one per consumer, roughly).
 _READ_POSITIONS_KEPT = 16
+
+_log = structlog.get_logger("ottla.log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,9 +253,9 @@ class PartitionLog:
 
     def _write(self, records: bytes | memoryview, header: BatchHeader, base_offset: int) -> None:
         size = len(records)
-        self._maybe_roll(size, header.max_timestamp)
         last_offset = base_offset + header.last_offset_delta
         try:
+            self._maybe_roll(size, header.max_timestamp)
             if self.write_check is not None:
                 self.write_check(self.topic, self.partition)
             self.active.append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
@@ -278,8 +282,14 @@ class PartitionLog:
         segment = LogSegment(self.directory, self.log_end_offset)
         self._segments.append(segment)
         self._base_offsets.append(segment.base_offset)
-        # Kafka snapshots producer state at every roll, named by the new base offset.
-        self.producer_state.write_snapshot(self.log_end_offset)
+        # Kafka snapshots producer state at every roll, named by the new base offset. A
+        # snapshot only shortens the next recovery (it is written aside and renamed, so a
+        # failed one leaves nothing torn): a full disk must not fail the roll for it.
+        try:
+            self.producer_state.write_snapshot(self.log_end_offset)
+        except OSError as exc:
+            _log.warning("producer state snapshot not written", topic=self.topic, partition=self.partition,
+                         error=str(exc))
         return segment
 
     # --- durability ------------------------------------------------------------------------

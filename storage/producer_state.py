@@ -254,10 +254,14 @@ class ProducerStateManager:
         data = _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
         path = self.snapshot_path(offset)
         tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            os.unlink(tmp)  # a full disk: leave no half snapshot behind
+            raise
         os.replace(tmp, path)
         self.changed = False
         for old in self.snapshot_offsets()[:-keep]:

@@ -109,7 +109,20 @@ class LogSegment:
             os.ftruncate(self.fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
         self.size += size
-        self._index_batch(position, size, base_offset, last_offset, max_timestamp, index_interval_bytes)
+        before = (len(self.offset_index), len(self.time_index), self.bytes_since_index_entry, self.max_timestamp,
+                  self.first_timestamp)
+        try:
+            self._index_batch(position, size, base_offset, last_offset, max_timestamp, index_interval_bytes)
+        except OSError:
+            # The disk took the batch but not its index entry (a full disk): take the
+            # batch back out, so that what was refused is not in the log and the log and
+            # its indexes agree. Shrinking files needs no space.
+            offsets, times, self.bytes_since_index_entry, self.max_timestamp, self.first_timestamp = before
+            os.ftruncate(self.fd, position)
+            self.size = position
+            self.offset_index.keep_first(offsets)
+            self.time_index.keep_first(times)
+            raise
         return position
 
     def _index_batch(self, position: int, size: int, base_offset: int, last_offset: int, max_timestamp: int,
