@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA_DIR ?= ./data
 
-.PHONY: run test bench fuzz clean
+.PHONY: run test bench fuzz soak clean
 
 # Each target installs only what it needs: the broker alone for `run`; the clients,
 # PySpark and the rest of the test tools for `test`; the peer brokers for `bench`.
@@ -41,6 +41,12 @@ bench: $(VENV)/.installed-bench
 FRAMES ?= 1000000
 fuzz: $(VENV)/.installed-test
 	$(BIN)/python -m tests.fuzz.fuzzer --frames $(FRAMES)
+
+# 1,000 client connections (producers, a consumer group, abusive clients) for 10
+# minutes, then 100 kill -9 cycles; reports lost and duplicated records, memory,
+# descriptors and produce latency (bench/soak.py).
+soak: $(VENV)/.installed-test
+	$(BIN)/python -m bench.soak
 
 clean:
 	rm -rf $(VENV) build *.egg-info

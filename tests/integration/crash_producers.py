@@ -11,9 +11,11 @@ line per fact, flushed at once:
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Producer
 
@@ -80,6 +82,67 @@ def transactional(bootstrap: str, topic: str, out_path: str, stop_file: str, nam
                 # one; this transaction ends up fully committed or fully aborted.
                 producer = fresh()
         txn += 1
+
+
+
+@dataclass
+class Verdict:
+    """What the broker kept of what the crash producers were told."""
+
+    acknowledged: int = 0  # idempotent records acknowledged
+    lost: int = 0  # acknowledged and not in the log
+    duplicated: int = 0  # in the log more than once
+    out_of_order: int = 0  # partitions whose records are not in production order
+    committed: int = 0  # transactions whose commit was acknowledged
+    committed_not_whole: int = 0  # of those, not wholly visible to read_committed
+    partial: int = 0  # other transactions partly visible
+    others: int = 0  # transactions written whose commit was not acknowledged
+
+    @property
+    def violations(self) -> int:
+        return self.lost + self.duplicated + self.out_of_order + self.committed_not_whole + self.partial
+
+
+def check(bootstrap: str, idem_topic: str, txn_topic: str, idem_out: str, txn_outs: list[str]) -> Verdict:
+    """Read both topics back and hold them against the producers' files."""
+    from tests.clients import read_all
+
+    verdict = Verdict()
+    acked: dict[int, list[str]] = collections.defaultdict(list)
+    with open(idem_out) as f:
+        for line in f:
+            _, partition, value = line.split()
+            acked[int(partition)].append(value)
+    verdict.acknowledged = sum(len(v) for v in acked.values())
+    stored = read_all(bootstrap, idem_topic, list(range(PARTITIONS)), isolation="read_uncommitted", timeout=120)
+    for partition, values in stored.items():
+        decoded = [v.decode() for v in values]
+        verdict.duplicated += len(decoded) - len(set(decoded))
+        numbers = [int(v.split("-")[1]) for v in decoded]
+        verdict.out_of_order += numbers != sorted(numbers)
+        verdict.lost += len(set(acked[partition]) - set(decoded))
+
+    committed = set()
+    for path in txn_outs:
+        with open(path) as f:
+            for line in f:
+                kind, txn = line.split()
+                if kind == "commit":
+                    committed.add(txn)
+    visible = read_all(bootstrap, txn_topic, list(range(PARTITIONS)), isolation="read_committed", timeout=120)
+    everything = read_all(bootstrap, txn_topic, list(range(PARTITIONS)), isolation="read_uncommitted", timeout=120)
+    shown: collections.Counter[str] = collections.Counter()
+    for values in visible.values():
+        decoded = [v.decode() for v in values]
+        verdict.duplicated += len(decoded) - len(set(decoded))
+        for v in decoded:
+            shown[v.rsplit("-", 1)[0][2:]] += 1
+    written = {v.decode().rsplit("-", 1)[0][2:] for values in everything.values() for v in values}
+    verdict.committed = len(committed)
+    verdict.committed_not_whole = sum(1 for txn in committed if shown[txn] != TXN_SIZE)
+    verdict.others = len(written - committed)
+    verdict.partial = sum(1 for txn in written - committed if shown[txn] not in (0, TXN_SIZE))
+    return verdict
 
 
 if __name__ == "__main__":
