@@ -99,11 +99,12 @@ def _collect(ctx: RequestContext, request: Any, wanted: list) -> tuple[list, int
                 # Kafka sends empty records, never null: older librdkafka rejects null.
                 "records": got.records if got.records is not None else b"",
             })
-        responses.append({
-            "topic": getattr(fetch_topic, "topic", None),
-            "topic_id": getattr(fetch_topic, "topic_id", None),
-            "partitions": results,
-        })
+        # A topic is named (v0-v12) or identified (v13+) as the request did: only the
+        # field this version has, so building the response needs no lookup of others.
+        if hasattr(fetch_topic, "topic_id"):
+            responses.append({"topic_id": fetch_topic.topic_id, "partitions": results})
+        else:
+            responses.append({"topic": fetch_topic.topic, "partitions": results})
     return responses, size, errors
 
 
