@@ -49,7 +49,19 @@ class _SparseIndex:
         self.path = path
         self.base_offset = base_offset
         # Created empty if missing, as Kafka does.
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+
+    @property
+    def fd(self) -> int:
+        """The file's descriptor, reopened if its segment let go of it (open_files.py)."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def _read_entries(self) -> bytes:
         size = os.fstat(self.fd).st_size
@@ -74,10 +86,10 @@ class _SparseIndex:
         raise NotImplementedError
 
     def close(self) -> None:
-        os.close(self.fd)
+        self.release()
 
     def delete(self) -> None:
-        self.close()
+        self.release()
         try:
             os.unlink(self.path)
         except FileNotFoundError:

@@ -38,6 +38,7 @@ from .checkpoints import (
 from .compaction import CleanPlan
 from .log import PartitionLog
 from .log_config import LogConfig
+from .open_files import OPEN_FILES, budget_from_limit
 from .retention import expired_segments
 from .segment import LogSegment
 
@@ -114,6 +115,9 @@ class LogManager:
 
     def load(self) -> LoadReport:
         started = time.monotonic()
+        # The process's descriptor limit is known now (the broker raises it first): no
+        # more segments keep their files open than it allows, however many are on disk.
+        OPEN_FILES.budget = budget_from_limit()
         os.makedirs(self.data_dir, exist_ok=True)
         self._load_meta()
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)

@@ -26,6 +26,7 @@ from ottla.protocol.batch import (
 )
 
 from .index import OffsetIndex, TimeIndex
+from .open_files import OPEN_FILES
 from .txn_index import TransactionIndex
 
 # How much to read at once when walking batch headers.
@@ -86,8 +87,12 @@ class LogSegment:
             return os.path.join(directory, segment_file_name(base_offset, kind) + suffix)
 
         self.log_path = path(".log")
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        # A live segment's files count against the process's budget of open files (they
+        # are closed when it is least recently used, and reopened on use); a compacted
+        # copy being built is written by one pass and closed, outside the budget.
+        self._pooled = suffix == ""
+        self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(path(".index"), base_offset)
         self.time_index = TimeIndex(path(".timeindex"), base_offset)
         self.txn_index = TransactionIndex(path(".txnindex"))
@@ -96,6 +101,27 @@ class LogSegment:
         # the segment that long after its first batch, as Kafka does).
         self.max_timestamp = -1
         self.first_timestamp = -1
+        if self._pooled:
+            OPEN_FILES.touch(self)
+
+    @property
+    def fd(self) -> int:
+        """The `.log` file's descriptor, reopened if the budget closed it; each use makes
+        this the most recently used segment."""
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
+        if self._pooled:
+            OPEN_FILES.touch(self)
+        return self._fd
+
+    def release_files(self) -> None:
+        """Close every file of the segment, to be reopened on its next use."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.release()
+        self.time_index.release()
+        self.txn_index.close()
 
     # --- writing -------------------------------------------------------------------------
 
@@ -305,13 +331,11 @@ class LogSegment:
     # --- life cycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
-        os.close(self.fd)
+        self.release_files()
+        OPEN_FILES.forget(self)
 
     def delete(self) -> None:
-        os.close(self.fd)
+        self.close()
         os.unlink(self.log_path)
         self.offset_index.delete()
         self.time_index.delete()

@@ -1,0 +1,31 @@
+"""Segments keep their files open within a budget, least recently used closed first
+(storage/open_files.py)."""
+
+from __future__ import annotations
+
+import time
+
+from ottla.protocol.batch import build_batch, encode_record
+from ottla.storage import open_files
+from ottla.storage.segment import LogSegment
+
+
+def test_only_the_most_recently_used_segments_hold_descriptors(tmp_path, monkeypatch):
+    budget = open_files.OpenFiles(2)
+    monkeypatch.setattr("ottla.storage.segment.OPEN_FILES", budget)
+    segments = []
+    for i in range(5):
+        directory = tmp_path / f"t-{i}"
+        directory.mkdir()
+        segment = LogSegment(str(directory), 0)
+        batch = build_batch([encode_record(None, b"v%d" % i, offset_delta=0)], timestamp=int(time.time() * 1000))
+        segment.append([batch], len(batch), 0, 0, 0, 4096)
+        segments.append(segment)
+    open_now = [s for s in segments if s._fd is not None]
+    assert open_now == segments[-2:] and len(budget) == 2
+    # A closed segment reopens on use, and the least recently used one closes instead.
+    assert b"v0" in segments[0].pread(200, 0)
+    assert segments[0]._fd is not None and segments[3]._fd is None
+    for segment in segments:
+        segment.close()
+    assert len(budget) == 0
