@@ -332,7 +332,8 @@ class LogSegment:
 
     def close(self) -> None:
         self.release_files()
-        OPEN_FILES.forget(self)
+        if self._pooled:
+            OPEN_FILES.forget(self)
 
     def delete(self) -> None:
         self.close()
