@@ -6,29 +6,17 @@ had no bound in bytes; an idle connection was kept forever."""
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import threading
 import time
 
 from tests.clients import create_topic, idempotent_producer, produce_all
+from tests.process_stats import open_descriptors, resident_mib
 from tests.wire import WireClient, request
 
 PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
 MiB = 1024 * 1024
-
-
-def _descriptors(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def _resident_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def _until(condition, what: str, timeout: float = 20) -> None:
@@ -59,23 +47,23 @@ def test_clients_that_vanish_behind_a_long_poll_leave_nothing_behind(broker, top
     pid = broker.process.pid
     with WireClient(broker.bootstrap):
         pass
-    baseline_fds = _descriptors(pid)
+    baseline_fds = open_descriptors(pid)
     for _ in range(300):
         client = WireClient(broker.bootstrap)
         client.send(_long_poll(topic_name))
         client.close()
     # Each closed socket is closed by the broker too, not left in CLOSE_WAIT until the
     # Fetch's wait (24 days) ends.
-    _until(lambda: _descriptors(pid) <= baseline_fds + 5, "descriptors of vanished clients were kept")
+    _until(lambda: open_descriptors(pid) <= baseline_fds + 5, "descriptors of vanished clients were kept")
 
     # Clients that queue big requests behind a long poll and vanish leave no memory held.
-    before = _resident_mib(pid)
+    before = resident_mib(pid)
     for _ in range(8):
         client = WireClient(broker.bootstrap)
         client.send(_long_poll(topic_name))
         client.send_raw(_big_frame(20 * MiB) * 2)
         client.close()
-    _until(lambda: _resident_mib(pid) < before + 64, "queued requests of vanished clients are still held")
+    _until(lambda: resident_mib(pid) < before + 64, "queued requests of vanished clients are still held")
     producer = idempotent_producer(broker.bootstrap)
     produce_all(producer, [(topic_name, 0, None, b"served")])
 
@@ -84,7 +72,7 @@ def test_queued_request_bytes_are_bounded_across_connections(fresh_broker, topic
     broker = fresh_broker(queued_max_request_bytes=32 * MiB)
     create_topic(broker.bootstrap, topic_name, 1)
     pid = broker.process.pid
-    before = _resident_mib(pid)
+    before = resident_mib(pid)
     clients = []
 
     def flood(client: WireClient) -> None:
@@ -102,7 +90,7 @@ def test_queued_request_bytes_are_bounded_across_connections(fresh_broker, topic
         threading.Thread(target=flood, args=(client,), daemon=True).start()
     time.sleep(3)
     # The bound (32 MiB) plus at most one request being received per connection.
-    held = _resident_mib(pid) - before
+    held = resident_mib(pid) - before
     assert held < 32 + 6 * 16 + 48, f"the broker holds {held:.0f} MiB of queued requests"
     # Everyone else is still served meanwhile.
     producer = idempotent_producer(broker.bootstrap)
@@ -110,7 +98,7 @@ def test_queued_request_bytes_are_bounded_across_connections(fresh_broker, topic
     for client in clients:
         client.sock.shutdown(socket.SHUT_RDWR)
         client.close()
-    _until(lambda: _resident_mib(pid) < before + 48, "queued requests of closed clients are still held")
+    _until(lambda: resident_mib(pid) < before + 48, "queued requests of closed clients are still held")
 
 
 def test_an_idle_connection_is_closed_after_connections_max_idle_ms(fresh_broker):

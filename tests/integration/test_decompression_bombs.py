@@ -14,6 +14,7 @@ import pytest
 from ottla.protocol.batch import encode_record
 from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all
+from tests.process_stats import resident_mib
 from tests.wire import WireClient, request
 
 PRODUCE, API_VERSIONS = 0, 18
@@ -34,11 +35,6 @@ def _bomb(codec: int, compress) -> bytes:  # type: ignore[no-untyped-def]
     return struct.pack(">qiibI", 0, 9 + len(after_crc), 0, 2, crc32c.crc32c(after_crc)) + after_crc
 
 
-def _resident_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
-
-
 @pytest.mark.parametrize("codec_name", list(CODECS))
 def test_a_bomb_is_refused_as_corrupt_without_being_expanded(broker, topic_name, codec_name):
     codec, compress = CODECS[codec_name]
@@ -48,7 +44,7 @@ def test_a_bomb_is_refused_as_corrupt_without_being_expanded(broker, topic_name,
     create_topic(broker.bootstrap, plain, 1)
     create_topic(broker.bootstrap, compacted, 1, {"cleanup.policy": "compact"})
     pid = broker.process.pid
-    before = _resident_mib(pid)
+    before = resident_mib(pid)
     with WireClient(broker.bootstrap) as client, WireClient(broker.bootstrap) as other:
         for topic in (plain, compacted):
             answer = client.call(request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
@@ -59,7 +55,7 @@ def test_a_bomb_is_refused_as_corrupt_without_being_expanded(broker, topic_name,
             # Another client is answered right after.
             assert other.call(request(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
     # The scratch room of the bound (16 x max.message.bytes) at most, not the 64 MiB.
-    assert _resident_mib(pid) - before < 40
+    assert resident_mib(pid) - before < 40
     # Compressed batches of real clients are as welcome as ever, on both topics.
     producer = idempotent_producer(broker.bootstrap, **{"compression.type": codec_name})
     produce_all(producer, [(t, 0, b"key", b"v" * 1000) for t in (plain, compacted) for _ in range(50)])

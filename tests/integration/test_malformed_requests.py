@@ -14,6 +14,7 @@ import time
 
 from ottla.protocol.codec import request_class
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all
+from tests.process_stats import resident_mib
 from tests.wire import WireClient, request
 
 PRODUCE, FETCH, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 3, 18, 19
@@ -25,14 +26,6 @@ def frame(api_key: int, version: int, body: bytes, correlation_id: int = 7) -> b
     if request_class(api_key, version).__flexible__:
         header += b"\x00"
     return struct.pack(">i", len(header) + len(body)) + header + body
-
-
-def resident_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 # Each claims far more than its frame holds, in a different kind of length.

@@ -4,15 +4,11 @@ creates and deletes a topic per test ran the broker out of descriptors."""
 
 from __future__ import annotations
 
-import os
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.clients import idempotent_producer, produce_all
-
-
-def _open_descriptors(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+from tests.process_stats import open_descriptors
 
 
 def _wait(futures: dict) -> None:
@@ -32,9 +28,9 @@ def test_create_and_delete_cycles_leave_no_descriptor_open(broker, topic_name):
         _wait(admin.delete_topics([name], operation_timeout=30))
 
     cycle(0)  # connections and caches settle
-    baseline = _open_descriptors(pid)
+    baseline = open_descriptors(pid)
     for i in range(1, 101):
         cycle(i)
     # 100 cycles of 2 partitions, each with a .log, .index, .timeindex (and a .txnindex
     # once used): a leak of even one file per partition would show as 200 or more.
-    assert _open_descriptors(pid) <= baseline + 10
+    assert open_descriptors(pid) <= baseline + 10

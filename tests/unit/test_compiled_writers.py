@@ -14,7 +14,9 @@ import pytest
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
-from kio.serial._introspect import (
+
+from ottla.protocol.compiled_writers import compiled_writer
+from ottla.protocol.kio_schema import (
     EntityField,
     EntityTupleField,
     PrimitiveField,
@@ -24,8 +26,6 @@ from kio.serial._introspect import (
     get_schema_field_type,
     is_optional,
 )
-
-from ottla.protocol.compiled_writers import compiled_writer
 
 LARGE_RECORDS = bytes(range(256)) * 40  # over ChunkWriter.LARGE: passed on as its own piece
 
