@@ -31,12 +31,14 @@ from .peers import Ottla, Peer, peers
 from .report import (OTTLA, RUN_HEADING, Run, machine_lines, ottla_revision, per_round_lines, scale_lines, tables,
                      targets_table, write_results)
 from .scale import GIB, free_disk_problem, run_scale
+from .security import run_security, security_lines
 from .workloads import Measurement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_PATH = os.path.join(ROOT, "bench", "RESULTS.md")
 CLIENT_GRACE = 30.0  # seconds past its own deadline before a client process is killed
 SCALE = "scale"
+SECURITY = "security"
 
 
 class WorkloadFailed(Exception):
@@ -124,15 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds one workload may take before it counts as failed (default %(default)s)")
     parser.add_argument("--only", default="", metavar="NAME,NAME",
-                        help=f"run only these: {', '.join([*WORKLOADS, SCALE])} (default: all)")
+                        help=f"run only these: {', '.join([*WORKLOADS, SCALE, SECURITY])} (default: all)")
     parser.add_argument("--peers", default="noida-db,tansu,mock", metavar="NAME,NAME",
                         help="peers to compare with, of noida-db, tansu, mock (default %(default)s; '' for none)")
     parser.add_argument("--scale-gib", type=float, default=5.0,
                         help="GiB of data for the scale run (default %(default)s)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md")
     args = parser.parse_args(argv)
-    only = [name for name in args.only.split(",") if name] or [*WORKLOADS, SCALE]
-    unknown = [name for name in only if name not in WORKLOADS and name != SCALE]
+    only = [name for name in args.only.split(",") if name] or [*WORKLOADS, SCALE, SECURITY]
+    unknown = [name for name in only if name not in WORKLOADS and name not in (SCALE, SECURITY)]
     available = peers()
     chosen = [name for name in args.peers.split(",") if name]
     unknown += [name for name in chosen if name not in available]
@@ -157,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     run = Run([name for name, _ in contenders], [w.name for w in workloads])
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
     plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
+    plan += ["SASL_SSL against PLAINTEXT"] if SECURITY in only else []
     print(f"{'; then '.join(plan)} (load average {load_before:.2f})", flush=True)
 
     try:
@@ -164,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.rounds):
                 for name, make_peer in contenders:
                     run_round(name, make_peer, workloads, args, run, r)
+        if SECURITY in only:
+            try:
+                run.security = run_security(args.messages, args.size, min(args.rounds, 3),
+                                            lambda line: print(line, flush=True))
+            except Exception as exc:
+                raise OttlaFailed(f"security: {exc}") from exc
         if SCALE in only:
             data_bytes = int(args.scale_gib * GIB)
             run.scale_skipped = free_disk_problem(data_bytes)
@@ -187,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         tables(run, args.size, args.messages),
         per_round_lines(run),
         scale_lines(run),
+        security_lines(run.security),
         ["Targets (issue 6; the 80 % one is issue 3's):", "", target_table] if target_table else [],
         [f"Note: {note}" for note in notes],
     ]

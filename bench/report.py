@@ -16,7 +16,7 @@ import platform
 import statistics
 import subprocess
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import confluent_kafka
 
@@ -59,6 +59,7 @@ class Run:
     failures: dict[str, dict[str, str]] = field(default_factory=dict)  # broker, workload -> reason
     scale: ScaleResult | None = None
     scale_skipped: str | None = None  # why the scale run did not run (None if it was not asked for)
+    security: Any = None  # bench.security's SecurityResult, when it ran
 
     def __post_init__(self) -> None:
         for broker in self.brokers:

@@ -10,6 +10,11 @@ against any broker address.
     ottla groups describe --group G
     ottla transactions list
     ottla transactions describe --transactional-id ID
+    ottla acls add|remove --allow-principal User:alice --operation Read --topic T [--group G ...]
+    ottla acls list [--topic T] [--principal User:alice]
+
+Every command takes `--command-config FILE`: client properties (security.protocol,
+sasl.*, ssl.*) for a secured broker, as Kafka's scripts do.
 
 Output follows the Kafka script's layout, so what people know how to read reads the
 same.
@@ -26,7 +31,9 @@ from typing import Any, Callable, Iterable
 
 from ottla.protocol import apis
 
+from .authorizer import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from .client import GROUP_KEY, TRANSACTION_KEY, ClientError, Cluster, check
+from .client_security import ClientSecurity, read_command_config
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _REQUEST_TIMEOUT_MS = 30_000
@@ -52,6 +59,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _action(transactions, "list", _transactions_list)
     _action(transactions, "describe", _transactions_describe).add_argument("--transactional-id", required=True)
 
+    acls = _command(sub, "acls", "add, list and remove ACLs (kafka-acls)")
+    for name, run in (("add", _acls_add), ("remove", _acls_remove), ("list", _acls_list)):
+        parser = _action(acls, name, run)
+        _acl_resource_options(parser)
+        if name == "list":
+            parser.add_argument("--principal", help="only the ACLs of this principal")
+            continue
+        parser.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL")
+        parser.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL")
+        parser.add_argument("--allow-host", action="append", default=[], metavar="HOST")
+        parser.add_argument("--deny-host", action="append", default=[], metavar="HOST")
+        parser.add_argument("--operation", action="append", default=[], metavar="OPERATION",
+                            help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                                 "AlterConfigs, IdempotentWrite, All")
+
 
 def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argparse._SubParsersAction:
     parser = sub.add_parser(name, help=help_text)
@@ -63,6 +85,8 @@ def _action(sub: argparse._SubParsersAction, name: str, run: Callable[[Cluster, 
     parser = sub.add_parser(name)
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                         help="a broker to start from (default %(default)s)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties: security.protocol, sasl.*, ssl.* (a secured broker)")
     parser.set_defaults(run=lambda args: run_tool(args, run))
     return parser
 
@@ -70,7 +94,13 @@ def _action(sub: argparse._SubParsersAction, name: str, run: Callable[[Cluster, 
 def run_tool(args: argparse.Namespace, run: Callable[[Cluster, argparse.Namespace], None]) -> int:
     """Connect, run one command, and turn a failed request into a message and exit 1."""
     try:
-        with Cluster(args.bootstrap_server) as cluster:
+        path = getattr(args, "command_config", None)
+        security = read_command_config(path) if path else ClientSecurity()
+    except OSError as exc:
+        print(f"ottla: cannot read --command-config: {exc}", file=sys.stderr)
+        return 1
+    try:
+        with Cluster(args.bootstrap_server, security=security) as cluster:
             run(cluster, args)
     except ClientError as exc:
         print(f"ottla {' '.join(filter(None, (args.command, args.action)))}: {exc}", file=sys.stderr)
@@ -246,3 +276,92 @@ def _transactions_describe(cluster: Cluster, args: argparse.Namespace) -> None:
           int(state.transaction_timeout.total_seconds() * 1000), start_ms if start_ms >= 0 else None,
           int(time.time() * 1000) - start_ms if start_ms >= 0 else None, partitions or None]],
     )
+
+
+# --- acls ----------------------------------------------------------------------------------
+
+
+def _acl_resource_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topic", action="append", default=[])
+    parser.add_argument("--group", action="append", default=[])
+    parser.add_argument("--transactional-id", action="append", default=[])
+    parser.add_argument("--cluster", action="store_true")
+    parser.add_argument("--resource-pattern-type", default=None,
+                        choices=["literal", "prefixed", "match", "any"], type=str.lower)
+
+
+def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
+    resources = [(ResourceType.TOPIC, t) for t in args.topic] + [(ResourceType.GROUP, g) for g in args.group]
+    resources += [(ResourceType.TRANSACTIONAL_ID, t) for t in args.transactional_id]
+    if args.cluster:
+        resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    return resources
+
+
+def _operation(text: str) -> Operation:
+    # Kafka's tool takes CamelCase (ClusterAction); READ and cluster_action work too.
+    camel = not (text.isupper() or text.islower() or "_" in text)
+    name = "".join("_" + c if camel and c.isupper() and i else c for i, c in enumerate(text)).upper()
+    try:
+        return Operation[name]
+    except KeyError:
+        raise ClientError(f"unknown operation {text!r}") from None
+
+
+def _entries(args: argparse.Namespace) -> list[tuple[str, str, Operation, Permission]]:
+    if not args.operation:
+        raise ClientError("give at least one --operation")
+    if not args.allow_principal and not args.deny_principal:
+        raise ClientError("give --allow-principal or --deny-principal")
+    entries = []
+    for principals, hosts, permission in ((args.allow_principal, args.allow_host, Permission.ALLOW),
+                                          (args.deny_principal, args.deny_host, Permission.DENY)):
+        for principal in principals:
+            for host in hosts or ["*"]:
+                entries += [(principal, host, _operation(op), permission) for op in args.operation]
+    return entries
+
+
+def _acls_add(cluster: Cluster, args: argparse.Namespace) -> None:
+    resources = _resources(args)
+    if not resources:
+        raise ClientError("name a resource: --topic, --group, --transactional-id or --cluster")
+    pattern = PatternType[(args.resource_pattern_type or "literal").upper()]
+    creations = [{"resource_type": rt, "resource_name": name, "resource_pattern_type": pattern,
+                  "principal": principal, "host": host, "operation": op, "permission_type": permission}
+                 for rt, name in resources for principal, host, op, permission in _entries(args)]
+    answer = cluster.call(apis.CREATE_ACLS, creations=creations)
+    for result in answer.results:
+        check(result.error_code, "CreateAcls", result.error_message)
+    print(f"Added {len(creations)} ACLs.")
+
+
+def _acls_remove(cluster: Cluster, args: argparse.Namespace) -> None:
+    resources = _resources(args)
+    pattern = PatternType[(args.resource_pattern_type or "literal").upper()]
+    filters = [{"resource_type_filter": rt, "resource_name_filter": name, "pattern_type_filter": pattern,
+                "principal_filter": principal, "host_filter": host, "operation": op, "permission_type": permission}
+               for rt, name in resources for principal, host, op, permission in _entries(args)]
+    answer = cluster.call(apis.DELETE_ACLS, filters=filters)
+    removed = 0
+    for result in answer.filter_results:
+        check(result.error_code, "DeleteAcls", result.error_message)
+        removed += len(result.matching_acls)
+    print(f"Removed {removed} ACLs.")
+
+
+def _acls_list(cluster: Cluster, args: argparse.Namespace) -> None:
+    resources = _resources(args) or [(ResourceType.ANY, None)]
+    pattern = PatternType[(args.resource_pattern_type or ("any" if resources[0][1] is None else "literal")).upper()]
+    rows = []
+    for rt, name in resources:
+        answer = cluster.call(apis.DESCRIBE_ACLS, resource_type_filter=rt, resource_name_filter=name,
+                              pattern_type_filter=pattern, principal_filter=args.principal, host_filter=None,
+                              operation=Operation.ANY, permission_type=Permission.ANY)
+        check(answer.error_code, "DescribeAcls", answer.error_message)
+        for resource in answer.resources:
+            for acl in resource.acls:
+                rows.append([ResourceType(resource.resource_type).name, resource.resource_name,
+                             PatternType(resource.pattern_type).name, acl.principal, acl.host,
+                             Operation(acl.operation).name, Permission(acl.permission_type).name])
+    print_table(["ResourceType", "Name", "PatternType", "Principal", "Host", "Operation", "Permission"], sorted(rows))

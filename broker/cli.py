@@ -15,10 +15,14 @@ import asyncio
 import os
 import signal
 import sys
+from dataclasses import replace
 
 from . import admin_cli, console
 from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
+from .dev_security import DevSecurity, prepare
+from .scram_credentials import parse_add_scram
+from .tls import server_context
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +49,12 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     documented += [(name, f"default {c.name} of topics: {c.doc}") for name, c in LOG_DEFAULTS.items()]
     for kafka_name, doc in documented:
         p.add_argument(f"--{kafka_name}", dest=f"kafka:{kafka_name}", metavar="VALUE", help=doc)
+    p.add_argument("--dev-security", action="store_true",
+                   help="a throwaway CA and certificate, a SCRAM user, and the first listener on SASL_SSL: "
+                        "prints the client properties (development and CI only)")
+    p.add_argument("--add-scram", action="append", default=[], metavar="CREDENTIAL",
+                   help="add a SCRAM user at start, as kafka-storage format does: "
+                        "'SCRAM-SHA-512=[name=alice,password=alice-secret]' (repeatable)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set any broker property by its Kafka name")
 
@@ -75,18 +85,42 @@ def build_config(args: argparse.Namespace) -> ResolvedConfig:
     return ResolvedConfig(config, resolved.unknown, resolved.sources)
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig, add_scram: list, dev: DevSecurity | None) -> None:  # type: ignore[type-arg]
     from .server import Broker
 
-    broker = Broker(config)
+    broker = Broker(config, add_scram + (dev.scram if dev is not None else []))
     await broker.start()
     if broker.admin_url is not None:
         print(f"Ottla admin endpoint: {broker.admin_url}", flush=True)
+    for listener in broker.listeners[1:]:
+        host, port = listener.advertised_address
+        print(f"Ottla listener {listener.name} ({listener.security_protocol}): {host}:{port}", flush=True)
+    if dev is not None:
+        librdkafka_path, java_path = dev.write_client_files(broker.bootstrap)
+        print(f"Ottla dev security: SASL_SSL with SCRAM. librdkafka clients ({librdkafka_path}):", flush=True)
+        for key, value in dev.librdkafka_config(broker.bootstrap).items():
+            print(f"  {key}={value}", flush=True)
+        print(f"Java clients and Kafka's tools ({java_path}):", flush=True)
+        for key, value in dev.java_properties(broker.bootstrap).items():
+            print(f"  {key}={value}", flush=True)
     print(f"Ottla is ready: bootstrap.servers={broker.bootstrap}", flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
     await broker.wait_stopped()
+
+
+def _with_dev_security(resolved: ResolvedConfig) -> tuple[ResolvedConfig, DevSecurity]:
+    """The first listener renamed SASL_SSL and secured with dev_security's material."""
+    config = resolved.config
+    first = config.listeners[0]
+    if any(listener.name == "SASL_SSL" for listener in config.listeners[1:]):
+        raise ValueError("--dev-security makes the first listener SASL_SSL; another listener has that name")
+    dev = prepare(config.data_dir, "SASL_SSL", [first.advertised_address[0]])
+    first = replace(first, name="SASL_SSL", security_protocol="SASL_SSL")
+    config = replace(config, listeners=(first, *config.listeners[1:]), security={**config.security, **dev.properties})
+    config.listener_security(first)
+    return ResolvedConfig(config, resolved.unknown, resolved.sources), dev
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,8 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "run"):  # the wire-protocol tools
         return args.run(args)
     if args.command == "serve":
+        dev = None
         try:
             resolved = build_config(args)
+            add_scram = [parse_add_scram(text) for text in args.add_scram]
+            if args.dev_security:
+                resolved, dev = _with_dev_security(resolved)
+            for listener in resolved.config.listeners:  # the TLS files: readable, usable
+                security = resolved.config.listener_security(listener)
+                if security.ssl is not None:
+                    server_context(security.ssl)
         except ValueError as exc:
             parser.error(str(exc))
         config = resolved.config
@@ -111,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency; this is a fallback
-            asyncio.run(_serve(config))
+            asyncio.run(_serve(config, add_scram, dev))
         else:
-            uvloop.run(_serve(config))
+            uvloop.run(_serve(config, add_scram, dev))
         return 0
     if args.command == "dump-log":
         from .dump_log import dump_files

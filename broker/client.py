@@ -15,6 +15,7 @@ administration tools, not a producer built for throughput.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -24,9 +25,12 @@ from ottla.protocol.codec import decode_response, encode_request, request_class
 from ottla.protocol.entities import make
 from ottla.protocol.errors import ErrorCode
 
+from .client_security import ClientSecurity, SaslFailed, authenticate
+
 # The highest version the tools are written for, where it is below Ottla's own: from
 # Fetch v13 on, topics are named by id, and the tools name them.
 _VERSION_CAPS = {apis.FETCH.key: 12}
+PLAINTEXT = ClientSecurity()
 _SIZE = struct.Struct(">i")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -70,18 +74,36 @@ def recv_exactly(sock: socket.socket, n: int) -> bytes:
 class BrokerConnection:
     """One connection to one broker, with the API versions both sides speak."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout: float) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout: float,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.address = f"{host}:{port}"
         self.client_id = client_id
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
+            self._sock = security.wrap(socket.create_connection((host, port), timeout=timeout), host)
+        except (OSError, ssl.SSLError) as exc:
             raise ClientError(f"cannot connect to {self.address}: {exc}") from None
         self._correlation_id = 0
         # ApiVersions v0 is the one every broker answers, whatever it supports.
         answer = self._exchange(apis.API_VERSIONS.key, 0, make(request_class(apis.API_VERSIONS.key, 0)))
         check(answer.error_code, f"ApiVersions from {self.address}")
         self._versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
+        if security.uses_sasl:
+            self._authenticate(security)
+
+    def _authenticate(self, security: ClientSecurity) -> None:
+        answer = self.call(apis.SASL_HANDSHAKE, mechanism=security.mechanism)
+        check(answer.error_code, f"SaslHandshake with {self.address} ({security.mechanism}; the broker offers "
+                                 f"{', '.join(answer.mechanisms)})")
+
+        def step(token: bytes) -> bytes:
+            reply = self.call(apis.SASL_AUTHENTICATE, auth_bytes=token)
+            check(reply.error_code, f"authentication with {self.address}", reply.error_message)
+            return bytes(reply.auth_bytes)
+
+        try:
+            authenticate(security, step)
+        except SaslFailed as exc:
+            raise ClientError(f"authentication with {self.address}: {exc}") from None
 
     def version(self, api: Api) -> int:
         """The highest version of `api` that the broker and these tools both speak."""
@@ -122,9 +144,11 @@ class BrokerConnection:
 class Cluster:
     """The brokers behind a bootstrap address, reached as requests need them."""
 
-    def __init__(self, bootstrap: str, client_id: str = "ottla-tools", timeout: float = 30) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "ottla-tools", timeout: float = 30,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security
         self._connections: dict[str, BrokerConnection] = {}
         self._brokers: dict[int, str] = {}
         errors = []
@@ -140,7 +164,7 @@ class Cluster:
     def _connect(self, address: str) -> BrokerConnection:
         connection = self._connections.get(address)
         if connection is None:
-            connection = BrokerConnection(*split_address(address), self.client_id, self.timeout)
+            connection = BrokerConnection(*split_address(address), self.client_id, self.timeout, self.security)
             self._connections[address] = connection
         return connection
 

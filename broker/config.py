@@ -20,6 +20,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
+from .authorizer import AUTHORIZER_CLASSES
+from .security_config import (ListenerSecurity, SecurityConfigError, is_secret, is_security_property,
+                              listener_security)
+
 
 def _bool(text: str) -> bool:
     lowered = text.strip().lower()
@@ -53,6 +57,13 @@ def _one_dir(text: str) -> str:
     if len(dirs) != 1:
         raise ValueError(f"Ottla keeps its data in one directory, got {text!r}")
     return dirs[0]
+
+
+def _authorizer(text: str) -> str:
+    value = text.strip()
+    if value and value not in AUTHORIZER_CLASSES:
+        raise ValueError(f"{value} is not an authorizer Ottla has; use {AUTHORIZER_CLASSES[0]}")
+    return value
 
 
 class ConfigError(ValueError):
@@ -115,12 +126,21 @@ PROPERTIES: tuple[Property, ...] = (
     Property("admin.host", "admin_host", str, "interface of the admin endpoint (127.0.0.1 unless set)"),
     Property("admin.token", "admin_token", str,
              "a secret every change through the admin endpoint must carry (Authorization: Bearer)"),
+    Property("authorizer.class.name", "authorizer_class_name", _authorizer,
+             "org.apache.kafka.metadata.authorizer.StandardAuthorizer switches ACLs on (empty: off)"),
+    Property("super.users", "super_users", str, "principals allowed everything: User:admin;User:ops"),
+    Property("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool,
+             "allow a request on a resource no ACL names (refused by default)"),
 )
 BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
 SENSITIVE = frozenset({"admin.token"})
 # Broker properties that set the default of a topic config: log.segment.bytes -> segment.bytes ...
-LOG_DEFAULTS = {c.broker_property: c for c in TOPIC_CONFIGS.values()}
+LOG_DEFAULTS = {c.broker_property: c for c in TOPIC_CONFIGS.values() if c.broker_property is not None}
+# Read-only: the Kafka version whose protocol and metadata this broker speaks.
+KAFKA_VERSION_PROPERTIES = {"inter.broker.protocol.version": "4.1-IV1", "log.message.format.version": "3.0-IV1",
+                            "process.roles": "broker,controller"}
 LISTENER_PROPERTIES = ("listeners", "advertised.listeners", "listener.security.protocol.map")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ENV_PREFIX = "OTTLA_"
 # Environment variables of test hooks (the pipeline sink's OTTLA_TEST_HOLD_SINK_BEFORE_CHECKPOINT), not settings.
 _ENV_NOT_SETTINGS = "OTTLA_TEST_"
@@ -140,6 +160,8 @@ class Listener:
     port: int  # 0: any free port
     advertised_host: str | None = None
     advertised_port: int | None = None  # None: the port actually bound
+    # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (listener.security.protocol.map).
+    security_protocol: str = "PLAINTEXT"
 
     @property
     def bind_host(self) -> str:
@@ -180,8 +202,8 @@ def _parse_endpoints(key: str, text: str) -> dict[str, tuple[str, int]]:
 def _parse_listeners(listeners: str, advertised: str | None, protocol_map: str | None) -> tuple[Listener, ...]:
     bound = _parse_endpoints("listeners", listeners)
     told = _parse_endpoints("advertised.listeners", advertised) if advertised else {}
-    # Kafka's default map names each listener after its protocol; Ottla speaks one.
-    protocols = {"PLAINTEXT": "PLAINTEXT"}
+    # Kafka's default map names each listener after its protocol.
+    protocols = {name: name for name in SECURITY_PROTOCOLS}
     for pair in (protocol_map or "").split(","):
         if not pair.strip():
             continue
@@ -195,14 +217,16 @@ def _parse_listeners(listeners: str, advertised: str | None, protocol_map: str |
         if protocol is None:
             raise ConfigError("listeners", f"invalid value for listeners: no security protocol for listener {name}; "
                                            "give it one in listener.security.protocol.map")
-        if protocol != "PLAINTEXT":
-            raise ConfigError("listeners", f"invalid value for listeners: {name} uses {protocol}; "
-                                           "Ottla serves PLAINTEXT listeners only")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError("listener.security.protocol.map",
+                              f"invalid value for listener.security.protocol.map: {protocol} is not one of "
+                              f"{', '.join(SECURITY_PROTOCOLS)}")
     for name in told:
         if name not in bound:
             raise ConfigError("advertised.listeners",
                               f"invalid value for advertised.listeners: {name} is not one of the listeners")
-    return tuple(Listener(name, host, port, *told.get(name, (None, None))) for name, (host, port) in bound.items())
+    return tuple(Listener(name, host, port, *told.get(name, (None, None)), security_protocol=protocols[name])
+                 for name, (host, port) in bound.items())
 
 
 def listener_text(listeners: Iterable[Listener]) -> str:
@@ -221,6 +245,10 @@ class BrokerConfig:
     # unless the operator opens it (with a token, best).
     admin_host: str = "127.0.0.1"
     admin_token: str | None = None
+    # ACLs (broker/authorizer.py): on when authorizer.class.name names Kafka's authorizer.
+    authorizer_class_name: str = ""
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
 
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
@@ -246,6 +274,9 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     # Defaults of every topic's log settings (log.segment.bytes, log.retention.ms...).
     log: LogConfig = field(default_factory=LogConfig)
+    # The TLS and SASL properties (ssl.*, sasl.*, listener.name.<listener>.*) as given:
+    # broker/security_config.py reads them per listener.
+    security: Mapping[str, str] = field(default_factory=dict)
 
     def with_first_listener(self, host: str | None = None, port: int | None = None,
                             advertised_host: str | None = None) -> "BrokerConfig":
@@ -271,8 +302,13 @@ class BrokerConfig:
                 values.get("advertised.listeners"),
                 values.get("listener.security.protocol.map"),
             )
+        security = dict(self.security)
         for key, text in values.items():
             if key in LISTENER_PROPERTIES:
+                continue
+            if is_security_property(key):
+                security[key] = text
+                changes["security"] = security
                 continue
             if key in LOG_DEFAULTS:
                 definition = LOG_DEFAULTS[key]
@@ -291,7 +327,17 @@ class BrokerConfig:
                 raise ConfigError(key, f"invalid value for {key}: {exc}") from None
         if log_changes:
             changes["log"] = self.log.with_topic_configs(log_changes)
-        return replace(self, **changes)
+        config = replace(self, **changes)
+        for listener in config.listeners:
+            config.listener_security(listener)  # refuse what no connection could use
+        return config
+
+    def listener_security(self, listener: Listener) -> ListenerSecurity:
+        """What a connection on `listener` goes through (TLS, SASL) before it is served."""
+        try:
+            return listener_security(listener.name, listener.security_protocol, self.security)
+        except SecurityConfigError as exc:
+            raise ConfigError(exc.key, str(exc)) from None
 
     def broker_properties(self) -> dict[str, str | None]:
         """Every broker property and its current value as text (for DescribeConfigs);
@@ -299,6 +345,9 @@ class BrokerConfig:
         values: dict[str, str | None] = {p.kafka_name: None if p.kafka_name in SENSITIVE
                                          else _text(getattr(self, p.attribute)) for p in PROPERTIES}
         values.update({name: self.log.value_text(c.name) for name, c in LOG_DEFAULTS.items()})
+        values.update({key: None if is_secret(key) else value for key, value in self.security.items()})
+        # What admin UIs read to decide which features the cluster has: Kafka 4.1's.
+        values.update(KAFKA_VERSION_PROPERTIES)
         return values
 
 
@@ -309,7 +358,7 @@ def _text(value: Any) -> str:
 
 
 def is_known(key: str) -> bool:
-    return key in BY_KAFKA_NAME or key in LOG_DEFAULTS or key in LISTENER_PROPERTIES
+    return key in BY_KAFKA_NAME or key in LOG_DEFAULTS or key in LISTENER_PROPERTIES or is_security_property(key)
 
 
 def env_name(key: str) -> str:
@@ -385,5 +434,6 @@ def resolve_config(file_path: str | None, environ: Mapping[str, str], flags: Map
     try:
         config = BrokerConfig().with_kafka_properties(known)
     except ConfigError as exc:
-        raise ConfigError(exc.key, f"{exc} (set in {sources.get(exc.key, 'the defaults')})") from None
+        where = f"set in {sources[exc.key]}" if exc.key in sources else "not set"
+        raise ConfigError(exc.key, f"{exc} ({where})") from None
     return ResolvedConfig(config, unknown, {key: sources[key] for key in known})

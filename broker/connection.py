@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, Any, NamedTuple
+from inspect import iscoroutine
+from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple
 
-from ottla.protocol.apis import API_VERSIONS, SUPPORTED, Api
+from ottla.protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUPPORTED, Api
 from ottla.protocol.codec import (MalformedRequest, RequestHeader, decode_request, encode_response,
                                   parse_request_header, request_class)
 from ottla.protocol.framing import FrameError, FrameReader
@@ -41,7 +42,10 @@ from .dispatch import Dispatcher
 from .handlers import RequestContext, api_versions_fallback
 from .logging import get_logger
 from .request_memory import RequestMemory
+from .sasl import AuthenticationFailed, Session
+from .security_config import PLAINTEXT, ListenerSecurity
 from .services import Services
+from .tls import certificate_principal
 
 if TYPE_CHECKING:
     from .config import Listener
@@ -57,6 +61,9 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 _INLINE_MAX_BYTES = 64 * 1024
 # Bytes 0-1 of a request: its API key (the frame's size prefix is already stripped).
 _API_KEY_BYTES = slice(0, 2)
+# What a SASL listener serves before the client has authenticated (and what a client
+# sends to authenticate again, KIP-368).
+_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS.key, SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key})
 
 
 class Request(NamedTuple):
@@ -67,8 +74,13 @@ class Request(NamedTuple):
 
 class Connection(asyncio.Protocol):
     def __init__(self, services: Services, dispatcher: Dispatcher, listener: "Listener",
-                 registry: set["Connection"], max_request_bytes: int, memory: RequestMemory) -> None:
+                 registry: set["Connection"], max_request_bytes: int, memory: RequestMemory,
+                 security: ListenerSecurity = PLAINTEXT, mapping_rules: tuple = ()) -> None:  # type: ignore[type-arg]
         self.services = services
+        # Who the client is: ANONYMOUS, its certificate's name, or its SASL user.
+        self.session = Session(security)
+        self._sasl = security.uses_sasl
+        self._mapping_rules = mapping_rules
         self.dispatcher = dispatcher
         self.metrics = dispatcher.metrics
         self.listener = listener  # the one this client connected to: its address is what it is told
@@ -83,6 +95,9 @@ class Connection(asyncio.Protocol):
         self.memory = memory
         self._held = 0  # what this connection counts in `memory`: queued + half-received
         self._in_hand = False  # the worker is serving a request (a long-poll Fetch may wait)
+        # A request served inline whose handler still has work in a thread: the worker
+        # finishes it (its awaitable) before anything queued behind it.
+        self._unfinished: tuple[RequestContext, Request, Coroutine[Any, Any, Any]] | None = None
         self.last_active = 0.0  # loop time of the last bytes in or out
         self._wakeup: asyncio.Future[None] | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -98,6 +113,8 @@ class Connection(asyncio.Protocol):
         self.last_active = self._loop.time()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.session.security.uses_tls and not self._take_certificate(transport):
+            return
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._worker = self._loop.create_task(self._work())
         self.registry.add(self)
@@ -118,8 +135,10 @@ class Connection(asyncio.Protocol):
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        if frames and self._worker_idle():
+        if frames and self._worker_idle() and not (self._sasl and self.session.needs_authentication):
             frames = self._serve_inline(frames)
+            if self._unfinished is not None:
+                self._wake()
         if frames:
             self._frames.extend(frames)
             self._queued_bytes += sum(map(len, frames))
@@ -148,6 +167,9 @@ class Connection(asyncio.Protocol):
         self._reader = FrameReader(0)  # drops a half-received frame
         self._account()
         self.memory.forget(self)
+        if self._unfinished is not None and not self._in_hand:
+            self._unfinished[2].close()  # never begun: nothing to finish, no one to answer
+            self._unfinished = None
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
         if self._drained is not None and not self._drained.done():
@@ -205,7 +227,7 @@ class Connection(asyncio.Protocol):
     def _worker_idle(self) -> bool:
         """Nothing is queued or being served, and the client is reading what we send."""
         return (not self._frames and self._wakeup is not None and not self._wakeup.done()
-                and self._drained is None and not self._closing)
+                and self._drained is None and not self._closing and self._unfinished is None)
 
     def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
         """Serve, right here in data_received, the frames whose handling cannot wait on
@@ -231,6 +253,9 @@ class Connection(asyncio.Protocol):
             except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
                 self._handler_failed(request)
                 return []
+            if iscoroutine(response):
+                self._unfinished = (ctx, request, response)
+                return frames[i + 1:]
             self._respond(ctx, request, response)
             if not self._is_open():
                 return []
@@ -246,6 +271,8 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         try:
             while True:
+                if self._unfinished is not None and not await self._finish_unfinished():
+                    return
                 while self._frames:
                     frame = self._frames.popleft()
                     self._queued_bytes -= len(frame)
@@ -268,8 +295,27 @@ class Connection(asyncio.Protocol):
         except asyncio.CancelledError:
             pass
 
+    async def _finish_unfinished(self) -> bool:
+        """Await the request `_serve_inline` left unfinished, and answer it. Returns
+        False if the connection was closed."""
+        assert self._unfinished is not None
+        ctx, request, pending = self._unfinished
+        self._in_hand = True
+        try:
+            response = await pending
+        except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
+            self._handler_failed(request)
+            return False
+        finally:
+            self._unfinished = None
+            self._in_hand = False
+        self._respond(ctx, request, response)
+        return self._is_open()
+
     async def _serve(self, frame: memoryview) -> bool:
         """Handle one request frame. Returns False if the connection was closed."""
+        if self.session.raw_tokens:
+            return await self._serve_raw_token(frame)
         request = self._decode(frame)
         if request is None:
             return self._is_open()
@@ -304,6 +350,11 @@ class Connection(asyncio.Protocol):
                 return None
             self.abort(f"{api.name} v{header.api_version} is not supported", correlation_id=header.correlation_id)
             return None
+        if self._sasl and header.api_key not in _BEFORE_AUTHENTICATION and self.session.needs_authentication:
+            # Kafka's SaslServerAuthenticator closes the connection, answering nothing.
+            reason = "re-authentication is due" if self.session.authenticated else "not authenticated yet"
+            self.abort(f"{api.name} request on a SASL listener: {reason}", correlation_id=header.correlation_id)
+            return None
         cls = request_class(header.api_key, header.api_version)
         try:
             body = decode_request(cls, frame, header.body_offset)
@@ -317,11 +368,45 @@ class Connection(asyncio.Protocol):
         return Request(header, api, body)
 
     def _context(self, header: RequestHeader) -> RequestContext:
-        return RequestContext(self.services, header, self.peer, self.listener.advertised_address)
+        return RequestContext(self.services, header, self.peer, self.listener.advertised_address, self.session)
+
+    # --- security ------------------------------------------------------------------------
+
+    def _take_certificate(self, transport: asyncio.BaseTransport) -> bool:
+        """The principal of a client certificate (mutual TLS). False when the
+        certificate maps to no principal: the connection is closed, as Kafka does."""
+        ssl_object = transport.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if der is None:
+            return True  # no certificate asked for, or none offered where it is optional
+        user = certificate_principal(der, self._mapping_rules)
+        if user is None:
+            log.warning("closing connection", reason="no ssl.principal.mapping.rules rule maps the client certificate",
+                        peer=self.peer)
+            transport.close()
+            return False
+        self.session.user = user
+        return True
+
+    async def _serve_raw_token(self, frame: memoryview) -> bool:
+        """A SASL token in a bare frame, after a SaslHandshake v0; the answer is a bare
+        frame too. A failure closes the connection without an answer (the old way has
+        no error to send)."""
+        try:
+            challenge, _ = self.session.respond_to(bytes(frame), self.services.security_events, self.peer)
+        except AuthenticationFailed:
+            await asyncio.sleep(self.session.security.failed_auth_delay_ms / 1000)
+            self.close()
+            return False
+        if self._is_open():
+            self.transport.write(len(challenge).to_bytes(4, "big") + challenge)  # type: ignore[union-attr]
+        return self._is_open()
 
     def _respond(self, ctx: RequestContext, request: Request, response: Any) -> None:
         if response is not None:
             self._send(request.header.correlation_id, response)
+        if self.session.close_after_response:
+            self.close()  # a failed authentication: the answer goes out, then the connection
         if ctx.deferred is not None:
             self._run_deferred(ctx, request.api.name)
 

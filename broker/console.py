@@ -62,6 +62,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def _common(parser: argparse.ArgumentParser, run) -> None:
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                         help="a broker to start from (default %(default)s)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties: security.protocol, sasl.*, ssl.* (a secured broker)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int, help="one partition (default: by key, as Kafka's partitioner)")
     parser.set_defaults(run=lambda args: run_tool(args, run), action="")

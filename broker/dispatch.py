@@ -10,8 +10,9 @@ connection's worker task (`handle`), which can wait on all of those.
 
 from __future__ import annotations
 
+from inspect import iscoroutine
 from time import perf_counter
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from .durability import GroupCommit
 from .faults import FaultKind, Faults
@@ -34,10 +35,19 @@ class Dispatcher:
 
     def handle_now(self, ctx: RequestContext, request: Any) -> Any:
         """Serve a request `can_handle_now` allowed. Exceptions are the handler's bugs:
-        the caller logs them and closes the connection."""
+        the caller logs them and closes the connection. A handler with work for a
+        worker thread (a large Produce) answers with an awaitable of its response: the
+        caller awaits it before serving anything else of that connection."""
         started = perf_counter()
         api_key = ctx.header.api_key
         response = HANDLERS[api_key](ctx, request)
+        if iscoroutine(response):
+            return self._served_later(api_key, started, response)
+        self.metrics.request_served(api_key, perf_counter() - started, response)
+        return response
+
+    async def _served_later(self, api_key: int, started: float, response: Awaitable[Any]) -> Any:
+        response = await response
         self.metrics.request_served(api_key, perf_counter() - started, response)
         return response
 
@@ -55,7 +65,7 @@ class Dispatcher:
             group_commit = self.group_commit
             appends_before = group_commit.generation if group_commit is not None else 0
             response = HANDLERS[api_key](ctx, request)
-            if api_key in MAY_WAIT:
+            if iscoroutine(response):
                 response = await response
             if group_commit is not None and group_commit.generation != appends_before:
                 await group_commit.sync()  # --fsync: what we acknowledge is on disk

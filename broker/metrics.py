@@ -26,6 +26,8 @@ from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.kio_schema import EntityField, EntityTupleField, classify_field
 
+from .tls import failed_handshakes
+
 if TYPE_CHECKING:
     from ottla.coordinator.groups import GroupCoordinator
     from ottla.coordinator.transactions import TransactionCoordinator
@@ -53,6 +55,10 @@ class Metrics:
         self.connections_opened = 0
         self.connection_errors = 0
         self.faults_injected: Counter[tuple[str, str]] = Counter()
+        self.authentication_failures: Counter[str] = Counter()  # by SASL mechanism
+
+    def authentication_failed(self, mechanism: str) -> None:
+        self.authentication_failures[mechanism] += 1
 
     def request_served(self, api_key: int, seconds: float, response: Any) -> None:
         api = self.apis.get(api_key)
@@ -98,6 +104,12 @@ class Metrics:
                 [("", self.connections_opened)])
         _family(out, "ottla_connection_errors_total", "counter",
                 "Connections closed because of an error (bad frame, reset...).", [("", self.connection_errors)])
+        _family(out, "ottla_tls_handshake_failures_total", "counter",
+                "TLS handshakes that failed (plaintext clients, unknown certificates...).",
+                [("", failed_handshakes())])
+        _family(out, "ottla_sasl_authentication_failures_total", "counter",
+                "SASL authentications refused, by mechanism.",
+                ((f'mechanism="{m}"', n) for m, n in sorted(self.authentication_failures.items())))
 
         partitions = sorted(logs.all_partitions(), key=lambda p: (p.topic, p.partition))
         _family(out, "ottla_partitions", "gauge", "Partitions hosted.", [("", len(partitions))])

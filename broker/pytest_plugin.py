@@ -9,6 +9,9 @@ test session, a fresh topic per test, and faults on demand.
   and its directory removed when the session ends.
 - `ottla_topic`: a topic of its own for each test, one partition unless the test is
   marked `@pytest.mark.ottla_topic(partitions=3, configs={...})`.
+- `ottla_secure_broker` (session): a broker whose listener speaks SASL_SSL with SCRAM
+  (`ottla serve --dev-security`), and the client config to reach it:
+  `broker, config = ottla_secure_broker; Producer(config)`.
 - `ottla_faults`: the broker's fault injection (`.add_fault(kind=..., ...)`,
   `.metric(...)`); every fault a test set is cleared when it ends, so one test's faults
   never reach the next.
@@ -36,6 +39,16 @@ def ottla_broker() -> Iterator[BrokerProcess]:
     broker = BrokerProcess(properties={"admin.port": "0"}).start()
     try:
         yield broker
+    finally:
+        broker.stop()
+        broker.cleanup()
+
+
+@pytest.fixture(scope="session")
+def ottla_secure_broker() -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
+    broker = BrokerProcess(args=["--dev-security"]).start()
+    try:
+        yield broker, broker.dev_security_config()
     finally:
         broker.stop()
         broker.cleanup()

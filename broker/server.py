@@ -33,7 +33,12 @@ from .faults import Faults
 from .logging import get_logger
 from .metrics import Metrics
 from .request_memory import RequestMemory
+from .authorizer import Authorizer, parse_super_users
+from .dynamic_config import DynamicBrokerConfigs
 from .scheduler import Scheduler
+from .scram_credentials import ScramCredential, ScramCredentials
+from .tls import parse_mapping_rules, server_context
+from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
 
@@ -41,8 +46,18 @@ log = get_logger("ottla.broker")
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, add_scram: list[tuple[str, str, ScramCredential]] = ()) -> None:  # type: ignore[assignment]
         self.config = config
+        # Per listener: what its connections go through, and its TLS context. A file
+        # that cannot be read stops the broker here, before anything listens.
+        self.security = {listener.name: config.listener_security(listener) for listener in config.listeners}
+        self._tls = {name: server_context(s.ssl) for name, s in self.security.items() if s.ssl is not None}
+        self._mapping_rules = {name: parse_mapping_rules(s.ssl.principal_mapping_rules)
+                               for name, s in self.security.items() if s.ssl is not None}
+        self.scram = ScramCredentials(config.data_dir)
+        self.authorizer = Authorizer(config.data_dir, parse_super_users(config.super_users),
+                                     config.allow_everyone_if_no_acl_found) if config.authorizer_class_name else None
+        self._add_scram = list(add_scram)
         self.watchers = PartitionWatchers()
         self.logs = LogManager(config.data_dir, config.log, on_append=self._appended)
         # With --fsync, responses wait for an fsync shared by all recent writes.
@@ -78,6 +93,7 @@ class Broker:
         self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token) \
             if config.admin_port is not None else None
         self.scheduler = Scheduler()
+        self.threads = WorkerThreads()
         self._stopped = asyncio.Event()
 
     def _appended(self, topic: str, partition: int) -> None:
@@ -130,6 +146,9 @@ class Broker:
     async def start(self) -> None:
         _raise_open_file_limit()
         report = self.logs.load()
+        if self._add_scram:
+            self.scram.change(self._add_scram, [])
+            log.info("scram credentials added", users=[(user, mechanism) for user, mechanism, _ in self._add_scram])
         self.producer_ids = ProducerIdAllocator(self.logs.data_dir)
         self.transactions = TransactionCoordinator(
             self.logs, self.producer_ids, self.markers,
@@ -141,16 +160,20 @@ class Broker:
         self.services = Services(
             config=self.config, logs=self.logs, transactions=self.transactions, groups=self.groups,
             markers=self.markers, producer_ids=self.producer_ids, waiters=self.watchers, events=self,
+            threads=self.threads, scram=self.scram, security_events=self.metrics, authorizer=self.authorizer,
+            dynamic_configs=DynamicBrokerConfigs(self.logs.data_dir),
         )
         loop = asyncio.get_running_loop()
         for i, listener in enumerate(self.listeners):
             # Not serving until the bound port is known: a connection is answered with
             # its listener's advertised address, which may be that port.
             server = await loop.create_server(
-                lambda i=i: Connection(self.services, self.dispatcher, self.listeners[i], self.connections,
-                                       self.config.socket_request_max_bytes, self.request_memory),
+                lambda i=i, name=listener.name: Connection(
+                    self.services, self.dispatcher, self.listeners[i], self.connections,
+                    self.config.socket_request_max_bytes, self.request_memory,
+                    self.security[name], self._mapping_rules.get(name, ())),
                 listener.bind_host, listener.port,
-                reuse_address=True, backlog=1024, start_serving=False,
+                reuse_address=True, backlog=1024, start_serving=False, ssl=self._tls.get(listener.name),
             )
             self.listeners[i] = replace(listener, port=server.sockets[0].getsockname()[1])
             self._servers.append(server)
@@ -260,6 +283,7 @@ class Broker:
         self.watchers.wake_all()
         await asyncio.gather(*(c.finish() for c in list(self.connections)), return_exceptions=True)
         await self.scheduler.stop()
+        self.threads.close()
         for server in self._servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), timeout=5)

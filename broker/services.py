@@ -11,15 +11,18 @@ handlers (handlers/context.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar
 
 from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.producer_ids import ProducerIdAllocator
 from ottla.coordinator.transactions import INTERNAL_TOPIC_CONFIGS, TransactionCoordinator
+from ottla.storage.log_config import TOPIC_CONFIGS
 from ottla.storage.log_manager import LogManager, Topic
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ottla.storage.log_config import LogConfig
@@ -43,6 +46,47 @@ class AppendWaiters(Protocol):
     async def wait(self, partitions: list[tuple[str, int]], timeout: float) -> None: ...
 
 
+class Threads(Protocol):
+    """Where a handler runs work too long for the event loop (broker/worker_threads.py)."""
+
+    async def run(self, work: Callable[..., T], *args: Any) -> T: ...
+
+
+class Credentials(Protocol):
+    """The SCRAM users (broker/scram_credentials.py's ScramCredentials)."""
+
+    def get(self, user: str, mechanism: str) -> Any: ...
+    def of_user(self, user: str) -> dict[str, Any]: ...
+    def users(self) -> list[str]: ...
+    def change(self, upserts: list[tuple[str, str, Any]], deletions: list[tuple[str, str]]) -> None: ...
+
+
+class DynamicConfigs(Protocol):
+    """Broker configs changed at run time (broker/dynamic_config.py)."""
+
+    scopes: dict[str, dict[str, str]]
+
+    def values(self) -> dict[str, str]: ...
+    def source_of(self, key: str) -> str | None: ...
+    def replace(self, scope: str, values: Mapping[str, str]) -> None: ...
+
+
+class Authorization(Protocol):
+    """The ACLs (broker/authorizer.py's Authorizer), when authorizer.class.name is set."""
+
+    def authorize(self, principal: str, host: str, operation: Any, resource_type: Any, name: str) -> bool: ...
+    def authorize_any(self, principal: str, host: str, operation: Any, resource_type: Any) -> bool: ...
+    def add(self, acls: list[Any]) -> None: ...
+    def delete(self, filters: list[Any]) -> list[list[Any]]: ...
+    def describe(self, acl_filter: Any) -> list[Any]: ...
+
+
+class SecurityEvents(Protocol):
+    """Where authentication failures are counted (the broker's metrics)."""
+
+    def authentication_failed(self, mechanism: str) -> None: ...
+
+
 class TopicEvents(Protocol):
     """Where topic creation and deletion are told (the broker logs them)."""
 
@@ -61,8 +105,35 @@ class Services:
     producer_ids: ProducerIdAllocator
     waiters: AppendWaiters
     events: TopicEvents
+    threads: Threads
+    scram: Credentials
+    security_events: SecurityEvents
+    # None: no authorizer configured, every request allowed (Kafka without one).
+    authorizer: Authorization | None
+    dynamic_configs: DynamicConfigs
+    # The configuration as started (files, environment, flags); `config` is it with the
+    # dynamic broker configs applied.
+    static_config: Settings = None  # type: ignore[assignment]
     # Set once the broker begins its shutdown: a long-polling Fetch stops waiting.
     stopping: bool = False
+
+    def __post_init__(self) -> None:
+        if self.static_config is None:
+            self.static_config = self.config
+        self._apply_dynamic_configs()
+
+    def set_dynamic_broker_configs(self, scope: str, values: Mapping[str, str]) -> None:
+        """Replace one scope's dynamic broker configs (checked by the caller), durably, and
+        apply them to every topic that does not override them."""
+        self.dynamic_configs.replace(scope, values)
+        self._apply_dynamic_configs()
+
+    def _apply_dynamic_configs(self) -> None:
+        synonyms = {c.broker_property: c.name for c in TOPIC_CONFIGS.values() if c.broker_property is not None}
+        log_values = {synonyms[k]: v for k, v in self.dynamic_configs.values().items() if k in synonyms}
+        log_config = self.static_config.log.with_topic_configs(log_values)
+        self.config = replace(self.static_config, log=log_config)  # type: ignore[type-var]
+        self.logs.set_default_config(log_config)
 
     @property
     def node_id(self) -> int:

@@ -36,6 +36,7 @@ from ottla.protocol.apis import CREATE_TOPICS
 from .client import Cluster, check
 
 READY_PREFIX = "Ottla is ready: bootstrap.servers="
+LISTENER_PREFIX = "Ottla listener "
 ADMIN_PREFIX = "Ottla admin endpoint: "
 
 
@@ -93,7 +94,7 @@ class AdminEndpoint:
 class BrokerProcess:
     def __init__(self, data_dir: str | None = None, properties: dict[str, str] | None = None,
                  log_path: str | None = None, env: dict[str, str] | None = None,
-                 launcher: str | None = None) -> None:
+                 launcher: str | None = None, args: list[str] | None = None) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="ottla-")
         os.makedirs(self.data_dir, exist_ok=True)
@@ -103,10 +104,14 @@ class BrokerProcess:
         # a test's way to change the broker (a crash at a chosen point) before it starts,
         # without a hook in the product. None: the broker as shipped.
         self.launcher = launcher
+        # More `ottla serve` flags: --dev-security, --add-scram ...
+        self.args = list(args or [])
         self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(self.data_dir)),
                                                  f"{os.path.basename(self.data_dir)}.broker.log")
         self.port = 0
         self.bootstrap = ""
+        # Every listener's advertised host:port by name (the first is `bootstrap`).
+        self.listeners: dict[str, str] = {}
         self.admin_url: str | None = None
         self.process: subprocess.Popen[str] | None = None
         self._log_file = None
@@ -117,7 +122,7 @@ class BrokerProcess:
                "--data-dir", self.data_dir, "--log-level", "info"]
         for key, value in self.properties.items():
             cmd += ["--override", f"{key}={value}"]
-        return cmd
+        return cmd + self.args
 
     def start(self, timeout: float = 30) -> "BrokerProcess":
         self._log_file = open(self.log_path, "a")
@@ -133,6 +138,9 @@ class BrokerProcess:
                 lines.append(line)
                 if line.startswith(ADMIN_PREFIX):
                     self.admin_url = line[len(ADMIN_PREFIX):].strip()
+                if line.startswith(LISTENER_PREFIX):
+                    name, _, address = line[len(LISTENER_PREFIX):].partition(" ")
+                    self.listeners[name] = address.rsplit(" ", 1)[-1].strip()
                 if line.startswith(READY_PREFIX):
                     self.bootstrap = line[len(READY_PREFIX):].strip()
                     ready.set()
@@ -145,6 +153,15 @@ class BrokerProcess:
                 raise RuntimeError(f"broker did not start; log:\n{self.log()}")
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
         return self
+
+    def dev_security_config(self) -> dict[str, str]:
+        """The librdkafka client config `--dev-security` wrote (confluent-kafka takes it as is)."""
+        config = {}
+        with open(os.path.join(self.data_dir, "dev-security", "librdkafka.config"), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.rstrip("\n").partition("=")
+                config[key] = value
+        return config
 
     @property
     def admin(self) -> AdminEndpoint:

@@ -25,7 +25,7 @@ from ottla.storage.log_manager import LogManager
 
 from .classic_group import ClassicGroup, JoinRequest, JoinResult, SyncResult
 from .classic_protocol import ClassicProtocol
-from .group import Group, GroupConfig, GroupType
+from .group import Group, GroupConfig
 from .offset_store import OffsetStore, TopicPartition
 from .offsets_log import CommittedOffset, GroupKey, decode_group_value
 

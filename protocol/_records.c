@@ -6,6 +6,9 @@
  *   -1  the records break a rule (the caller walks them again in Python, which says
  *       which rule, with Kafka's message: a refusal is rare, its cost irrelevant);
  *   n   they are well formed, and n of them have a null key.
+ * walk_listing(buffer, pos, end, count, limit) walks the same way and answers
+ * (n, indexes): n as above, and the indexes of the first `limit` records with a null
+ * key, which a compacted topic refuses one by one.
  * The GIL is released during the walk: the buffer is held by the Py_buffer.
  */
 #define PY_SSIZE_T_CLEAN
@@ -52,7 +55,8 @@ static inline int skip_field(const unsigned char **pp, const unsigned char *end,
     return 0;
 }
 
-static Py_ssize_t walk_records(const unsigned char *p, const unsigned char *end, Py_ssize_t count)
+static Py_ssize_t walk_records(const unsigned char *p, const unsigned char *end, Py_ssize_t count,
+                               Py_ssize_t *listed, Py_ssize_t max_listed)
 {
     Py_ssize_t null_keys = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -67,8 +71,11 @@ static Py_ssize_t walk_records(const unsigned char *p, const unsigned char *end,
             return -1;
         if (!read_zigzag(&p, body_end, 5, &value) || value != i) /* offset delta */
             return -1;
+        Py_ssize_t nulls_before = null_keys;
         if (!skip_field(&p, body_end, &null_keys) || !skip_field(&p, body_end, NULL))
             return -1;
+        if (null_keys != nulls_before && nulls_before < max_listed)
+            listed[nulls_before] = i;
         int64_t headers;
         if (!read_zigzag(&p, body_end, 5, &headers) || headers < 0 || headers > body_end - p)
             return -1;
@@ -97,16 +104,57 @@ static PyObject *walk(PyObject *self, PyObject *args)
     } else {
         const unsigned char *base = (const unsigned char *)view.buf;
         Py_BEGIN_ALLOW_THREADS
-        result = walk_records(base + pos, base + end, count);
+        result = walk_records(base + pos, base + end, count, NULL, 0);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(result);
 }
 
+static PyObject *walk_listing(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, end, count, limit, result = -1;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &view, &pos, &end, &count, &limit))
+        return NULL;
+    if (limit < 0)
+        limit = 0;
+    Py_ssize_t *listed = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(limit ? limit : 1));
+    if (listed == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    if (!(pos < 0 || pos > end || end > view.len || count < 0)) {
+        const unsigned char *base = (const unsigned char *)view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        result = walk_records(base + pos, base + end, count, listed, limit);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    Py_ssize_t shown = result < 0 ? 0 : (result < limit ? result : limit);
+    PyObject *indexes = PyList_New(shown);
+    if (indexes == NULL) {
+        PyMem_Free(listed);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < shown; k++) {
+        PyObject *index = PyLong_FromSsize_t(listed[k]);
+        if (index == NULL) {
+            Py_DECREF(indexes);
+            PyMem_Free(listed);
+            return NULL;
+        }
+        PyList_SET_ITEM(indexes, k, index);
+    }
+    PyMem_Free(listed);
+    return Py_BuildValue("(nN)", result, indexes);
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(buffer, pos, end, count) -> -1 if the records are invalid, else how many have a null key"},
+    {"walk_listing", walk_listing, METH_VARARGS,
+     "walk_listing(buffer, pos, end, count, limit) -> (walk's answer, indexes of the first `limit` null keys)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -56,6 +56,21 @@ DELETE_RECORDS = Api(21, "DeleteRecords", 0, 2)
 DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", 1, 4)
 ALTER_CONFIGS = Api(33, "AlterConfigs", 0, 2)
 INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", 0, 1)
+SASL_HANDSHAKE = Api(17, "SaslHandshake", 0, 1)
+SASL_AUTHENTICATE = Api(36, "SaslAuthenticate", 0, 2)
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(50, "DescribeUserScramCredentials", 0, 0)
+ALTER_USER_SCRAM_CREDENTIALS = Api(51, "AlterUserScramCredentials", 0, 0)
+DESCRIBE_ACLS = Api(29, "DescribeAcls", 1, 3)
+CREATE_ACLS = Api(30, "CreateAcls", 1, 3)
+DELETE_ACLS = Api(31, "DeleteAcls", 1, 3)
+DESCRIBE_TOPIC_PARTITIONS = Api(75, "DescribeTopicPartitions", 0, 0)
+CREATE_PARTITIONS = Api(37, "CreatePartitions", 0, 3)
+DESCRIBE_CLUSTER = Api(60, "DescribeCluster", 0, 1)
+DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", 1, 4)
+OFFSET_FOR_LEADER_EPOCH = Api(23, "OffsetForLeaderEpoch", 2, 4)
+ELECT_LEADERS = Api(43, "ElectLeaders", 0, 2)
+ALTER_PARTITION_REASSIGNMENTS = Api(45, "AlterPartitionReassignments", 0, 1)
+LIST_PARTITION_REASSIGNMENTS = Api(46, "ListPartitionReassignments", 0, 0)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -91,5 +106,20 @@ SUPPORTED: dict[int, Api] = {
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS,
+        SASL_HANDSHAKE,
+        SASL_AUTHENTICATE,
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS,
+        DESCRIBE_ACLS,
+        CREATE_ACLS,
+        DELETE_ACLS,
+        DESCRIBE_TOPIC_PARTITIONS,
+        CREATE_PARTITIONS,
+        DESCRIBE_CLUSTER,
+        DESCRIBE_LOG_DIRS,
+        OFFSET_FOR_LEADER_EPOCH,
+        ELECT_LEADERS,
+        ALTER_PARTITION_REASSIGNMENTS,
+        LIST_PARTITION_REASSIGNMENTS,
     )
 }

@@ -34,7 +34,7 @@ from typing import Iterator
 
 import crc32c
 
-from .compression import EXPANSION_LIMIT, decompress
+from .compression import EXPANSION_LIMIT, compress, decompress
 from .varint import read_varint, write_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -194,6 +194,37 @@ def with_offset_and_epoch(batch: bytes | memoryview, base_offset: int, leader_ep
     prefix = struct.pack(">qii", base_offset, len(view) - LOG_OVERHEAD, leader_epoch)
     # The prefix replaces the fields before magic: baseOffset, batchLength, leader epoch.
     return [prefix, view[MAGIC_OFFSET:]]
+
+
+# maxTimestamp's place in the header: after attributes, lastOffsetDelta, baseTimestamp.
+MAX_TIMESTAMP_OFFSET = 35
+
+
+def with_log_append_time(batch: bytes | memoryview, now_ms: int) -> bytes:
+    """The batch as a LogAppendTime topic stores it (Kafka's setMaxTimestamp): the
+    timestamp type bit set and maxTimestamp the broker's clock; consumers then read
+    every record's timestamp as that. The CRC is computed again."""
+    out = bytearray(batch)
+    attributes = struct.unpack_from(">h", out, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_FLAG
+    struct.pack_into(">h", out, ATTRIBUTES_OFFSET, attributes)
+    struct.pack_into(">q", out, MAX_TIMESTAMP_OFFSET, now_ms)
+    struct.pack_into(">I", out, CRC_OFFSET, compute_crc(out))
+    return bytes(out)
+
+
+def recompressed(batch: bytes | memoryview, header: "BatchHeader", codec: int, level: int | None,
+                 max_decompressed: int) -> bytes:
+    """The batch with its records section in `codec` (0: uncompressed), as a topic with
+    compression.type stores it; every header field but attributes, length and CRC kept
+    (offsets, sequences, timestamps). Raises DecompressionError."""
+    view = memoryview(batch)
+    records = decompress(header.compression, view[HEADER_SIZE:header.size], max_decompressed)
+    section = compress(codec, records, level)
+    attributes = (header.attributes & ~COMPRESSION_MASK) | codec
+    after_crc = struct.pack(">h", attributes) + bytes(view[ATTRIBUTES_OFFSET + 2:HEADER_SIZE]) + section
+    crc = crc32c.crc32c(after_crc)
+    return struct.pack(">qiibI", header.base_offset, len(after_crc) + 9, header.partition_leader_epoch, CURRENT_MAGIC,
+                       crc) + after_crc
 
 
 def build_batch(

@@ -6,15 +6,17 @@ produces more than a bound the caller gives (by default 16 x max.message.bytes: 
 above what any client's batch.size makes, far below what would hurt the broker), and
 never holds more than that bound while doing it:
 
-- gzip is inflated with zlib's own output limit;
-- zstd and LZ4 (frame format) are decompressed into a buffer of the bound's size, which
-  they refuse to overrun; the buffer is an anonymous mapping reused per thread, whose
-  pages are handed back to the system after a large batch;
+- gzip, zstd and LZ4 (frame format) are decompressed into a buffer of the bound's size,
+  which they refuse to overrun; the buffer is an anonymous mapping reused per thread,
+  whose pages are handed back to the system after a large batch;
 - snappy declares its length up front (a raw block) or per block (the Java client's
   xerial framing), and is refused before decompressing when it declares too much.
 
 Anything that does not decompress, or decompresses to more than the bound, is a
 DecompressionError: the produce path answers CORRUPT_MESSAGE.
+
+The decompressors (cramjam's) let go of the GIL while they work, so a large batch can
+be decompressed in a thread while the event loop goes on serving (broker/handlers/produce.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import mmap
 import struct
 import threading
-import zlib
 
 import cramjam
 
@@ -33,6 +34,8 @@ EXPANSION_LIMIT = 16
 # The xerial framing of the Java client's snappy: magic, version, compatible version.
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = 16
+_XERIAL_VERSIONS = b"\x00\x00\x00\x01\x00\x00\x00\x01"  # version 1, compatible with 1
+_XERIAL_BLOCK = 32 * 1024  # the Java client's block size
 _INT32 = struct.Struct(">i")
 # Scratch buffers larger than this give their pages back after each use.
 _KEEP_RESIDENT = 4 * 1024 * 1024
@@ -49,7 +52,7 @@ def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
         if codec == NONE:
             return bytes(data)
         if codec == GZIP:
-            return _gzip(data, limit)
+            return _into_scratch(cramjam.gzip.decompress_into, data, limit)
         if codec == SNAPPY:
             return _snappy(bytes(data), limit)
         if codec == LZ4:
@@ -58,23 +61,34 @@ def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
             return _into_scratch(cramjam.zstd.decompress_into, data, limit)
     except DecompressionError:
         raise
-    except (cramjam.DecompressionError, zlib.error, ValueError, struct.error) as exc:
+    except (cramjam.DecompressionError, ValueError, struct.error) as exc:
         raise DecompressionError(f"{NAMES[codec]} records do not decompress: {exc}") from exc
     raise DecompressionError(f"unknown compression codec {codec}")
 
 
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """`data` compressed with `codec` as Kafka's own writers frame it: a gzip member, the
+    Java client's xerial snappy framing, an LZ4 frame, a zstd frame. `level` None: the
+    codec's default (Kafka's -1 for gzip)."""
+    if codec == NONE:
+        return bytes(data)
+    if codec == GZIP:
+        return bytes(cramjam.gzip.compress(data, level=None if level in (None, -1) else level))
+    if codec == SNAPPY:
+        blocks = [_XERIAL_MAGIC, _XERIAL_VERSIONS]
+        for start in range(0, len(data), _XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[start:start + _XERIAL_BLOCK]))
+            blocks += [_INT32.pack(len(block)), block]
+        return b"".join(blocks)
+    if codec == LZ4:
+        return bytes(cramjam.lz4.compress(data, level=level))
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=level))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
 def _too_large(codec: int, limit: int) -> DecompressionError:
     return DecompressionError(f"{NAMES[codec]} records decompress to more than {limit} bytes")
-
-
-def _gzip(data: bytes | memoryview, limit: int) -> bytes:
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # a gzip member
-    out = inflater.decompress(data, limit + 1)
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise _too_large(GZIP, limit)
-    if not inflater.eof:
-        raise DecompressionError("gzip records are truncated")
-    return out
 
 
 def _snappy(data: bytes, limit: int) -> bytes:

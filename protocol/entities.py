@@ -34,7 +34,6 @@ from .kio_schema import (
     PrimitiveTupleField,
     classify_field,
     field_names_of_any_version,
-    get_schema_field_type,
     is_optional,
 )
 

@@ -28,7 +28,9 @@ uncompressed one as sent), and a key or value length below -1 is refused (Kafka 
 negative length as null; librdkafka refuses to read it).
 
 A record without a key on a compacted topic is a per-record error (Produce v8+ carries
-`record_errors` with the record's index), as in Kafka.
+`record_errors` with the record's index), as in Kafka; the response lists the first
+1,000 of them (Kafka lists every one: a 1 MB compressed batch of keyless records would
+get an answer a hundred times its size).
 
 The walk is the produce hot path. It runs in C (`_records.c`, built as an optional
 extension: about 10 ns a record, where the Python walk below takes about 600) and falls
@@ -44,9 +46,12 @@ from .batch import DEFAULT_MAX_DECOMPRESSED, HEADER_SIZE, BatchHeader, InvalidBa
 from .compression import DecompressionError, decompress
 
 try:
-    from ._records import walk as _walk_in_c
+    from ._records import walk as _walk_in_c, walk_listing as _walk_listing_in_c
 except ImportError:  # installed without a C compiler: the Python walk alone
-    _walk_in_c = None
+    _walk_in_c = _walk_listing_in_c = None
+
+# How many records without a key a refusal lists (see above).
+MAX_LISTED_RECORD_ERRORS = 1000
 
 
 class InvalidRecords(Exception):
@@ -68,7 +73,8 @@ class RecordsSummary:
     """What the walk learned, for callers that need more than a yes/no."""
 
     count: int
-    missing_keys: tuple[int, ...]  # indexes of records whose key is null
+    missing_keys: tuple[int, ...]  # indexes of the first MAX_LISTED_RECORD_ERRORS records whose key is null
+    null_keys: int = 0  # how many records have a null key, listed or not
 
 
 def _varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
@@ -89,9 +95,14 @@ def walk_records(data: bytes | memoryview, pos: int, end: int, count: int,
     0..count-1. Raises InvalidRecords. With `keys_required`, the summary lists the
     records without a key."""
     if _walk_in_c is not None:
-        null_keys = _walk_in_c(data, pos, end, count)
-        if null_keys == 0 or (null_keys > 0 and not keys_required):
-            return RecordsSummary(count, ())
+        if keys_required:
+            null_keys, listed = _walk_listing_in_c(data, pos, end, count, MAX_LISTED_RECORD_ERRORS)
+            if null_keys >= 0:
+                return RecordsSummary(count, tuple(listed), null_keys)
+        else:
+            null_keys = _walk_in_c(data, pos, end, count)
+            if null_keys >= 0:
+                return RecordsSummary(count, (), null_keys)
     # Invalid, or keys to list: the Python walk says which rule, or which records.
     return walk_records_in_python(data, pos, end, count, keys_required)
 
@@ -101,6 +112,7 @@ def walk_records_in_python(data: bytes | memoryview, pos: int, end: int, count: 
     """The walk in Python, with Kafka's message for each rule."""
     zigzag = _ZIGZAG
     missing_keys: list[int] = []
+    null_keys = 0
     i = 0
     try:
         while i < count:
@@ -155,7 +167,8 @@ def walk_records_in_python(data: bytes | memoryview, pos: int, end: int, count: 
             if length >= 0:
                 pos += length
             elif length == -1:
-                if keys_required:
+                null_keys += 1
+                if keys_required and len(missing_keys) < MAX_LISTED_RECORD_ERRORS:
                     missing_keys.append(i)
             else:
                 raise InvalidRecords(f"Record {i} has key length {length}")
@@ -187,7 +200,7 @@ def walk_records_in_python(data: bytes | memoryview, pos: int, end: int, count: 
         raise InvalidRecords(_STRUCTURE) from None
     if pos != end:
         raise InvalidRecords("Incorrect declared batch size, records still remaining in file")
-    return RecordsSummary(count, tuple(missing_keys))
+    return RecordsSummary(count, tuple(missing_keys), null_keys)
 
 
 def _skip_headers(data: bytes | memoryview, pos: int, body_end: int) -> int:
@@ -212,10 +225,12 @@ def _skip_headers(data: bytes | memoryview, pos: int, body_end: int) -> int:
     return pos
 
 
-def record_error_summary(record_errors: list[tuple[int, str]]) -> str:
-    """The top-level message Kafka gives a batch refused for per-record errors."""
+def record_error_summary(record_errors: list[tuple[int, str]], total: int | None = None) -> str:
+    """The top-level message Kafka gives a batch refused for per-record errors (`total`
+    of them, when more than `record_errors` lists)."""
     shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index, message in record_errors[:3])
-    return (f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
+    total = len(record_errors) if total is None else total
+    return (f"One or more records have been rejected due to {total} record errors in total, "
             f"and only showing the first three errors at most: [{shown}]")
 
 
@@ -236,4 +251,4 @@ def validate_records(batch: bytes | memoryview, header: BatchHeader, *, compacte
     if summary.missing_keys:
         message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
         errors = [(index, message) for index in summary.missing_keys]
-        raise InvalidRecords(record_error_summary(errors), errors)
+        raise InvalidRecords(record_error_summary(errors, summary.null_keys), errors)

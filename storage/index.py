@@ -44,6 +44,8 @@ def read_time_index_file(path: str, base_offset: int) -> list[tuple[int, int]]:
 
 class _SparseIndex:
     ENTRY: struct.Struct
+    # The names of the in-memory arrays holding the entries, one per field of ENTRY.
+    COLUMNS: tuple[str, str]
 
     def __init__(self, path: str, base_offset: int) -> None:
         self.path = path
@@ -77,13 +79,9 @@ class _SparseIndex:
 
     def keep_first(self, count: int) -> None:
         """Drop every entry after the first `count` (undoing entries just appended)."""
-        for column in self._columns():
-            del column[count:]
+        for name in self.COLUMNS:
+            del getattr(self, name)[count:]
         os.ftruncate(self.fd, count * self.ENTRY.size)
-
-    def _columns(self) -> tuple:  # type: ignore[type-arg]
-        """The in-memory arrays of the entries, one per field (each subclass's own)."""
-        raise NotImplementedError
 
     def close(self) -> None:
         self.release()
@@ -98,6 +96,7 @@ class _SparseIndex:
 
 class OffsetIndex(_SparseIndex):
     ENTRY = _OFFSET_ENTRY
+    COLUMNS = ("relative_offsets", "positions")
 
     def __init__(self, path: str, base_offset: int) -> None:
         super().__init__(path, base_offset)
@@ -116,9 +115,6 @@ class OffsetIndex(_SparseIndex):
 
     def __len__(self) -> int:
         return len(self.relative_offsets)
-
-    def _columns(self) -> tuple:  # type: ignore[type-arg]
-        return self.relative_offsets, self.positions
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
@@ -154,6 +150,7 @@ class OffsetIndex(_SparseIndex):
 
 class TimeIndex(_SparseIndex):
     ENTRY = _TIME_ENTRY
+    COLUMNS = ("timestamps", "relative_offsets")
 
     def __init__(self, path: str, base_offset: int) -> None:
         super().__init__(path, base_offset)
@@ -171,9 +168,6 @@ class TimeIndex(_SparseIndex):
 
     def __len__(self) -> int:
         return len(self.timestamps)
-
-    def _columns(self) -> tuple:  # type: ignore[type-arg]
-        return self.timestamps, self.relative_offsets
 
     @property
     def last_timestamp(self) -> int:

@@ -156,6 +156,14 @@ class LogManager:
                 topic.partitions.append(log)
                 count += 1
             self._register(topic)
+        if not clean:
+            # What recovery checked is good: on disk for sure, and the recovery points
+            # moved past it, so that a crash soon after this start does not check it all
+            # again (each kill -9 in a row would otherwise check more than the last).
+            for log in self.all_partitions():
+                if log.flushed_offset < log.log_end_offset:
+                    log.flush()
+            self.checkpoint()
         # From here on the files are being written again: a crash is no longer clean.
         if clean:
             os.unlink(marker)
@@ -243,18 +251,41 @@ class LogManager:
         configs = dict(configs or {})
         config = self.default_config.with_topic_configs(configs)
         topic = Topic(name, uuid.uuid4(), config, configs=configs)
-        for index in range(partitions):
-            path = os.path.join(self.data_dir, f"{name}-{index}")
-            log = PartitionLog.create(path, name, index, config)
+        self._add_partition_logs(topic, partitions)
+        self._register(topic)
+        if configs:
+            self._save_topic_configs()
+        return topic
+
+    def validate_partition_count(self, name: str, count: int) -> Topic:
+        """The topic whose partitions CreatePartitions would raise to `count`."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            raise KafkaError(ErrorCode.invalid_partitions,
+                             f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+        return topic
+
+    def add_partitions(self, name: str, count: int) -> Topic:
+        """Raise a topic's partition count to `count` (CreatePartitions): new, empty
+        partitions, as in Kafka; the existing ones are untouched."""
+        topic = self.validate_partition_count(name, count)
+        self._add_partition_logs(topic, count - len(topic.partitions))
+        return topic
+
+    def _add_partition_logs(self, topic: Topic, how_many: int) -> None:
+        for index in range(len(topic.partitions), len(topic.partitions) + how_many):
+            path = os.path.join(self.data_dir, f"{topic.name}-{index}")
+            log = PartitionLog.create(path, topic.name, index, topic.config)
             log.on_append = self.on_append
             log.write_check = self.write_check
             with open(os.path.join(path, PARTITION_METADATA_FILE), "w") as f:
                 f.write(f"version: 0\ntopic_id: {topic_id_text(topic.topic_id)}\n")
             topic.partitions.append(log)
-        self._register(topic)
-        if configs:
-            self._save_topic_configs()
-        return topic
 
     def delete_topic(self, name: str) -> Topic:
         topic = self.topics.pop(name, None)
@@ -270,6 +301,17 @@ class LogManager:
             os.rename(log.directory, doomed)
             shutil.rmtree(doomed, ignore_errors=True)
         return topic
+
+    def set_default_config(self, config: LogConfig) -> None:
+        """New broker-wide defaults (dynamic broker configs): every topic's config is its
+        overrides over them."""
+        if config == self.default_config:
+            return
+        self.default_config = config
+        for topic in self.topics.values():
+            topic.config = config.with_topic_configs(topic.configs)
+            for log in topic.partitions:
+                log.config = topic.config
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> Topic:
         """Replace a topic's config overrides (validated as a whole first) and apply them

@@ -3,6 +3,9 @@ needs its own data directory), and unique topic names."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import uuid
 
 import pytest
@@ -38,3 +41,14 @@ def fresh_broker(tmp_path):
 @pytest.fixture
 def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def kafkajs() -> str:
+    """tests/js/roundtrip.js, its kafkajs installed: `node <it> <bootstrap> [security JSON]`."""
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        pytest.skip("node and npm are not installed (.ci/run installs them from apt)")
+    js_dir = os.path.join(os.path.dirname(__file__), "js")
+    subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=js_dir, check=True, timeout=300)
+    return os.path.join(js_dir, "roundtrip.js")

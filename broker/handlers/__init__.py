@@ -18,7 +18,8 @@ from typing import Any, Awaitable, Callable, Union
 
 from ottla.protocol import apis
 
-from . import api_versions, configs, coordinators, fetch, groups, list_offsets, metadata, produce, topics, transactions
+from . import (acls, api_versions, configs, coordinators, fetch, groups, list_offsets, log_dirs, metadata, produce,
+               reassignments, sasl, scram_credentials, topics, transactions)
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Union[Any, Awaitable[Any]]]
@@ -55,6 +56,21 @@ HANDLERS: dict[int, Handler] = {
     apis.DESCRIBE_CONFIGS.key: configs.handle_describe_configs,
     apis.ALTER_CONFIGS.key: configs.handle_alter_configs,
     apis.INCREMENTAL_ALTER_CONFIGS.key: configs.handle_incremental_alter_configs,
+    apis.SASL_HANDSHAKE.key: sasl.handle_handshake,
+    apis.SASL_AUTHENTICATE.key: sasl.handle_authenticate,
+    apis.DESCRIBE_USER_SCRAM_CREDENTIALS.key: scram_credentials.handle_describe,
+    apis.ALTER_USER_SCRAM_CREDENTIALS.key: scram_credentials.handle_alter,
+    apis.DESCRIBE_ACLS.key: acls.handle_describe,
+    apis.CREATE_ACLS.key: acls.handle_create,
+    apis.DELETE_ACLS.key: acls.handle_delete,
+    apis.DESCRIBE_TOPIC_PARTITIONS.key: metadata.handle_describe_topic_partitions,
+    apis.CREATE_PARTITIONS.key: topics.handle_create_partitions,
+    apis.DESCRIBE_CLUSTER.key: metadata.handle_describe_cluster,
+    apis.DESCRIBE_LOG_DIRS.key: log_dirs.handle_describe_log_dirs,
+    apis.OFFSET_FOR_LEADER_EPOCH.key: log_dirs.handle_offset_for_leader_epoch,
+    apis.ELECT_LEADERS.key: reassignments.handle_elect_leaders,
+    apis.ALTER_PARTITION_REASSIGNMENTS.key: reassignments.handle_alter_partition_reassignments,
+    apis.LIST_PARTITION_REASSIGNMENTS.key: reassignments.handle_list_partition_reassignments,
 }
 
 # The APIs whose handlers may wait. Every other handler runs to its end without giving

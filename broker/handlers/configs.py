@@ -9,13 +9,21 @@ from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
+from ..authorizer import Operation, ResourceType
+from ..config import BrokerConfig
+from ..dynamic_config import CLUSTER_DEFAULT, THIS_BROKER
+from ..logging import logger_levels, set_logger_level
 from .context import RequestContext
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # Kafka's ConfigSource ids.
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_BROKER_LOGGER_CONFIG = 4, 5, 6
+# Broker properties that give a topic config's default: the ones that change at run time.
+_DYNAMIC = {c.broker_property: c for c in TOPIC_CONFIGS.values() if c.broker_property is not None}
 # Kafka's ConfigType ids.
-STRING, INT, LONG, DOUBLE, LIST = 2, 3, 5, 6, 7
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+_LIST_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 _DEFAULTS = LogConfig()
@@ -23,11 +31,18 @@ _DEFAULTS = LogConfig()
 
 def _type_of(name: str) -> int:
     value = getattr(_DEFAULTS, TOPIC_CONFIGS[name].attribute)
-    if isinstance(value, tuple):
+    if isinstance(value, tuple) or name in _LIST_CONFIGS:
         return LIST
+    if isinstance(value, bool):
+        return BOOLEAN
     if isinstance(value, float):
         return DOUBLE
-    return LONG if name.endswith(".ms") or name.endswith("bytes") else INT
+    if isinstance(value, str):
+        return STRING
+    if name in ("segment.bytes", "max.message.bytes", "index.interval.bytes", "segment.index.bytes",
+                "min.insync.replicas") or name.startswith("compression."):
+        return INT
+    return LONG
 
 
 def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
@@ -40,12 +55,14 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
         if keys is not None and config_name not in keys:
             continue
         broker_value = services.config.log.value_text(config_name)
-        broker_source = DEFAULT_CONFIG if broker_value == _DEFAULTS.value_text(config_name) else STATIC_BROKER_CONFIG
+        broker_source = DEFAULT_CONFIG if broker_value == _DEFAULTS.value_text(config_name) \
+            or definition.broker_property is None else STATIC_BROKER_CONFIG
         overridden = config_name in topic.configs
         chain = []
         if overridden:
             chain.append({"name": config_name, "value": topic.config.value_text(config_name), "source": TOPIC_CONFIG})
-        chain.append({"name": definition.broker_property, "value": broker_value, "source": broker_source})
+        if definition.broker_property is not None:
+            chain.append({"name": definition.broker_property, "value": broker_value, "source": broker_source})
         entries.append({
             "name": config_name,
             "value": topic.config.value_text(config_name),
@@ -60,13 +77,42 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
 
 
 def _broker_entries(ctx: RequestContext, keys: Any) -> list[dict[str, Any]]:
-    return [
-        {"name": name, "value": value, "read_only": True, "config_source": STATIC_BROKER_CONFIG,
-         # A secret (admin.token): broker_properties gives no value for it.
-         "is_sensitive": value is None, "synonyms": [], "config_type": STRING}
-        for name, value in sorted(ctx.services.config.broker_properties().items())
-        if keys is None or name in keys
-    ]
+    services = ctx.services
+    static = services.static_config.broker_properties()
+    defaults = BrokerConfig().broker_properties()
+    entries = []
+    for name, value in sorted(services.config.broker_properties().items()):
+        if keys is not None and name not in keys:
+            continue
+        scope = services.dynamic_configs.source_of(name)
+        if scope is not None:
+            source = DYNAMIC_BROKER_CONFIG if scope == THIS_BROKER else DYNAMIC_DEFAULT_BROKER_CONFIG
+        else:
+            source = DEFAULT_CONFIG if static.get(name) == defaults.get(name) else STATIC_BROKER_CONFIG
+        entries.append({"name": name, "value": value, "read_only": name not in _DYNAMIC, "config_source": source,
+                        # A secret (admin.token, a password): broker_properties gives no value for it.
+                        "is_sensitive": value is None, "synonyms": [], "config_type": STRING})
+    return entries
+
+
+def _logger_entries(keys: Any) -> list[dict[str, Any]]:
+    return [{"name": name, "value": level, "read_only": False, "config_source": DYNAMIC_BROKER_LOGGER_CONFIG,
+             "is_sensitive": False, "synonyms": [], "config_type": STRING}
+            for name, level in logger_levels().items() if keys is None or name in keys]
+
+
+def _check_broker(ctx: RequestContext, resource: Any) -> None:
+    if resource.resource_name not in ("", str(ctx.services.node_id)):
+        raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {ctx.services.node_id} "
+                                                    f"or empty string, but received {resource.resource_name}")
+
+
+def _check_allowed(ctx: RequestContext, resource: Any, operation: Operation) -> None:
+    """A topic's configs need the operation on the topic, the broker's on the cluster."""
+    if resource.resource_type == TOPIC and not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
+        raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
+    if resource.resource_type == BROKER and not ctx.allowed_on_cluster(operation):
+        raise KafkaError(ErrorCode.cluster_authorization_failed, "Authorization failed.")
 
 
 def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
@@ -76,14 +122,17 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                                   "error_code": ErrorCode.none, "configs": []}
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
         try:
+            _check_allowed(ctx, resource, Operation.DESCRIBE_CONFIGS)
             if resource.resource_type == TOPIC:
                 result["configs"] = _topic_entries(ctx, resource.resource_name, keys,
                                                    getattr(request, "include_synonyms", False),
                                                    getattr(request, "include_documentation", False))
             elif resource.resource_type == BROKER:
-                if resource.resource_name not in ("", str(ctx.services.node_id)):
-                    raise KafkaError(ErrorCode.invalid_request, f"no broker {resource.resource_name}")
+                _check_broker(ctx, resource)
                 result["configs"] = _broker_entries(ctx, keys)
+            elif resource.resource_type == BROKER_LOGGER:
+                _check_broker(ctx, resource)
+                result["configs"] = _logger_entries(keys)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported")
         except KafkaError as exc:
@@ -96,8 +145,16 @@ def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: 
     answer = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
               "error_code": ErrorCode.none}
     try:
+        _check_allowed(ctx, resource, Operation.ALTER_CONFIGS)
+        if resource.resource_type in (BROKER, BROKER_LOGGER):
+            _check_broker(ctx, resource)
+            if resource.resource_type == BROKER:
+                _alter_broker(ctx, resource, new_configs, validate_only)
+            else:
+                _alter_loggers(resource, validate_only)
+            return answer
         if resource.resource_type != TOPIC:
-            raise KafkaError(ErrorCode.invalid_request, "only topic configs can be changed; broker configs are static")
+            raise KafkaError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported")
         check_client_action(resource.resource_name, ClientAction.ALTER_CONFIGS)
         topic = ctx.services.logs.topic(resource.resource_name)
         if topic is None:
@@ -112,30 +169,75 @@ def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: 
     return answer
 
 
+class _Current:
+    """What the config-change functions see of a broker's dynamic configs."""
+
+    def __init__(self, configs: dict[str, str]) -> None:
+        self.configs = configs
+        self.config = LogConfig()
+
+    def value_text(self, name: str) -> str:
+        return self.configs.get(name, "")
+
+
+def _alter_broker(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: bool) -> None:
+    services = ctx.services
+    scope = THIS_BROKER if resource.resource_name else CLUSTER_DEFAULT
+    current = dict(services.dynamic_configs.scopes[scope])
+    values = new_configs(_Current(current), broker=True)
+    refused = sorted(k for k in values if k not in _DYNAMIC)
+    if refused:
+        raise KafkaError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {set(refused)}")
+    for key, text in values.items():
+        try:
+            _DYNAMIC[key].parse_checked(text)
+        except KafkaError as exc:
+            raise KafkaError(exc.code, (exc.message or "").replace(_DYNAMIC[key].name, key)) from None
+    if not validate_only:
+        services.set_dynamic_broker_configs(scope, values)
+
+
+def _alter_loggers(resource: Any, validate_only: bool) -> None:
+    for change in resource.configs:
+        op = getattr(change, "config_operation", SET)
+        if op not in (SET, DELETE):
+            raise KafkaError(ErrorCode.invalid_request, "APPEND and SUBTRACT do not apply to broker loggers")
+        try:
+            if validate_only:
+                if op == SET and (change.value or "").upper() not in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR",
+                                                                      "FATAL", "OFF"):
+                    raise ValueError(f"{change.value} is not a supported log level")
+                continue
+            set_logger_level(change.name, change.value if op == SET else None)
+        except ValueError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+
+
 def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
     """AlterConfigs replaces a topic's whole set of overrides."""
     responses = [
-        _alter(ctx, r, lambda topic, r=r: {c.name: c.value for c in r.configs if c.value is not None},
+        _alter(ctx, r, lambda topic, r=r, broker=False: {c.name: c.value for c in r.configs if c.value is not None},
                request.validate_only)
         for r in request.resources
     ]
     return ctx.respond(responses=responses)
 
 
-def _incremental(topic: Any, changes: Any) -> dict[str, str]:
+def _incremental(topic: Any, changes: Any, broker: bool = False) -> dict[str, str]:
     configs = dict(topic.configs)
     for change in changes:
-        if change.name not in TOPIC_CONFIGS:
-            raise KafkaError(ErrorCode.invalid_config, f"unknown topic config {change.name!r}")
+        if not broker and change.name not in TOPIC_CONFIGS:
+            raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {change.name}")
         op = change.config_operation
         if op == SET:
             configs[change.name] = change.value
         elif op == DELETE:
             configs.pop(change.name, None)
         elif op in (APPEND, SUBTRACT):
-            if _type_of(change.name) != LIST:
+            name = _DYNAMIC[change.name].name if broker and change.name in _DYNAMIC else change.name
+            if name not in TOPIC_CONFIGS or _type_of(name) != LIST:
                 raise KafkaError(ErrorCode.invalid_config, f"{change.name} is not a list")
-            current = topic.config.value_text(change.name).split(",")
+            current = (topic.value_text(change.name) if broker else topic.config.value_text(name)).split(",")
             items = [v for v in (change.value or "").split(",") if v]
             merged = current + [v for v in items if v not in current] if op == APPEND else \
                 [v for v in current if v not in items]
@@ -147,7 +249,8 @@ def _incremental(topic: Any, changes: Any) -> dict[str, str]:
 
 def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
     responses = [
-        _alter(ctx, r, lambda topic, r=r: _incremental(topic, r.configs), request.validate_only)
+        _alter(ctx, r, lambda topic, r=r, broker=False: _incremental(topic, r.configs, broker),
+               request.validate_only)
         for r in request.resources
     ]
     return ctx.respond(responses=responses)

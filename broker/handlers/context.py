@@ -8,6 +8,8 @@ from typing import Any, Callable
 from ottla.protocol.codec import RequestHeader, response_class
 from ottla.protocol.entities import make
 
+from ..authorizer import CLUSTER_NAME, Operation, ResourceType
+from ..sasl import Session
 from ..services import Services
 
 
@@ -20,6 +22,8 @@ class RequestContext:
     # The address of the listener the client connected to: what Metadata and
     # FindCoordinator tell it to connect to.
     advertised_address: tuple[str, int]
+    # Who the client is and where its SASL exchange stands (broker/sasl.py).
+    session: Session
     # Work the handler leaves for after its response is on its way (see after_response).
     deferred: list[Callable[[], None]] | None = None
 
@@ -38,6 +42,22 @@ class RequestContext:
         if self.deferred is None:
             self.deferred = []
         self.deferred.append(work)
+
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the client's principal may do `operation` on the resource (always,
+        when no authorizer is configured)."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.session.principal, self.host, operation, resource_type, name)
+
+    def allowed_on_cluster(self, operation: Operation) -> bool:
+        return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    @property
+    def host(self) -> str:
+        """The client's address without the port, as ACLs name hosts."""
+        return self.peer.rsplit(":", 1)[0]
 
     def respond(self, **values: Any) -> Any:
         """The response entity of the client's version, from version-agnostic values."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 
+from ..authorizer import Operation, ResourceType
 from .context import RequestContext
 
 GROUP, TRANSACTION = 0, 1
@@ -18,7 +19,12 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     host, port = ctx.advertised_address
     answers = []
     for key in keys:
-        if key_type in (GROUP, TRANSACTION):
+        resource = ResourceType.GROUP if key_type == GROUP else ResourceType.TRANSACTIONAL_ID
+        if key_type in (GROUP, TRANSACTION) and not ctx.allowed(Operation.DESCRIBE, resource, key):
+            code = ErrorCode.group_authorization_failed if key_type == GROUP \
+                else ErrorCode.transactional_id_authorization_failed
+            answers.append({"key": key, "error_code": code, "node_id": -1, "host": "", "port": -1})
+        elif key_type in (GROUP, TRANSACTION):
             answers.append({"key": key, "error_code": ErrorCode.none, "node_id": services.node_id,
                             "host": host, "port": port})
         else:

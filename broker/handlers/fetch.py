@@ -20,6 +20,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
+from ..authorizer import Operation, ResourceType
 from .context import RequestContext
 
 READ_COMMITTED = 1
@@ -64,7 +65,12 @@ def _collect(ctx: RequestContext, request: Any, wanted: list) -> tuple[list, int
     responses = []
     for topic, fetch_topic, partitions in wanted:
         results = []
+        readable = topic is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)
         for p in partitions:
+            if not readable:
+                results.append(_error(p.partition, ErrorCode.topic_authorization_failed))
+                errors = True
+                continue
             if topic is None:
                 code = ErrorCode.unknown_topic_id if getattr(fetch_topic, "topic", None) is None \
                     else ErrorCode.unknown_topic_or_partition

@@ -12,6 +12,7 @@ from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.protocol.errors import ErrorCode, KafkaError
 
+from ..authorizer import Operation, ResourceType
 from .context import RequestContext
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -21,7 +22,15 @@ def _ms(value: Any) -> int:
     return int(value.total_seconds() * 1000)
 
 
+def _group_refused(ctx: RequestContext, group_id: str, operation: Operation = Operation.READ) -> bool:
+    return not ctx.allowed(operation, ResourceType.GROUP, group_id)
+
+
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+    if _group_refused(ctx, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, generation_id=-1, protocol_type=None,
+                           protocol_name="" if ctx.version < 7 else None, leader="", member_id=request.member_id,
+                           members=[])
     session_ms = _ms(request.session_timeout)
     rebalance_ms = _ms(request.rebalance_timeout) if hasattr(request, "rebalance_timeout") else session_ms
     result = await ctx.services.groups.join(JoinRequest(
@@ -45,6 +54,8 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
 
 
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+    if _group_refused(ctx, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, assignment=b"")
     result = await ctx.services.groups.sync(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
@@ -55,12 +66,16 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
 
 
 def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    if _group_refused(ctx, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed)
     code = ctx.services.groups.heartbeat(request.group_id, request.member_id,
                                        getattr(request, "group_instance_id", None), request.generation_id)
     return ctx.respond(error_code=code)
 
 
 def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+    if _group_refused(ctx, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, members=[])
     if ctx.version <= 2:
         codes = ctx.services.groups.leave(request.group_id, [(request.member_id, None)])
         return ctx.respond(error_code=codes[0])
@@ -90,20 +105,39 @@ def _commit_response(ctx: RequestContext, topics: Any, codes: dict[tuple[str, in
     ])
 
 
+def _unreadable_topics(ctx: RequestContext, offsets: dict) -> dict[tuple[str, int], ErrorCode]:
+    """TOPIC_AUTHORIZATION_FAILED for the partitions of topics the client may not READ."""
+    return {tp: ErrorCode.topic_authorization_failed for tp in offsets
+            if not ctx.allowed(Operation.READ, ResourceType.TOPIC, tp[0])}
+
+
 def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     offsets = _offsets(request.topics)
+    if _group_refused(ctx, request.group_id):
+        return _commit_response(ctx, request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
+    refused = _unreadable_topics(ctx, offsets)
+    allowed = {tp: o for tp, o in offsets.items() if tp not in refused}
     try:
         codes = ctx.services.groups.commit_offsets(request.group_id, request.member_id,
                                                  getattr(request, "group_instance_id", None),
-                                                 request.generation_id_or_member_epoch, offsets)
+                                                 request.generation_id_or_member_epoch, allowed) if allowed else {}
     except KafkaError as exc:
-        codes = {tp: exc.code for tp in offsets}
-    return _commit_response(ctx, request.topics, codes)
+        codes = {tp: exc.code for tp in allowed}
+    return _commit_response(ctx, request.topics, {**codes, **refused})
 
 
 def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     offsets = _offsets(request.topics)
+    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return _commit_response(ctx, request.topics,
+                                dict.fromkeys(offsets, ErrorCode.transactional_id_authorization_failed))
+    if _group_refused(ctx, request.group_id):
+        return _commit_response(ctx, request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
+    refused = _unreadable_topics(ctx, offsets)
+    if refused:
+        return _commit_response(ctx, request.topics, {tp: refused.get(tp, ErrorCode.operation_not_attempted)
+                                                      for tp in offsets})
     try:
         partition = services.groups.partition_for(request.group_id)
         services.transactions.verify(request.transactional_id, request.producer_id, request.producer_epoch,
@@ -136,17 +170,35 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
 
     def fetch(group_id: str, topics: Any) -> list[dict[str, Any]]:
         wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-        return _fetched_topics(groups.fetch_offsets(group_id, wanted, require_stable))
+        result = groups.fetch_offsets(group_id, wanted, require_stable)
+        if wanted is None:  # all the group's topics: only those the client may describe
+            result = {tp: r for tp, r in result.items() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
+        else:
+            result = {tp: (None, ErrorCode.topic_authorization_failed)
+                      if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0]) else r
+                      for tp, r in result.items()}
+        return _fetched_topics(result)
+
+    def group_code(group_id: str) -> ErrorCode:
+        return ErrorCode.group_authorization_failed if _group_refused(ctx, group_id, Operation.DESCRIBE) \
+            else ErrorCode.none
 
     if ctx.version >= 8:
-        return ctx.respond(groups=[{"group_id": g.group_id, "topics": fetch(g.group_id, g.topics),
-                                    "error_code": ErrorCode.none} for g in request.groups])
+        return ctx.respond(groups=[{"group_id": g.group_id, "error_code": group_code(g.group_id),
+                                    "topics": fetch(g.group_id, g.topics) if not group_code(g.group_id) else []}
+                                   for g in request.groups])
+    code = group_code(request.group_id)
+    if code:
+        return ctx.respond(topics=[], error_code=code)
     return ctx.respond(topics=fetch(request.group_id, request.topics), error_code=ErrorCode.none)
 
 
 def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     listed = ctx.services.groups.list_groups(set(getattr(request, "states_filter", ())),
                                            set(getattr(request, "types_filter", ())))
+    # Kafka lists every group to a client with DESCRIBE on the cluster, else those it may describe.
+    if not ctx.allowed_on_cluster(Operation.DESCRIBE):
+        listed = [g for g in listed if not _group_refused(ctx, g.group_id, Operation.DESCRIBE)]
     return ctx.respond(error_code=ErrorCode.none, groups=[
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state_name,
          "group_type": g.type.value} for g in listed
@@ -156,6 +208,10 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
 def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     described = []
     for group_id in request.groups:
+        if _group_refused(ctx, group_id, Operation.DESCRIBE):
+            described.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id,
+                              "group_state": "", "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         group = ctx.services.groups.describe(group_id)
         if group is None:
             code = ErrorCode.group_id_not_found if ctx.version >= 6 else ErrorCode.none
@@ -180,14 +236,19 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
-    return ctx.respond(results=[{"group_id": g, "error_code": ctx.services.groups.delete_group(g)}
+    return ctx.respond(results=[{"group_id": g, "error_code": ErrorCode.group_authorization_failed
+                                 if _group_refused(ctx, g, Operation.DELETE) else ctx.services.groups.delete_group(g)}
                                 for g in request.groups_names])
 
 
 def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if _group_refused(ctx, request.group_id, Operation.DELETE):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, topics=[])
+    refused = _unreadable_topics(ctx, dict.fromkeys(wanted))
     try:
-        codes = ctx.services.groups.delete_offsets(request.group_id, wanted)
+        allowed = [tp for tp in wanted if tp not in refused]
+        codes = {**(ctx.services.groups.delete_offsets(request.group_id, allowed) if allowed else {}), **refused}
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, topics=[])
     return ctx.respond(error_code=ErrorCode.none, topics=[

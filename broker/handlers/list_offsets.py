@@ -7,6 +7,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 
+from ..authorizer import Operation, ResourceType
 from .context import RequestContext
 
 LATEST = -1
@@ -22,11 +23,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         partitions = []
+        describable = ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             log = logs.partition(t.name, p.partition_index)
-            if log is None:
+            if log is None or not describable:
                 partitions.append({"partition_index": p.partition_index,
-                                   "error_code": ErrorCode.unknown_topic_or_partition,
+                                   "error_code": ErrorCode.unknown_topic_or_partition if describable
+                                   else ErrorCode.topic_authorization_failed,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
             timestamp, offset = -1, -1

@@ -14,6 +14,7 @@ from ottla.coordinator.internal_topics import is_internal
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_manager import Topic
 
+from ..authorizer import Operation, ResourceType
 from .context import RequestContext
 
 # Kafka's value for "authorized operations not requested".
@@ -25,7 +26,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     logs = services.logs
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
-        topics = [_describe(t, services.node_id) for t in logs.topics.values()]
+        # Every topic the client may describe; the others are left out, as Kafka does.
+        topics = [_describe(t, services.node_id) for t in logs.topics.values()
+                  if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and services.config.auto_create_topics_enable
         topics = []
@@ -35,16 +38,29 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             topic_id = getattr(wanted, "topic_id", None)
             if topic is None and name is None and topic_id is not None:
                 topic = logs.topic_by_id(topic_id)
+            if name is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
+                               "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                continue
+            if topic is not None and name is None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC,
+                                                                      topic.name):
+                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": None,
+                               "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                continue
             # An internal topic is created by its coordinator (with its own partition count
             # and settings), never by auto-creation: `__consumer_offsets` on first group use.
-            if topic is None and name is not None and allow_create and not is_internal(name):
+            # Auto-creation needs CREATE on the cluster or the topic.
+            if (topic is None and name is not None and allow_create and not is_internal(name)
+                    and (ctx.allowed_on_cluster(Operation.CREATE)
+                         or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name))):
                 try:
                     topic = services.create_topic(name, services.config.num_partitions)
                 except KafkaError as exc:
                     topics.append({"error_code": exc.code, "name": name})
                     continue
             if topic is None:
-                topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name,
+                code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+                topics.append({"error_code": code, "name": name,
                                "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 continue
             topics.append(_describe(topic, services.node_id))
@@ -78,3 +94,70 @@ def _describe(topic: Topic, node_id: int) -> dict[str, Any]:
         ],
         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
+
+
+# Kafka's max.request.partition.size.limit: most partitions one answer holds.
+PARTITION_LIMIT = 2000
+
+
+def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
+    """DescribeTopicPartitions (KIP-966; the Java AdminClient's describeTopics since 3.7):
+    topics in name order, at most response_partition_limit partitions in all, and a
+    cursor to go on from when they do not all fit."""
+    services = ctx.services
+    logs = services.logs
+    if request.topics:
+        names = sorted({t.name for t in request.topics})
+    else:
+        names = sorted(name for name in logs.topics if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name))
+    cursor = request.cursor
+    start_partition = 0
+    if cursor is not None:
+        if cursor.topic_name not in names or cursor.partition_index < 0:
+            return ctx.respond(topics=[{"error_code": ErrorCode.invalid_request, "name": cursor.topic_name,
+                                        "topic_id": None, "partitions": []}], next_cursor=None)
+        names = names[names.index(cursor.topic_name):]
+        start_partition = cursor.partition_index
+    budget = max(1, min(request.response_partition_limit, PARTITION_LIMIT))
+    topics, next_cursor = [], None
+    node = services.node_id
+    for i, name in enumerate(names):
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": None,
+                           "partitions": []})
+            continue
+        topic = logs.topic(name)
+        if topic is None:
+            topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": None,
+                           "partitions": []})
+            continue
+        first = start_partition if i == 0 else 0
+        logs_here = topic.partitions[first:first + budget]
+        partitions = [{"error_code": ErrorCode.none, "partition_index": log.partition, "leader_id": node,
+                       "leader_epoch": log.leader_epoch, "replica_nodes": [node], "isr_nodes": [node],
+                       "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}
+                      for log in logs_here]
+        budget -= len(partitions)
+        topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
+                       "is_internal": topic.internal, "partitions": partitions})
+        if first + len(partitions) < len(topic.partitions):
+            next_cursor = {"topic_name": name, "partition_index": first + len(partitions)}
+            break
+        if budget == 0 and i + 1 < len(names):
+            next_cursor = {"topic_name": names[i + 1], "partition_index": 0}
+            break
+    return ctx.respond(topics=topics, next_cursor=next_cursor)
+
+
+def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    """DescribeCluster (the admin clients' describe_cluster): this broker, the cluster id
+    and the controller, which is this broker too."""
+    services = ctx.services
+    if getattr(request, "endpoint_type", 1) != 1:  # 2: controllers, which clients reach only in KRaft tools
+        return ctx.respond(error_code=ErrorCode.unsupported_endpoint_type, error_message="Unsupported endpoint type",
+                           cluster_id=services.logs.cluster_id, brokers=[])
+    host, port = ctx.advertised_address
+    return ctx.respond(error_code=ErrorCode.none, error_message=None, cluster_id=services.logs.cluster_id,
+                       controller_id=services.node_id,
+                       brokers=[{"broker_id": services.node_id, "host": host, "port": port, "rack": None}],
+                       cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

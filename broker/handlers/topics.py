@@ -6,13 +6,17 @@ from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from ..logging import get_logger
+from ..authorizer import Operation, ResourceType
 from .context import RequestContext
 
 log = get_logger("ottla.topics")
 
 DEFAULT = -1  # num_partitions / replication_factor: "use the broker's default"
+# Kafka's ConfigSource ids.
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 # Kafka's controller refuses a CreateTopics that would create more partitions than this
 # (MAX_PARTITIONS_PER_BATCH), the whole request, before it creates anything.
 MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -35,6 +39,9 @@ def handle_create(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         result: dict[str, Any] = {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None}
         try:
+            if not (ctx.allowed_on_cluster(Operation.CREATE) or ctx.allowed(Operation.CREATE, ResourceType.TOPIC,
+                                                                            t.name)):
+                raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             check_client_action(t.name, ClientAction.CREATE_TOPIC)
             partitions = services.config.num_partitions if t.num_partitions == DEFAULT else t.num_partitions
             if t.assignments:
@@ -50,12 +57,29 @@ def handle_create(ctx: RequestContext, request: Any) -> Any:
             configs = {c.name: c.value for c in t.configs}
             topic = services.create_topic(t.name, partitions, configs, validate_only=request.validate_only)
             topic_id = topic.topic_id if topic is not None else None
+            # v5+: the topic's whole config, with sources, as DescribeConfigs would give it.
             result.update(error_code=ErrorCode.none, topic_id=topic_id, num_partitions=partitions,
-                          replication_factor=1, configs=[])
+                          replication_factor=1, configs=_created_configs(services, configs))
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
     return ctx.respond(topics=results)
+
+
+def _created_configs(services: Any, configs: dict[str, str]) -> list[dict[str, Any]]:
+    defaults = services.config.log
+    config = services.logs.default_config.with_topic_configs(configs)
+    entries = []
+    for name, definition in TOPIC_CONFIGS.items():
+        if name in configs:
+            source = DYNAMIC_TOPIC_CONFIG
+        elif definition.broker_property is not None and defaults.value_text(name) != LogConfig().value_text(name):
+            source = STATIC_BROKER_CONFIG
+        else:
+            source = DEFAULT_CONFIG
+        entries.append({"name": name, "value": config.value_text(name), "read_only": False,
+                        "config_source": source, "is_sensitive": False})
+    return entries
 
 
 def handle_delete(ctx: RequestContext, request: Any) -> Any:
@@ -71,6 +95,8 @@ def handle_delete(ctx: RequestContext, request: Any) -> Any:
         try:
             if name is None:
                 raise KafkaError(ErrorCode.unknown_topic_id, f"no topic has id {topic_id}")
+            if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name):
+                raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             check_client_action(name, ClientAction.DELETE_TOPIC)
             deleted = services.delete_topic(name)
             results.append({"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none})
@@ -90,6 +116,8 @@ def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             partition_log = logs.partition(t.name, p.partition_index)
             try:
+                if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, t.name):
+                    raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
                 check_client_action(t.name, ClientAction.DELETE_RECORDS)
                 if partition_log is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{t.name}-{p.partition_index}")
@@ -105,3 +133,37 @@ def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     # The new log start offsets must survive a crash.
     logs.checkpoint()
     return ctx.respond(topics=topics)
+
+
+def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+    """CreatePartitions: more partitions for existing topics, as Kafka's controller
+    checks it (a one-broker cluster: assignments may name only this broker)."""
+    services = ctx.services
+    names = [t.name for t in request.topics]
+    results = []
+    for t in request.topics:
+        try:
+            if names.count(t.name) > 1:
+                raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
+            if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, t.name):
+                raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
+            check_client_action(t.name, ClientAction.CREATE_PARTITIONS)
+            topic = services.logs.validate_partition_count(t.name, t.count)
+            added = t.count - len(topic.partitions)
+            if added > MAX_PARTITIONS_PER_REQUEST:
+                raise KafkaError(ErrorCode.policy_violation, "Excessively large number of partitions per request.")
+            if t.assignments is not None:
+                if len(t.assignments) != added:
+                    raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                     f"Attempted to add {added} additional partition(s), but only "
+                                     f"{len(t.assignments)} assignment(s) were specified.")
+                if any(list(a.broker_ids) != [services.node_id] for a in t.assignments):
+                    raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                     f"this cluster has only broker {services.node_id}")
+            if not request.validate_only:
+                services.logs.add_partitions(t.name, t.count)
+                log.info("partitions added", topic=t.name, partitions=t.count, client_id=ctx.header.client_id)
+            results.append({"name": t.name, "error_code": ErrorCode.none, "error_message": None})
+        except KafkaError as exc:
+            results.append({"name": t.name, "error_code": exc.code, "error_message": exc.message})
+    return ctx.respond(results=results)

@@ -10,6 +10,7 @@ from ottla.coordinator.transaction_log import TxnState
 from ottla.coordinator.transactions import COORDINATOR_EPOCH
 from ottla.protocol.errors import ErrorCode, KafkaError
 
+from ..authorizer import Operation, ResourceType
 from ..logging import get_logger
 from .context import RequestContext
 
@@ -20,6 +21,12 @@ _ALL_STATES = {state.kafka_name for state in TxnState}
 
 def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
+    if request.transactional_id is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                                request.transactional_id):
+        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1,
+                           producer_epoch=-1)
+    if request.transactional_id is None and not _may_write_idempotently(ctx):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is None:
         # An idempotent producer gets a fresh id with epoch 0 every time it asks, also
         # when it asks to bump the epoch of the id it has (KIP-360): Kafka does the same.
@@ -36,15 +43,31 @@ def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
 
 
+def _may_write_idempotently(ctx: RequestContext) -> bool:
+    """IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3.0+)."""
+    authorizer = ctx.services.authorizer
+    if authorizer is None or ctx.allowed_on_cluster(Operation.IDEMPOTENT_WRITE):
+        return True
+    return authorizer.authorize_any(ctx.session.principal, ctx.host, Operation.WRITE, ResourceType.TOPIC)
+
+
 def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics: Any,
                     verify_only: bool) -> list[dict[str, Any]]:
-    """Per-topic results for one transaction. As Kafka: if any partition is unknown,
-    nothing is added and the others get OPERATION_NOT_ATTEMPTED."""
+    """Per-topic results for one transaction. As Kafka: if any partition is unknown or
+    not writable by the client, nothing is added and the others get
+    OPERATION_NOT_ATTEMPTED."""
     services = ctx.services
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], ErrorCode] = {}
+    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        codes = dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+        return _by_topic(topics, codes)
+    refused = {tp for tp in wanted if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, tp[0])}
     unknown = {tp for tp in wanted if services.logs.partition(*tp) is None}
-    if unknown:
+    if refused:
+        codes = {tp: ErrorCode.topic_authorization_failed if tp in refused else ErrorCode.operation_not_attempted
+                 for tp in wanted}
+    elif unknown:
         codes = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
                  for tp in wanted}
     elif verify_only:
@@ -61,6 +84,10 @@ def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: i
         except KafkaError as exc:
             code = exc.code
         codes = {tp: code for tp in wanted}
+    return _by_topic(topics, codes)
+
+
+def _by_topic(topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
     results = []
     for t in topics:
         results.append({"name": t.name, "results_by_partition": [
@@ -85,6 +112,10 @@ def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
+    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed)
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed)
     try:
         partition = services.offsets_partition_for(request.group_id)
         services.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
@@ -97,6 +128,9 @@ def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
 def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.services.transactions
     txn_id = request.transactional_id
+    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1,
+                           producer_epoch=-1)
     try:
         # As Kafka: the answer goes out once PrepareCommit/PrepareAbort is in the log (the
         # outcome is decided and survives a crash); the markers and CompleteCommit/
@@ -113,9 +147,13 @@ def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
 def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
     markers = ctx.services.markers
     results = []
+    # Only brokers write markers: a client needs CLUSTER_ACTION.
+    may = ctx.allowed_on_cluster(Operation.CLUSTER_ACTION)
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        if marker.coordinator_epoch > COORDINATOR_EPOCH:
+        if not may:
+            codes = dict.fromkeys(partitions, ErrorCode.cluster_authorization_failed)
+        elif marker.coordinator_epoch > COORDINATOR_EPOCH:
             # This broker is the only transaction coordinator there is. A marker claiming
             # a later coordinator epoch would raise the epoch the partitions record for
             # the producer, and then refuse the real coordinator's markers for good.
@@ -137,6 +175,10 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.services.transactions
     states = []
     for txn_id in request.transactional_ids:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            states.append({"error_code": ErrorCode.transactional_id_authorization_failed, "transactional_id": txn_id,
+                           "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
+            continue
         txn = coordinator.describe(txn_id)
         if txn is None:
             # The schema's defaults elsewhere (a start time of 0), as Kafka answers.
@@ -167,6 +209,9 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
                                           getattr(request, "duration_filter", -1))
     if wanted_states and not wanted_states & _ALL_STATES:
         listed = []
+    # Only the transactions the client may describe (Kafka filters them the same way).
+    listed = [(txn_id, txn) for txn_id, txn in listed
+              if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)]
     return ctx.respond(error_code=ErrorCode.none, unknown_state_filters=unknown, transaction_states=[
         {"transactional_id": txn_id, "producer_id": txn.producer_id, "transaction_state": txn.state.kafka_name}
         for txn_id, txn in listed
@@ -178,8 +223,12 @@ def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         partitions = []
+        readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
         for index in t.partition_indexes:
             log = logs.partition(t.name, index)
+            if not readable:
+                partitions.append({"partition_index": index, "error_code": ErrorCode.topic_authorization_failed})
+                continue
             if log is None:
                 partitions.append({"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue

@@ -88,9 +88,13 @@ def test_invalid_values_stop_start_up_naming_the_key_and_where_it_came_from(tmp_
     message = _refused(tmp_path, [], {"OTTLA_NUM_PARTITIONS": "many"})
     assert "invalid value for num.partitions" in message and "OTTLA_NUM_PARTITIONS" in message
     properties = tmp_path / "server.properties"
-    properties.write_text("listeners=SSL://0.0.0.0:9093\n")
+    properties.write_text("listeners=SSL://0.0.0.0:9093\nlistener.security.protocol.map=SSL:TLS\n")
     message = _refused(tmp_path, ["--config", str(properties)])
-    assert "invalid value for listeners" in message and "SSL" in message and str(properties) in message
+    assert "invalid value for listener.security.protocol.map" in message and "TLS" in message
+    assert str(properties) in message
+    properties.write_text("listeners=SSL://0.0.0.0:9093\n")  # TLS with no keystore
+    message = _refused(tmp_path, ["--config", str(properties)])
+    assert "ssl.keystore.location" in message and "not set" in message
     message = _refused(tmp_path, ["--override", "log.segment.bytes=10"])
     assert "invalid value for log.segment.bytes" in message and "command line" in message
     message = _refused(tmp_path, ["--advertised.listeners", "OTHER://h:1"])

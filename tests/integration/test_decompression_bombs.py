@@ -60,3 +60,57 @@ def test_a_bomb_is_refused_as_corrupt_without_being_expanded(broker, topic_name,
     producer = idempotent_producer(broker.bootstrap, **{"compression.type": codec_name})
     produce_all(producer, [(t, 0, b"key", b"v" * 1000) for t in (plain, compacted) for _ in range(50)])
     assert len(read_all(broker.bootstrap, compacted, [0], isolation="read_committed")[0]) == 50
+
+
+def _keyless_batch(records: int) -> bytes:
+    """A valid zstd batch of `records` keyless records: on a compacted topic, every one
+    is a per-record error, found only by decompressing and walking them all."""
+    section = bytes(cramjam.zstd.compress(b"".join(encode_record(None, b"", offset_delta=i)
+                                                   for i in range(records))))
+    after_crc = struct.pack(">hiqqqhii", 4, records - 1, 0, 0, -1, -1, -1, records) + section
+    return struct.pack(">qiibI", 0, 9 + len(after_crc), 0, 2, crc32c.crc32c(after_crc)) + after_crc
+
+
+def test_other_clients_are_served_while_large_compressed_batches_are_checked(broker, topic_name):
+    """Checking a batch that expands to megabytes is done beside the event loop: a client
+    asking something else meanwhile is answered all along. Before, the check ran on the
+    loop, a few tens of ms per batch, and a request of many such batches stalled every
+    client for seconds."""
+    import threading
+    import time
+
+    partitions = 24
+    create_topic(broker.bootstrap, topic_name, partitions, {"cleanup.policy": "compact"})
+    batch = _keyless_batch(1_200_000)  # about 8 MiB of records in under 1 MB
+    assert len(batch) < MiB
+    answers: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        with WireClient(broker.bootstrap) as client:
+            while not done.is_set():
+                client.call(request(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
+                answers.append(time.monotonic())
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        with WireClient(broker.bootstrap, timeout=120) as client:
+            client.send(request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
+                {"name": topic_name, "partition_data": [{"index": p, "records": batch} for p in range(partitions)]}]))
+            sent = time.monotonic()
+            _, answer = client.receive(PRODUCE, 9)
+            answered = time.monotonic()
+    finally:
+        done.set()
+        prober.join()
+    for result in answer.responses[0].partition_responses:
+        assert result.error_code == ErrorCode.invalid_record
+        # The first thousand records are named; the message counts them all.
+        assert len(result.record_errors) == 1000 and result.record_errors[0].batch_index == 0
+        assert "due to 1200000 record errors in total" in result.error_message
+    during = [t for t in answers if sent <= t <= answered]
+    gaps = [b - a for a, b in zip([sent, *during], [*during, answered])]
+    # The probe was answered throughout: no wait between two of its answers came near
+    # the time the produce took (on the loop, the longest wait was most of it).
+    assert len(during) > 10 and max(gaps) < (answered - sent) / 4, (len(during), max(gaps), answered - sent)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 
@@ -16,8 +15,6 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from tests.clients import create_topic
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
-NPM = shutil.which("npm")
-JS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "js")
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed (.ci/run installs it from apt)")
@@ -111,14 +108,6 @@ def test_aiokafka_idempotence_transactions_and_a_read_committed_group(broker, to
 
     got = asyncio.run(scenario())
     assert sorted(got) == sorted([b"i%d" % i for i in range(20)] + [b"committed"])
-
-
-@pytest.fixture(scope="session")
-def kafkajs() -> str:
-    if NPM is None or shutil.which("node") is None:
-        pytest.skip("node and npm are not installed")
-    subprocess.run([NPM, "install", "--no-audit", "--no-fund", "--silent"], cwd=JS_DIR, check=True, timeout=300)
-    return os.path.join(JS_DIR, "roundtrip.js")
 
 
 def test_kafkajs_idempotence_transactions_and_a_read_committed_group(broker, kafkajs):

@@ -71,6 +71,41 @@ def test_the_fixtures_give_a_session_broker_fresh_topics_and_faults(pytester, mo
     assert data_dir and not os.path.exists(data_dir), "the broker's data is removed at the end"
 
 
+SECURE_USER_TESTS = textwrap.dedent('''
+    from confluent_kafka import Consumer, Producer
+
+    def test_a_secure_broker_in_one_fixture(ottla_secure_broker):
+        broker, config = ottla_secure_broker
+        assert config["security.protocol"] == "SASL_SSL"
+        producer = Producer({**config, "enable.idempotence": True})
+        producer.produce("secured", b"over SASL_SSL")
+        assert producer.flush(20) == 0
+        consumer = Consumer({**config, "group.id": "g", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["secured"])
+        got = []
+        for _ in range(40):
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got.append(message.value())
+                break
+        consumer.close()
+        assert got == [b"over SASL_SSL"]
+        # Without the credentials: refused.
+        errors = []
+        stranger = Producer({"bootstrap.servers": config["bootstrap.servers"], "error_cb": errors.append,
+                             "message.timeout.ms": 2000})
+        stranger.produce("secured", b"x")
+        stranger.flush(5)
+        assert errors
+''')
+
+
+def test_the_secure_fixture_gives_a_sasl_ssl_broker_and_its_client_config(pytester):
+    pytester.makepyfile(test_secure=SECURE_USER_TESTS)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=180)
+    result.assert_outcomes(passed=1)
+
+
 def test_running_broker_outside_pytest(tmp_path):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent('''

@@ -177,3 +177,15 @@ def test_acks_0_gets_no_response_but_the_data_is_stored(broker, topic_name):
         client.send(_produce_request(topic_name, _batch(-1, -1), acks=0))
         # The next answer on the connection belongs to the next request.
         assert _latest_offset(client, topic_name) == 3
+
+
+def test_the_api_versions_answer_is_the_api_table(broker):
+    """What the running broker advertises is protocol/apis.py (whose README table
+    tests/unit/test_conformance.py checks), nothing more or less."""
+    from ottla.protocol.apis import SUPPORTED
+
+    with WireClient(broker.bootstrap) as client:
+        body = client.call(request(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert advertised == {key: (api.min_version if api.advertised_min is None else api.advertised_min,
+                                api.max_version) for key, api in SUPPORTED.items()}

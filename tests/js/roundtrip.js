@@ -1,19 +1,26 @@
 // An idempotent producer, a committed and an aborted transaction, then a read_committed
 // consumer in a group: prints one JSON line for the Python test to check.
 const { Kafka, logLevel } = require('kafkajs')
+const fs = require('fs')
 const bs = process.argv[2]
-const kafka = new Kafka({ clientId: 'kjs', brokers: [bs], logLevel: logLevel.ERROR })
+// Optional: {"ca": "ca.pem", "sasl": {"mechanism": "scram-sha-256", "username": ..., "password": ...}}
+const security = process.argv[3] ? JSON.parse(process.argv[3]) : {}
+const kafka = new Kafka({
+  clientId: 'kjs', brokers: [bs], logLevel: logLevel.ERROR,
+  ssl: security.ca ? { ca: [fs.readFileSync(security.ca, 'utf-8')] } : undefined,
+  sasl: security.sasl,
+})
 async function main() {
-  const topic = 'kjs-' + Date.now()
+  const topic = 'kjs-' + Date.now() + '-' + Math.floor(Math.random() * 1e6)
   const admin = kafka.admin(); await admin.connect(); await admin.createTopics({ topics: [{ topic, numPartitions: 2 }] }); await admin.disconnect()
   const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1 }); await p.connect()
   await p.send({ topic, messages: Array.from({length: 50}, (_, i) => ({ value: 'v' + i, partition: i % 2 })) })
   await p.disconnect()
-  const tp = kafka.producer({ transactionalId: 'kjs-txn', maxInFlightRequests: 1, idempotent: true }); await tp.connect()
+  const tp = kafka.producer({ transactionalId: 'kjs-txn-' + topic, maxInFlightRequests: 1, idempotent: true }); await tp.connect()
   let txn = await tp.transaction(); await txn.send({ topic, messages: [{ value: 'committed', partition: 0 }] }); await txn.commit()
   txn = await tp.transaction(); await txn.send({ topic, messages: [{ value: 'aborted', partition: 0 }] }); await txn.abort()
   await tp.disconnect()
-  const c = kafka.consumer({ groupId: 'kjs-g', readUncommitted: false }); await c.connect()
+  const c = kafka.consumer({ groupId: 'kjs-g-' + topic, readUncommitted: false }); await c.connect()
   await c.subscribe({ topic, fromBeginning: true })
   const got = []
   await new Promise((resolve, reject) => {

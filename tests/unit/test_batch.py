@@ -109,3 +109,33 @@ def test_control_batch_for_a_commit_marker():
     assert parse_marker(batch) == EndTxnMarker(ControlType.COMMIT, 2)
     assert parse_marker(marker_batch(EndTxnMarker(ControlType.ABORT, 0), producer_id=1, producer_epoch=0,
                                      timestamp=5)).type is ControlType.ABORT
+
+
+def test_log_append_time_sets_the_type_bit_and_max_timestamp_and_keeps_the_crc_valid():
+    from ottla.protocol.batch import TIMESTAMP_TYPE_FLAG, BatchHeader, build_batch, crc_is_valid, encode_record
+    from ottla.protocol.batch import with_log_append_time
+
+    batch = build_batch([encode_record(b"k", b"v", offset_delta=i) for i in range(3)], timestamp=1000,
+                        producer_id=7, producer_epoch=0, base_sequence=5)
+    stamped = with_log_append_time(batch, 1_700_000_000_000)
+    header = BatchHeader.parse(stamped)
+    assert header.attributes & TIMESTAMP_TYPE_FLAG and header.max_timestamp == 1_700_000_000_000
+    assert header.base_timestamp == 1000 and header.base_sequence == 5 and crc_is_valid(stamped, header)
+    assert stamped[61:] == batch[61:]  # the records are untouched
+
+
+def test_recompression_keeps_every_header_field_but_the_codec():
+    from ottla.protocol.batch import BatchHeader, build_batch, crc_is_valid, encode_record, iter_records
+    from ottla.protocol.batch import recompressed
+
+    batch = build_batch([encode_record(b"k%d" % i, b"v" * 100, offset_delta=i) for i in range(50)], timestamp=1000,
+                        producer_id=7, producer_epoch=2, base_sequence=40)
+    original = BatchHeader.parse(batch)
+    for codec in (1, 2, 3, 4):
+        stored = recompressed(batch, original, codec, None, 1 << 24)
+        header = BatchHeader.parse(stored)
+        assert header.compression == codec and crc_is_valid(stored, header) and len(stored) < len(batch)
+        assert (header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
+                header.last_offset_delta, header.max_timestamp) == (7, 2, 40, 50, 49, original.max_timestamp)
+        back = recompressed(stored, header, 0, None, 1 << 24)
+        assert [r.value for r in iter_records(back)] == [r.value for r in iter_records(batch)]

@@ -1,0 +1,63 @@
+"""ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments, answered as
+a one-broker cluster answers them: the one broker leads every partition already, and a
+replica can only move to where it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.protocol.errors import ErrorCode
+
+from ..authorizer import Operation
+from .context import RequestContext
+
+
+def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.allowed_on_cluster(Operation.ALTER):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, replica_election_results=[])
+    logs = ctx.services.logs
+    results = []
+    # Null asks for every partition whose preferred leader does not lead: there is none.
+    for t in request.topic_partitions or ():
+        partitions = []
+        for p in t.partitions:
+            if logs.partition(t.topic, p) is None:
+                partitions.append({"partition_id": p, "error_code": ErrorCode.unknown_topic_or_partition,
+                                   "error_message": f"The partition {t.topic}-{p} does not exist."})
+            else:
+                partitions.append({"partition_id": p, "error_code": ErrorCode.election_not_needed,
+                                   "error_message": "Leader election not needed for topic partition."})
+        results.append({"topic": t.topic, "partition_result": partitions})
+    return ctx.respond(error_code=ErrorCode.none, replica_election_results=results)
+
+
+def handle_alter_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.allowed_on_cluster(Operation.ALTER):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, responses=[])
+    services = ctx.services
+    node = services.node_id
+    responses = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            code, message = ErrorCode.none, None
+            if services.logs.partition(t.name, p.partition_index) is None:
+                code, message = ErrorCode.unknown_topic_or_partition, f"Unable to find partition {t.name}-{p.partition_index}."
+            elif p.replicas is None:
+                code, message = ErrorCode.no_reassignment_in_progress, "No ongoing reassignment for this partition."
+            elif len(set(p.replicas)) != len(p.replicas) or not p.replicas:
+                code, message = ErrorCode.invalid_replica_assignment, "The replica assignment is empty or has duplicates."
+            elif any(r != node for r in p.replicas):
+                other = next(r for r in p.replicas if r != node)
+                code, message = (ErrorCode.invalid_replica_assignment,
+                                 f"The manual partition assignment includes broker {other}, but no such broker is "
+                                 "registered.")
+            partitions.append({"partition_index": p.partition_index, "error_code": code, "error_message": message})
+        responses.append({"name": t.name, "partitions": partitions})
+    return ctx.respond(error_code=ErrorCode.none, error_message=None, responses=responses)
+
+
+def handle_list_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.allowed_on_cluster(Operation.DESCRIBE):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, topics=[])
+    return ctx.respond(error_code=ErrorCode.none, error_message=None, topics=[])  # none ever in progress

@@ -1,0 +1,98 @@
+"""DescribeUserScramCredentials and AlterUserScramCredentials: the SCRAM users kept in
+the data directory (broker/scram_credentials.py), with Kafka's checks and errors.
+
+The client sends the salted password (the admin clients salt it themselves), never the
+password; the broker keeps the stored and server keys derived from it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ottla.protocol.errors import ErrorCode
+
+from ..logging import get_logger
+from ..scram_credentials import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted_password
+from ..authorizer import Operation
+from .context import RequestContext
+
+log = get_logger("ottla.scram")
+
+
+def handle_describe(ctx: RequestContext, request: Any) -> Any:
+    store = ctx.services.scram
+    if not ctx.allowed_on_cluster(Operation.DESCRIBE):
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=[])
+    # Null or empty: every user (Kafka's "describe all").
+    names = [u.name for u in request.users] if request.users else store.users()
+    counts = Counter(names)
+    results = []
+    for name in dict.fromkeys(names):
+        if counts[name] > 1:
+            results.append(_described(name, ErrorCode.duplicate_resource, f"Cannot describe SCRAM credentials for the "
+                                                                          f"same user twice in a single request: {name}"))
+            continue
+        credentials = store.of_user(name)
+        if not credentials:
+            results.append(_described(name, ErrorCode.resource_not_found,
+                                      f"Attempt to describe a user credential that does not exist: {name}"))
+            continue
+        infos = [{"mechanism": code, "iterations": credentials[mechanism].iterations}
+                 for code, mechanism in sorted(BY_CODE.items()) if mechanism in credentials]
+        results.append(_described(name, ErrorCode.none, None, infos))
+    return ctx.respond(error_code=ErrorCode.none, error_message=None, results=results)
+
+
+def _described(user: str, code: ErrorCode, message: str | None, infos: list | None = None) -> dict[str, Any]:
+    return {"user": user, "error_code": code, "error_message": message, "credential_infos": infos or []}
+
+
+def handle_alter(ctx: RequestContext, request: Any) -> Any:
+    store = ctx.services.scram
+    if not ctx.allowed_on_cluster(Operation.ALTER):
+        users = dict.fromkeys(x.name for x in (*request.deletions, *request.upsertions))
+        return ctx.respond(results=[{"user": u, "error_code": ErrorCode.cluster_authorization_failed,
+                                     "error_message": None} for u in users])
+    # Every user named more than once for one mechanism fails whole, as in Kafka.
+    seen = Counter((x.name, x.mechanism) for x in (*request.deletions, *request.upsertions))
+    users = list(dict.fromkeys(x.name for x in (*request.deletions, *request.upsertions)))
+    errors: dict[str, tuple[ErrorCode, str]] = {}
+    for x in (*request.deletions, *request.upsertions):
+        error = _problem(x, seen, store)
+        if error is not None and x.name not in errors:
+            errors[x.name] = error
+    upserts, deletions = [], []
+    for x in request.deletions:
+        if x.name not in errors:
+            deletions.append((x.name, BY_CODE[x.mechanism]))
+    for x in request.upsertions:
+        if x.name not in errors:
+            mechanism = BY_CODE[x.mechanism]
+            upserts.append((x.name, mechanism, credential_from_salted_password(
+                mechanism, bytes(x.salt), x.iterations, bytes(x.salted_password))))
+    if upserts or deletions:
+        store.change(upserts, deletions)
+        log.info("scram credentials changed", upserted=[(u, m) for u, m, _ in upserts], deleted=deletions,
+                 peer=ctx.peer)
+    results = [{"user": user, "error_code": errors.get(user, (ErrorCode.none, None))[0],
+                "error_message": errors.get(user, (ErrorCode.none, None))[1]} for user in users]
+    return ctx.respond(results=results)
+
+
+def _problem(x: Any, seen: Counter, store: Any) -> tuple[ErrorCode, str] | None:
+    if not x.name:
+        return ErrorCode.unacceptable_credential, "Username must not be empty"
+    if x.mechanism not in BY_CODE:
+        return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
+    if seen[(x.name, x.mechanism)] > 1:
+        return ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request"
+    if hasattr(x, "salted_password"):
+        if not x.salt or not x.salted_password:
+            return ErrorCode.unacceptable_credential, "Salt and salted password must not be empty"
+        if not MIN_ITERATIONS <= x.iterations <= MAX_ITERATIONS:
+            return (ErrorCode.unacceptable_credential,
+                    f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, got {x.iterations}")
+    elif store.get(x.name, BY_CODE[x.mechanism]) is None:
+        return ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"
+    return None
