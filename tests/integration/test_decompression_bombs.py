@@ -15,6 +15,7 @@ from ottla.protocol.batch import encode_record
 from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all
 from tests.process_stats import resident_mib
+from ottla.protocol.codec import decode_response
 from tests.wire import WireClient, request
 
 PRODUCE, API_VERSIONS = 0, 18
@@ -99,11 +100,14 @@ def test_other_clients_are_served_while_large_compressed_batches_are_checked(bro
             client.send(request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
                 {"name": topic_name, "partition_data": [{"index": p, "records": batch} for p in range(partitions)]}]))
             sent = time.monotonic()
-            _, answer = client.receive(PRODUCE, 9)
+            frame = client.read_frame()
+            # The clock stops at the answer's arrival: decoding it here holds this
+            # process's GIL and would delay the probe thread, not the broker.
             answered = time.monotonic()
     finally:
         done.set()
         prober.join()
+    _, answer = decode_response(PRODUCE, 9, frame)
     for result in answer.responses[0].partition_responses:
         assert result.error_code == ErrorCode.invalid_record
         # The first thousand records are named; the message counts them all.
@@ -111,6 +115,9 @@ def test_other_clients_are_served_while_large_compressed_batches_are_checked(bro
         assert "due to 1200000 record errors in total" in result.error_message
     during = [t for t in answers if sent <= t <= answered]
     gaps = [b - a for a, b in zip([sent, *during], [*during, answered])]
-    # The probe was answered throughout: no wait between two of its answers came near
-    # the time the produce took (on the loop, the longest wait was most of it).
-    assert len(during) > 10 and max(gaps) < (answered - sent) / 4, (len(during), max(gaps), answered - sent)
+    # The probe was answered throughout the check: no wait between two of its answers
+    # came near the time the produce took (on the loop, the longest wait was most of it).
+    # The first and last waits are left out: they span reading the 24 MB request and
+    # writing the 24,000 record errors, which are the loop's work in any broker.
+    checking = gaps[1:-1]
+    assert len(checking) > 10 and max(checking) < (answered - sent) / 4, (len(checking), max(checking), answered - sent)
