@@ -10,8 +10,9 @@ failed is not run on it again in later rounds (a failure is usually a timeout, w
 would cost the same again). Ottla failing a workload, or producing a figure that is not
 valid, ends the run with exit code 1.
 
-The scale run (bench.scale, Ottla only) comes last; `--only scale` runs it alone and
-`--scale-gib` sets its data size.
+Ottla's own runs follow: SASL_SSL against PLAINTEXT (bench.security), start-up after a
+long coordinator history (bench.coordinator_load) and, last, the scale run (bench.scale);
+`--only NAME` runs one alone and `--scale-gib` sets the scale run's data size.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .peers import Ottla, Peer, peers
 from .report import (OTTLA, RUN_HEADING, Run, machine_lines, ottla_revision, per_round_lines, scale_lines, tables,
                      targets_table, write_results)
 from .scale import GIB, free_disk_problem, run_scale
+from .coordinator_load import coordinator_load_lines, run_coordinator_load
 from .security import run_security, security_lines
 from .workloads import Measurement
 
@@ -39,6 +41,8 @@ RESULTS_PATH = os.path.join(ROOT, "bench", "RESULTS.md")
 CLIENT_GRACE = 30.0  # seconds past its own deadline before a client process is killed
 SCALE = "scale"
 SECURITY = "security"
+COORDINATOR_LOAD = "coordinator-load"
+EXTRAS = (SCALE, SECURITY, COORDINATOR_LOAD)  # runs of their own, Ottla only
 
 
 class WorkloadFailed(Exception):
@@ -126,15 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds one workload may take before it counts as failed (default %(default)s)")
     parser.add_argument("--only", default="", metavar="NAME,NAME",
-                        help=f"run only these: {', '.join([*WORKLOADS, SCALE, SECURITY])} (default: all)")
+                        help=f"run only these: {', '.join([*WORKLOADS, *EXTRAS])} (default: all)")
     parser.add_argument("--peers", default="noida-db,tansu,mock", metavar="NAME,NAME",
                         help="peers to compare with, of noida-db, tansu, mock (default %(default)s; '' for none)")
     parser.add_argument("--scale-gib", type=float, default=5.0,
                         help="GiB of data for the scale run (default %(default)s)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md")
     args = parser.parse_args(argv)
-    only = [name for name in args.only.split(",") if name] or [*WORKLOADS, SCALE, SECURITY]
-    unknown = [name for name in only if name not in WORKLOADS and name not in (SCALE, SECURITY)]
+    only = [name for name in args.only.split(",") if name] or [*WORKLOADS, *EXTRAS]
+    unknown = [name for name in only if name not in WORKLOADS and name not in EXTRAS]
     available = peers()
     chosen = [name for name in args.peers.split(",") if name]
     unknown += [name for name in chosen if name not in available]
@@ -160,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
     plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
     plan += ["SASL_SSL against PLAINTEXT"] if SECURITY in only else []
+    plan += ["start-up after a long coordinator history"] if COORDINATOR_LOAD in only else []
     print(f"{'; then '.join(plan)} (load average {load_before:.2f})", flush=True)
 
     try:
@@ -173,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
                                             lambda line: print(line, flush=True))
             except Exception as exc:
                 raise OttlaFailed(f"security: {exc}") from exc
+        if COORDINATOR_LOAD in only:
+            try:
+                run.coordinator_load = run_coordinator_load(1_000_000, 1_000_000, lambda line: print(line, flush=True))
+            except Exception as exc:
+                raise OttlaFailed(f"coordinator load: {exc}") from exc
         if SCALE in only:
             data_bytes = int(args.scale_gib * GIB)
             run.scale_skipped = free_disk_problem(data_bytes)
@@ -197,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         per_round_lines(run),
         scale_lines(run),
         security_lines(run.security),
+        coordinator_load_lines(run.coordinator_load),
         ["Targets (issue 6; the 80 % one is issue 3's):", "", target_table] if target_table else [],
         [f"Note: {note}" for note in notes],
     ]

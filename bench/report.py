@@ -60,6 +60,7 @@ class Run:
     scale: ScaleResult | None = None
     scale_skipped: str | None = None  # why the scale run did not run (None if it was not asked for)
     security: Any = None  # bench.security's SecurityResult, when it ran
+    coordinator_load: Any = None  # bench.coordinator_load's LoadResult, when it ran
 
     def __post_init__(self) -> None:
         for broker in self.brokers:

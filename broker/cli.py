@@ -107,6 +107,10 @@ async def _serve(config: BrokerConfig, add_scram: list, dev: DevSecurity | None)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
+    if await broker.coordinators_loaded():
+        # Transactions and groups are served from here on (before, their requests are
+        # answered COORDINATOR_LOAD_IN_PROGRESS and clients retry).
+        print("Ottla coordinators loaded", flush=True)
     await broker.wait_stopped()
 
 

@@ -95,6 +95,8 @@ class Broker:
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
         self._stopped = asyncio.Event()
+        self._loading: asyncio.Future[None] | None = None  # the coordinators' load
+        self._coordinators_ready = asyncio.Event()
 
     def _appended(self, topic: str, partition: int) -> None:
         self.watchers.notify(topic, partition)
@@ -144,6 +146,9 @@ class Broker:
     # --- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Recover the partition logs and start serving. The coordinators load their
+        internal topics after that, in the background (`coordinators_loaded`)."""
+        started = time.monotonic()
         _raise_open_file_limit()
         report = self.logs.load()
         if self._add_scram:
@@ -155,8 +160,8 @@ class Broker:
             num_partitions=self.config.transaction_state_partitions,
             max_timeout_ms=self.config.transaction_max_timeout_ms,
         )
-        transactional_ids = self.transactions.load()
-        groups = self.groups.load()
+        self.transactions.open()
+        self.groups.open()
         self.services = Services(
             config=self.config, logs=self.logs, transactions=self.transactions, groups=self.groups,
             markers=self.markers, producer_ids=self.producer_ids, waiters=self.watchers, events=self,
@@ -183,6 +188,7 @@ class Broker:
             await self.admin.start(self.config.admin_host, self.config.admin_port)
         self._schedule_background_work()
         self.scheduler.start()
+        self._loading = asyncio.ensure_future(self._load_coordinators())
         # What start-up loaded (modules, kio's schema classes, the recovered state) lives
         # as long as the broker: take it out of the cyclic collector's full passes, which
         # would otherwise walk it all and stall every connection for tens of ms.
@@ -194,13 +200,47 @@ class Broker:
             admin=self.admin_url,
             data_dir=self.logs.data_dir,
             partitions=report.partitions,
-            transactional_ids=transactional_ids,
-            groups=groups,
             clean_start=report.clean,
             recovered_bytes_truncated=report.truncated_bytes,
             recovered_bytes_checked=report.checked_bytes,
-            startup_seconds=round(report.seconds, 3),
+            logs_seconds=round(report.seconds, 3),
+            startup_seconds=round(time.monotonic() - started, 3),
         )
+
+    async def _load_coordinators(self) -> None:
+        started = time.monotonic()
+        try:
+            # One after the other, transactions first (producers wait on them): loaded
+            # side by side, a request would wait for a slice of each.
+            transactional_ids = await self.transactions.load()
+            groups = await self.groups.load()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Their partitions would answer COORDINATOR_LOAD_IN_PROGRESS for ever: a
+            # broker that cannot read its own internal topics stops, as it did when
+            # this failed before serving.
+            log.exception("coordinator loading failed: stopping")
+            asyncio.ensure_future(self.stop())
+            return
+        # Load-time objects live as long as the broker (see `gc.freeze` in `start`).
+        gc.freeze()
+        self._coordinators_ready.set()
+        log.info("coordinators loaded", transactional_ids=transactional_ids, groups=groups,
+                 seconds=round(time.monotonic() - started, 3))
+
+    async def coordinators_loaded(self) -> bool:
+        """Wait until both coordinators have loaded their topics (False: the broker
+        stopped first)."""
+        waits = [asyncio.ensure_future(self._coordinators_ready.wait()), asyncio.ensure_future(self._stopped.wait())]
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in pending:
+            waiting.cancel()
+        return self._coordinators_ready.is_set()
+
+    @property
+    def coordinators_loading(self) -> bool:
+        return not self._coordinators_ready.is_set()
 
     def _schedule_background_work(self) -> None:
         config = self.config
@@ -256,6 +296,10 @@ class Broker:
             log.info("retention deleted segments", segments=deleted)
 
     async def _compact(self) -> None:
+        if self.coordinators_loading:
+            # A swap under a coordinator's replay could take a tombstone away after the
+            # replay read the value it deletes.
+            return
         # Planning and swapping touch the live segment lists, so they stay on the loop.
         plan = self.logs.plan_compaction(int(time.time() * 1000))
         if plan is None:
@@ -283,6 +327,9 @@ class Broker:
         self.watchers.wake_all()
         await asyncio.gather(*(c.finish() for c in list(self.connections)), return_exceptions=True)
         await self.scheduler.stop()
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()  # the next start loads again from the logs
+            await asyncio.gather(self._loading, return_exceptions=True)
         self.threads.close()
         for server in self._servers:
             try:

@@ -36,6 +36,7 @@ from ottla.protocol.apis import CREATE_TOPICS
 from .client import Cluster, check
 
 READY_PREFIX = "Ottla is ready: bootstrap.servers="
+LOADED_LINE = "Ottla coordinators loaded"
 LISTENER_PREFIX = "Ottla listener "
 ADMIN_PREFIX = "Ottla admin endpoint: "
 
@@ -114,6 +115,8 @@ class BrokerProcess:
         self.listeners: dict[str, str] = {}
         self.admin_url: str | None = None
         self.process: subprocess.Popen[str] | None = None
+        # Set once the broker prints that its coordinators are loaded (see `start`).
+        self.coordinators_loaded = threading.Event()
         self._log_file = None
 
     def command(self) -> list[str]:
@@ -124,12 +127,16 @@ class BrokerProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd + self.args
 
-    def start(self, timeout: float = 30) -> "BrokerProcess":
+    def start(self, timeout: float = 30, wait_for_coordinators: bool = True) -> "BrokerProcess":
+        """Start the broker; return once it serves and, with `wait_for_coordinators`,
+        once transactions and groups are served too (their coordinators load after the
+        ready line, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
         self._log_file = open(self.log_path, "a")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=self._log_file, text=True,
                                         env=env, cwd=os.path.dirname(os.path.abspath(self.data_dir)))
         ready = threading.Event()
+        self.coordinators_loaded = threading.Event()
         lines: list[str] = []
 
         def read_stdout() -> None:
@@ -143,6 +150,10 @@ class BrokerProcess:
                     self.listeners[name] = address.rsplit(" ", 1)[-1].strip()
                 if line.startswith(READY_PREFIX):
                     self.bootstrap = line[len(READY_PREFIX):].strip()
+                    if not wait_for_coordinators:
+                        ready.set()
+                if line.startswith(LOADED_LINE):
+                    self.coordinators_loaded.set()
                     ready.set()
 
         threading.Thread(target=read_stdout, daemon=True).start()

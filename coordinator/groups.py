@@ -44,8 +44,14 @@ class GroupCoordinator:
         """The `__consumer_offsets` partition that holds the group's records."""
         return self.offsets.partition_for(group_id)
 
-    def load(self) -> int:
-        """Rebuild groups and offsets from `__consumer_offsets`; returns how many groups."""
+    def open(self) -> None:
+        """Note what `load` has to read; until it has, the groups of each partition not
+        loaded are answered COORDINATOR_LOAD_IN_PROGRESS."""
+        self.offsets.open()
+
+    async def load(self) -> int:
+        """Rebuild groups and offsets from `__consumer_offsets` (beside the serving loop,
+        see coordinator/loading.py); returns how many groups."""
         now = self.clock()
 
         def replay(key: GroupKey, value: bytes | None) -> None:
@@ -55,7 +61,7 @@ class GroupCoordinator:
             else:
                 self.groups[key.group] = ClassicGroup.restore(key.group, decode_group_value(value), now)
 
-        self.offsets.load(replay)
+        await self.offsets.load(replay)
         # Offsets committed by consumers outside any membership (or whose group record
         # is gone) still belong to a group: an empty classic one, as in Kafka.
         for group_id in self.offsets.groups:
@@ -63,12 +69,18 @@ class GroupCoordinator:
                 self._new_classic_group(group_id)
         return len(self.groups)
 
+    def _require_loaded(self, group_id: str) -> None:
+        if self.offsets.loading(group_id):
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             f"the __consumer_offsets partition of group {group_id!r} is still loading")
+
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
         group = self.groups[group_id] = ClassicGroup(group_id)
         return group
 
     def _classic_group(self, group_id: str) -> ClassicGroup | None:
         """The group a classic-protocol request names, or None if there is none."""
+        self._require_loaded(group_id)
         group = self.groups.get(group_id)
         if group is None or isinstance(group, ClassicGroup):
             return group
@@ -115,6 +127,8 @@ class GroupCoordinator:
         closed. Returns the (group, member) pairs expired."""
         expired = []
         for group in list(self.groups.values()):
+            if self.offsets.loading(group.group_id):
+                continue  # its members' sessions start over once it is loaded
             # Each membership protocol keeps its own timers.
             if isinstance(group, ClassicGroup):
                 expired += [(group.group_id, member_id) for member_id in self.classic.tick(group)]
@@ -126,6 +140,7 @@ class GroupCoordinator:
                        offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
         if not group_id:
             raise KafkaError(ErrorCode.invalid_group_id, "empty group id")
+        self._require_loaded(group_id)
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0:
@@ -140,6 +155,7 @@ class GroupCoordinator:
                            instance_id: str | None, generation: int,
                            offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
         """Offsets that take effect when the producer's transaction commits."""
+        self._require_loaded(group_id)
         group = self.groups.get(group_id)
         if group is None:
             group = self._new_classic_group(group_id)
@@ -151,6 +167,7 @@ class GroupCoordinator:
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
                       require_stable: bool) -> dict[TopicPartition, tuple[CommittedOffset | None, ErrorCode]]:
+        self._require_loaded(group_id)
         return self.offsets.fetch(group_id, partitions, require_stable)
 
     # --- admin ---------------------------------------------------------------------------
@@ -158,6 +175,9 @@ class GroupCoordinator:
     def list_groups(self, states: set[str], types: set[str]) -> list[Group]:
         """ListGroups: the groups in any of `states` and of any of `types` (Kafka's names,
         any case; an empty filter lets everything through)."""
+        if self.offsets.loading():
+            # Kafka lists nothing rather than a part while a partition loads.
+            raise KafkaError(ErrorCode.coordinator_load_in_progress, "__consumer_offsets is still loading")
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
         return [g for g in self.groups.values()
@@ -167,6 +187,7 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> ClassicGroup | None:
         """DescribeGroups, which describes classic groups only: a group of another type
         is answered as one that does not exist, as Kafka does."""
+        self._require_loaded(group_id)
         group = self.groups.get(group_id)
         return group if isinstance(group, ClassicGroup) else None
 
@@ -174,6 +195,8 @@ class GroupCoordinator:
         return Counter(g.state_name for g in self.groups.values())
 
     def delete_group(self, group_id: str) -> ErrorCode:
+        if self.offsets.loading(group_id):
+            return ErrorCode.coordinator_load_in_progress
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.group_id_not_found
@@ -186,6 +209,7 @@ class GroupCoordinator:
         return ErrorCode.none
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        self._require_loaded(group_id)
         group = self.groups.get(group_id)
         if group is None:
             raise KafkaError(ErrorCode.group_id_not_found, f"no group {group_id!r}")

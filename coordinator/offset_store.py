@@ -24,13 +24,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record, iter_records
+from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
 from ottla.protocol.control import ControlType, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import keys_and_values
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager
 
 from .append_errors import coordinator_append_error
+from .loading import replay
 from .offsets_log import (
     TOPIC,
     CommittedOffset,
@@ -76,6 +78,9 @@ class OffsetStore:
         self.max_metadata_bytes = max_metadata_bytes
         self.wall_clock = wall_clock
         self.groups: dict[str, GroupOffsets] = {}
+        # `__consumer_offsets` partitions not loaded yet (see `open`).
+        self._loading: set[int] = set()
+        self._opened = False
 
     # --- __consumer_offsets --------------------------------------------------------------
 
@@ -111,42 +116,82 @@ class OffsetStore:
         """Append records a membership protocol keeps about the group (not offsets)."""
         return self._append(group_id, records)
 
-    def load(self, replay_group_record: Callable[[GroupKey, bytes | None], None]) -> None:
-        """Rebuild the offsets from `__consumer_offsets`, handing each group record (key,
-        value or None for a tombstone) to `replay_group_record` in log order."""
+    def open(self) -> None:
+        """Note the `__consumer_offsets` partitions `load` has to read (none when the
+        topic does not exist yet: it is created empty on the first commit)."""
+        topic = self.logs.topic(TOPIC)
+        self._loading = set(range(len(topic.partitions))) if topic is not None else set()
+        self._opened = True
+
+    def loading(self, group_id: str | None = None) -> bool:
+        """Whether the partition holding `group_id` (any partition, for None) is not
+        loaded yet."""
+        if not self._loading or group_id is None:
+            return bool(self._loading)
+        return self.partition_for(group_id) in self._loading
+
+    async def load(self, replay_group_record: Callable[[GroupKey, bytes | None], None]) -> None:
+        """Rebuild the offsets from `__consumer_offsets`, one partition at a time beside
+        the serving loop (coordinator/loading.py), handing each group record (key, value
+        or None for a tombstone) to `replay_group_record` in log order."""
+        if not self._opened:
+            self.open()
         topic = self.logs.topic(TOPIC)
         if topic is None:
             return
-        for log in topic.partitions:
-            # producer id -> (group, tp, offset) written in its open transaction here.
-            pending: dict[int, list[tuple[str, TopicPartition, StoredOffset]]] = {}
-            for header, batch in log.batches(log.log_start_offset):
-                if header.is_control:
-                    marker = parse_marker(batch)
-                    for group_id, tp, offset in pending.pop(header.producer_id, []):
-                        if marker.type is ControlType.COMMIT:
-                            self._offsets(group_id).committed[tp] = offset
+        for partition, log in enumerate(topic.partitions):
+            await self._load_partition(partition, log, replay_group_record)
+            self._loading.discard(partition)
+
+    async def _load_partition(self, partition: int, log: PartitionLog,
+                              replay_group_record: Callable[[GroupKey, bytes | None], None]) -> None:
+        """Replay one partition. Offsets are kept encoded until the end, by their key's
+        bytes without its version (0 and 1 are the same key): most records of a long
+        history are overwritten, so only the survivors are decoded."""
+        committed: dict[bytes, tuple[bytes, int]] = {}  # key -> (value, record offset)
+        # producer id -> its open transaction's offsets here, the same way.
+        pending: dict[int, dict[bytes, tuple[bytes, int]]] = {}
+
+        def apply(header: BatchHeader, batch: bytes) -> None:
+            if header.is_control:
+                entries = pending.pop(header.producer_id, {})
+                if parse_marker(batch).type is ControlType.COMMIT:
+                    for key, entry in entries.items():
+                        current = committed.get(key)
+                        # As `on_marker`: a plain commit written after the transactional one wins.
+                        if current is None or current[1] < entry[1]:
+                            committed[key] = entry
+                return
+            for offset, key, value in keys_and_values(batch):
+                if key is None:
                     continue
-                for record in iter_records(batch):
-                    if record.key is None:
-                        continue
-                    key = decode_key(record.key)
-                    if isinstance(key, OffsetKey):
-                        tp = (key.topic, key.partition)
-                        if header.is_transactional:
-                            assert record.value is not None
-                            value = StoredOffset(decode_offset_value(record.value), record.offset)
-                            pending.setdefault(header.producer_id, []).append((key.group, tp, value))
-                        elif record.value is None:
-                            self._offsets(key.group).committed.pop(tp, None)
-                        else:
-                            self._offsets(key.group).committed[tp] = StoredOffset(
-                                decode_offset_value(record.value), record.offset)
-                    elif key is not None:
-                        replay_group_record(key, record.value)
-            for producer_id, entries in pending.items():
-                for group_id, tp, offset in entries:
-                    self._offsets(group_id).pending_txn.setdefault(producer_id, {})[tp] = offset
+                version = key[:2]
+                if version in _OFFSET_KEY_VERSIONS:
+                    if header.is_transactional:
+                        if value is not None:
+                            pending.setdefault(header.producer_id, {})[key[2:]] = (value, offset)
+                    elif value is None:
+                        committed.pop(key[2:], None)
+                    else:
+                        committed[key[2:]] = (value, offset)
+                    continue
+                group_key = decode_key(key)
+                if isinstance(group_key, GroupKey):
+                    if value is None:  # the group's deletion: nothing of it is kept
+                        _drop_group(committed, group_key.group)
+                        for entries in pending.values():
+                            _drop_group(entries, group_key.group)
+                    replay_group_record(group_key, value)
+
+        await replay(log, apply)
+        for key, (value, offset) in committed.items():
+            group_id, tp = _offset_key(key)
+            self._offsets(group_id).committed[tp] = StoredOffset(decode_offset_value(value), offset)
+        for producer_id, entries in pending.items():
+            for key, (value, offset) in entries.items():
+                group_id, tp = _offset_key(key)
+                self._offsets(group_id).pending_txn.setdefault(producer_id, {})[tp] = StoredOffset(
+                    decode_offset_value(value), offset)
 
     def _offsets(self, group_id: str) -> GroupOffsets:
         offsets = self.groups.get(group_id)
@@ -205,8 +250,8 @@ class OffsetStore:
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
         """A transaction ended in a `__consumer_offsets` partition: its offsets take
         effect (commit) or vanish (abort)."""
-        if topic != TOPIC:
-            return
+        if topic != TOPIC or partition in self._loading:
+            return  # a partition still loading: its loader reads the marker from the log
         for group_id, offsets in self.groups.items():
             pending = offsets.pending_txn.get(producer_id)
             if pending is None or self.partition_for(group_id) != partition:
@@ -259,3 +304,20 @@ class OffsetStore:
         committed = offsets.committed if offsets is not None else {}
         tombstones: Records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in committed]
         self._append(group_id, tombstones + group_tombstones)
+
+
+# An offset commit's key starts with its version, 0 or 1 (the same fields).
+_OFFSET_KEY_VERSIONS = (b"\x00\x00", b"\x00\x01")
+
+
+def _offset_key(key_without_version: bytes) -> tuple[str, TopicPartition]:
+    key = decode_key(_OFFSET_KEY_VERSIONS[1] + key_without_version)
+    assert isinstance(key, OffsetKey)
+    return key.group, (key.topic, key.partition)
+
+
+def _drop_group(entries: dict[bytes, tuple[bytes, int]], group_id: str) -> None:
+    """Drop a group's offsets from a replay's encoded ones (a group deletion: rare, so
+    decoding every key here costs nothing that matters)."""
+    for key in [k for k in entries if _offset_key(k)[0] == group_id]:
+        del entries[key]

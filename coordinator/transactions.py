@@ -35,11 +35,13 @@ from typing import Any, Callable
 
 import structlog
 
-from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import keys_and_values
 from ottla.storage.log_manager import LogManager
 
 from .append_errors import coordinator_append_error
+from .loading import replay
 from .markers import MarkerWriter
 from .producer_ids import ProducerIdAllocator
 from .transaction_log import TOPIC, TxnRecord, TxnState, decode_key, decode_value, encode_key, encode_value, partition_for
@@ -118,38 +120,72 @@ class TransactionCoordinator:
         self.pending_markers: dict[str, PendingMarkers] = {}
         self.call_later = call_later
         self._retries: dict[str, Any] = {}  # the scheduled retry of each, to cancel at close
+        # `__transaction_state` partitions not loaded yet (see `open`).
+        self._loading: set[int] = set()
+        self._opened = False
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
     # --- the log -------------------------------------------------------------------------
 
-    def load(self) -> int:
-        """Create `__transaction_state` if needed, rebuild every transactional id from it,
-        and finish the transactions a stop left between the two phases."""
+    def open(self) -> None:
+        """Create `__transaction_state` if needed. Until `load` has read a partition of it,
+        the transactional ids it holds are answered COORDINATOR_LOAD_IN_PROGRESS."""
         topic = self.logs.topic(TOPIC)
         if topic is None:
             # Kafka's settings for its internal topics: compacted, 100 MiB segments.
             topic = self.logs.create_topic(TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS)
         self.num_partitions = len(topic.partitions)
-        for log in topic.partitions:
-            for header, batch in log.batches(log.log_start_offset):
+        self._loading = set(range(self.num_partitions))
+        self._opened = True
+
+    async def load(self) -> int:
+        """Rebuild every transactional id from `__transaction_state`, one partition at a
+        time beside the serving loop (coordinator/loading.py), and finish the
+        transactions a stop left between the two phases. Returns how many ids."""
+        if not self._opened:
+            self.open()
+        topic = self.logs.topic(TOPIC)
+        assert topic is not None
+        for partition, log in enumerate(topic.partitions):
+            # The latest value of each key, still encoded: most records of a long
+            # history are overwritten, so only the survivors are decoded. Built apart
+            # and taken in whole: the timeout and expiry tasks, the admin views and
+            # metrics never see a partition's ids half replayed.
+            latest: dict[bytes, bytes] = {}
+
+            def apply(header: BatchHeader, batch: bytes, latest: dict[bytes, bytes] = latest) -> None:
                 if header.is_control:
-                    continue
-                for record in iter_records(batch):
-                    if record.key is None:
+                    return
+                for _, key, value in keys_and_values(batch):
+                    if key is None:
                         continue
-                    txn_id = decode_key(record.key)
-                    if record.value is None:
-                        self.transactions.pop(txn_id, None)
+                    if value is None:
+                        latest.pop(key, None)
                     else:
-                        self.transactions[txn_id] = decode_value(record.value)
-        for txn_id, txn in list(self.transactions.items()):
-            if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                self._complete(txn_id, txn)
-            elif txn.state is TxnState.PREPARE_EPOCH_FENCE:
-                self._abort(txn_id, txn)
+                        latest[key] = value
+
+            await replay(log, apply)
+            loaded = {decode_key(key): decode_value(value) for key, value in latest.items()}
+            self.transactions.update(loaded)
+            self._loading.discard(partition)
+            for txn_id, txn in loaded.items():
+                if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    self._complete(txn_id, txn)
+                elif txn.state is TxnState.PREPARE_EPOCH_FENCE:
+                    self._abort(txn_id, txn)
         return len(self.transactions)
+
+    @property
+    def loading(self) -> bool:
+        """Whether some partition of `__transaction_state` is not loaded yet."""
+        return bool(self._loading)
+
+    def _require_loaded(self, txn_id: str) -> None:
+        if self._loading and partition_for(txn_id, self.num_partitions) in self._loading:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             f"the __transaction_state partition of {txn_id!r} is still loading")
 
     def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
         """Append `record` (made by `transition`, or the first of a transactional id),
@@ -173,6 +209,7 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             raise KafkaError(ErrorCode.invalid_transaction_timeout,
                              f"transaction timeout {timeout_ms} ms is outside (0, {self.max_timeout_ms}]")
+        self._require_loaded(txn_id)
         txn = self.transactions.get(txn_id)
         if txn is None or txn.state is TxnState.DEAD:
             record = self._persist(txn_id, TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, TxnState.EMPTY,
@@ -212,6 +249,7 @@ class TransactionCoordinator:
     # --- adding partitions ---------------------------------------------------------------
 
     def _validate(self, txn_id: str, producer_id: int, epoch: int) -> TxnRecord:
+        self._require_loaded(txn_id)
         txn = self.transactions.get(txn_id)
         if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping,
@@ -238,6 +276,12 @@ class TransactionCoordinator:
     def verify(self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> None:
         """A transactional Produce is accepted only for a partition of the producer's
         ongoing transaction (Kafka's transaction verification, KIP-890 part 1)."""
+        try:
+            self._require_loaded(txn_id)
+        except KafkaError as exc:
+            # As Kafka answers a produce whose verification met a loading coordinator:
+            # with an error every client retries, older ones included.
+            raise KafkaError(ErrorCode.not_enough_replicas, exc.message) from None
         txn = self.transactions.get(txn_id)
         if txn is None or txn.producer_id != producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping,
@@ -261,6 +305,7 @@ class TransactionCoordinator:
         PrepareAbort is in the log, so its outcome is decided) and the caller finishes
         it with `complete(txn_id)`: the EndTxn handler answers in between, as Kafka
         answers once the prepare is written."""
+        self._require_loaded(txn_id)
         txn = self.transactions.get(txn_id)
         if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
             if bump_epoch and txn is not None and txn.previous_producer_id == producer_id:
@@ -418,6 +463,7 @@ class TransactionCoordinator:
     # --- admin views ---------------------------------------------------------------------
 
     def describe(self, txn_id: str) -> TxnRecord | None:
+        self._require_loaded(txn_id)
         return self.transactions.get(txn_id)
 
     def count_by_state(self) -> Counter[TxnState]:
@@ -425,6 +471,9 @@ class TransactionCoordinator:
         return Counter(txn.state for txn in self.transactions.values())
 
     def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int = -1) -> list[tuple[str, TxnRecord]]:
+        if self.loading:
+            # Kafka lists nothing rather than a part while a partition loads.
+            raise KafkaError(ErrorCode.coordinator_load_in_progress, "__transaction_state is still loading")
         now = self._now_ms()
         out = []
         for txn_id, txn in sorted(self.transactions.items()):

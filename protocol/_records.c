@@ -9,7 +9,9 @@
  * walk_listing(buffer, pos, end, count, limit) walks the same way and answers
  * (n, indexes): n as above, and the indexes of the first `limit` records with a null
  * key, which a compacted topic refuses one by one.
- * The GIL is released during the walk: the buffer is held by the Py_buffer.
+ * keys_and_values(buffer, pos, end, count) reads each record's offset delta, key and
+ * value: what a coordinator replaying its internal topic needs.
+ * walk and walk_listing release the GIL: the buffer is held by the Py_buffer.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -150,11 +152,100 @@ static PyObject *walk_listing(PyObject *self, PyObject *args)
     return Py_BuildValue("(nN)", result, indexes);
 }
 
+/* A length-prefixed field as bytes, Py_None for null; NULL with no exception set if the
+ * field is malformed, NULL with one set if memory ran out. */
+static PyObject *read_field(const unsigned char **pp, const unsigned char *end)
+{
+    int64_t length;
+    if (!read_zigzag(pp, end, 5, &length))
+        return NULL;
+    if (length == -1)
+        Py_RETURN_NONE;
+    if (length < 0 || length > end - *pp)
+        return NULL;
+    PyObject *field = PyBytes_FromStringAndSize((const char *)*pp, (Py_ssize_t)length);
+    *pp += length;
+    return field;
+}
+
+/* keys_and_values(buffer, pos, end, count) -> [(offset delta, key, value), ...] for the
+ * `count` records in buffer[pos:end], or None if they are not well formed. Replaying an
+ * internal topic needs nothing else of a record. */
+static PyObject *keys_and_values(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, end, count;
+    if (!PyArg_ParseTuple(args, "y*nnn", &view, &pos, &end, &count))
+        return NULL;
+    PyObject *out = NULL, *key = NULL, *value = NULL;
+    if (pos < 0 || pos > end || end > view.len || count < 0 || count > end - pos)
+        goto malformed;
+    out = PyList_New(0);
+    if (out == NULL)
+        goto fail;
+    const unsigned char *p = (const unsigned char *)view.buf + pos, *stop = (const unsigned char *)view.buf + end;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t size, ignored, offset_delta, headers;
+        if (!read_zigzag(&p, stop, 5, &size) || size <= 0 || size > stop - p)
+            goto malformed;
+        const unsigned char *body_end = p + size;
+        p++; /* attributes */
+        if (!read_zigzag(&p, body_end, 10, &ignored) || !read_zigzag(&p, body_end, 5, &offset_delta))
+            goto malformed;
+        key = read_field(&p, body_end);
+        if (key == NULL)
+            goto malformed_or_fail;
+        value = read_field(&p, body_end);
+        if (value == NULL)
+            goto malformed_or_fail;
+        if (!read_zigzag(&p, body_end, 5, &headers) || headers < 0 || headers > body_end - p)
+            goto malformed;
+        for (int64_t h = 0; h < headers; h++) {
+            int64_t key_length;
+            if (!read_zigzag(&p, body_end, 5, &key_length) || key_length < 0 || key_length > body_end - p)
+                goto malformed;
+            p += key_length;
+            if (!skip_field(&p, body_end, NULL))
+                goto malformed;
+        }
+        if (p != body_end)
+            goto malformed;
+        PyObject *entry = Py_BuildValue("(LNN)", (long long)offset_delta, key, value);
+        key = value = NULL; /* the tuple holds them now (or released them on failure) */
+        if (entry == NULL || PyList_Append(out, entry) < 0) {
+            Py_XDECREF(entry);
+            goto fail;
+        }
+        Py_DECREF(entry);
+    }
+    if (p != stop)
+        goto malformed;
+    PyBuffer_Release(&view);
+    return out;
+malformed_or_fail:
+    if (PyErr_Occurred())
+        goto fail;
+malformed:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(buffer, pos, end, count) -> -1 if the records are invalid, else how many have a null key"},
     {"walk_listing", walk_listing, METH_VARARGS,
      "walk_listing(buffer, pos, end, count, limit) -> (walk's answer, indexes of the first `limit` null keys)"},
+    {"keys_and_values", keys_and_values, METH_VARARGS,
+     "keys_and_values(buffer, pos, end, count) -> [(offset delta, key, value), ...] or None if malformed"},
     {NULL, NULL, 0, NULL},
 };
 

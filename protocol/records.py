@@ -42,13 +42,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batch import DEFAULT_MAX_DECOMPRESSED, HEADER_SIZE, BatchHeader, InvalidBatch
+from .batch import DEFAULT_MAX_DECOMPRESSED, HEADER_SIZE, BatchHeader, InvalidBatch, iter_records
 from .compression import DecompressionError, decompress
 
 try:
+    from ._records import keys_and_values as _keys_and_values_in_c
     from ._records import walk as _walk_in_c, walk_listing as _walk_listing_in_c
 except ImportError:  # installed without a C compiler: the Python walk alone
-    _walk_in_c = _walk_listing_in_c = None
+    _walk_in_c = _walk_listing_in_c = _keys_and_values_in_c = None
 
 # How many records without a key a refusal lists (see above).
 MAX_LISTED_RECORD_ERRORS = 1000
@@ -252,3 +253,25 @@ def validate_records(batch: bytes | memoryview, header: BatchHeader, *, compacte
         message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
         errors = [(index, message) for index in summary.missing_keys]
         raise InvalidRecords(record_error_summary(errors, summary.null_keys), errors)
+
+
+def keys_and_values(batch: bytes | memoryview) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record of a whole batch: all a coordinator replaying
+    its internal topic reads. In C about 230 ns a record, 20x less than decoding whole
+    records with `iter_records` (5 us), which stands in where the extension is not built."""
+    header = BatchHeader.parse(batch)
+    if _keys_and_values_in_c is None:
+        return [(r.offset, _bytes(r.key), _bytes(r.value)) for r in iter_records(batch)]
+    if header.compression:
+        data = decompress(header.compression, memoryview(batch)[HEADER_SIZE : header.size], DEFAULT_MAX_DECOMPRESSED)
+        found = _keys_and_values_in_c(data, 0, len(data), header.record_count)
+    else:
+        found = _keys_and_values_in_c(batch, HEADER_SIZE, header.size, header.record_count)
+    if found is None:
+        raise InvalidRecords(_STRUCTURE)
+    base = header.base_offset
+    return [(base + delta, key, value) for delta, key, value in found]
+
+
+def _bytes(field: bytes | memoryview | None) -> bytes | None:
+    return None if field is None else bytes(field)

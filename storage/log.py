@@ -383,9 +383,18 @@ class PartitionLog:
 
     def batches(self, start_offset: int = 0):
         """(header, bytes) of every batch holding offsets >= `start_offset`, oldest first.
-        For start-up loading of internal topics and for tools, not for the fetch path."""
-        for segment in self.segments[max(self._segment_index(start_offset), 0):]:
-            for position, header in segment.walk():
+        For loading internal topics and for tools, not for the fetch path. The first
+        segment is entered where its offset index points, so a reader that stops and
+        comes back at the next offset (coordinator loading) does not walk it again."""
+        first = max(self._segment_index(start_offset), 0)
+        for i, segment in enumerate(self.segments[first:]):
+            start = 0
+            if i == 0:
+                found = segment.position_of(start_offset)
+                if found is None:
+                    continue  # the offset is past this segment's batches
+                start = found[0]
+            for position, header in segment.walk(start):
                 if header.last_offset >= start_offset:
                     yield header, segment.pread(header.size, position)
 

@@ -183,19 +183,29 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
         return ErrorCode.group_authorization_failed if _group_refused(ctx, group_id, Operation.DESCRIBE) \
             else ErrorCode.none
 
+    def answer(group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+        code = group_code(group_id)
+        if code:
+            return code, []
+        try:
+            return ErrorCode.none, fetch(group_id, topics)
+        except KafkaError as exc:  # the group's partition of __consumer_offsets is loading
+            return exc.code, []
+
     if ctx.version >= 8:
-        return ctx.respond(groups=[{"group_id": g.group_id, "error_code": group_code(g.group_id),
-                                    "topics": fetch(g.group_id, g.topics) if not group_code(g.group_id) else []}
-                                   for g in request.groups])
-    code = group_code(request.group_id)
-    if code:
-        return ctx.respond(topics=[], error_code=code)
-    return ctx.respond(topics=fetch(request.group_id, request.topics), error_code=ErrorCode.none)
+        answers = [(g.group_id, *answer(g.group_id, g.topics)) for g in request.groups]
+        return ctx.respond(groups=[{"group_id": group_id, "error_code": code, "topics": topics}
+                                   for group_id, code, topics in answers])
+    code, topics = answer(request.group_id, request.topics)
+    return ctx.respond(topics=topics, error_code=code)
 
 
 def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
-    listed = ctx.services.groups.list_groups(set(getattr(request, "states_filter", ())),
-                                           set(getattr(request, "types_filter", ())))
+    try:
+        listed = ctx.services.groups.list_groups(set(getattr(request, "states_filter", ())),
+                                               set(getattr(request, "types_filter", ())))
+    except KafkaError as exc:  # __consumer_offsets is loading
+        return ctx.respond(error_code=exc.code, groups=[])
     # Kafka lists every group to a client with DESCRIBE on the cluster, else those it may describe.
     if not ctx.allowed_on_cluster(Operation.DESCRIBE):
         listed = [g for g in listed if not _group_refused(ctx, g.group_id, Operation.DESCRIBE)]
@@ -212,7 +222,12 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             described.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id,
                               "group_state": "", "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
-        group = ctx.services.groups.describe(group_id)
+        try:
+            group = ctx.services.groups.describe(group_id)
+        except KafkaError as exc:  # its partition of __consumer_offsets is loading
+            described.append({"error_code": exc.code, "group_id": group_id, "group_state": "",
+                              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         if group is None:
             code = ErrorCode.group_id_not_found if ctx.version >= 6 else ErrorCode.none
             described.append({"error_code": code, "group_id": group_id, "group_state": GroupState.DEAD.value,

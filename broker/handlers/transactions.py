@@ -179,7 +179,12 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
             states.append({"error_code": ErrorCode.transactional_id_authorization_failed, "transactional_id": txn_id,
                            "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
             continue
-        txn = coordinator.describe(txn_id)
+        try:
+            txn = coordinator.describe(txn_id)
+        except KafkaError as exc:  # its partition of __transaction_state is loading
+            states.append({"error_code": exc.code, "transactional_id": txn_id,
+                           "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
+            continue
         if txn is None:
             # The schema's defaults elsewhere (a start time of 0), as Kafka answers.
             states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": txn_id,
@@ -204,9 +209,12 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
 def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     wanted_states = set(request.state_filters)
     unknown = sorted(wanted_states - _ALL_STATES)
-    listed = ctx.services.transactions.list(wanted_states & _ALL_STATES if wanted_states else set(),
-                                          set(request.producer_id_filters),
-                                          getattr(request, "duration_filter", -1))
+    try:
+        listed = ctx.services.transactions.list(wanted_states & _ALL_STATES if wanted_states else set(),
+                                              set(request.producer_id_filters),
+                                              getattr(request, "duration_filter", -1))
+    except KafkaError as exc:  # __transaction_state is loading
+        return ctx.respond(error_code=exc.code, unknown_state_filters=unknown, transaction_states=[])
     if wanted_states and not wanted_states & _ALL_STATES:
         listed = []
     # Only the transactions the client may describe (Kafka filters them the same way).

@@ -31,6 +31,10 @@ def test_json_lines_with_the_start_up_summary_and_connection_errors(fresh_broker
     assert second["partitions"] >= 3 and second["clean_start"] is False
     assert isinstance(second["startup_seconds"], float)
     assert second["level"] == "info" and "timestamp" in second
+    # The coordinators load after the broker is ready, and say when they are done.
+    loaded = [line for line in lines if line["event"] == "coordinators loaded"]
+    assert len(loaded) == 2 and isinstance(loaded[1]["seconds"], float)
+    assert loaded[1]["transactional_ids"] == 0 and loaded[1]["groups"] == 0
 
     # A frame with an API key no broker knows: the connection is closed, with a line
     # that names the client.

@@ -52,16 +52,16 @@ class Harness:
         self.path = path
         self.clock = Clock()
         self.logs: LogManager | None = None
-        self.coordinator = self.open()
+        self.coordinator = asyncio.run(self.open())
 
-    def open(self) -> GroupCoordinator:
+    async def open(self) -> GroupCoordinator:
         if self.logs is not None:
             self.logs.close()
         logs = self.logs = LogManager(self.path, LogConfig())
         logs.load()
         coordinator = GroupCoordinator(logs, lambda: logs.create_topic(TOPIC, 5, {"cleanup.policy": "compact"}),
                                        CONFIG, clock=self.clock)
-        coordinator.load()
+        await coordinator.load()
         self.coordinator = coordinator
         return coordinator
 
@@ -160,7 +160,7 @@ async def test_an_expired_session_empties_the_group_and_a_restart_brings_back_it
     group = harness.group()
     assert (group.state, group.generation, group.members) == (GroupState.EMPTY, 2, {})
 
-    harness.open()
+    await harness.open()
     group = harness.group()
     assert (group.state, group.generation) == (GroupState.EMPTY, 2)
 
@@ -169,7 +169,7 @@ async def test_a_restart_brings_back_a_stable_group_with_its_assignments_and_off
     leader, follower = await harness.stable_group()
     harness.coordinator.commit_offsets("g", leader, None, 1, {("orders", 0): CommittedOffset(42)})
 
-    coordinator = harness.open()
+    coordinator = await harness.open()
     group = harness.group()
     assert (group.state, group.generation, group.leader_id, group.protocol_name) == (
         GroupState.STABLE, 1, leader, "range")
@@ -240,7 +240,7 @@ async def test_deletions_refuse_live_members_and_subscribed_topics(harness):
     assert coordinator.delete_group("g") == ErrorCode.none
     assert "g" not in coordinator.groups
 
-    coordinator = harness.open()
+    coordinator = await harness.open()
     assert "g" not in coordinator.groups
     assert coordinator.fetch_offsets("g", None, False) == {}
 

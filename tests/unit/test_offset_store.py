@@ -3,6 +3,8 @@ what a restart replays from `__consumer_offsets`, without a broker or any member
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from ottla.coordinator.markers import MarkerWriter
@@ -34,7 +36,7 @@ class Data:
 
         store = OffsetStore(logs, create_topic, PARTITIONS, max_metadata_bytes=16)
         replayed: list[tuple[GroupKey, bytes | None]] = []
-        store.load(lambda key, value: replayed.append((key, value)))
+        asyncio.run(store.load(lambda key, value: replayed.append((key, value))))
         markers = MarkerWriter(logs)
         markers.listeners.append(store.on_marker)
         return store, markers, replayed

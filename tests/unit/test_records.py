@@ -11,8 +11,8 @@ import cramjam
 import crc32c
 import pytest
 
-from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records
-from ottla.protocol import _records
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records, recompressed
+from ottla.protocol import _records, records
 from ottla.protocol.records import InvalidRecords, validate_records, walk_records, walk_records_in_python
 from ottla.protocol.varint import write_varint
 
@@ -126,3 +126,27 @@ def test_a_keyless_record_on_a_compacted_topic_is_a_per_record_error():
         f"RecordError(batchIndex=2, message='{message}')]"
     )
     validate_records(batch, BatchHeader.parse(batch), compacted=False, topic_partition="logs-0")
+
+
+@pytest.mark.parametrize("codec", [0, 1, 4], ids=["none", "gzip", "zstd"])
+def test_keys_and_values_agree_with_the_full_decoder(codec, monkeypatch):
+    """What coordinators replay their topics with: the C reader and its fallback (whole
+    records decoded by iter_records) give the same (offset, key, value) triples."""
+    plain = build_batch(GOOD, timestamp=0, base_offset=500)
+    batch = recompressed(plain, BatchHeader.parse(plain), codec, None, 1 << 20) if codec else plain
+    expected = [(r.offset, None if r.key is None else bytes(r.key), None if r.value is None else bytes(r.value))
+                for r in iter_records(batch)]
+    assert expected[1] == (501, None, None) and expected[2][1] == b""
+    assert records.keys_and_values(batch) == expected
+    monkeypatch.setattr(records, "_keys_and_values_in_c", None)
+    assert records.keys_and_values(batch) == expected
+
+
+# A reader needs each record's offset delta, not their order (the produce walk checks that).
+UNREADABLE = [d for d in DAMAGED if d[0] != "offset delta out of order"]
+
+
+@pytest.mark.parametrize("name,section,count,message", UNREADABLE, ids=[d[0] for d in UNREADABLE])
+def test_the_c_key_reader_refuses_what_it_cannot_read(name, section, count, message):
+    assert _records.keys_and_values(section, 0, len(section), count) is None
+    assert _records.keys_and_values(section, 0, len(section) + 1, count) is None  # never past the buffer

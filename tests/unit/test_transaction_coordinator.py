@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 from dataclasses import replace
 
@@ -79,7 +80,7 @@ def coordinator(tmp_path):
     now = [1000.0]
     coordinator = TransactionCoordinator(logs, ProducerIdAllocator(str(tmp_path)), MarkerWriter(logs),
                                          num_partitions=5, clock=lambda: now[0])
-    coordinator.load()
+    asyncio.run(coordinator.load())
     coordinator.now = now  # type: ignore[attr-defined]
     return coordinator
 
@@ -160,7 +161,7 @@ def test_state_is_rebuilt_from_the_log(coordinator, tmp_path):
     coordinator.add_partitions("app", pid, epoch, [("orders", 0), ("orders", 1)])
     reloaded = TransactionCoordinator(coordinator.logs, ProducerIdAllocator(str(tmp_path)),
                                       MarkerWriter(coordinator.logs), num_partitions=5)
-    assert reloaded.load() == 1
+    assert asyncio.run(reloaded.load()) == 1
     txn = reloaded.describe("app")
     assert (txn.producer_id, txn.producer_epoch, txn.state) == (pid, epoch, S.ONGOING)
     assert txn.partitions == {("orders", 0), ("orders", 1)}
@@ -174,7 +175,7 @@ def test_idle_transactional_ids_expire_and_are_forgotten_after_a_reload(coordina
     assert coordinator.expire_transactional_ids(7 * 24 * 3600 * 1000) == ["idle"]
     reloaded = TransactionCoordinator(coordinator.logs, ProducerIdAllocator(str(tmp_path)),
                                       MarkerWriter(coordinator.logs), num_partitions=5)
-    reloaded.load()
+    asyncio.run(reloaded.load())
     assert reloaded.describe("idle") is None and reloaded.describe("busy") is not None
 
 
