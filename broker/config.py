@@ -93,6 +93,8 @@ PROPERTIES: tuple[Property, ...] = (
              "close a connection with nothing in or out and no request in hand for this long"),
     Property("fetch.max.bytes", "fetch_max_bytes", int,
              "most record bytes in one Fetch response (at least one batch is always returned)"),
+    Property("max.incremental.fetch.session.cache.slots", "fetch_session_cache_slots", int,
+             "most incremental fetch sessions (KIP-227) kept at once"),
     Property("log.flush.offset.checkpoint.interval.ms", "checkpoint_interval_ms", int,
              "how often recovery points are written"),
     Property("log.retention.check.interval.ms", "retention_check_interval_ms", int,
@@ -254,6 +256,7 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 100 * 1024 * 1024
     fetch_max_bytes: int = 55 * 1024 * 1024  # Kafka's default, 57671680
+    fetch_session_cache_slots: int = 1000  # Kafka's default
     # Kafka's default is -1 (no bound, only queued.max.requests=500); a broker on a
     # laptop or a CI runner is better off refusing to hold more than this.
     queued_max_request_bytes: int = 256 * 1024 * 1024

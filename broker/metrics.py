@@ -29,6 +29,7 @@ from ottla.protocol.kio_schema import EntityField, EntityTupleField, classify_fi
 from .tls import failed_handshakes
 
 if TYPE_CHECKING:
+    from .fetch_sessions import FetchSessionCache
     from ottla.coordinator.groups import GroupCoordinator
     from ottla.coordinator.transactions import TransactionCoordinator
     from ottla.storage.log_manager import LogManager
@@ -73,7 +74,8 @@ class Metrics:
     # --- rendering -----------------------------------------------------------------------
 
     def render(self, *, connections: int, logs: "LogManager", transactions: "TransactionCoordinator | None",
-               groups: "GroupCoordinator", faults_armed: int, task_failures: Counter[str] | None = None) -> str:
+               groups: "GroupCoordinator", faults_armed: int, task_failures: Counter[str] | None = None,
+               fetch_sessions: "FetchSessionCache | None" = None) -> str:
         """The counters, and the gauges read now from the state they describe."""
         out: list[str] = []
         api_names = {key: api.name for key, api in SUPPORTED.items()}
@@ -128,6 +130,13 @@ class Metrics:
         group_states = groups.count_by_state()
         _family(out, "ottla_consumer_groups", "gauge", "Consumer groups, by state.",
                 ((f'state="{state}"', n) for state, n in sorted(group_states.items())))
+        if fetch_sessions is not None:
+            _family(out, "ottla_fetch_sessions", "gauge", "Incremental fetch sessions (KIP-227) cached.",
+                    [("", len(fetch_sessions.sessions))])
+            _family(out, "ottla_fetch_session_partitions", "gauge", "Partitions held by the cached fetch sessions.",
+                    [("", fetch_sessions.partitions)])
+            _family(out, "ottla_fetch_session_evictions_total", "counter",
+                    "Fetch sessions taken out of a full cache for a new one.", [("", fetch_sessions.evictions)])
         _family(out, "ottla_faults_injected_total", "counter", "Faults injected, by kind and API.",
                 ((f'kind="{kind}",api="{api}"', n) for (kind, api), n in sorted(self.faults_injected.items())))
         _family(out, "ottla_faults_armed", "gauge", "Injections still to come from the faults set.",

@@ -30,6 +30,7 @@ from .connection import Connection
 from .dispatch import Dispatcher
 from .durability import GroupCommit, flush_in_background
 from .faults import Faults
+from .fetch_sessions import FetchSessionCache
 from .logging import get_logger
 from .metrics import Metrics
 from .request_memory import RequestMemory
@@ -114,7 +115,8 @@ class Broker:
     def metrics_text(self) -> str:
         return self.metrics.render(connections=len(self.connections), logs=self.logs, transactions=self.transactions,
                                    groups=self.groups, faults_armed=self.faults.remaining,
-                                   task_failures=self.scheduler.failures)
+                                   task_failures=self.scheduler.failures,
+                                   fetch_sessions=self.services.fetch_sessions if self.services else None)
 
     @property
     def admin_url(self) -> str | None:
@@ -167,6 +169,7 @@ class Broker:
             markers=self.markers, producer_ids=self.producer_ids, waiters=self.watchers, events=self,
             threads=self.threads, scram=self.scram, security_events=self.metrics, authorizer=self.authorizer,
             dynamic_configs=DynamicBrokerConfigs(self.logs.data_dir),
+            fetch_sessions=FetchSessionCache(self.config.fetch_session_cache_slots),
         )
         loop = asyncio.get_running_loop()
         for i, listener in enumerate(self.listeners):

@@ -27,6 +27,8 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from ottla.storage.log_config import LogConfig
 
+    from .fetch_sessions import FetchSessionCache
+
 
 class Settings(Protocol):
     """The broker configuration handlers read (broker/config.py's BrokerConfig)."""
@@ -111,6 +113,9 @@ class Services:
     # None: no authorizer configured, every request allowed (Kafka without one).
     authorizer: Authorization | None
     dynamic_configs: DynamicConfigs
+    # Incremental fetch sessions (KIP-227, fetch_sessions.py): state of the Fetch
+    # handler, kept here because it outlives one request.
+    fetch_sessions: "FetchSessionCache"
     # The configuration as started (files, environment, flags); `config` is it with the
     # dynamic broker configs applied.
     static_config: Settings = None  # type: ignore[assignment]

@@ -9,8 +9,10 @@ A response holds at most min(max_bytes, fetch.max.bytes) of records, and always 
 first batch found whole (Kafka's rule), so a consumer never stalls on a big batch.
 
 If less than `min_bytes` is available the request waits until an append to one of
-its partitions brings enough, or `max_wait` passes. Fetch sessions (KIP-227) are not
-kept: session id 0 tells clients to send full requests, which they do.
+its partitions brings enough, or `max_wait` passes.
+
+Fetch sessions (KIP-227, broker/fetch_sessions.py): a request of a session reads every
+partition of the session, and its answer names only the partitions with news.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..authorizer import Operation, ResourceType
+from ..fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, TOPIC_ID_VERSION, FetchContext, Wanted
 from .context import RequestContext
 
 READ_COMMITTED = 1
@@ -30,29 +33,45 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     max_wait_s = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait_s
-    wanted = _resolve(ctx, request)
+    context = _context(ctx, request)
+    if context.error:
+        # The whole request is refused: the client starts over with a full request.
+        return ctx.respond(error_code=context.error, session_id=INVALID_SESSION_ID, responses=[])
+    topics = _resolve(ctx, context.wanted)
     while True:
-        responses, size, errors = _collect(ctx, request, wanted)
+        answers, size, errors = _collect(ctx, request, context.wanted, topics)
         remaining = deadline - time.monotonic()
         if size >= request.min_bytes or errors or remaining <= 0 or services.stopping:
             break
-        await services.waiters.wait([(t.name, p.partition) for t, _, parts in wanted if t is not None
-                                     for p in parts], remaining)
-    return ctx.respond(error_code=ErrorCode.none, session_id=0, responses=responses)
+        await services.waiters.wait([(topics[w.topic].name, w.partition) for w in context.wanted
+                                     if topics[w.topic] is not None], remaining)
+    answers = services.fetch_sessions.answer(context, answers, int(time.time() * 1000))
+    return ctx.respond(error_code=ErrorCode.none, session_id=context.session_id,
+                       responses=_by_topic(answers, context.uses_topic_ids))
 
 
-def _resolve(ctx: RequestContext, request: Any) -> list[tuple[Any, Any, Any]]:
-    """(topic or None, the request's topic entry, its partitions) per requested topic."""
+def _context(ctx: RequestContext, request: Any) -> FetchContext:
+    """The partitions the request names (by topic name before v13, by topic id from
+    then on), settled against its fetch session, if any (v7+)."""
+    by_id = ctx.version >= TOPIC_ID_VERSION
+    wanted = [Wanted(t.topic_id if by_id else t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+              for t in request.topics for p in t.partitions]
+    forgotten = [(t.topic_id if by_id else t.topic, partition)
+                 for t in getattr(request, "forgotten_topics_data", None) or () for partition in t.partitions]
+    return ctx.services.fetch_sessions.context(
+        ctx.version, getattr(request, "session_id", INVALID_SESSION_ID), getattr(request, "session_epoch", FINAL_EPOCH),
+        wanted, forgotten, int(time.time() * 1000))
+
+
+def _resolve(ctx: RequestContext, wanted: list[Wanted]) -> dict[Any, Any]:
+    """The topic (None if unknown) of each topic name or id among `wanted`."""
     logs = ctx.services.logs
-    resolved = []
-    for fetch_topic in request.topics:
-        name = getattr(fetch_topic, "topic", None)
-        topic = logs.topic(name) if name is not None else logs.topic_by_id(fetch_topic.topic_id)
-        resolved.append((topic, fetch_topic, fetch_topic.partitions))
-    return resolved
+    find = logs.topic_by_id if ctx.version >= TOPIC_ID_VERSION else logs.topic
+    return {key: find(key) for key in {w.topic for w in wanted}}
 
 
-def _collect(ctx: RequestContext, request: Any, wanted: list) -> tuple[list, int, bool]:
+def _collect(ctx: RequestContext, request: Any, wanted: list[Wanted],
+             topics: dict[Any, Any]) -> tuple[list[tuple[Wanted, dict[str, Any]]], int, bool]:
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     # As Kafka: the response holds at most the smaller of the client's max_bytes and
     # the broker's fetch.max.bytes, except that the first batch found is returned whole
@@ -62,56 +81,62 @@ def _collect(ctx: RequestContext, request: Any, wanted: list) -> tuple[list, int
                  ctx.services.config.fetch_max_bytes)
     size = 0
     errors = False
-    responses = []
-    for topic, fetch_topic, partitions in wanted:
-        results = []
-        readable = topic is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)
-        for p in partitions:
-            if not readable:
-                results.append(_error(p.partition, ErrorCode.topic_authorization_failed))
-                errors = True
-                continue
-            if topic is None:
-                code = ErrorCode.unknown_topic_id if getattr(fetch_topic, "topic", None) is None \
-                    else ErrorCode.unknown_topic_or_partition
-                results.append(_error(p.partition, code))
-                errors = True
-                continue
-            log = topic.partitions[p.partition] if 0 <= p.partition < len(topic.partitions) else None
-            if log is None:
-                results.append(_error(p.partition, ErrorCode.unknown_topic_or_partition))
-                errors = True
-                continue
-            try:
-                got = log.read(p.fetch_offset, min(p.partition_max_bytes, max(budget, 0)), read_committed,
-                               min_one=size == 0)
-            except KafkaError as exc:
-                results.append(_error(p.partition, exc.code, log.high_watermark, log.log_start_offset))
-                errors = True
-                continue
-            n = len(got.records) if got.records is not None else 0
-            size += n
-            budget -= n
-            results.append({
-                "partition_index": p.partition,
-                "error_code": ErrorCode.none,
-                "high_watermark": got.high_watermark,
-                "last_stable_offset": got.last_stable_offset,
-                "log_start_offset": got.log_start_offset,
-                "aborted_transactions": None if got.aborted is None else [
-                    {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in got.aborted
-                ],
-                "preferred_read_replica": -1,
-                # Kafka sends empty records, never null: older librdkafka rejects null.
-                "records": got.records if got.records is not None else b"",
-            })
-        # A topic is named (v0-v12) or identified (v13+) as the request did: only the
-        # field this version has, so building the response needs no lookup of others.
-        if hasattr(fetch_topic, "topic_id"):
-            responses.append({"topic_id": fetch_topic.topic_id, "partitions": results})
-        else:
-            responses.append({"topic": fetch_topic.topic, "partitions": results})
-    return responses, size, errors
+    readable = {key: topic is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)
+                for key, topic in topics.items()}
+    answers = []
+    for w in wanted:
+        topic = topics[w.topic]
+        if not readable[w.topic]:
+            answers.append((w, _error(w.partition, ErrorCode.topic_authorization_failed)))
+            errors = True
+            continue
+        if topic is None:
+            code = ErrorCode.unknown_topic_id if ctx.version >= TOPIC_ID_VERSION \
+                else ErrorCode.unknown_topic_or_partition
+            answers.append((w, _error(w.partition, code)))
+            errors = True
+            continue
+        log = topic.partitions[w.partition] if 0 <= w.partition < len(topic.partitions) else None
+        if log is None:
+            answers.append((w, _error(w.partition, ErrorCode.unknown_topic_or_partition)))
+            errors = True
+            continue
+        try:
+            got = log.read(w.fetch_offset, min(w.max_bytes, max(budget, 0)), read_committed, min_one=size == 0)
+        except KafkaError as exc:
+            answers.append((w, _error(w.partition, exc.code, log.high_watermark, log.log_start_offset)))
+            errors = True
+            continue
+        n = len(got.records) if got.records is not None else 0
+        size += n
+        budget -= n
+        answers.append((w, {
+            "partition_index": w.partition,
+            "error_code": ErrorCode.none,
+            "high_watermark": got.high_watermark,
+            "last_stable_offset": got.last_stable_offset,
+            "log_start_offset": got.log_start_offset,
+            "aborted_transactions": None if got.aborted is None else [
+                {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in got.aborted
+            ],
+            "preferred_read_replica": -1,
+            # Kafka sends empty records, never null: older librdkafka rejects null.
+            "records": got.records if got.records is not None else b"",
+        }))
+    return answers, size, errors
+
+
+def _by_topic(answers: list[tuple[Wanted, dict[str, Any]]], by_id: bool) -> list[dict[str, Any]]:
+    """Partition answers grouped into topic entries: a run of partitions of one topic
+    makes one entry, as Kafka builds them. A topic is named (v0-v12) or identified
+    (v13+) as the request did: only the field this version has."""
+    field = "topic_id" if by_id else "topic"
+    responses: list[dict[str, Any]] = []
+    for w, answer in answers:
+        if not responses or responses[-1][field] != w.topic:
+            responses.append({field: w.topic, "partitions": []})
+        responses[-1]["partitions"].append(answer)
+    return responses
 
 
 def _error(partition: int, code: ErrorCode, high_watermark: int = -1, log_start_offset: int = -1) -> dict[str, Any]:
