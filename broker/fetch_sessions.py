@@ -25,6 +25,11 @@ The rules are Kafka's (FetchManager, FetchSession, FetchSessionCacheShard):
   ago, if the new one has more partitions; otherwise it is not created.
 - A partition that returned records moves to the end of its session, so that each
   partition gets its turn at the front of the response's byte budget.
+- Beyond Kafka: the sessions together hold at most MAX_CACHED_PARTITIONS partitions.
+  Kafka bounds only how many sessions there are, so a thousand requests naming a
+  million partitions each would make it hold a billion; here a session that would pass
+  the bound is not opened, or is closed (the answer's session id 0), and the client
+  goes on with full requests.
 
 Sessions live in memory: after a restart a client's next incremental request gets
 FETCH_SESSION_ID_NOT_FOUND and it starts a new session, as after a Kafka restart.
@@ -45,6 +50,8 @@ FINAL_EPOCH = -1
 # being taken over by a bigger one, and how long unused before anyone may take it.
 EVICTION_MS = 120_000
 TOPIC_ID_VERSION = 13  # Fetch names topics by id from this version on
+# About 60 MB of cached partitions at most: a thousand consumers of 200 partitions.
+MAX_CACHED_PARTITIONS = 200_000
 
 TopicKey = Hashable  # a topic's name (Fetch v7-v12) or id (v13+)
 PartitionKey = tuple[TopicKey, int]
@@ -67,7 +74,7 @@ class Wanted:
     max_bytes: int
 
 
-@dataclass
+@dataclass(slots=True)
 class CachedPartition:
     fetch_offset: int
     max_bytes: int
@@ -135,24 +142,28 @@ class FetchContext:
 
 
 class FetchSessionCache:
-    def __init__(self, slots: int, eviction_ms: int = EVICTION_MS, rng: random.Random | None = None) -> None:
+    def __init__(self, slots: int, eviction_ms: int = EVICTION_MS, rng: random.Random | None = None,
+                 max_partitions: int = MAX_CACHED_PARTITIONS) -> None:
         self.slots = slots
         self.eviction_ms = eviction_ms
+        self.max_partitions = max_partitions
         self.sessions: dict[int, FetchSession] = {}
         self.evictions = 0
+        self.partitions = 0  # held by all sessions together
         self._random = rng or random.Random()
 
-    @property
-    def partitions(self) -> int:
-        return sum(len(s.partitions) for s in self.sessions.values())
+    def _remove(self, session: FetchSession) -> None:
+        if self.sessions.pop(session.id, None) is not None:
+            self.partitions -= len(session.partitions)
 
     def context(self, version: int, session_id: int, epoch: int, wanted: list[Wanted],
                 forgotten: list[PartitionKey], now_ms: int) -> FetchContext:
         """Settle the session part of a Fetch request (Kafka's FetchManager.newContext)."""
         uses_topic_ids = version >= TOPIC_ID_VERSION
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            if session_id != INVALID_SESSION_ID:
-                self.sessions.pop(session_id, None)  # a full request closes the session it names
+            named = self.sessions.get(session_id)
+            if named is not None:
+                self._remove(named)  # a full request closes the session it names
             return FetchContext(wanted, opens_session=epoch == INITIAL_EPOCH, uses_topic_ids=uses_topic_ids)
         session = self.sessions.get(session_id)
         if session is None:
@@ -161,10 +172,12 @@ class FetchSessionCache:
             return FetchContext([], error=ErrorCode.invalid_fetch_session_epoch)
         if session.uses_topic_ids != uses_topic_ids:
             return FetchContext([], error=ErrorCode.fetch_session_topic_id_error)
+        before = len(session.partitions)
         session.update(wanted, forgotten)
-        if not session.partitions:
-            del self.sessions[session.id]
-            return FetchContext(wanted)
+        self.partitions += len(session.partitions) - before
+        if not session.partitions or self.partitions > self.max_partitions:
+            self._remove(session)
+            return FetchContext(wanted, uses_topic_ids=uses_topic_ids)
         session.last_used_ms = now_ms
         session.epoch = next_epoch(session.epoch)
         return FetchContext(session.wanted(), session=session, incremental=True, uses_topic_ids=uses_topic_ids)
@@ -192,10 +205,13 @@ class FetchSessionCache:
                 for w, answer in answers:
                     session.partitions[(w.topic, w.partition)] = CachedPartition(
                         w.fetch_offset, w.max_bytes, answer["high_watermark"], answer["log_start_offset"])
+                self.partitions += len(session.partitions)
                 context.session = session
         return answers
 
     def _create(self, size: int, uses_topic_ids: bool, now_ms: int) -> FetchSession | None:
+        if self.partitions + size > self.max_partitions:
+            return None
         if len(self.sessions) >= self.slots and not self._evict_for(size, now_ms):
             return None
         session_id = INVALID_SESSION_ID
@@ -220,6 +236,6 @@ class FetchSessionCache:
             victim = min(old, key=lambda s: (len(s.partitions), s.id))
             if size <= len(victim.partitions):
                 return False
-        del self.sessions[victim.id]
+        self._remove(victim)
         self.evictions += 1
         return True

@@ -121,3 +121,16 @@ def test_a_consumer_using_fetch_sessions_reads_everything(fresh_broker, topic_na
     assert {(m.partition, m.value) for m in consumer} == late
     consumer.close()
     assert broker.admin.metric("ottla_fetch_sessions") == 1
+
+
+def test_a_session_naming_a_quarter_million_partitions_is_not_kept(broker, topic_name):
+    """Kafka bounds only how many sessions it keeps; a client naming huge numbers of
+    partitions could make it hold them all. Ottla bounds what all sessions hold together
+    (200,000 partitions): past that the answer carries no session."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap, timeout=60) as client:
+        huge = _fetch(client, 0, 0, f"{topic_name}-nowhere", dict.fromkeys(range(250_000), 0))
+        assert huge.session_id == 0 and len(huge.responses[0].partitions) == 250_000
+        assert huge.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+        # Everyone else's sessions are still welcome.
+        assert _fetch(client, 0, 0, topic_name, {0: 0}).session_id != 0

@@ -109,3 +109,18 @@ def test_a_full_cache_takes_a_stale_session_or_a_smaller_old_one():
     cache.context(V12, bigger, 1, [], [], 2 * EVICTION_MS)
     newcomer = open_session(cache, wanted(0), now=2 * EVICTION_MS + 3)
     assert newcomer != 0 and big not in cache.sessions and cache.evictions == 2
+
+
+def test_the_sessions_together_hold_a_bounded_number_of_partitions():
+    cache = FetchSessionCache(10, max_partitions=5)
+    first = open_session(cache, wanted(0, 1, 2))
+    assert open_session(cache, wanted(0, 1, 2)) == 0  # 6 would pass the bound: no session
+    second = open_session(cache, wanted(0, 1))
+    assert second != 0 and cache.partitions == 5
+    # A session that grows past the bound is closed; the request is answered sessionless.
+    context = cache.context(V12, first, 1, wanted(3, 4), [], 1)
+    assert context.session_id == 0 and [w.partition for w in context.wanted] == [3, 4]
+    assert first not in cache.sessions and cache.partitions == 2
+    # Forgetting frees room.
+    cache.context(V12, second, 1, [], [("t", 1)], 2)
+    assert cache.partitions == 1 and open_session(cache, wanted(0, 1, 2, 3)) != 0
