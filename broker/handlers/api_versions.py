@@ -23,8 +23,32 @@ def _api_keys() -> list[dict[str, int]]:
     ]
 
 
+# Feature levels (KIP-584), as a Kafka 4.1 broker reports them, limited to what Ottla
+# serves: (name, lowest supported, highest supported, finalized level).
+# - metadata.version 27 is 4.1-IV1, what `inter.broker.protocol.version` describes.
+# - transaction.version 1: transactional produce is verified (KIP-890 part 1). Level 2
+#   needs Produce v12, which adds partitions to a transaction implicitly; the Java
+#   client turns it on only when it is finalized, so it is not claimed.
+# - group.version is absent (level 0): no KIP-848 consumer groups.
+FEATURES = (
+    ("metadata.version", 7, 27, 27),
+    ("transaction.version", 0, 1, 1),
+)
+# KRaft reports the metadata offset the levels were read at; any value >= 0 says
+# "these are finalized" (-1: none are).
+FINALIZED_FEATURES_EPOCH = 1
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
-    return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys(), finalized_features_epoch=-1)
+    if ctx.version < 3:  # the feature fields came with v3
+        return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys())
+    return ctx.respond(
+        error_code=ErrorCode.none, api_keys=_api_keys(),
+        supported_features=[{"name": name, "min_version": low, "max_version": high} for name, low, high, _ in FEATURES],
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=[{"name": name, "min_version_level": level, "max_version_level": level}
+                            for name, _, _, level in FEATURES],
+    )
 
 
 def unsupported_version_response() -> Any:
