@@ -104,6 +104,8 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
+        # Set while the client is throttled by a quota (KIP-219): its next request waits.
+        self._muted: asyncio.Future[None] | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -227,7 +229,8 @@ class Connection(asyncio.Protocol):
     def _worker_idle(self) -> bool:
         """Nothing is queued or being served, and the client is reading what we send."""
         return (not self._frames and self._wakeup is not None and not self._wakeup.done()
-                and self._drained is None and not self._closing and self._unfinished is None)
+                and self._drained is None and not self._closing and self._unfinished is None
+                and self._muted is None)
 
     def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
         """Serve, right here in data_received, the frames whose handling cannot wait on
@@ -259,6 +262,8 @@ class Connection(asyncio.Protocol):
             self._respond(ctx, request, response)
             if not self._is_open():
                 return []
+            if self._muted is not None:
+                return frames[i + 1:]  # throttled: the rest waits in the worker's queue
         return []
 
     # --- the worker ----------------------------------------------------------------------
@@ -274,6 +279,9 @@ class Connection(asyncio.Protocol):
                 if self._unfinished is not None and not await self._finish_unfinished():
                     return
                 while self._frames:
+                    if self._muted is not None:
+                        await self._muted
+                        continue  # the connection may have closed meanwhile
                     frame = self._frames.popleft()
                     self._queued_bytes -= len(frame)
                     self._account()
@@ -405,10 +413,29 @@ class Connection(asyncio.Protocol):
     def _respond(self, ctx: RequestContext, request: Request, response: Any) -> None:
         if response is not None:
             self._send(request.header.correlation_id, response)
+        if ctx.throttle_ms:
+            self._mute(ctx.throttle_ms)
         if self.session.close_after_response:
             self.close()  # a failed authentication: the answer goes out, then the connection
         if ctx.deferred is not None:
             self._run_deferred(ctx, request.api.name)
+
+    def _mute(self, throttle_ms: int) -> None:
+        """A quota throttles the client (broker/client_quotas.py): as Kafka does since
+        KIP-219, the answer goes out at once, carrying the throttle time, and the
+        client's next request is served only once that time is over."""
+        loop = self._loop
+        if self._muted is None:
+            self._muted = loop.create_future()
+        muted = self._muted
+
+        def unmute() -> None:
+            if self._muted is muted:
+                self._muted = None
+                muted.set_result(None)
+                self._wake()
+
+        loop.call_later(throttle_ms / 1000, unmute)
 
     def _handler_failed(self, request: Request) -> None:
         log.exception("handler failed", api=request.api.name, version=request.header.api_version,

@@ -29,6 +29,7 @@ from .config import BrokerConfig, Listener, listener_text
 from .connection import Connection
 from .dispatch import Dispatcher
 from .durability import GroupCommit, flush_in_background
+from .client_quotas import ClientQuotas
 from .faults import Faults
 from .fetch_sessions import FetchSessionCache
 from .logging import get_logger
@@ -170,6 +171,7 @@ class Broker:
             threads=self.threads, scram=self.scram, security_events=self.metrics, authorizer=self.authorizer,
             dynamic_configs=DynamicBrokerConfigs(self.logs.data_dir),
             fetch_sessions=FetchSessionCache(self.config.fetch_session_cache_slots),
+            quotas=ClientQuotas(self.logs.data_dir),
         )
         loop = asyncio.get_running_loop()
         for i, listener in enumerate(self.listeners):

@@ -27,6 +27,7 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from ottla.storage.log_config import LogConfig
 
+    from .client_quotas import ClientQuotas
     from .fetch_sessions import FetchSessionCache
 
 
@@ -116,6 +117,8 @@ class Services:
     # Incremental fetch sessions (KIP-227, fetch_sessions.py): state of the Fetch
     # handler, kept here because it outlives one request.
     fetch_sessions: "FetchSessionCache"
+    # Client quotas (client_quotas.py): their config, and the rates measured against it.
+    quotas: "ClientQuotas"
     # The configuration as started (files, environment, flags); `config` is it with the
     # dynamic broker configs applied.
     static_config: Settings = None  # type: ignore[assignment]

@@ -71,6 +71,8 @@ OFFSET_FOR_LEADER_EPOCH = Api(23, "OffsetForLeaderEpoch", 2, 4)
 ELECT_LEADERS = Api(43, "ElectLeaders", 0, 2)
 ALTER_PARTITION_REASSIGNMENTS = Api(45, "AlterPartitionReassignments", 0, 1)
 LIST_PARTITION_REASSIGNMENTS = Api(46, "ListPartitionReassignments", 0, 0)
+DESCRIBE_CLIENT_QUOTAS = Api(48, "DescribeClientQuotas", 0, 1)
+ALTER_CLIENT_QUOTAS = Api(49, "AlterClientQuotas", 0, 1)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -121,5 +123,7 @@ SUPPORTED: dict[int, Api] = {
         ELECT_LEADERS,
         ALTER_PARTITION_REASSIGNMENTS,
         LIST_PARTITION_REASSIGNMENTS,
+        DESCRIBE_CLIENT_QUOTAS,
+        ALTER_CLIENT_QUOTAS,
     )
 }

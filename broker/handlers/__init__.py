@@ -18,8 +18,8 @@ from typing import Any, Awaitable, Callable, Union
 
 from ottla.protocol import apis
 
-from . import (acls, api_versions, configs, coordinators, fetch, groups, list_offsets, log_dirs, metadata, produce,
-               reassignments, sasl, scram_credentials, topics, transactions)
+from . import (acls, api_versions, client_quotas, configs, coordinators, fetch, groups, list_offsets, log_dirs,
+               metadata, produce, reassignments, sasl, scram_credentials, topics, transactions)
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Union[Any, Awaitable[Any]]]
@@ -71,6 +71,8 @@ HANDLERS: dict[int, Handler] = {
     apis.ELECT_LEADERS.key: reassignments.handle_elect_leaders,
     apis.ALTER_PARTITION_REASSIGNMENTS.key: reassignments.handle_alter_partition_reassignments,
     apis.LIST_PARTITION_REASSIGNMENTS.key: reassignments.handle_list_partition_reassignments,
+    apis.DESCRIBE_CLIENT_QUOTAS.key: client_quotas.handle_describe,
+    apis.ALTER_CLIENT_QUOTAS.key: client_quotas.handle_alter,
 }
 
 # The APIs whose handlers may wait. Every other handler runs to its end without giving

@@ -26,6 +26,9 @@ class RequestContext:
     session: Session
     # Work the handler leaves for after its response is on its way (see after_response).
     deferred: list[Callable[[], None]] | None = None
+    # How long a quota throttles the client after this response (client_quotas.py):
+    # the response says so in throttle_time_ms, and the connection waits that long.
+    throttle_ms: int = 0
 
     @property
     def version(self) -> int:

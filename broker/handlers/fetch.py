@@ -23,6 +23,7 @@ from typing import Any
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..authorizer import Operation, ResourceType
+from ..client_quotas import CONSUMER_BYTE_RATE
 from ..fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, TOPIC_ID_VERSION, FetchContext, Wanted
 from .context import RequestContext
 
@@ -45,6 +46,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             break
         await services.waiters.wait([(topics[w.topic].name, w.partition) for w in context.wanted
                                      if topics[w.topic] is not None], remaining)
+    fetched = sum(len(answer["records"]) for _, answer in answers)
+    throttle = services.quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "", fetched,
+                                           count_when_over=False)
+    if throttle:
+        # As Kafka: a fetch over its quota is answered empty, with the time to wait;
+        # nothing of it counts, and a session's partitions are read again next time.
+        ctx.throttle_ms = throttle
+        return ctx.respond(error_code=ErrorCode.none, throttle_time=throttle, responses=[],
+                           session_id=context.session_id if context.incremental else INVALID_SESSION_ID)
     answers = services.fetch_sessions.answer(context, answers, int(time.time() * 1000))
     return ctx.respond(error_code=ErrorCode.none, session_id=context.session_id,
                        responses=_by_topic(answers, context.uses_topic_ids))
@@ -79,6 +89,10 @@ def _collect(ctx: RequestContext, request: Any, wanted: list[Wanted],
     # bigger than its limits. v0-v2 have no max_bytes: the broker's limit applies.
     budget = min(getattr(request, "max_bytes", ctx.services.config.fetch_max_bytes),
                  ctx.services.config.fetch_max_bytes)
+    # A consumer_byte_rate quota caps it at what the quota lets through in its window.
+    window_bytes = ctx.services.quotas.window_bytes(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "")
+    if window_bytes is not None:
+        budget = min(budget, window_bytes)
     size = 0
     errors = False
     readable = {key: topic is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)

@@ -36,6 +36,7 @@ from ottla.storage.log import PartitionLog
 
 from ..authorizer import Operation, ResourceType
 from ..logging import get_logger
+from ..client_quotas import PRODUCER_BYTE_RATE
 from .context import RequestContext
 
 log = get_logger("ottla.produce")
@@ -117,9 +118,13 @@ def _append_all(ctx: RequestContext, request: Any, checked: list) -> Any:
         ]}
         for topic, partitions in checked
     ]
+    # producer_byte_rate: the request's records count, appended or not (as in Kafka).
+    produced = sum(len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None)
+    ctx.throttle_ms = ctx.services.quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "",
+                                                      produced)
     if request.acks == 0:
-        return None
-    return ctx.respond(responses=responses)
+        return None  # nothing to say; a throttle still holds the connection
+    return ctx.respond(responses=responses, throttle_time=ctx.throttle_ms)
 
 
 def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | None,
