@@ -10,8 +10,9 @@ failed is not run on it again in later rounds (a failure is usually a timeout, w
 would cost the same again). Ottla failing a workload, or producing a figure that is not
 valid, ends the run with exit code 1.
 
-Ottla's own runs follow: SASL_SSL against PLAINTEXT (bench.security), start-up after a
-long coordinator history (bench.coordinator_load) and, last, the scale run (bench.scale);
+Runs of their own follow: SASL_SSL against PLAINTEXT (bench.security), start-up after a
+long coordinator history (bench.coordinator_load), one request at a time next to
+noida-db (bench.round_trips) and, last, the scale run (bench.scale);
 `--only NAME` runs one alone and `--scale-gib` sets the scale run's data size.
 """
 
@@ -33,6 +34,7 @@ from .report import (OTTLA, RUN_HEADING, Run, machine_lines, ottla_revision, per
                      targets_table, write_results)
 from .scale import GIB, free_disk_problem, run_scale
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
+from .round_trips import round_trip_lines, run_round_trips
 from .security import run_security, security_lines
 from .workloads import Measurement
 
@@ -42,7 +44,8 @@ CLIENT_GRACE = 30.0  # seconds past its own deadline before a client process is 
 SCALE = "scale"
 SECURITY = "security"
 COORDINATOR_LOAD = "coordinator-load"
-EXTRAS = (SCALE, SECURITY, COORDINATOR_LOAD)  # runs of their own, Ottla only
+ROUND_TRIPS = "round-trips"
+EXTRAS = (SCALE, SECURITY, COORDINATOR_LOAD, ROUND_TRIPS)  # runs of their own
 
 
 class WorkloadFailed(Exception):
@@ -165,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
     plan += ["SASL_SSL against PLAINTEXT"] if SECURITY in only else []
     plan += ["start-up after a long coordinator history"] if COORDINATOR_LOAD in only else []
+    plan += ["one request at a time, Ottla and noida-db"] if ROUND_TRIPS in only else []
     print(f"{'; then '.join(plan)} (load average {load_before:.2f})", flush=True)
 
     try:
@@ -178,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
                                             lambda line: print(line, flush=True))
             except Exception as exc:
                 raise OttlaFailed(f"security: {exc}") from exc
+        if ROUND_TRIPS in only:
+            try:
+                run.round_trips = run_round_trips(lambda line: print(line, flush=True))
+            except Exception as exc:
+                raise OttlaFailed(f"round trips: {exc}") from exc
         if COORDINATOR_LOAD in only:
             try:
                 run.coordinator_load = run_coordinator_load(1_000_000, 1_000_000, lambda line: print(line, flush=True))
@@ -208,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         scale_lines(run),
         security_lines(run.security),
         coordinator_load_lines(run.coordinator_load),
-        ["Targets (issue 6; the 80 % one is issue 3's):", "", target_table] if target_table else [],
+        round_trip_lines(run.round_trips),
+        ["Targets (issues 6 and 15):", "", target_table] if target_table else [],
         [f"Note: {note}" for note in notes],
     ]
     body = [line for section in sections if section for line in [*section, ""]][:-1]
