@@ -483,6 +483,9 @@ class Connection(asyncio.Protocol):
     async def finish(self) -> None:
         """Graceful shutdown: answer the requests already received, then close."""
         self._closing = True
+        if self._muted is not None:  # a throttle is not waited out at shutdown
+            muted, self._muted = self._muted, None
+            muted.set_result(None)
         self._wake()
         if self._worker is not None:
             try:
