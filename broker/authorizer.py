@@ -18,10 +18,11 @@ so they survive restarts; CreateAcls, DescribeAcls and DeleteAcls change and lis
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass
 from enum import IntEnum
+
+from .json_files import read_json, write_json
 
 
 class ResourceType(IntEnum):
@@ -137,12 +138,7 @@ class Authorizer:
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
         self._acls: list[AclBinding] = []
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                stored = json.load(f)
-        except FileNotFoundError:
-            stored = []
-        for item in stored:
+        for item in read_json(self.path, []):
             self._acls.append(AclBinding(ResourceType[item["resource_type"]], item["resource_name"],
                                          PatternType[item["pattern_type"]], item["principal"], item["host"],
                                          Operation[item["operation"]], Permission[item["permission"]]))
@@ -195,12 +191,7 @@ class Authorizer:
     def _save(self) -> None:
         data = [{key: (value.name if isinstance(value, IntEnum) else value) for key, value in asdict(acl).items()}
                 for acl in self._acls]
-        temporary = self.path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, self.path)
+        write_json(self.path, data)
 
 
 def parse_super_users(text: str | None) -> frozenset[str]:

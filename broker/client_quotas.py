@@ -22,13 +22,15 @@ reads nothing more for that long (KIP-219), bounded by the whole window.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from ottla.protocol.errors import ErrorCode
+
+from .json_files import read_json, write_json
+
 
 FILE_NAME = "client-quotas.json"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -121,12 +123,8 @@ class ClientQuotas:
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, FILE_NAME)
         self.quotas: dict[Entity, dict[str, float]] = {}
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                for stored in json.load(f):
-                    self.quotas[tuple((t, n) for t, n in stored["entity"])] = dict(stored["quotas"])
-        except FileNotFoundError:
-            pass
+        for stored in read_json(self.path, []):
+            self.quotas[tuple((t, n) for t, n in stored["entity"])] = dict(stored["quotas"])
         self._rates: dict[tuple[str, str | None, str | None], _Rate] = {}
         self._byte_rate_keys = self._enforced_keys()
 
@@ -217,12 +215,7 @@ class ClientQuotas:
     def _save(self) -> None:
         stored = [{"entity": [list(pair) for pair in entity], "quotas": values}
                   for entity, values in sorted(self.quotas.items(), key=_order)]
-        temporary = self.path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(stored, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, self.path)
+        write_json(self.path, stored)
 
     # --- enforcement ---------------------------------------------------------------------
 

@@ -15,9 +15,10 @@ Kafka has two scopes: the cluster-wide default (resource name "") and one broker
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Mapping
+
+from .json_files import read_json, write_json
 
 FILE_NAME = "broker-configs.json"
 CLUSTER_DEFAULT, THIS_BROKER = "default", "broker"
@@ -26,11 +27,7 @@ CLUSTER_DEFAULT, THIS_BROKER = "default", "broker"
 class DynamicBrokerConfigs:
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, FILE_NAME)
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                stored = json.load(f)
-        except FileNotFoundError:
-            stored = {}
+        stored = read_json(self.path, {})
         self.scopes: dict[str, dict[str, str]] = {CLUSTER_DEFAULT: dict(stored.get(CLUSTER_DEFAULT, {})),
                                                   THIS_BROKER: dict(stored.get(THIS_BROKER, {}))}
 
@@ -47,9 +44,4 @@ class DynamicBrokerConfigs:
 
     def replace(self, scope: str, values: Mapping[str, str]) -> None:
         self.scopes[scope] = dict(values)
-        temporary = self.path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(self.scopes, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, self.path)
+        write_json(self.path, self.scopes)

@@ -14,11 +14,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import os
 import re
 import secrets
 from dataclasses import dataclass
+
+from .json_files import read_json, write_json
 
 FILE_NAME = "scram-credentials.json"
 # Kafka's names and its ApiMessage codes (ScramMechanism: 1, 2).
@@ -55,11 +56,7 @@ class ScramCredentials:
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, FILE_NAME)
         self._users: dict[str, dict[str, ScramCredential]] = {}
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                stored = json.load(f)
-        except FileNotFoundError:
-            stored = {}
+        stored = read_json(self.path, {})
         for user, mechanisms in stored.items():
             self._users[user] = {
                 mechanism: ScramCredential(base64.b64decode(c["salt"]), c["iterations"],
@@ -93,18 +90,7 @@ class ScramCredentials:
                                "server_key": _b64(c.server_key)} for mechanism, c in mechanisms.items()}
             for user, mechanisms in self._users.items()
         }
-        temporary = self.path + ".tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, self.path)
-        directory = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_json(self.path, data, mode=0o600)  # secrets: the owner's alone
 
 
 def _b64(data: bytes) -> str:
