@@ -67,6 +67,15 @@ def consume_partitions(bootstrap: str, topic: str, partitions: list[int], expect
     return got
 
 
+def commit_offset(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
+    """Commit `offset` for the group from a consumer outside any membership, as tools do."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
 def transactional_producer(bootstrap: str, transactional_id: str, **extra: object) -> Producer:
     config = {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5,
               "log_level": 3}

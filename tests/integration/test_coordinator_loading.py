@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import threading
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from ottla.protocol.errors import ErrorCode
-from tests.clients import create_topic, idempotent_producer, produce_all, read_all, transactional_producer
+from tests.clients import (commit_offset, create_topic, idempotent_producer, produce_all, read_all,
+                           transactional_producer)
 from tests.wire import WireClient, request
 
 # The broker started through this script loads its coordinators once a file exists.
@@ -32,9 +33,7 @@ def test_a_restarted_broker_serves_while_its_coordinators_load(fresh_broker, tmp
     producer.begin_transaction()
     producer.produce(topic_name, value=b"committed", partition=0)
     producer.commit_transaction(30)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
-    consumer.close()
+    commit_offset(broker.bootstrap, group, topic_name, 0, 1)
     with WireClient(broker.bootstrap) as client:
         before = _describe(client, txn_id)
     assert before.error_code == ErrorCode.none

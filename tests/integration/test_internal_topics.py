@@ -23,7 +23,7 @@ from kafka.structs import TopicPartition as KafkaPythonTopicPartition
 
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
-from tests.clients import create_topic, transactional_producer
+from tests.clients import commit_offset, create_topic, transactional_producer
 from tests.wire import WireClient, request
 
 TXN_STATE, OFFSETS = "__transaction_state", "__consumer_offsets"
@@ -68,9 +68,7 @@ def test_no_client_can_wipe_the_coordinators_state_and_a_restart_keeps_it(fresh_
     left_open.begin_transaction()
     left_open.produce(topic_name, value=b"open", partition=0)
     left_open.flush(30)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
-    consumer.close()
+    commit_offset(broker.bootstrap, group, topic_name, 0, 1)
     before = _coordinators_state(broker.bootstrap, [committed_id, open_id], group, topic_name)
     assert before == ({committed_id: "CompleteCommit", open_id: "Ongoing"}, {0: 1}, PARTITIONS)
 
