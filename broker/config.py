@@ -51,6 +51,17 @@ def _port(text: str) -> int:
     return value
 
 
+def _assignors(text: str) -> tuple[str, ...]:
+    """group.consumer.assignors: Kafka takes short names or the assignors' class names."""
+    known = {"uniform": "uniform", "range": "range",
+             "org.apache.kafka.coordinator.group.assignor.uniformassignor": "uniform",
+             "org.apache.kafka.coordinator.group.assignor.rangeassignor": "range"}
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names or any(n not in known for n in names):
+        raise ValueError(f"expected a list of uniform and range, got {text!r}")
+    return tuple(dict.fromkeys(known[n] for n in names))
+
+
 def _one_dir(text: str) -> str:
     # Kafka spreads partitions over several log.dirs; a single node keeps one.
     dirs = [d.strip() for d in text.split(",") if d.strip()]
@@ -111,6 +122,14 @@ PROPERTIES: tuple[Property, ...] = (
     Property("group.max.session.timeout.ms", "group_max_session_timeout_ms", int, "longest session timeout allowed"),
     Property("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", int,
              "how long a new group waits for more members before its first rebalance"),
+    Property("group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms", int,
+             "KIP-848 consumer groups: a member without a heartbeat for this long is removed"),
+    Property("group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms", int,
+             "KIP-848 consumer groups: how often members send a heartbeat"),
+    Property("group.consumer.max.size", "group_consumer_max_size", int,
+             "KIP-848 consumer groups: most members in one group"),
+    Property("group.consumer.assignors", "group_consumer_assignors", _assignors,
+             "KIP-848 consumer groups: the server-side assignors, the default first (uniform, range)"),
     Property("offset.metadata.max.bytes", "offset_metadata_max_bytes", int, "largest metadata of a committed offset"),
     Property("producer.id.expiration.ms", "producer_id_expiration_ms", int,
              "forget an idle producer's sequences after this long (unless its transaction is open)"),
@@ -271,6 +290,10 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     offset_metadata_max_bytes: int = 4096
     fsync: bool = False
     producer_id_expiration_ms: int = 24 * 3600 * 1000

@@ -76,6 +76,10 @@ class Broker:
                 initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
                 max_metadata_bytes=config.offset_metadata_max_bytes,
                 num_partitions=config.offsets_topic_partitions,
+                consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+                consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                consumer_max_size=config.group_consumer_max_size,
+                consumer_assignors=config.group_consumer_assignors,
             ),
         )
         self.markers.listeners.append(self.groups.on_marker)

@@ -182,7 +182,8 @@ class ClassicGroup(Group):
                              f"generation {generation} is not the group's {self.generation}")
         return member
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               api_version: int | None = None) -> None:
         if generation < 0 and not member_id and self.is_(GroupState.EMPTY):
             return  # a consumer outside any group membership commits for the group
         self.check_member(member_id, instance_id, generation)

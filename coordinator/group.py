@@ -22,6 +22,7 @@ class GroupType(enum.Enum):
     """The kinds of group, under the names ListGroups reports and filters on."""
 
     CLASSIC = "classic"
+    CONSUMER = "consumer"
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,11 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
     max_metadata_bytes: int = 4096
     num_partitions: int = 50
+    # KIP-848 consumer groups (Kafka's group.consumer.* settings and defaults).
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
 
 class Group(abc.ABC):
@@ -51,8 +57,10 @@ class Group(abc.ABC):
         """Kafka's name for the group's state (ListGroups, DescribeGroups, metrics)."""
 
     @abc.abstractmethod
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:
-        """Raise KafkaError unless this member may commit offsets (OffsetCommit)."""
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               api_version: int | None = None) -> None:
+        """Raise KafkaError unless this member may commit offsets (OffsetCommit of
+        `api_version`; None when the caller does not say)."""
 
     @abc.abstractmethod
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:

@@ -9,9 +9,11 @@ Three pieces, as Kafka's coordinator has them:
 - the offsets store (offset_store.py), which owns `__consumer_offsets`: committed and
   transactional offsets, and the appends and replay of every group record.
 
-A group has a type (group.py). Only classic groups exist today; the registry and the
-store hold any `Group`, so KIP-848's consumer groups can live beside them with their own
-protocol module.
+A group has a type (group.py): classic groups (classic_protocol.py) and KIP-848
+consumer groups (consumer_protocol.py, ConsumerGroupHeartbeat) live side by side. An
+empty group of one type becomes a group of the other when a member of the other
+protocol joins it (Kafka's conversions of empty groups); a member of one protocol
+cannot join a group of the other that has members.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from ottla.storage.log_manager import LogManager
 
 from .classic_group import ClassicGroup, JoinRequest, JoinResult, SyncResult
 from .classic_protocol import ClassicProtocol
+from .consumer_group import ConsumerGroup
+from .consumer_group_records import GROUP_METADATA, ConsumerGroupKey
+from .consumer_protocol import ConsumerProtocol, HeartbeatRequest, HeartbeatResult, validate
 from .group import Group, GroupConfig
 from .offset_store import OffsetStore, TopicPartition
 from .offsets_log import CommittedOffset, GroupKey, decode_group_value
@@ -39,6 +44,7 @@ class GroupCoordinator:
                                    wall_clock)
         self.classic = ClassicProtocol(config, self._new_classic_group, self.offsets.append_group_records,
                                        clock, wall_clock)
+        self.consumer = ConsumerProtocol(config, lambda: logs.topics, self.offsets.append_group_records, clock)
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition that holds the group's records."""
@@ -54,14 +60,28 @@ class GroupCoordinator:
         see coordinator/loading.py); returns how many groups."""
         now = self.clock()
 
-        def replay(key: GroupKey, value: bytes | None) -> None:
-            if value is None:
-                self.groups.pop(key.group, None)
-                self.offsets.forget(key.group)
-            else:
-                self.groups[key.group] = ClassicGroup.restore(key.group, decode_group_value(value), now)
+        def replay(key: GroupKey | ConsumerGroupKey, value: bytes | None) -> None:
+            group = self.groups.get(key.group)
+            if isinstance(key, GroupKey):
+                if value is not None:
+                    self.groups[key.group] = ClassicGroup.restore(key.group, decode_group_value(value), now)
+                elif isinstance(group, ClassicGroup):
+                    del self.groups[key.group]
+                return
+            if key.type == GROUP_METADATA and value is None:
+                if isinstance(group, ConsumerGroup):
+                    del self.groups[key.group]
+                return
+            if not isinstance(group, ConsumerGroup):
+                if value is None:
+                    return  # a tombstone of a group already gone
+                group = self.groups[key.group] = ConsumerGroup(key.group)
+            group.replay(key, value)
 
         await self.offsets.load(replay)
+        for group in self.groups.values():
+            if isinstance(group, ConsumerGroup):
+                self.consumer.restored(group)
         # Offsets committed by consumers outside any membership (or whose group record
         # is gone) still belong to a group: an empty classic one, as in Kafka.
         for group_id in self.offsets.groups:
@@ -93,10 +113,73 @@ class GroupCoordinator:
         if not request.group_id:
             return JoinResult(ErrorCode.invalid_group_id, request.member_id)
         try:
+            self._require_loaded(request.group_id)
+            current = self.groups.get(request.group_id)
+            if isinstance(current, ConsumerGroup):
+                if current.members:
+                    # Kafka 4 would take the classic member into the consumer group (a
+                    # mixed group); Ottla refuses it, as Kafka does for protocols the
+                    # group cannot serve.
+                    raise KafkaError(ErrorCode.inconsistent_group_protocol,
+                                     f"group {request.group_id!r} is a consumer group with members")
+                # An empty consumer group becomes a classic one: its records go.
+                self.offsets.append_group_records(request.group_id, current.tombstones())
+                del self.groups[request.group_id]
             group = self._classic_group(request.group_id)
         except KafkaError as exc:
             return JoinResult(exc.code, request.member_id)
         return await self.classic.join(request, group)
+
+    # --- membership (consumer protocol, KIP-848) -------------------------------------------
+
+    def consumer_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: errors are answered in the result, as Kafka answers them."""
+        try:
+            validate(request, self.consumer.assignors)
+            self._require_loaded(request.group_id)
+            if request.member_epoch < 0:
+                group = self.groups.get(request.group_id)
+                if not isinstance(group, ConsumerGroup):
+                    raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {request.group_id} not found.")
+                return self.consumer.leave(group, request)
+            return self.consumer.heartbeat(self._consumer_group(request.group_id, request.member_epoch == 0),
+                                           request)
+        except KafkaError as exc:
+            return HeartbeatResult(exc.code, exc.message)
+
+    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+        """The consumer group of that id; a member joining (epoch 0) creates it, or turns
+        an empty classic group into one."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return group
+        if group is None and not create:
+            raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
+        if group is not None:
+            assert isinstance(group, ClassicGroup)
+            if not create or group.members or group.pending_members:
+                # Kafka would upgrade a classic group of consumers online; Ottla only
+                # converts empty ones, and answers this as Kafka answers a group it
+                # cannot upgrade.
+                raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group")
+            if group.generation > 0:  # it has a GroupMetadata record: it goes
+                self.offsets.append_group_records(group_id, group.tombstones())
+        consumer_group = self.groups[group_id] = ConsumerGroup(group_id)
+        return consumer_group
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroup:
+        """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for no group or one of another type."""
+        self._require_loaded(group_id)
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            raise KafkaError(ErrorCode.group_id_not_found,
+                             f"Group {group_id} not found." if group is None else
+                             f"Group {group_id} is not a consumer group.")
+        return group
+
+    def topic_names(self) -> dict[object, str]:
+        """topic id -> name, for answers that carry both."""
+        return {t.topic_id: name for name, t in self.offsets.logs.topics.items()}
 
     async def sync(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                    protocol_type: str | None, protocol_name: str | None,
@@ -132,12 +215,15 @@ class GroupCoordinator:
             # Each membership protocol keeps its own timers.
             if isinstance(group, ClassicGroup):
                 expired += [(group.group_id, member_id) for member_id in self.classic.tick(group)]
+            elif isinstance(group, ConsumerGroup):
+                expired += [(group.group_id, member_id) for member_id in self.consumer.tick(group)]
         return expired
 
     # --- offsets -------------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                       offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
+                       offsets: dict[TopicPartition, CommittedOffset],
+                       api_version: int | None = None) -> dict[TopicPartition, ErrorCode]:
         if not group_id:
             raise KafkaError(ErrorCode.invalid_group_id, "empty group id")
         self._require_loaded(group_id)
@@ -148,7 +234,7 @@ class GroupCoordinator:
             # A consumer outside any membership commits: the group is created for it,
             # a classic one, as Kafka does.
             group = self._new_classic_group(group_id)
-        group.validate_offset_commit(member_id, instance_id, generation)
+        group.validate_offset_commit(member_id, instance_id, generation, api_version)
         return self.offsets.commit(group_id, offsets)
 
     def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
@@ -165,9 +251,14 @@ class GroupCoordinator:
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
         self.offsets.on_marker(topic, partition, producer_id, committed)
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
-                      require_stable: bool) -> dict[TopicPartition, tuple[CommittedOffset | None, ErrorCode]]:
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool,
+                      member_id: str | None = None,
+                      member_epoch: int = -1) -> dict[TopicPartition, tuple[CommittedOffset | None, ErrorCode]]:
         self._require_loaded(group_id)
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            # OffsetFetch v9 from a member of a consumer group: its epoch must be current.
+            group.validate_offset_fetch(member_id, member_epoch)
         return self.offsets.fetch(group_id, partitions, require_stable)
 
     # --- admin ---------------------------------------------------------------------------

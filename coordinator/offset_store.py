@@ -32,6 +32,9 @@ from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager
 
 from .append_errors import coordinator_append_error
+from .consumer_group_records import GROUP_METADATA as CONSUMER_GROUP_METADATA
+from .consumer_group_records import ConsumerGroupKey
+from .consumer_group_records import decode_key as decode_consumer_group_key
 from .loading import replay
 from .offsets_log import (
     TOPIC,
@@ -130,7 +133,7 @@ class OffsetStore:
             return bool(self._loading)
         return self.partition_for(group_id) in self._loading
 
-    async def load(self, replay_group_record: Callable[[GroupKey, bytes | None], None]) -> None:
+    async def load(self, replay_group_record: Callable[[GroupKey | ConsumerGroupKey, bytes | None], None]) -> None:
         """Rebuild the offsets from `__consumer_offsets`, one partition at a time beside
         the serving loop (coordinator/loading.py), handing each group record (key, value
         or None for a tombstone) to `replay_group_record` in log order."""
@@ -144,7 +147,7 @@ class OffsetStore:
             self._loading.discard(partition)
 
     async def _load_partition(self, partition: int, log: PartitionLog,
-                              replay_group_record: Callable[[GroupKey, bytes | None], None]) -> None:
+                              replay_group_record: Callable[[GroupKey | ConsumerGroupKey, bytes | None], None]) -> None:
         """Replay one partition. Offsets are kept encoded until the end, by their key's
         bytes without its version (0 and 1 are the same key): most records of a long
         history are overwritten, so only the survivors are decoded."""
@@ -175,12 +178,16 @@ class OffsetStore:
                     else:
                         committed[key[2:]] = (value, offset)
                     continue
-                group_key = decode_key(key)
-                if isinstance(group_key, GroupKey):
-                    if value is None:  # the group's deletion: nothing of it is kept
-                        _drop_group(committed, group_key.group)
+                group_key = decode_key(key) or decode_consumer_group_key(key)
+                if isinstance(group_key, GroupKey) or (
+                        isinstance(group_key, ConsumerGroupKey) and group_key.type == CONSUMER_GROUP_METADATA):
+                    if value is None:
+                        # The group's record is gone: deleted (its offsets have their own
+                        # tombstones, just before) or converted to the other type (its
+                        # offsets stay). Offsets of open transactions go.
                         for entries in pending.values():
                             _drop_group(entries, group_key.group)
+                if group_key is not None:
                     replay_group_record(group_key, value)
 
         await replay(log, apply)

@@ -73,6 +73,8 @@ ALTER_PARTITION_REASSIGNMENTS = Api(45, "AlterPartitionReassignments", 0, 1)
 LIST_PARTITION_REASSIGNMENTS = Api(46, "ListPartitionReassignments", 0, 0)
 DESCRIBE_CLIENT_QUOTAS = Api(48, "DescribeClientQuotas", 0, 1)
 ALTER_CLIENT_QUOTAS = Api(49, "AlterClientQuotas", 0, 1)
+CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", 0, 1)
+CONSUMER_GROUP_DESCRIBE = Api(69, "ConsumerGroupDescribe", 0, 1)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -125,5 +127,7 @@ SUPPORTED: dict[int, Api] = {
         LIST_PARTITION_REASSIGNMENTS,
         DESCRIBE_CLIENT_QUOTAS,
         ALTER_CLIENT_QUOTAS,
+        CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE,
     )
 }

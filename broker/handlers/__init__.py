@@ -18,8 +18,8 @@ from typing import Any, Awaitable, Callable, Union
 
 from ottla.protocol import apis
 
-from . import (acls, api_versions, client_quotas, configs, coordinators, fetch, groups, list_offsets, log_dirs,
-               metadata, produce, reassignments, sasl, scram_credentials, topics, transactions)
+from . import (acls, api_versions, client_quotas, configs, consumer_groups, coordinators, fetch, groups,
+               list_offsets, log_dirs, metadata, produce, reassignments, sasl, scram_credentials, topics, transactions)
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Union[Any, Awaitable[Any]]]
@@ -73,6 +73,8 @@ HANDLERS: dict[int, Handler] = {
     apis.LIST_PARTITION_REASSIGNMENTS.key: reassignments.handle_list_partition_reassignments,
     apis.DESCRIBE_CLIENT_QUOTAS.key: client_quotas.handle_describe,
     apis.ALTER_CLIENT_QUOTAS.key: client_quotas.handle_alter,
+    apis.CONSUMER_GROUP_HEARTBEAT.key: consumer_groups.handle_heartbeat,
+    apis.CONSUMER_GROUP_DESCRIBE.key: consumer_groups.handle_describe,
 }
 
 # The APIs whose handlers may wait. Every other handler runs to its end without giving

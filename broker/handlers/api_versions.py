@@ -29,10 +29,12 @@ def _api_keys() -> list[dict[str, int]]:
 # - transaction.version 1: transactional produce is verified (KIP-890 part 1). Level 2
 #   needs Produce v12, which adds partitions to a transaction implicitly; the Java
 #   client turns it on only when it is finalized, so it is not claimed.
-# - group.version is absent (level 0): no KIP-848 consumer groups.
+# - group.version 1: KIP-848 consumer groups (ConsumerGroupHeartbeat/Describe). The
+#   Java client uses the consumer protocol only where it is finalized.
 FEATURES = (
     ("metadata.version", 7, 27, 27),
     ("transaction.version", 0, 1, 1),
+    ("group.version", 0, 1, 1),
 )
 # KRaft reports the metadata offset the levels were read at; any value >= 0 says
 # "these are finalized" (-1: none are).

@@ -1,6 +1,7 @@
-"""The consumer group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, TxnOffsetCommit, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
-Each translates to and from the group coordinator."""
+"""The group APIs of the classic protocol and those every group type shares: JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit, ListGroups,
+DescribeGroups, DeleteGroups, OffsetDelete. Each translates to and from the group
+coordinator (KIP-848's own APIs: consumer_groups.py)."""
 
 from __future__ import annotations
 
@@ -120,7 +121,8 @@ def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     try:
         codes = ctx.services.groups.commit_offsets(request.group_id, request.member_id,
                                                  getattr(request, "group_instance_id", None),
-                                                 request.generation_id_or_member_epoch, allowed) if allowed else {}
+                                                 request.generation_id_or_member_epoch, allowed,
+                                                 ctx.version) if allowed else {}
     except KafkaError as exc:
         codes = {tp: exc.code for tp in allowed}
     return _commit_response(ctx, request.topics, {**codes, **refused})
@@ -168,9 +170,9 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.services.groups
     require_stable = getattr(request, "require_stable", False)
 
-    def fetch(group_id: str, topics: Any) -> list[dict[str, Any]]:
+    def fetch(group_id: str, topics: Any, member: tuple[str | None, int]) -> list[dict[str, Any]]:
         wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-        result = groups.fetch_offsets(group_id, wanted, require_stable)
+        result = groups.fetch_offsets(group_id, wanted, require_stable, *member)
         if wanted is None:  # all the group's topics: only those the client may describe
             result = {tp: r for tp, r in result.items() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
         else:
@@ -183,17 +185,20 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
         return ErrorCode.group_authorization_failed if _group_refused(ctx, group_id, Operation.DESCRIBE) \
             else ErrorCode.none
 
-    def answer(group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    def answer(group_id: str, topics: Any, member: tuple[str | None, int] = (None, -1)) -> tuple[ErrorCode, list]:
         code = group_code(group_id)
         if code:
             return code, []
         try:
-            return ErrorCode.none, fetch(group_id, topics)
-        except KafkaError as exc:  # the group's partition of __consumer_offsets is loading
+            return ErrorCode.none, fetch(group_id, topics, member)
+        except KafkaError as exc:  # its partition of __consumer_offsets is loading; a stale member epoch
             return exc.code, []
 
     if ctx.version >= 8:
-        answers = [(g.group_id, *answer(g.group_id, g.topics)) for g in request.groups]
+        # v9 names the member of a consumer group asking (KIP-848), checked as Kafka does.
+        answers = [(g.group_id, *answer(g.group_id, g.topics, (getattr(g, "member_id", None),
+                                                              getattr(g, "member_epoch", -1))))
+                   for g in request.groups]
         return ctx.respond(groups=[{"group_id": group_id, "error_code": code, "topics": topics}
                                    for group_id, code, topics in answers])
     code, topics = answer(request.group_id, request.topics)

@@ -1,0 +1,105 @@
+"""KIP-848's consumer group APIs: ConsumerGroupHeartbeat and ConsumerGroupDescribe, thin
+translations to the group coordinator (coordinator/consumer_protocol.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.coordinator.assignors import Assignment
+from ottla.coordinator.consumer_group import ConsumerGroup
+from ottla.coordinator.consumer_protocol import HeartbeatRequest
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+from ..authorizer import Operation, ResourceType
+from .context import RequestContext
+from .groups import AUTHORIZED_OPERATIONS_OMITTED
+
+# ConsumerGroupDescribe v1's member_type: a member of the consumer protocol.
+CONSUMER_MEMBER = 1
+
+
+def _assignment(topics: Any) -> Assignment | None:
+    if topics is None:
+        return None
+    return {t.topic_id: frozenset(t.partitions) for t in topics}
+
+
+def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    names = request.subscribed_topic_names
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, member_epoch=0, heartbeat_interval=0)
+    if names is not None and not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
+        return ctx.respond(error_code=ErrorCode.topic_authorization_failed, member_epoch=0, heartbeat_interval=0)
+    result = ctx.services.groups.consumer_heartbeat(HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=int(request.rebalance_timeout.total_seconds() * 1000),
+        subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+        server_assignor=request.server_assignor,
+        owned=_assignment(request.topic_partitions),
+        client_id=ctx.header.client_id or "",
+        client_host=ctx.host,
+        member_id_required=ctx.version >= 1,
+    ))
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
+                                           for t, ps in sorted(result.assignment.items())]}
+    return ctx.respond(error_code=result.error, error_message=result.message, member_id=result.member_id,
+                       member_epoch=result.member_epoch, heartbeat_interval=result.heartbeat_interval_ms,
+                       assignment=assignment)
+
+
+def _described_assignment(assignment: Assignment, names: dict) -> dict[str, Any]:
+    # Partitions of a topic deleted meanwhile are left out, as Kafka leaves them out.
+    return {"topic_partitions": [{"topic_id": t, "topic_name": names[t], "partitions": sorted(ps)}
+                                 for t, ps in sorted(assignment.items()) if t in names]}
+
+
+def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.none,
+        "group_id": group.group_id,
+        "group_state": group.state_name,
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "assignor_name": group.preferred_assignor(default_assignor),
+        "members": [{
+            "member_id": m.member_id,
+            "instance_id": m.instance_id,
+            "rack_id": m.rack_id,
+            "member_epoch": m.member_epoch,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "subscribed_topic_names": list(m.subscribed_topic_names),
+            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "assignment": _described_assignment(m.assigned, names),
+            "target_assignment": _described_assignment(group.target.get(m.member_id, {}), names),
+            "member_type": CONSUMER_MEMBER,
+        } for m in group.members.values()],
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def handle_describe(ctx: RequestContext, request: Any) -> Any:
+    coordinator = ctx.services.groups
+    names = coordinator.topic_names()
+    default_assignor = coordinator.consumer.assignors[0]
+    described = []
+    for group_id in request.group_ids:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            code, message = ErrorCode.group_authorization_failed, None
+        else:
+            try:
+                described.append(_described(coordinator.describe_consumer_group(group_id), names, default_assignor))
+                continue
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+        described.append({"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
+                          "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+                          "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+    return ctx.respond(groups=described)
