@@ -4,9 +4,10 @@ Consumes `input` (read_committed, in group `group`), writes "processed:<value>" 
 `output` and commits the consumed offsets inside the same transaction every `batch`
 messages, pausing `pace` seconds after each commit so that a kill lands mid-stream.
 Exits once it has had partitions but no new input for `idle` seconds. The test kills
-it with SIGKILL at random moments and starts it again.
+it with SIGKILL at random moments and starts it again. With PROTOCOL `consumer` the
+consumer uses KIP-848's group protocol.
 
-    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID
+    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PROTOCOL]
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ import time
 from confluent_kafka import Consumer, Producer
 
 
-def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, batch: int = 100,
-         idle: float = 5.0, pace: float = 0.02) -> None:
-    consumer = Consumer({
+def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, protocol: str = "classic",
+         batch: int = 100, idle: float = 5.0, pace: float = 0.02) -> None:
+    config = {
         "bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-        "log_level": 7, "debug": "cgrp,fetch,eos",
-    })
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 7, "debug": "cgrp,fetch,eos",
+    }
+    if protocol == "consumer":
+        config["group.protocol"] = "consumer"  # the session timeout is the broker's then
+    else:
+        config["session.timeout.ms"] = 6000
+    consumer = Consumer(config)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
                          "log_level": 3})
     producer.init_transactions(60)
@@ -53,4 +58,4 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, batch:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])
