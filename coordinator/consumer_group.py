@@ -214,7 +214,10 @@ class ConsumerGroup(Group):
             raise KafkaError(ErrorCode.non_empty_group, f"group {self.group_id!r} has members")
 
     def topics_in_use(self) -> set[str]:
-        topics: set[str] = set()
+        """The topics the members subscribe to, by name or by regex (as last resolved)."""
+        if not self.members:
+            return set()
+        topics = {name for name, _, _ in self.subscribed_metadata or ()}
         for m in self.members.values():
             topics |= set(m.subscribed_topic_names)
         return topics
