@@ -186,3 +186,51 @@ def test_the_admin_client_describes_and_lists_consumer_groups_with_their_type(fr
     assert [g.group_id for g in only_consumer.valid] == [group]
     for c in members + [classic]:
         c.close()
+
+
+def _poll_until(consumers: list[Consumer], condition, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(0.05)
+        if condition():
+            return
+    raise AssertionError(f"condition not reached; assignments: {[sorted(_assigned(c)) for c in consumers]}")
+
+
+def test_a_static_member_gets_its_partitions_back_when_it_returns(fresh_broker, topic_name):
+    broker = fresh_broker(**BROKER_SETTINGS)
+    create_topic(broker.bootstrap, topic_name, 4)
+    group = f"g-{topic_name}"
+    first = _consumer(broker, group, **{"group.instance.id": "app-1"})
+    second = _consumer(broker, group, **{"group.instance.id": "app-2"})
+    for c in (first, second):
+        c.subscribe([topic_name])
+    _poll_until([first, second], lambda: sorted(len(_assigned(c)) for c in (first, second)) == [2, 2])
+    held = _assigned(first)
+    first.close()  # a static member leaves for a while (epoch -2): nobody takes its partitions
+    for _ in range(20):
+        second.poll(0.05)
+    assert _assigned(second).isdisjoint(held)
+
+    back = _consumer(broker, group, **{"group.instance.id": "app-1"})
+    back.subscribe([topic_name])
+    _poll_until([back, second], lambda: _assigned(back) == held)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    assert sorted(m.group_instance_id for m in described.members) == ["app-1", "app-2"]
+    for c in (back, second):
+        c.close()
+
+
+def test_a_regex_subscription_follows_topics_created_later(fresh_broker, topic_name):
+    broker = fresh_broker(**BROKER_SETTINGS)
+    create_topic(broker.bootstrap, f"{topic_name}-a", 2)
+    create_topic(broker.bootstrap, "unrelated", 2)
+    consumer = _consumer(broker, f"g-{topic_name}", **{"topic.metadata.refresh.interval.ms": 1000})
+    consumer.subscribe([f"^{topic_name}-.*"])
+    _poll_until([consumer], lambda: len(consumer.assignment()) == 2)
+    create_topic(broker.bootstrap, f"{topic_name}-b", 3)
+    _poll_until([consumer], lambda: len(consumer.assignment()) == 5)
+    assert {tp.topic for tp in consumer.assignment()} == {f"{topic_name}-a", f"{topic_name}-b"}
+    consumer.close()
