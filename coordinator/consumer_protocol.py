@@ -45,6 +45,8 @@ AppendRecords = Callable[[str, Records], int]
 # these are far beyond any real subscription and keep one member's heartbeat cheap).
 MAX_REGEX_LENGTH = 4096
 MAX_SUBSCRIBED_TOPICS = 10_000
+# Regexes whose matches are kept between heartbeats (each costs up to a set of names).
+MAX_CACHED_REGEXES = 1_000
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad regex is the client's error, answered as such
@@ -152,21 +154,23 @@ class ConsumerProtocol:
         self.append_records = append_records
         self.clock = clock
         self.assignors = tuple(name for name in config.consumer_assignors if name in ASSIGNORS)
-        # regex -> (topic names it was matched against, the matches)
-        self._regex_matches: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        # regex -> the topic names it matches, while the set of topics is `_regex_names`
+        self._regex_names: frozenset[str] = frozenset()
+        self._regex_matches: dict[str, frozenset[str]] = {}
 
     # --- subscriptions -------------------------------------------------------------------
 
     def _matching(self, regex: str, topics: Mapping[str, TopicInfo]) -> frozenset[str]:
-        names = frozenset(topics)
-        cached = self._regex_matches.get(regex)
-        if cached is not None and cached[0] == names:
-            return cached[1]
-        pattern = compile_regex(regex)
-        matches = frozenset(n for n in names if not topics[n].internal and pattern.fullmatch(n) is not None)
-        if len(self._regex_matches) > 10_000:
+        if len(topics) != len(self._regex_names) or not self._regex_names.issuperset(topics):
+            self._regex_names = frozenset(topics)  # topics came or went: match again
             self._regex_matches.clear()
-        self._regex_matches[regex] = (names, matches)
+        matches = self._regex_matches.get(regex)
+        if matches is None:
+            pattern = compile_regex(regex)
+            matches = frozenset(n for n in topics if not topics[n].internal and pattern.fullmatch(n) is not None)
+            if len(self._regex_matches) >= MAX_CACHED_REGEXES:
+                self._regex_matches.clear()
+            self._regex_matches[regex] = matches
         return matches
 
     def subscriptions(self, group: ConsumerGroup) -> tuple[dict[str, frozenset[uuid.UUID]], dict[uuid.UUID, int],
@@ -214,16 +218,17 @@ class ConsumerProtocol:
                                     if request.subscribed_topic_regex is not None else member.subscribed_topic_regex),
             client_id=request.client_id, client_host=request.client_host,
         )
+        # As Kafka: a new or changed subscription bumps the group epoch (a different
+        # server assignor takes effect at the next bump).
         subscription_changed = new or (
             updated.subscribed_topic_names != member.subscribed_topic_names
-            or updated.subscribed_topic_regex != member.subscribed_topic_regex
-            or updated.server_assignor != member.server_assignor)
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex)
         if new or updated.metadata() != member.metadata():
             records.append(group.member_record(updated))
         group.put_member(updated)
 
         subscriptions, counts, signature = self.subscriptions(group)
-        if subscription_changed or signature != group.subscribed_metadata:
+        if subscription_changed or group.group_epoch == 0 or signature != group.subscribed_metadata:
             group.subscribed_metadata = signature
             group.group_epoch += 1
             records.append(group.epoch_record())
@@ -248,9 +253,9 @@ class ConsumerProtocol:
 
         # The assignment is sent on a full request (joining, or after an error) and
         # whenever it changed.
-        full = request.member_epoch == 0 or (request.rebalance_timeout_ms != -1
-                                             and request.subscribed_topic_names is not None
-                                             and request.owned is not None)
+        full = request.member_epoch == 0 or (
+            request.rebalance_timeout_ms != -1 and request.owned is not None
+            and (request.subscribed_topic_names is not None or request.subscribed_topic_regex is not None))
         changed = reconciled.assigned != member.assigned
         return HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
                                heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,

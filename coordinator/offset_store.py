@@ -206,11 +206,6 @@ class OffsetStore:
             offsets = self.groups[group_id] = GroupOffsets()
         return offsets
 
-    def forget(self, group_id: str) -> None:
-        """Drop what is held for a group whose deletion is being replayed (its offsets'
-        tombstones precede the group's own, see `delete_group`)."""
-        self.groups.pop(group_id, None)
-
     # --- commits -------------------------------------------------------------------------
 
     def _accept(self, offsets: dict[TopicPartition, CommittedOffset]) -> tuple[dict, dict]:
