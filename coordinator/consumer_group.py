@@ -134,6 +134,18 @@ class ConsumerGroup(Group):
                 return "Reconciling"
         return "Stable"
 
+    # --- a change that could not be written ----------------------------------------------
+
+    def snapshot(self) -> tuple:
+        """What a heartbeat may change, to put back if its records cannot be appended
+        (members are replaced, never changed in place, so shallow copies do)."""
+        return (self.group_epoch, self.assignment_epoch, dict(self.members), dict(self.static_members),
+                dict(self.target), dict(self.owners), self.subscribed_metadata)
+
+    def restore(self, saved: tuple) -> None:
+        (self.group_epoch, self.assignment_epoch, self.members, self.static_members, self.target, self.owners,
+         self.subscribed_metadata) = saved
+
     # --- members -------------------------------------------------------------------------
 
     def member(self, member_id: str) -> ConsumerMember:

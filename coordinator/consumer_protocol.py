@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Iterator, Mapping, Protocol
 
 import re2
 
@@ -192,8 +193,24 @@ class ConsumerProtocol:
 
     # --- the heartbeat -------------------------------------------------------------------
 
+    @staticmethod
+    @contextmanager
+    def _all_or_nothing(group: ConsumerGroup) -> Iterator[None]:
+        """A change whose records cannot be appended (a full disk), or that ends in an
+        error, leaves the group as it was: memory never gets ahead of the log."""
+        saved = group.snapshot()
+        try:
+            yield
+        except KafkaError:
+            group.restore(saved)
+            raise
+
     def heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
         """A heartbeat of a joining or joined member (epoch >= 0)."""
+        with self._all_or_nothing(group):
+            return self._heartbeat(group, request)
+
+    def _heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
         now = self.clock()
         records: Records = []
         member_id = request.member_id or str(uuid.uuid4())
@@ -337,6 +354,10 @@ class ConsumerProtocol:
 
     def leave(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
         """A heartbeat with epoch -1 (leaving) or -2 (a static member leaving for a while)."""
+        with self._all_or_nothing(group):
+            return self._leave(group, request)
+
+    def _leave(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
         instance_id = request.instance_id
         if instance_id is None:
             member = group.member(request.member_id)
@@ -378,7 +399,8 @@ class ConsumerProtocol:
         for member in list(group.members.values()):
             late = member.revocation_deadline is not None and now > member.revocation_deadline
             if now > member.last_heartbeat + session or late:
-                self.fence(group, member.member_id)
+                with self._all_or_nothing(group):
+                    self.fence(group, member.member_id)
                 expired.append(member.member_id)
         return expired
 

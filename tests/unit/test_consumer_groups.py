@@ -311,3 +311,21 @@ def test_a_restart_rebuilds_the_group_from_its_records(harness):
     assert harness.coordinator.delete_group("g") == ErrorCode.none
     harness.reopen()
     assert "g" not in harness.coordinator.groups
+
+
+def test_a_change_whose_records_cannot_be_written_is_not_made(harness):
+    harness.beat("m1", 0)
+    before = (harness.group().group_epoch, dict(harness.group().members), dict(harness.group().target))
+    append = harness.coordinator.consumer.append_records
+
+    def disk_full(group_id, records):
+        raise KafkaError(ErrorCode.not_coordinator, "the disk is full")
+
+    harness.coordinator.consumer.append_records = disk_full
+    assert harness.beat("m2", 0).error == ErrorCode.not_coordinator
+    assert harness.beat("m1", -1).error == ErrorCode.not_coordinator
+    assert (harness.group().group_epoch, harness.group().members, harness.group().target) == before
+    harness.coordinator.consumer.append_records = append
+    assert harness.beat("m2", 0).error == ErrorCode.none
+    harness.reopen()
+    assert sorted(harness.group().members) == ["m1", "m2"]
