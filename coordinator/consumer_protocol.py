@@ -212,6 +212,11 @@ class ConsumerProtocol:
 
     def _heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
         now = self.clock()
+        if request.owned:
+            # Partitions of a topic deleted meanwhile count as given up (as in Kafka):
+            # a member cannot be asked to revoke what no longer exists.
+            existing = {t.topic_id for t in self.topics().values()}
+            request = replace(request, owned={t: ps for t, ps in request.owned.items() if t in existing})
         records: Records = []
         member_id = request.member_id or str(uuid.uuid4())
         joining = member_id not in group.members and not (

@@ -329,3 +329,16 @@ def test_a_change_whose_records_cannot_be_written_is_not_made(harness):
     assert harness.beat("m2", 0).error == ErrorCode.none
     harness.reopen()
     assert sorted(harness.group().members) == ["m1", "m2"]
+
+
+def test_partitions_of_a_deleted_topic_need_no_revocation(harness):
+    harness.logs.create_topic("extra", 2)
+    first = harness.beat("m1", 0, subscribed_topic_names=("orders", "extra"))
+    extra = harness.logs.topic("extra").topic_id
+    assert first.assignment[extra] == frozenset({0, 1})
+    harness.logs.delete_topic("extra")
+    # The member still reports them (its metadata is behind): it moves on all the same.
+    moved = harness.beat("m1", first.member_epoch, owned=first.assignment)
+    assert moved.member_epoch == first.member_epoch + 1
+    assert moved.assignment == {harness.orders: frozenset(range(6))}
+    assert harness.group().state_name == "Stable"
