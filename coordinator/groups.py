@@ -104,8 +104,9 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or isinstance(group, ClassicGroup):
             return group
-        # Kafka answers a classic request for a group of another type this way.
-        raise KafkaError(ErrorCode.group_id_not_found, f"group {group_id!r} is not a classic group")
+        # A SyncGroup, Heartbeat or LeaveGroup for a consumer group: none of its members
+        # speaks the classic protocol, and Kafka 4 answers so.
+        raise KafkaError(ErrorCode.unknown_member_id, f"group {group_id!r} has no member of the classic protocol")
 
     # --- membership (classic protocol) ---------------------------------------------------
 

@@ -269,9 +269,11 @@ def test_empty_groups_change_type_and_members_of_the_other_protocol_are_refused(
     joined = harness.beat("m1", 0)
     assert isinstance(coordinator.groups["g"], ConsumerGroup)
     assert coordinator.fetch_offsets("g", [("orders", 1)], False)[("orders", 1)][0].offset == 3
-    # A classic member cannot join it while it has members...
+    # A classic member cannot join it while it has members, nor speak for one of them...
     result = asyncio.run(coordinator.join(join_request()))
     assert result.error == ErrorCode.inconsistent_group_protocol
+    assert coordinator.heartbeat("g", "m1", None, 1) == ErrorCode.unknown_member_id
+    assert coordinator.leave("g", [("m1", None)]) == [ErrorCode.unknown_member_id]
     # ...and can once it is empty: it becomes a classic group again.
     harness.beat("m1", -1)
     assert harness.group().state_name == "Empty"
