@@ -116,6 +116,7 @@ class ConsumerGroup(Group):
     # What the group epoch was computed from: the subscribed topics' (name, id,
     # partitions). A change bumps the epoch (a new topic matching a regex, new partitions).
     subscribed_metadata: frozenset[tuple[str, uuid.UUID, int]] | None = None
+    metadata_refresh_at: float = 0.0  # when a heartbeat next compares them (clock seconds)
     protocol_type: str | None = "consumer"
 
     @property

@@ -46,6 +46,8 @@ AppendRecords = Callable[[str, Records], int]
 # these are far beyond any real subscription and keep one member's heartbeat cheap).
 MAX_REGEX_LENGTH = 4096
 MAX_SUBSCRIBED_TOPICS = 10_000
+# How often a heartbeat looks again at the topics a group subscribes to.
+METADATA_REFRESH_SECONDS = 1.0
 # Regexes whose matches are kept between heartbeats (each costs up to a set of names).
 MAX_CACHED_REGEXES = 1_000
 
@@ -249,12 +251,19 @@ class ConsumerProtocol:
             records.append(group.member_record(updated))
         group.put_member(updated)
 
-        subscriptions, counts, signature = self.subscriptions(group)
-        if subscription_changed or group.group_epoch == 0 or signature != group.subscribed_metadata:
-            group.subscribed_metadata = signature
-            group.group_epoch += 1
-            records.append(group.epoch_record())
+        resolved = None
+        if subscription_changed or group.group_epoch == 0 or now >= group.metadata_refresh_at:
+            # The subscribed topics are looked at again when a subscription changed, and
+            # at most once a second otherwise (a new topic matching a regex, partitions
+            # added), so a large group's heartbeats do not each walk every member.
+            resolved = self.subscriptions(group)
+            group.metadata_refresh_at = now + METADATA_REFRESH_SECONDS
+            if subscription_changed or group.group_epoch == 0 or resolved[2] != group.subscribed_metadata:
+                group.subscribed_metadata = resolved[2]
+                group.group_epoch += 1
+                records.append(group.epoch_record())
         if group.group_epoch > group.assignment_epoch:
+            subscriptions, counts, _ = resolved or self.subscriptions(group)
             self._assign(group, subscriptions, counts, records)
 
         reconciled = reconcile(updated, group.assignment_epoch, group.target.get(member_id, {}), request.owned,

@@ -233,6 +233,7 @@ def test_a_regex_subscription_picks_up_topics_created_later(harness):
     assert first.assignment == {harness.orders: frozenset(range(6))}
     harness.logs.create_topic("ordinals", 2)
     harness.logs.create_topic("other", 2)
+    harness.clock.now += 1  # heartbeats look at the topics again once a second
     nxt = harness.beat("m1", first.member_epoch, owned=first.assignment)
     ordinals = harness.logs.topic("ordinals").topic_id
     assert nxt.assignment == {harness.orders: frozenset(range(6)), ordinals: frozenset({0, 1})}
@@ -339,6 +340,7 @@ def test_partitions_of_a_deleted_topic_need_no_revocation(harness):
     extra = harness.logs.topic("extra").topic_id
     assert first.assignment[extra] == frozenset({0, 1})
     harness.logs.delete_topic("extra")
+    harness.clock.now += 1
     # The member still reports them (its metadata is behind): it moves on all the same.
     moved = harness.beat("m1", first.member_epoch, owned=first.assignment)
     assert moved.member_epoch == first.member_epoch + 1
