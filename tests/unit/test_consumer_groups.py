@@ -12,6 +12,18 @@ import pytest
 from ottla.coordinator.assignors import AssignmentSpec, range_, uniform
 from ottla.coordinator.classic_group import ClassicGroup
 from ottla.coordinator.consumer_group import ConsumerGroup, ConsumerMember, MemberState, reconcile
+from ottla.coordinator.consumer_group_records import (
+    ConsumerGroupKey,
+    CurrentAssignment,
+    MemberMetadata,
+    decode_current_assignment,
+    decode_key,
+    decode_member_metadata,
+    encode_current_assignment,
+    encode_epoch,
+    encode_key,
+    encode_member_metadata,
+)
 from ottla.coordinator.consumer_protocol import HeartbeatRequest
 from ottla.coordinator.group import GroupConfig, GroupType
 from ottla.coordinator.groups import GroupCoordinator
@@ -346,3 +358,24 @@ def test_partitions_of_a_deleted_topic_need_no_revocation(harness):
     assert moved.member_epoch == first.member_epoch + 1
     assert moved.assignment == {harness.orders: frozenset(range(6))}
     assert harness.group().state_name == "Stable"
+
+
+def test_records_are_written_in_kafkas_formats():
+    # ConsumerGroupMetadataKey (type 3): the group id; the value: version 0, Epoch, no tagged fields.
+    assert encode_key(ConsumerGroupKey(3, "g")) == bytes.fromhex("0003 0001 67")
+    assert encode_epoch(5) == bytes.fromhex("0000 00000005 00")
+    member_key = encode_key(ConsumerGroupKey(8, "g", "m"))
+    assert member_key == bytes.fromhex("0008 0001 67 0001 6d")
+    assert decode_key(member_key) == ConsumerGroupKey(8, "g", "m")
+    assert decode_key(bytes.fromhex("0001 0001 67 0001 74 00000000")) is None  # an offset commit's key
+
+    current = CurrentAssignment(2, 1, 0, {T1: frozenset({0, 1})}, {})
+    encoded = encode_current_assignment(current)
+    assert encoded == bytes.fromhex("0000 00000002 00000001 00 02") + T1.bytes + bytes.fromhex(
+        "03 00000000 00000001 00 01 00")
+    assert decode_current_assignment(encoded) == current
+
+    metadata = MemberMetadata(None, None, "c", "h", ("t",), None, 30_000, "uniform")
+    encoded = encode_member_metadata(metadata)
+    assert encoded == bytes.fromhex("0000 00 00 0263 0268 02 0274 00 00007530 08") + b"uniform" + b"\x00"
+    assert decode_member_metadata(encoded) == metadata
