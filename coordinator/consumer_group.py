@@ -50,9 +50,8 @@ from .group import Group, GroupType
 Records = list[tuple[bytes, bytes | None]]
 
 # A static member that left for a while (ConsumerGroupHeartbeat epoch -2): it keeps its
-# partitions until it comes back or its session expires.
+# partitions until it comes back or its session expires. (Epoch -1: a member leaving.)
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-LEAVE_GROUP_MEMBER_EPOCH = -1
 
 
 class MemberState(enum.IntEnum):

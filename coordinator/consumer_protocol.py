@@ -30,7 +30,6 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .assignors import ASSIGNORS, Assignment, AssignmentSpec
 from .consumer_group import (
-    LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
     ConsumerMember,
@@ -429,4 +428,4 @@ class ConsumerProtocol:
         group.subscribed_metadata = self.subscriptions(group)[2]
 
 
-__all__ = ("ConsumerProtocol", "HeartbeatRequest", "HeartbeatResult", "LEAVE_GROUP_MEMBER_EPOCH", "validate")
+__all__ = ("ConsumerProtocol", "HeartbeatRequest", "HeartbeatResult", "validate")
