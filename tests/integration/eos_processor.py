@@ -3,11 +3,16 @@
 Consumes `input` (read_committed, in group `group`), writes "processed:<value>" to
 `output` and commits the consumed offsets inside the same transaction every `batch`
 messages, pausing `pace` seconds after each commit so that a kill lands mid-stream.
-Exits once it has had partitions but no new input for `idle` seconds. The test kills
-it with SIGKILL at random moments and starts it again. With PROTOCOL `consumer` the
-consumer uses KIP-848's group protocol.
+Exits once it has had partitions but no new input for IDLE seconds (default 5). The
+tests kill it with SIGKILL at random moments and start it again, or kill the broker
+under it. With PROTOCOL `consumer` the consumer uses KIP-848's group protocol.
 
-    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PROTOCOL]
+Both clients keep the bootstrap address when the broker is gone
+(`metadata.recovery.strategy=none`): librdkafka 2.16's default re-bootstrap decommissions
+the only broker, and a `send_offsets_to_transaction` whose group coordinator was that
+broker then waits forever, past its timeout (librdkafka issues #5511 and #5456).
+
+    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PROTOCOL [IDLE]]
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from confluent_kafka import Consumer, Producer
 
 
 def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, protocol: str = "classic",
-         batch: int = 100, idle: float = 5.0, pace: float = 0.02) -> None:
+         idle: float = 5.0, batch: int = 100, pace: float = 0.02) -> None:
+    idle = float(idle)
     config = {
         "bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 7, "debug": "cgrp,fetch,eos",
+        "metadata.recovery.strategy": "none",
     }
     if protocol == "consumer":
         config["group.protocol"] = "consumer"  # the session timeout is the broker's then
@@ -30,7 +37,7 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, protoc
         config["session.timeout.ms"] = 6000
     consumer = Consumer(config)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
-                         "log_level": 3})
+                         "log_level": 3, "metadata.recovery.strategy": "none"})
     producer.init_transactions(60)
     consumer.subscribe([source])
     last_input = time.monotonic()
@@ -58,4 +65,4 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, protoc
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    main(*sys.argv[1:8])
