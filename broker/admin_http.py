@@ -6,6 +6,7 @@
     POST   /faults          set a fault: a JSON object (broker/faults.py); 201 with it
     DELETE /faults          remove every fault
     DELETE /faults/<id>     remove one
+    /console/...            the web console (broker/web_console/), when the broker has one
 
 A few routes for health checks, Prometheus and test harnesses do not need a framework:
 this is a minimal HTTP/1.1 server on asyncio, one request per connection.
@@ -36,9 +37,15 @@ import hmac
 import ipaddress
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .faults import Faults, FaultSpecError
+from .logging import get_logger
+
+if TYPE_CHECKING:
+    from .web_console import WebConsole
+
+log = get_logger("ottla.admin")
 
 
 _MAX_BODY = 64 * 1024
@@ -46,7 +53,13 @@ _READ_TIMEOUT = 10
 _MAX_HEADERS = 100
 _REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
             404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large", 415: "Unsupported Media Type",
-            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+            431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
+# Sent with every answer: the console's pages run no script but their own (no inline
+# script, nothing from elsewhere, whatever a record's value holds), cannot be framed by
+# another page (clickjacking a delete button), and no answer is sniffed into HTML.
+_SECURITY_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n"
+                     "Content-Security-Policy: default-src 'self'; frame-ancestors 'none'; form-action 'self'\r\n"
+                     "Referrer-Policy: no-referrer\r\n")
 _CHANGES = ("POST", "DELETE", "PUT", "PATCH")
 
 
@@ -57,6 +70,7 @@ class HttpRequest:
     peer: str  # the client's address
     headers: dict[str, str] = field(default_factory=dict)  # lower-case names
     body: bytes = b""
+    query: str = ""  # after the "?" of the target
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -65,8 +79,9 @@ class AdminServer:
     text, and whether it is stopping."""
 
     def __init__(self, faults: Faults, metrics_text: Callable[[], str], stopping: Callable[[], bool],
-                 token: str | None = None) -> None:
+                 token: str | None = None, console: "WebConsole | None" = None) -> None:
         self.faults = faults
+        self.console = console
         self.metrics_text = metrics_text
         self.stopping = stopping
         self.token = token
@@ -90,7 +105,7 @@ class AdminServer:
             writer.close()
             return
         head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+                f"Content-Length: {len(body)}\r\n{_SECURITY_HEADERS}Connection: close\r\n\r\n")
         writer.write(head.encode() + body)
         try:
             await writer.drain()
@@ -103,7 +118,8 @@ class AdminServer:
         if len(request_line) != 3:
             raise ValueError("not an HTTP request")
         method, target, _version = request_line
-        request = HttpRequest(method.upper(), target.split("?", 1)[0].rstrip("/") or "/", peer)
+        path, _, query = target.partition("?")
+        request = HttpRequest(method.upper(), path.rstrip("/") or "/", peer, query=query)
         while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
             if len(request.headers) >= _MAX_HEADERS:
                 return _json(431, {"error": "too many headers"})
@@ -117,6 +133,12 @@ class AdminServer:
             refused = self._refuse_change(request)
             if refused is not None:
                 return refused
+        if self.console is not None and (request.path == "/console" or request.path.startswith("/console/")):
+            try:
+                return self.console.handle(request)
+            except Exception:  # a page's bug must not cost more than that page
+                log.exception("console page failed", path=request.path)
+                return _json(500, {"error": "the console failed on this page; see the broker's log"})
         return self.route(request.method, request.path, request.body)
 
     def _refuse_change(self, request: HttpRequest) -> tuple[int, str, bytes] | None:
