@@ -43,7 +43,7 @@ from .tls import parse_mapping_rules, server_context
 from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
-from .web_console import WebConsole
+from .web_console.app import WebConsole
 
 log = get_logger("ottla.broker")
 
