@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import KafkaError
@@ -39,26 +39,12 @@ from .params import Params
 
 if TYPE_CHECKING:
     from ..admin_http import HttpRequest
-    from ..config import Listener
-    from ..faults import Faults
-    from ..metrics import Metrics
-    from ..services import Services
 
 HTML = "text/html; charset=utf-8"
 JSON = "application/json"
 _STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 
 Response = tuple[int, str, bytes]
-
-
-class ConsoleBroker(Protocol):
-    """What the console reads of the broker (server.Broker)."""
-
-    services: "Services"
-    metrics: "Metrics"
-    faults: "Faults"
-    listeners: list["Listener"]
-    connections: set[Any]
 
 
 _PAGES: dict[str, Callable[[Any, Params], bytes]] = {
@@ -69,7 +55,7 @@ _PAGES: dict[str, Callable[[Any, Params], bytes]] = {
 
 
 class WebConsole:
-    def __init__(self, broker: ConsoleBroker) -> None:
+    def __init__(self, broker: pages.ConsoleBroker) -> None:
         self.broker = broker
         # The two static files, read once: they are part of the package (package-data).
         folder = resources.files(__package__) / "static"
@@ -85,8 +71,8 @@ class WebConsole:
             if path.startswith("topics/") and request.method == "DELETE":
                 return self._delete_topic(path[len("topics/"):])
             return _json(405, {"error": f"{request.method} {request.path}"})
-        except pages.NotFound as exc:
-            return 404, HTML, pages.error_page(404, str(exc))
+        except pages.NotFound as exc:  # or BadRequest
+            return exc.status, HTML, pages.error_page(exc.status, str(exc))
         except KafkaError as exc:  # a coordinator still loading its topic
             return 503, HTML, pages.handle_kafka_error(exc)
 

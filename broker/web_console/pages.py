@@ -1,6 +1,6 @@
 """The console's pages, rendered on request from the broker's state.
 
-Each function takes the broker (what `app.ConsoleBroker` describes) and the request's
+Each function takes the broker (what `ConsoleBroker` describes) and the request's
 query, reads what it shows at that moment, and returns the page. Nothing here runs
 unless a page is asked for: the console keeps no state and no task of its own.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC, TxnState, decode_key, decode_value, partition_for
 from ottla.protocol.apis import SUPPORTED
@@ -31,7 +31,10 @@ from .params import Params
 from .records import DEFAULT_RECORDS, MAX_RECORDS, Row, read_slice
 
 if TYPE_CHECKING:
-    from .app import ConsoleBroker
+    from ..config import Listener
+    from ..faults import Faults
+    from ..metrics import Metrics
+    from ..services import Services
 
 PAGE_SIZE = 50
 PARTITIONS_PER_PAGE = 100
@@ -45,8 +48,26 @@ _CONFIG_SOURCES = {1: "topic override", 2: "dynamic (this broker)", 3: "dynamic 
                    4: "static (server.properties, environment or flag)", 5: "default"}
 
 
+class ConsoleBroker(Protocol):
+    """What the console reads of the broker (server.Broker)."""
+
+    services: "Services"
+    metrics: "Metrics"
+    faults: "Faults"
+    listeners: list["Listener"]
+    connections: set[Any]
+
+
 class NotFound(Exception):
     """The thing a page is about does not exist (404 with this message)."""
+
+    status = 404
+
+
+class BadRequest(NotFound):
+    """A parameter the page cannot use (400 with this message)."""
+
+    status = 400
 
 
 def _filtered(names: Iterable[str], query: str) -> list[str]:
@@ -226,7 +247,7 @@ def _timestamp(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise NotFound(f"not a time: {text!r} (use 2026-11-24T01:00:00Z or milliseconds)") from None
+        raise BadRequest(f"not a time: {text!r} (use 2026-11-24T01:00:00Z or milliseconds)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1000)
@@ -675,7 +696,8 @@ def stats(broker: "ConsoleBroker") -> dict[str, Any]:
 
 
 def error_page(status: int, message: str) -> bytes:
-    return page("Not found" if status == 404 else "Error", "", tag("p", message, class_="error"))
+    title = {404: "Not found", 400: "Bad request", 503: "Not available"}.get(status, "Error")
+    return page(title, "", tag("p", message, class_="error"))
 
 
 def handle_kafka_error(exc: KafkaError) -> bytes:

@@ -14,6 +14,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -267,10 +268,26 @@ def test_broker_page_charts_and_fault_controls(world, page):
     page.click("#add-fault button[type=submit]")
     page.wait_for_selector("#faults button[data-remove-fault]")
     assert world.admin.faults()[0]["kind"] == "delay"
+    if os.environ.get("OTTLA_CONSOLE_SCREENSHOTS"):  # some traffic for the charts to show
+        create_topic(world.bootstrap, "chart-traffic", 1)
+        traffic = threading.Thread(target=_produce_for, args=(world.bootstrap, "chart-traffic", 9.0))
+        traffic.start()
+        page.wait_for_timeout(9000)
+        traffic.join()
     screenshot(page, "broker")
     page.click("#faults button[data-remove-fault]")
     page.wait_for_selector("#faults td.empty")
     assert world.admin.faults() == []
+
+
+def _produce_for(bootstrap: str, topic: str, seconds: float) -> None:
+    producer = idempotent_producer(bootstrap)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for _ in range(200):
+            producer.produce(topic, value=b"t" * 200)
+        producer.flush(10)
+        time.sleep(0.05 + 0.1 * (time.monotonic() % 2))
 
 
 def test_a_topic_created_in_the_console_exists_for_kafka_clients_and_is_deleted_there(world, page):
@@ -351,6 +368,8 @@ def test_bounded_requests(world):
     assert status == 200 and text.count("data-offset=") <= 500
     status, _ = _request(console(world, "messages?topic=nope&partition=0"), "GET")
     assert status == 404
+    status, text = _request(console(world, f"messages?topic={TOPIC}&partition=0&timestamp=yesterday"), "GET")
+    assert status == 400 and "not a time" in text
     status, _ = _request(console(world, "static/../../admin_http.py"), "GET")
     assert status == 404
 
