@@ -41,12 +41,12 @@ def tag(element: str, content: object = "", /, **attributes: object) -> Markup:
     return Markup(f"<{element}{attrs}>{esc(content)}</{element}>")
 
 
-def url(page: str, **params: object) -> str:
+def url(page: str, /, **params: object) -> str:
     query = urlencode({key: value for key, value in params.items() if value is not None and value != ""})
     return f"{PREFIX}/{page}" + (f"?{query}" if query else "")
 
 
-def link(text: object, page: str, **params: object) -> Markup:
+def link(text: object, page: str, /, **params: object) -> Markup:
     return tag("a", text, href=url(page, **params))
 
 
@@ -87,7 +87,7 @@ def page(title: str, active: str, body: object, *, token_note: bool = False) -> 
     ).encode()
 
 
-def pager(page_name: str, total: int, page_no: int, size: int, **params: object) -> Markup:
+def pager(page_name: str, total: int, page_no: int, size: int, /, **params: object) -> Markup:
     """"items a-b of n" with previous/next links, keeping the page's other parameters."""
     if total == 0:
         return Markup("")
@@ -101,7 +101,7 @@ def pager(page_name: str, total: int, page_no: int, size: int, **params: object)
     return tag("div", join(parts), class_="pager")
 
 
-def search_form(page_name: str, query: str, placeholder: str, **hidden: object) -> Markup:
+def search_form(page_name: str, query: str, placeholder: str, /, **hidden: object) -> Markup:
     fields = [Markup(f'<input type="search" name="q" value="{esc(query)}" placeholder="{esc(placeholder)}">')]
     fields += [Markup(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">') for k, v in hidden.items()
                if v is not None]

@@ -135,7 +135,7 @@ def topics(broker: "ConsoleBroker", params: Params) -> bytes:
     body = join([
         search_form("topics", query, "topic name contains"),
         pager("topics", len(names), page_no, PAGE_SIZE, q=query),
-        table(["topic", "partitions", "", "offsets held", "size", "LSO"], rows, id_="topics",
+        table(["topic", "partitions", "kind", "offsets kept", "size", "LSO"], rows, id_="topics",
               empty="no topic matches"),
         create,
     ])
@@ -184,8 +184,8 @@ def topic(broker: "ConsoleBroker", params: Params) -> bytes:
 
 def _segments(log: PartitionLog) -> Markup:
     segments = log.segments
-    items = [tag("li", f"{segment_file_name(s.base_offset, '.log')} ({size_text(s.size)}) "
-                       f"+ .index .timeindex .txnindex") for s in segments[-SEGMENTS_SHOWN:]]
+    items = [tag("li", f"{segment_file_name(s.base_offset, '.log')} ({size_text(s.size)}) and its indexes")
+             for s in segments[-SEGMENTS_SHOWN:]]
     if len(segments) > SEGMENTS_SHOWN:
         items.insert(0, tag("li", f"… {len(segments) - SEGMENTS_SHOWN} older segments"))
     items += [tag("li", segment_file_name(o, ".snapshot")) for o in log.producer_state.snapshot_offsets()]

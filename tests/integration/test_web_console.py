@@ -23,7 +23,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ottla.broker.client import Cluster
 from ottla.broker.testing import BrokerProcess
+from ottla.protocol.apis import CREATE_TOPICS
 
 from ..clients import create_topic, idempotent_producer, produce_all, transactional_producer
 
@@ -144,6 +146,24 @@ def test_topics_page_shows_the_partition_and_the_transaction_holding_its_lso(wor
 
     page.click(f"#partitions a:text-is('transaction {OPEN_TXN}')")
     assert page.inner_text("h1") == f"Transaction {OPEN_TXN}"
+
+
+def test_lists_are_paginated_and_searched(world, page):
+    with Cluster(world.bootstrap) as cluster:
+        answer = cluster.call(CREATE_TOPICS, timeout=30_000, validate_only=False, topics=[
+            {"name": f"many-{i:03d}", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            for i in range(120)])
+        assert all(t.error_code == 0 for t in answer.topics)
+    page.goto(console(world, "topics?q=many-"))
+    assert page.inner_text(".pager span") == "1–50 of 120"
+    assert [row[0] for row in cells(page, "#topics")] == [f"many-{i:03d}" for i in range(50)]
+    page.click(".pager a:text-is('next »')")
+    page.click(".pager a:text-is('next »')")
+    assert page.inner_text(".pager span") == "101–120 of 120"
+    assert [row[0] for row in cells(page, "#topics")] == [f"many-{i:03d}" for i in range(100, 120)]
+    assert page.query_selector(".pager a:text-is('next »')") is None
+    page.goto(console(world, "topics?q=MANY-11"))
+    assert [row[0] for row in cells(page, "#topics")] == [f"many-11{i}" for i in range(10)]
 
 
 def test_messages_marks_aborted_records_markers_and_the_open_transaction(world, page):
