@@ -204,12 +204,7 @@ def cost_rounds(rounds: int, records: int) -> dict[str, list[tuple[float, float]
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.web_console")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--records", type=int, default=200_000)
-    args = parser.parse_args(argv)
-
+def time_all_pages() -> None:
     broker = BrokerProcess(tempfile.mkdtemp(prefix="bench-console-") + "/data", {"admin.port": "0"}).start()
     try:
         started = time.monotonic()
@@ -223,6 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.cleanup()
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.web_console")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--skip-pages", action="store_true", help="only the produce/fetch cost")
+    args = parser.parse_args(argv)
+    if not args.skip_pages:
+        time_all_pages()
     results = cost_rounds(args.rounds, args.records)
     print(f"\n| broker ({args.records:,} x 100 B, median of {args.rounds} interleaved rounds) "
           "| produce msgs/s | consume msgs/s |\n|---|---:|---:|")
@@ -230,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         produced = statistics.median(f[0] for f in figures)
         consumed = statistics.median(f[1] for f in figures)
         print(f"| {variant} | {produced:,.0f} | {consumed:,.0f} |")
+    print("\nper round (produce / consume msgs/s):")
+    for variant, figures in results.items():
+        print(f"- {variant}: " + ", ".join(f"{p:,.0f} / {c:,.0f}" for p, c in figures))
     return 0
 
 

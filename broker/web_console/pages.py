@@ -258,8 +258,8 @@ def messages_rows(broker: "ConsoleBroker", params: Params) -> tuple[str, int]:
     log = broker.services.logs.partition(params.text("topic"), params.integer("partition", 0, 0, 10**6))
     if log is None:
         raise NotFound("no such partition")
-    got = read_slice(log, params.integer("offset", 0, 0, 2**63 - 1),
-                     read_committed=params.choice("isolation", ("read_uncommitted", "read_committed")) == "read_committed",
+    isolation = params.choice("isolation", ("read_uncommitted", "read_committed"))
+    got = read_slice(log, params.integer("offset", 0, 0, 2**63 - 1), read_committed=isolation == "read_committed",
                      limit=params.integer("limit", DEFAULT_RECORDS, 1, MAX_RECORDS))
     rows_html, _ = message_rows(got.rows, params.choice("format", ("auto", "text", "json", "hex")))
     return rows_html, got.next_offset
@@ -597,25 +597,30 @@ def group(broker: "ConsoleBroker", params: Params) -> bytes:
                             getattr(m, "client_id", ""), getattr(m, "client_host", ""),
                             _assignment(m, g.protocol_type)])
     page_no = params.integer("page", 0, 0, 10**6)
-    rows = []
-    total_lag = 0
-    entries = sorted(committed.items())
-    for (t, p), (offset, _error) in entries:
+    # Lag as kafka-consumer-groups gives it: log end offset (the high watermark) less the
+    # committed offset; beside it, what a read_committed consumer can still read: up to the LSO.
+    lags = []
+    for (t, p), (offset, _error) in sorted(committed.items()):
         log = services.logs.partition(t, p)
-        end = log.high_watermark if log is not None else None
-        lag = end - offset.offset if (end is not None and offset is not None) else None
-        total_lag += lag or 0
-        rows.append([link(t, "topic", name=t), p, f"{offset.offset:,}" if offset else "–",
-                     f"{end:,}" if end is not None else "(deleted)", f"{lag:,}" if lag is not None else "–",
-                     offset.metadata if offset else ""])
-    shown = rows[page_no * OFFSETS_PER_PAGE:(page_no + 1) * OFFSETS_PER_PAGE]
-    facts.append(("total lag", tag("span", f"{total_lag:,}", id="total-lag")))
+        if log is None or offset is None:
+            lags.append((t, p, offset, log, None, None))
+            continue
+        lags.append((t, p, offset, log, log.high_watermark - offset.offset,
+                     max(0, log.last_stable_offset - offset.offset)))
+    shown = lags[page_no * OFFSETS_PER_PAGE:(page_no + 1) * OFFSETS_PER_PAGE]
+    rows = [[link(t, "topic", name=t), p, f"{offset.offset:,}" if offset else "–",
+             f"{log.high_watermark:,}" if log is not None else "(deleted)",
+             f"{lag:,}" if lag is not None else "–", f"{committed_lag:,}" if committed_lag is not None else "–",
+             offset.metadata if offset else ""]
+            for t, p, offset, log, lag, committed_lag in shown]
+    facts.append(("total lag", tag("span", f"{sum(lag[4] or 0 for lag in lags):,}", id="total-lag")))
     body = join([dl(facts), tag("h2", "Members"),
                  table(["member id", "instance id", "client id", "host", "assignment"], members, id_="members",
                        empty="no member"),
                  tag("h2", "Committed offsets and lag"),
-                 pager("group", len(rows), page_no, OFFSETS_PER_PAGE, id=group_id),
-                 table(["topic", "partition", "committed offset", "log end offset", "lag", "metadata"], shown,
+                 pager("group", len(lags), page_no, OFFSETS_PER_PAGE, id=group_id),
+                 table(["topic", "partition", "committed offset", "log end offset", "lag",
+                        "lag to the LSO (read_committed)", "metadata"], rows,
                        id_="offsets", empty="no committed offset")])
     return page(f"Group {group_id}", "groups", body)
 
@@ -676,7 +681,8 @@ def broker_page(broker: "ConsoleBroker", params: Params) -> bytes:
         table(["id", "kind", "API", "topic", "partition", "error", "delay ms", "remaining", ""], fault_rows,
               id_="faults", empty="no fault set"),
         fault_form,
-        tag("h2", "Configuration"), table(["property", "value", "source"], config_rows, id_="config"),
+        tag("details", join([tag("summary", f"Configuration ({len(config_rows)} properties, with their sources)"),
+                             table(["property", "value", "source"], config_rows, id_="config")]), class_="config"),
     ])
     return page("Broker", "broker", body)
 

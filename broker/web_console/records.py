@@ -74,7 +74,9 @@ def read_slice(log: PartitionLog, start: int, *, read_committed: bool, limit: in
     max_decompressed = EXPANSION_LIMIT * log.config.max_message_bytes
     scanned = 0
     for header, batch in log.batches(start):
-        if header.base_offset >= upper or len(out.rows) >= limit or (scanned and scanned + header.size > MAX_SCAN_BYTES):
+        if header.base_offset >= upper or len(out.rows) >= limit:
+            break
+        if scanned and scanned + header.size > MAX_SCAN_BYTES:
             break
         scanned += header.size
         pid, epoch = header.producer_id, header.producer_epoch

@@ -139,7 +139,8 @@ def test_topics_page_shows_the_partition_and_the_transaction_holding_its_lso(wor
     assert partition[:2] == ["0", "0"]
     assert partition[2] == f"9 held by transaction {OPEN_TXN}"  # the id's markup shown as text
     assert partition[3] == "11"
-    assert "00000000000000000000.log" in page.inner_html("#partitions")
+    page.click("#partitions details summary")
+    assert "00000000000000000000.log (1.0 KiB) and its indexes" in page.inner_text("#partitions")
     configs = dict((row[0], row[1]) for row in cells(page, "#configs"))
     assert configs["cleanup.policy"] == "delete"
     screenshot(page, "topic")
@@ -264,6 +265,7 @@ def test_group_page_shows_members_offsets_and_lag(world, page):
     high_watermark = int(offsets[3])
     assert offsets[:3] == [TOPIC, "0", str(COMMITTED)]
     assert int(offsets[4]) == high_watermark - COMMITTED
+    assert offsets[5] == str(9 - COMMITTED)  # the open transaction holds the LSO at 9
     assert page.inner_text("#total-lag") == str(high_watermark - COMMITTED)
     screenshot(page, "group")
 
@@ -272,6 +274,7 @@ def test_broker_page_charts_and_fault_controls(world, page):
     page.goto(console(world, "broker"))
     (listener,) = cells(page, "#listeners")
     assert listener[0] == "PLAINTEXT" and listener[3] == world.bootstrap
+    page.click("details.config summary")
     config = {row[0]: row for row in cells(page, "#config")}
     assert config["admin.port"][2].startswith("static")
     assert config["num.partitions"][2] == "default"
@@ -288,6 +291,7 @@ def test_broker_page_charts_and_fault_controls(world, page):
     page.click("#add-fault button[type=submit]")
     page.wait_for_selector("#faults button[data-remove-fault]")
     assert world.admin.faults()[0]["kind"] == "delay"
+    assert cells(page, "#faults")[0][1:8] == ["delay", "Metadata", "", "", "", "10", "1000"]
     if os.environ.get("OTTLA_CONSOLE_SCREENSHOTS"):  # some traffic for the charts to show
         create_topic(world.bootstrap, "chart-traffic", 1)
         traffic = threading.Thread(target=_produce_for, args=(world.bootstrap, "chart-traffic", 9.0))
@@ -340,7 +344,8 @@ def _request(url: str, method: str, body: bytes | None = None, **headers: str) -
 def test_changes_need_a_same_origin_request_and_gets_change_nothing(world):
     url = console(world, "topics")
     body = json.dumps({"name": "cross-site", "partitions": 1}).encode()
-    assert _request(url, "POST", body, **{"Content-Type": "application/json", "Origin": "http://evil.example"})[0] == 403
+    cross_site = {"Content-Type": "application/json", "Origin": "http://evil.example"}
+    assert _request(url, "POST", body, **cross_site)[0] == 403
     # A cross-site form can only send a form encoding: refused before the console.
     assert _request(url, "POST", b"name=cross-site", **{"Content-Type": "application/x-www-form-urlencoded"})[0] == 415
     # DNS rebinding: the page's address names the attacker's host.

@@ -132,9 +132,17 @@ if (charts) {
       svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
       svg.setAttribute("width", width);
       svg.setAttribute("height", height);
+      const base = document.createElementNS(SVG, "line");
+      for (const [k, v] of [["x1", 0], ["y1", height - 1], ["x2", width], ["y2", height - 1]]) base.setAttribute(k, v);
+      svg.appendChild(base);
+      // Spread over the width until two minutes of samples fill it, then scroll.
+      const step = width / Math.max(1, Math.max(rates.length, 2) - 1);
+      const points = rates.map((r, i) => `${i * step},${height - 2 - (r / max) * (height - 4)}`);
+      const area = document.createElementNS(SVG, "polygon");
+      area.setAttribute("points", rates.length > 1 ? `0,${height - 1} ${points.join(" ")} ${(rates.length - 1) * step},${height - 1}` : "");
+      svg.appendChild(area);
       const line = document.createElementNS(SVG, "polyline");
-      const step = width / 59;
-      line.setAttribute("points", rates.map((r, i) => `${(i + 60 - rates.length) * step},${height - 2 - (r / max) * (height - 4)}`).join(" "));
+      line.setAttribute("points", points.join(" "));
       svg.appendChild(line);
       const label = document.createElement("span");
       label.className = "now";
