@@ -27,7 +27,10 @@ to have open:
   endpoint never approves.
 
 GET routes change nothing and answer anyone who can reach the port (Prometheus, a
-container health check).
+container health check). The console's pages (/console) show records, so they answer
+only requests that name this endpoint in their Host header (a loopback address, or the
+`admin.host` it listens on): a DNS-rebinding page cannot read them through the
+operator's browser.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from .faults import Faults, FaultSpecError
 from .logging import get_logger
 
 if TYPE_CHECKING:
-    from .web_console import WebConsole
+    from .web_console.app import WebConsole
 
 log = get_logger("ottla.admin")
 
@@ -85,10 +88,12 @@ class AdminServer:
         self.metrics_text = metrics_text
         self.stopping = stopping
         self.token = token
+        self.host = ""
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int) -> None:
+        self.host = host
         self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -134,6 +139,9 @@ class AdminServer:
             if refused is not None:
                 return refused
         if self.console is not None and (request.path == "/console" or request.path.startswith("/console/")):
+            host = request.headers.get("host", "")
+            if not (_is_loopback(host) or _host_of(host) == self.host):
+                return _json(403, {"error": f"the console answers requests addressed to this endpoint, not {host!r}"})
             try:
                 return self.console.handle(request)
             except Exception:  # a page's bug must not cost more than that page
@@ -189,12 +197,17 @@ class AdminServer:
         return _json(404, {"error": f"no route {method} {path}"})
 
 
-def _is_loopback(address: str) -> bool:
-    """Whether a Host header or a peer address names a loopback address (any port)."""
+def _host_of(address: str) -> str:
+    """The host of a Host header or a peer address, without its port."""
     host = address
     if host.startswith("[") or host.count(":") == 1:  # [::1]:9644, 127.0.0.1:9644, localhost:9644
         host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    host = host.strip("[]")
+    return host.strip("[]")
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether a Host header or a peer address names a loopback address (any port)."""
+    host = _host_of(address)
     if host == "localhost":
         return True
     try:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import KafkaError
@@ -37,14 +37,20 @@ from ..handlers.topics import MAX_PARTITIONS_PER_REQUEST
 from . import pages
 from .params import Params
 
-if TYPE_CHECKING:
-    from ..admin_http import HttpRequest
-
 HTML = "text/html; charset=utf-8"
 JSON = "application/json"
 _STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 
 Response = tuple[int, str, bytes]
+
+
+class Request(Protocol):
+    """What the console reads of a request (admin_http.HttpRequest)."""
+
+    method: str
+    path: str
+    query: str
+    body: bytes
 
 
 _PAGES: dict[str, Callable[[Any, Params], bytes]] = {
@@ -61,7 +67,7 @@ class WebConsole:
         folder = resources.files(__package__) / "static"
         self._static = {name: (folder / name).read_bytes() for name in _STATIC_TYPES}
 
-    def handle(self, request: "HttpRequest") -> Response:
+    def handle(self, request: Request) -> Response:
         path = request.path[len("/console"):].strip("/")
         try:
             if request.method == "GET":

@@ -41,6 +41,9 @@ PARTITIONS_PER_PAGE = 100
 OFFSETS_PER_PAGE = 200
 SHOWN_BYTES = 4096  # of a key or value as text; the rest is summarised
 SHOWN_HEX_BYTES = 1024
+SHOWN_HEADERS = 20  # per record
+SHOWN_HEADER_BYTES = 256  # of a header's name or value
+MAX_PAGE_BYTES = 2 * 1024 * 1024  # of rows on one Messages page; the rest is on the next
 SEGMENTS_SHOWN = 20  # per partition on the topic page
 HISTORY_RECORDS = 20_000  # of __transaction_state read for one id's history
 _OPEN = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
@@ -227,12 +230,13 @@ def messages(broker: "ConsoleBroker", params: Params) -> bytes:
                                              else " (everything written; aborted records marked)"))])
     hidden = tag("p", f"{got.hidden_aborted} aborted record(s) left out, as a read_committed consumer "
                       "never sees them", class_="note") if got.hidden_aborted else Markup("")
-    rows_html, classes = message_rows(got.rows, fmt)
+    rows_html, cut_at = message_rows(got.rows, fmt)
+    next_offset = got.next_offset if cut_at is None else cut_at
     more = dict(topic=topic_name, partition=partition, isolation=isolation, format=fmt, limit=limit)
     nav = join([link("« from the start", "messages", **more, offset=got.log_start_offset), " ",
-                link("next page »", "messages", **more, offset=got.next_offset)])
+                link("next page »", "messages", **more, offset=next_offset)])
     tail = tag("button", "live tail", id="tail", type="button",
-               data_tail=url("messages/rows", **more, offset=got.next_offset))
+               data_tail=url("messages/rows", **more, offset=next_offset))
     body = join([form, summary, note, hidden, tag("div", join([nav, " ", tail]), class_="pager"),
                  _messages_table(rows_html)])
     return page(f"Messages of {topic_name}-{partition}", "messages", body)
@@ -261,8 +265,8 @@ def messages_rows(broker: "ConsoleBroker", params: Params) -> tuple[str, int]:
     isolation = params.choice("isolation", ("read_uncommitted", "read_committed"))
     got = read_slice(log, params.integer("offset", 0, 0, 2**63 - 1), read_committed=isolation == "read_committed",
                      limit=params.integer("limit", DEFAULT_RECORDS, 1, MAX_RECORDS))
-    rows_html, _ = message_rows(got.rows, params.choice("format", ("auto", "text", "json", "hex")))
-    return rows_html, got.next_offset
+    rows_html, cut_at = message_rows(got.rows, params.choice("format", ("auto", "text", "json", "hex")))
+    return rows_html, got.next_offset if cut_at is None else cut_at
 
 
 _MESSAGE_HEADERS = ["offset", "timestamp", "key", "value", "headers", "producer id / epoch", "sequence", "transaction"]
@@ -275,9 +279,14 @@ def _messages_table(rows_html: str) -> Markup:
     return Markup(f'<table id="messages"><thead><tr>{head}</tr></thead><tbody>{rows_html}</tbody></table>')
 
 
-def message_rows(rows: list[Row], fmt: str) -> tuple[str, list[str]]:
-    out, classes = [], []
+def message_rows(rows: list[Row], fmt: str) -> tuple[str, int | None]:
+    """The rows as table rows, at most MAX_PAGE_BYTES of them, and the offset of the first
+    row left out for that (None: all are in)."""
+    out: list[str] = []
+    size = 0
     for row in rows:
+        if size > MAX_PAGE_BYTES:
+            return "".join(out), row.offset
         producer = f"{row.producer_id} / {row.producer_epoch}" if row.producer_id >= 0 else "–"
         if row.kind != "record":
             css = f"marker {row.kind.lower()}"
@@ -289,31 +298,46 @@ def message_rows(rows: list[Row], fmt: str) -> tuple[str, list[str]]:
             status = tag("span", row.txn, class_=f"badge {row.txn}") if row.txn else "–"
             cells = [row.offset, when(row.timestamp), _payload(row.key, fmt), _payload(row.value, fmt),
                      _headers(row.headers), producer, row.sequence if row.sequence >= 0 else "–", status]
-        classes.append(css)
-        out.append(tag("tr", join(tag("td", c) for c in cells), class_=css, data_offset=row.offset))
-    return "".join(out), classes
+        html_row = tag("tr", join(tag("td", c) for c in cells), class_=css, data_offset=row.offset)
+        size += len(html_row)
+        out.append(html_row)
+    return "".join(out), None
 
 
-def _payload(data: bytes | None, fmt: str) -> Markup:
+def _payload(data: bytes | None, fmt: str, shown: int = SHOWN_BYTES) -> Markup:
+    """A key, value or header value: as text if it is UTF-8 (pretty-printed if it is
+    JSON), else as hex; at most `shown` bytes of it."""
     if data is None:
         return tag("span", "null", class_="null")
-    extra = len(data) - SHOWN_BYTES
+    extra = len(data) - shown
     if fmt in ("auto", "text", "json"):
-        try:
-            text = data[:SHOWN_BYTES].decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-            if fmt != "auto" and extra <= 0:
-                return join([tag("span", "not UTF-8:", class_="note"), " ", _hex(data)])
+        text = _utf8_prefix(data, shown)
+        if text is None and fmt != "auto":
+            return join([tag("span", "not UTF-8:", class_="note"), " ", _hex(data)])
         if text is not None:
             if fmt in ("auto", "json") and extra <= 0 and text[:1] in "{[":
                 try:
-                    return tag("pre", json.dumps(json.loads(text), indent=2, ensure_ascii=False), class_="json")
-                except ValueError:
-                    pass
-            more = tag("span", f" … {extra:,} more bytes", class_="note") if extra > 0 else Markup("")
+                    pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+                except (ValueError, RecursionError):  # not JSON, or nested deeper than Python parses
+                    pretty = None
+                # Indentation grows with nesting: a deeply nested value is shown as it came.
+                if pretty is not None and len(pretty) <= 4 * shown:
+                    return tag("pre", pretty, class_="json")
+            rest = len(data) - len(text.encode())
+            more = tag("span", f" … {rest:,} more bytes", class_="note") if rest > 0 else Markup("")
             return join([tag("span", text, class_="text"), more])
     return _hex(data)
+
+
+def _utf8_prefix(data: bytes, limit: int) -> str | None:
+    """The first `limit` bytes as text, less a character the limit cut in two; None if
+    they are not UTF-8."""
+    for cut in range(4 if len(data) > limit else 1):
+        try:
+            return data[:limit - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return None
 
 
 def _hex(data: bytes) -> Markup:
@@ -325,8 +349,11 @@ def _hex(data: bytes) -> Markup:
 def _headers(headers: tuple[tuple[str, bytes | None], ...]) -> Markup:
     if not headers:
         return Markup("")
-    return tag("ul", join(tag("li", join([tag("b", name), ": ", _payload(value, "auto")]))
-                          for name, value in headers[:50]), class_="headers")
+    items = [tag("li", join([tag("b", name[:SHOWN_HEADER_BYTES]), ": ", _payload(value, "auto", SHOWN_HEADER_BYTES)]))
+             for name, value in headers[:SHOWN_HEADERS]]
+    if len(headers) > SHOWN_HEADERS:
+        items.append(tag("li", f"… {len(headers) - SHOWN_HEADERS} more headers", class_="note"))
+    return tag("ul", join(items), class_="headers")
 
 
 def _messages_form(topic_name: str, partition: int, offset: str, timestamp: str, isolation: str, fmt: str,

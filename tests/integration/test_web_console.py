@@ -359,6 +359,10 @@ def test_changes_need_a_same_origin_request_and_gets_change_nothing(world):
     # Internal topics are the coordinators'.
     status, text = _request(console(world, "topics/__transaction_state"), "DELETE")
     assert status == 400 and "INVALID_TOPIC_EXCEPTION" in text
+    # DNS rebinding cannot read records either: a page is served to requests addressed to the endpoint.
+    messages = console(world, f"messages?topic={TOPIC}")
+    assert _request(messages, "GET", Host="evil.example:80")[0] == 403
+    assert _request(messages, "GET", Host=f"localhost:{world.admin_url.rsplit(':', 1)[1]}")[0] == 200
     # Every answer forbids framing and foreign scripts.
     with urllib.request.urlopen(console(world, "topics"), timeout=10) as response:
         assert response.headers["X-Frame-Options"] == "DENY"
