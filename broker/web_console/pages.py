@@ -126,7 +126,8 @@ def topics(broker: "ConsoleBroker", params: Params) -> bytes:
         rows.append([link(name, "topic", name=name), len(parts), "internal" if topic.internal else "",
                      f"{sum(p.high_watermark - p.log_start_offset for p in parts):,}",
                      size_text(sum(_size(p) for p in parts)),
-                     tag("span", f"{held} held back", class_="held") if held else "–"])
+                     tag("span", f"{held} partition{'s' if held != 1 else ''} held back", class_="held")
+                     if held else "–"])
     create = tag("form", join([
         tag("h2", "Create a topic"),
         Markup('<label>name <input name="name" required maxlength="249" pattern="[a-zA-Z0-9._-]+"></label>'),
