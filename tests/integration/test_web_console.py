@@ -283,7 +283,7 @@ def test_broker_page_charts_and_fault_controls(world, page):
     assert config["num.partitions"][2] == "default"
     assert any(row[0] == "Produce" for row in cells(page, "#apis"))
     # Two polls of the counters make the first rate.
-    page.wait_for_function("() => document.querySelectorAll('.chart svg polyline').length === 6 && "
+    page.wait_for_function("() => document.querySelectorAll('.chart svg polyline').length === 7 && "
                            "document.querySelector('.chart[data-series=records] .now').textContent !== '…'",
                            timeout=15000)
 
