@@ -66,19 +66,27 @@ def read_slice(log: PartitionLog, start: int, *, read_committed: bool, limit: in
     out = Slice(next_offset=start, log_start_offset=log.log_start_offset, last_stable_offset=lso, high_watermark=hw)
     if start >= upper:
         return out
+    # The batches first (whole ones, within the bounds), then what is known of their
+    # transactions: only the aborted ones these batches overlap are looked up.
+    batches = []
+    scanned = offsets = 0
+    for header, batch in log.batches(start):
+        if header.base_offset >= upper or offsets >= limit or (scanned and scanned + header.size > MAX_SCAN_BYTES):
+            break
+        batches.append((header, batch))
+        scanned += header.size
+        offsets += header.last_offset - max(header.base_offset, start) + 1
+    if not batches:
+        return out
     aborted: dict[int, list[tuple[int, int]]] = {}
-    for entry in log.aborted_between(start, upper - 1):
+    for entry in log.aborted_between(start, batches[-1][0].last_offset):
         aborted.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
     # Open transactions: a producer's records from its transaction's first offset on.
     open_from = dict(log.producer_state.ongoing_txns)
     max_decompressed = EXPANSION_LIMIT * log.config.max_message_bytes
-    scanned = 0
-    for header, batch in log.batches(start):
-        if header.base_offset >= upper or len(out.rows) >= limit:
+    for header, batch in batches:
+        if len(out.rows) >= limit:
             break
-        if scanned and scanned + header.size > MAX_SCAN_BYTES:
-            break
-        scanned += header.size
         pid, epoch = header.producer_id, header.producer_epoch
         if header.is_control:
             out.next_offset = header.last_offset + 1

@@ -192,6 +192,14 @@ def test_messages_marks_aborted_records_markers_and_the_open_transaction(world, 
     assert offsets == [0, 1, 2, 3, 6, 7, 8]  # no aborted record, nothing past the LSO
     assert "2 aborted record(s) left out" in page.inner_text("main")
 
+    # Page by page: the next page starts where the last one stopped.
+    page.goto(console(world, f"messages?topic={TOPIC}&partition=0&limit=4"))
+    shown = []
+    for _ in range(3):
+        shown += [int(tr.get_attribute("data-offset")) for tr in page.query_selector_all("#messages tbody tr")]
+        page.click(".pager a:text-is('next page »')")
+    assert shown == list(range(11))
+
 
 def test_keys_values_and_headers_are_shown_as_text_never_run(world, page):
     page.goto(console(world, f"messages?topic={TOPIC}&partition=0&offset=7&limit=1"))
