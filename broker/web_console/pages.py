@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import struct
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC, TxnState, decode_key, decode_value, partition_for
@@ -245,8 +246,6 @@ def messages(broker: "ConsoleBroker", params: Params) -> bytes:
 
 def _timestamp(text: str) -> int:
     """Milliseconds since the epoch, from digits or an ISO time (UTC unless it says)."""
-    from datetime import datetime, timezone
-
     if text.strip().lstrip("-").isdigit():
         return int(text)
     try:

@@ -367,6 +367,14 @@ def test_changes_need_a_same_origin_request_and_gets_change_nothing(world):
     assert _request(console(world, "topics?name=cross-site&partitions=1"), "GET")[0] == 200
     topics = AdminClient({"bootstrap.servers": world.bootstrap}).list_topics(timeout=10).topics
     assert TOPIC in topics and "cross-site" not in topics
+    # What a change asks for is checked as CreateTopics checks it.
+    json_post = {"Content-Type": "application/json"}
+    for spec, error in (({"name": "bad name!"}, "INVALID_TOPIC_EXCEPTION"), ({"name": "p0", "partitions": 0},
+                        "partitions: 1 to 10000"), ({"name": TOPIC}, "TOPIC_ALREADY_EXISTS"),
+                        ({"name": "__consumer_offsets"}, "INVALID_REQUEST"),
+                        ({"name": "c", "configs": {"retention.ms": "soon"}}, "INVALID_CONFIG")):
+        status, text = _request(url, "POST", json.dumps(spec).encode(), **json_post)
+        assert status == 400 and error in text, (spec, text)
     # Internal topics are the coordinators'.
     status, text = _request(console(world, "topics/__transaction_state"), "DELETE")
     assert status == 400 and "INVALID_TOPIC_EXCEPTION" in text
