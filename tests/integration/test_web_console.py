@@ -22,14 +22,13 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from playwright.sync_api import sync_playwright
 
 from ottla.broker.client import Cluster
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.apis import CREATE_TOPICS
 
 from ..clients import create_topic, idempotent_producer, produce_all, transactional_producer
-
-playwright_api = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -43,9 +42,6 @@ XSS_KEY = b"<script>window.__xss = 1</script>"
 XSS_VALUE = b'<img src=x onerror="window.__xss = 1">'
 GROUP = "billing"
 COMMITTED = 5
-
-if not os.path.exists(CHROMIUM):
-    pytest.skip("Debian's chromium is not installed (.ci/run installs it)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +92,9 @@ def world(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with playwright_api.sync_playwright() as p:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it from apt)")
+    with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield chromium
         chromium.close()
