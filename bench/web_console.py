@@ -1,11 +1,11 @@
 """The web console (issue 17): how long each page takes at 1,000 topics and 10,000
 partitions, and what the console costs the produce/fetch path.
 
-    python -m bench.web_console [--rounds 3] [--records 200000]
+    python -m bench.web_console [--rounds 5] [--records 500000] [--skip-pages | --skip-cost]
 
-Pages: a broker with 1,000 topics of 10 partitions, records in 500 of them, 200
-transactional ids (committed, aborted and one open transaction), 200 consumer groups
-with committed offsets; each page is asked for REQUESTS times over HTTP, one at a time,
+Pages: a broker with 1,000 topics of 10 partitions, records in 500 of them, 202
+transactional ids (100 committed, 100 aborted, one open, one after 1,500 transactions),
+200 consumer groups with committed offsets; each page is asked for REQUESTS times over HTTP, one at a time,
 and the median and the slowest are reported (the time from sending the request to the
 last byte of the answer, on the same machine).
 
@@ -38,6 +38,7 @@ PARTITIONS_PER_TOPIC = 10
 REQUESTS = 20
 GROUPS = 200
 TXN_IDS = 200
+BUSY_TRANSACTIONS = 1500  # of one id, one after the other
 # Topics whose 10 partitions get 100 records each. Not all 1,000: with unflushed data in
 # thousands of partitions the broker's checkpoint opens a duplicate descriptor for every
 # file of each at once and fails with EMFILE at this machine's 20,000-descriptor limit
@@ -80,6 +81,12 @@ def populate(broker: BrokerProcess) -> Producer:
         del txn  # its connections close with it
     for g in range(GROUPS):
         commit_offset(broker.bootstrap, f"group-{g:03d}", names[g], 0, 5)
+    busy = transactional_producer(broker.bootstrap, "txn-busy")  # a long history in __transaction_state
+    for _ in range(BUSY_TRANSACTIONS):
+        busy.begin_transaction()
+        busy.produce(names[1], value=b"busy", partition=1)
+        busy.commit_transaction(30)
+    del busy
     opener = transactional_producer(broker.bootstrap, "txn-open", **{"transaction.timeout.ms": 900_000})
     opener.begin_transaction()
     opener.produce(names[0], value=b"open", partition=0)
@@ -95,8 +102,9 @@ PAGES = [
     ("Messages (50 rows)", "messages?topic=topic-0000&partition=0&limit=50"),
     ("Messages (500 rows, the most one page shows)", "messages?topic=topic-0000&partition=0&limit=500"),
     ("Messages from a timestamp", "messages?topic=topic-0000&partition=0&timestamp=0"),
-    ("Transactions (201 ids)", "transactions"),
+    ("Transactions (202 ids)", "transactions"),
     ("Transaction with its history", "transaction?id=txn-open"),
+    ("Transaction after 1,500 transactions (history scan of 5,000 offsets)", "transaction?id=txn-busy"),
     ("Producers (topics with producer state)", "producers"),
     ("Producers of a topic", "producers?topic=topic-0000"),
     ("Consumer groups (200)", "groups"),
@@ -224,9 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--skip-pages", action="store_true", help="only the produce/fetch cost")
+    parser.add_argument("--skip-cost", action="store_true", help="only the pages")
     args = parser.parse_args(argv)
     if not args.skip_pages:
         time_all_pages()
+    if args.skip_cost:
+        return 0
     results = cost_rounds(args.rounds, args.records)
     print(f"\n| broker ({args.records:,} x 100 B, median of {args.rounds} interleaved rounds) "
           "| produce msgs/s | consume msgs/s |\n|---|---:|---:|")

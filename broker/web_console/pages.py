@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import struct
+from collections import deque
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
-from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC, TxnState, decode_key, decode_value, partition_for
+from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
+from ottla.coordinator.transaction_log import TxnState, decode_value, encode_key, partition_for
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.batch import iter_records
 from ottla.protocol.errors import KafkaError
@@ -46,7 +48,8 @@ SHOWN_HEADERS = 20  # per record
 SHOWN_HEADER_BYTES = 256  # of a header's name or value
 MAX_PAGE_BYTES = 2 * 1024 * 1024  # of rows on one Messages page; the rest is on the next
 SEGMENTS_SHOWN = 20  # per partition on the topic page
-HISTORY_RECORDS = 20_000  # of __transaction_state read for one id's history
+HISTORY_RECORDS = 5_000  # newest offsets of __transaction_state read for one id's history
+HISTORY_SHOWN = 100  # of its records, the newest
 _OPEN = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
 _CONFIG_SOURCES = {1: "topic override", 2: "dynamic (this broker)", 3: "dynamic (cluster default)",
                    4: "static (server.properties, environment or flag)", 5: "default"}
@@ -471,26 +474,30 @@ def _history(broker: "ConsoleBroker", txn_id: str) -> Markup:
     number = partition_for(txn_id, len(internal.partitions))
     log = internal.partitions[number]
     start = max(log.log_start_offset, log.high_watermark - HISTORY_RECORDS)
-    rows = []
+    key = encode_key(txn_id)
+    found: deque[Any] = deque(maxlen=HISTORY_SHOWN)  # the newest records of this id
+    count = 0
     for header, batch in log.batches(start):
         if header.is_control:
             continue
         for record in iter_records(batch):
-            if record.offset < start or record.key is None:
-                continue
-            try:
-                if decode_key(bytes(record.key)) != txn_id:
-                    continue
-                value = decode_value(bytes(record.value)) if record.value is not None else None
-            except (ValueError, IndexError, UnicodeDecodeError):
-                continue
-            if value is None:
-                rows.append([record.offset, when(record.timestamp), "(tombstone: id expired)", "", "", "", ""])
-            else:
-                rows.append([record.offset, when(record.timestamp), value.state.kafka_name, value.producer_id,
-                             value.producer_epoch, _partition_links(sorted(value.partitions)),
-                             when(value.start_ms)])
-    note = tag("p", f"{TXN_TOPIC}-{number}, from offset {start:,}", class_="note")
+            if record.offset >= start and record.key is not None and bytes(record.key) == key:
+                found.append(record)
+                count += 1
+    rows = []
+    for record in found:
+        try:
+            value = decode_value(bytes(record.value)) if record.value is not None else None
+        except (ValueError, IndexError, UnicodeDecodeError, struct.error):
+            rows.append([record.offset, when(record.timestamp), "(a value this broker cannot read)", "", "", "", ""])
+            continue
+        if value is None:
+            rows.append([record.offset, when(record.timestamp), "(tombstone: id expired)", "", "", "", ""])
+        else:
+            rows.append([record.offset, when(record.timestamp), value.state.kafka_name, value.producer_id,
+                         value.producer_epoch, _partition_links(sorted(value.partitions)), when(value.start_ms)])
+    older = f"; the newest {HISTORY_SHOWN} of its {count} records shown" if count > HISTORY_SHOWN else ""
+    note = tag("p", f"{TXN_TOPIC}-{number}, from offset {start:,}{older}", class_="note")
     return join([note, table(["offset", "written", "state", "producer id", "epoch", "partitions", "started"],
                              rows, id_="history", empty="no record of this id")])
 
