@@ -246,6 +246,19 @@ def test_transactions_page_links_the_open_transaction_to_the_partition_it_holds(
     states = [row[2] for row in cells(page, "#history")]
     assert states[-3:] == ["Ongoing", "PrepareAbort", "CompleteAbort"]
 
+    # A long history: its newest records, said so.
+    create_topic(world.bootstrap, "tailed-busy", 1)
+    busy = transactional_producer(world.bootstrap, "payments-busy")
+    for _ in range(40):
+        busy.begin_transaction()
+        busy.produce("tailed-busy", value=b"b")
+        busy.commit_transaction(30)
+    page.goto(console(world, "transaction?id=payments-busy"))
+    history = cells(page, "#history")
+    assert len(history) == 100 and history[-1][2] == "CompleteCommit"
+    assert [int(row[0]) for row in history] == sorted(int(row[0]) for row in history)
+    assert "the newest 100 of its 121 records shown" in page.inner_text("main")
+
 
 def test_producers_page_shows_what_describe_producers_knows(world, page):
     page.goto(console(world, "producers"))
