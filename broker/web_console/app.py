@@ -13,6 +13,8 @@
     POST   /console/topics               create: {"name", "partitions", "configs": {...}}
     DELETE /console/topics/<name>        delete
 
+Every request reaches this module only if it names the endpoint in its Host header
+(admin_http: a DNS-rebinding page cannot read records through the operator's browser).
 GET never changes anything. POST and DELETE reach this module only after the admin
 endpoint's own guard let them through (admin.token, or a same-origin request from this
 machine: admin_http.AdminServer._refuse_change); the fault controls of the Broker page
