@@ -12,7 +12,6 @@ and that is all: never an error.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import urllib.error
 import urllib.request
@@ -23,8 +22,9 @@ DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("console", help="open the web console (served on the broker's admin endpoint)")
-    p.add_argument("--admin-url", default=os.environ.get("OTTLA_ADMIN_URL", DEFAULT_ADMIN_URL),
-                   help=f"the broker's admin endpoint (default $OTTLA_ADMIN_URL or {DEFAULT_ADMIN_URL})")
+    # No OTTLA_* variable for it: those are broker settings, and `ottla serve` warns of any it does not know.
+    p.add_argument("--admin-url", default=DEFAULT_ADMIN_URL,
+                   help=f"the broker's admin endpoint (default {DEFAULT_ADMIN_URL})")
     p.add_argument("--no-browser", action="store_true", help="print the address only")
     p.set_defaults(run=run)
 

@@ -3,7 +3,7 @@ driven by Playwright, against a broker holding a committed, an aborted and an op
 transaction, plain records, and a consumer group with a live member and a committed
 offset; each page is checked for what a person looks at.
 
-OTTLA_CONSOLE_SCREENSHOTS=1 saves each page as docs/console/<page>.png (the README shows
+UPDATE_CONSOLE_SCREENSHOTS=1 saves each page as docs/console/<page>.png (the README shows
 them); normal runs leave the tree alone.
 """
 
@@ -51,6 +51,13 @@ def world(tmp_path_factory):
     7-8 plain idempotent records (one with markup in its key, value and header),
     9-10 an open transaction (LSO 9, high watermark 11)."""
     broker = BrokerProcess(str(tmp_path_factory.mktemp("console-data")), {"admin.port": "0"}).start()
+    try:
+        yield from _populate(broker)
+    finally:
+        broker.cleanup()
+
+
+def _populate(broker: BrokerProcess):
     bootstrap = broker.bootstrap
     create_topic(bootstrap, TOPIC, 1)
     committer = transactional_producer(bootstrap, "payments-committed")
@@ -87,7 +94,6 @@ def world(tmp_path_factory):
     finally:
         consumer.close()
         opener.abort_transaction(30)
-        broker.cleanup()
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +120,7 @@ def console(world: BrokerProcess, path: str = "") -> str:
 
 
 def screenshot(page, name: str) -> None:
-    if os.environ.get("OTTLA_CONSOLE_SCREENSHOTS"):
+    if os.environ.get("UPDATE_CONSOLE_SCREENSHOTS"):
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
@@ -314,7 +320,7 @@ def test_broker_page_charts_and_fault_controls(world, page):
     page.wait_for_selector("#faults button[data-remove-fault]")
     assert world.admin.faults()[0]["kind"] == "delay"
     assert cells(page, "#faults")[0][1:8] == ["delay", "Metadata", "", "", "", "10", "1000"]
-    if os.environ.get("OTTLA_CONSOLE_SCREENSHOTS"):  # some traffic for the charts to show
+    if os.environ.get("UPDATE_CONSOLE_SCREENSHOTS"):  # some traffic for the charts to show
         create_topic(world.bootstrap, "chart-traffic", 1)
         traffic = threading.Thread(target=_produce_for, args=(world.bootstrap, "chart-traffic", 9.0))
         traffic.start()
