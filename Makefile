@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA_DIR ?= ./data
+# The admin endpoint (metrics, faults, the web console: `ottla console`), on 127.0.0.1.
+ADMIN_PORT ?= 9644
 
 .PHONY: run test bench fuzz soak clean
 
@@ -28,7 +30,7 @@ $(VENV)/.installed-bench: $(VENV)/.installed-base
 	touch $@
 
 run: $(VENV)/.installed-base
-	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) --admin-port $(ADMIN_PORT)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest

@@ -6,6 +6,7 @@
     POST   /faults          set a fault: a JSON object (broker/faults.py); 201 with it
     DELETE /faults          remove every fault
     DELETE /faults/<id>     remove one
+    /console/...            the web console (broker/web_console/), when the broker has one
 
 A few routes for health checks, Prometheus and test harnesses do not need a framework:
 this is a minimal HTTP/1.1 server on asyncio, one request per connection.
@@ -26,7 +27,10 @@ to have open:
   endpoint never approves.
 
 GET routes change nothing and answer anyone who can reach the port (Prometheus, a
-container health check).
+container health check). The console's pages (/console) show records, so they answer
+only requests that name this endpoint in their Host header (a loopback address, or the
+`admin.host` it listens on): a DNS-rebinding page cannot read them through the
+operator's browser.
 """
 
 from __future__ import annotations
@@ -36,9 +40,15 @@ import hmac
 import ipaddress
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .faults import Faults, FaultSpecError
+from .logging import get_logger
+
+if TYPE_CHECKING:
+    from .web_console.app import WebConsole
+
+log = get_logger("ottla.admin")
 
 
 _MAX_BODY = 64 * 1024
@@ -46,7 +56,13 @@ _READ_TIMEOUT = 10
 _MAX_HEADERS = 100
 _REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
             404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large", 415: "Unsupported Media Type",
-            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+            431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
+# Sent with every answer: the console's pages run no script but their own (no inline
+# script, nothing from elsewhere, whatever a record's value holds), cannot be framed by
+# another page (clickjacking a delete button), and no answer is sniffed into HTML.
+_SECURITY_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n"
+                     "Content-Security-Policy: default-src 'self'; frame-ancestors 'none'; form-action 'self'\r\n"
+                     "Referrer-Policy: no-referrer\r\n")
 _CHANGES = ("POST", "DELETE", "PUT", "PATCH")
 
 
@@ -57,6 +73,7 @@ class HttpRequest:
     peer: str  # the client's address
     headers: dict[str, str] = field(default_factory=dict)  # lower-case names
     body: bytes = b""
+    query: str = ""  # after the "?" of the target
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -65,15 +82,18 @@ class AdminServer:
     text, and whether it is stopping."""
 
     def __init__(self, faults: Faults, metrics_text: Callable[[], str], stopping: Callable[[], bool],
-                 token: str | None = None) -> None:
+                 token: str | None = None, console: "WebConsole | None" = None) -> None:
         self.faults = faults
+        self.console = console
         self.metrics_text = metrics_text
         self.stopping = stopping
         self.token = token
+        self.host = ""
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int) -> None:
+        self.host = host
         self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -90,7 +110,7 @@ class AdminServer:
             writer.close()
             return
         head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+                f"Content-Length: {len(body)}\r\n{_SECURITY_HEADERS}Connection: close\r\n\r\n")
         writer.write(head.encode() + body)
         try:
             await writer.drain()
@@ -103,7 +123,8 @@ class AdminServer:
         if len(request_line) != 3:
             raise ValueError("not an HTTP request")
         method, target, _version = request_line
-        request = HttpRequest(method.upper(), target.split("?", 1)[0].rstrip("/") or "/", peer)
+        path, _, query = target.partition("?")
+        request = HttpRequest(method.upper(), path.rstrip("/") or "/", peer, query=query)
         while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
             if len(request.headers) >= _MAX_HEADERS:
                 return _json(431, {"error": "too many headers"})
@@ -117,6 +138,15 @@ class AdminServer:
             refused = self._refuse_change(request)
             if refused is not None:
                 return refused
+        if self.console is not None and (request.path == "/console" or request.path.startswith("/console/")):
+            host = request.headers.get("host", "")
+            if not (_is_loopback(host) or _host_of(host) == self.host):
+                return _json(403, {"error": f"the console answers requests addressed to this endpoint, not {host!r}"})
+            try:
+                return self.console.handle(request)
+            except Exception:  # a page's bug must not cost more than that page
+                log.exception("console page failed", path=request.path)
+                return _json(500, {"error": "the console failed on this page; see the broker's log"})
         return self.route(request.method, request.path, request.body)
 
     def _refuse_change(self, request: HttpRequest) -> tuple[int, str, bytes] | None:
@@ -167,12 +197,17 @@ class AdminServer:
         return _json(404, {"error": f"no route {method} {path}"})
 
 
-def _is_loopback(address: str) -> bool:
-    """Whether a Host header or a peer address names a loopback address (any port)."""
+def _host_of(address: str) -> str:
+    """The host of a Host header or a peer address, without its port."""
     host = address
     if host.startswith("[") or host.count(":") == 1:  # [::1]:9644, 127.0.0.1:9644, localhost:9644
         host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    host = host.strip("[]")
+    return host.strip("[]")
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether a Host header or a peer address names a loopback address (any port)."""
+    host = _host_of(address)
     if host == "localhost":
         return True
     try:

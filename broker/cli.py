@@ -6,6 +6,7 @@
     ottla dump-log [--transaction-log-decoder | --offsets-decoder] FILE...
     ottla topics create|list|describe|delete, ottla groups list|describe,
     ottla transactions list|describe, ottla produce, ottla consume   (see admin_cli, console)
+    ottla console [--admin-url URL] [--no-browser]   the web console (see web_console/)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from dataclasses import replace
 
 from . import admin_cli, console
+from .web_console import command as web_console_command
 from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
 from .dev_security import DevSecurity, prepare
@@ -134,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     _dump_log_parser(sub)
     admin_cli.add_parsers(sub)
     console.add_parsers(sub)
+    web_console_command.add_parser(sub)
     args = parser.parse_args(argv)
     if hasattr(args, "run"):  # the wire-protocol tools
         return args.run(args)

@@ -32,6 +32,7 @@ from ottla.protocol.control import ControlType, parse_marker
 
 from .admin_cli import DEFAULT_BOOTSTRAP, run_tool
 from .client import ClientError, Cluster, check
+from .progress import Progress, regular_file_size
 
 # Records per batch: enough to make a pipe of lines fast, small enough to stay far below
 # max.message.bytes for lines of ordinary length.
@@ -131,7 +132,10 @@ def _produce(cluster: Cluster, args: argparse.Namespace) -> None:
     sticky = random.choice(partitions)
     pending: dict[int, list[Line]] = {}
     count = 0
-    for line in _parse_lines(sys.stdin.buffer, args.parse_key, args.key_separator.encode()):
+    # Progress by bytes of input: of the file's size when standard input is one.
+    progress = Progress(f"producing to {args.topic}", regular_file_size(sys.stdin.buffer), "bytes")
+    read = [0]
+    for line in _parse_lines(_counted(sys.stdin.buffer, read), args.parse_key, args.key_separator.encode()):
         if args.partition is not None:
             partition = args.partition
         elif line.key is not None:
@@ -142,9 +146,17 @@ def _produce(cluster: Cluster, args: argparse.Namespace) -> None:
         count += 1
         if len(pending[partition]) >= _BATCH_RECORDS:
             _send(cluster, args.topic, partition, pending.pop(partition), headers)
+            progress.update(read[0], f"{count:,} records")
     for partition, lines in pending.items():
         _send(cluster, args.topic, partition, lines, headers)
+    progress.close()
     print(f"Produced {count} record(s) to {args.topic}.", file=sys.stderr)
+
+
+def _counted(stream: IO[bytes], read: list[int]) -> Iterator[bytes]:
+    for raw in stream:
+        read[0] += len(raw)
+        yield raw
 
 
 def _send(cluster: Cluster, topic: str, partition: int, lines: list[Line], headers: list) -> None:
@@ -176,6 +188,12 @@ def _consume(cluster: Cluster, args: argparse.Namespace) -> None:
     printed = 0
     last_record = time.monotonic()
     out = sys.stdout.buffer
+    progress = Progress(f"consuming {args.topic}", data_on_stdout=True)
+    if progress.enabled:
+        # Of how many: the records up to today's end (asked only for a person watching).
+        ends = cluster.list_offsets(args.topic, partitions, _LATEST, read_committed)
+        total = sum(max(0, ends[p] - positions[p]) for p in partitions)
+        progress.total = min(total, args.max_messages) if args.max_messages is not None else total
     while args.max_messages is None or printed < args.max_messages:
         got = 0
         for partition in partitions:
@@ -188,10 +206,12 @@ def _consume(cluster: Cluster, args: argparse.Namespace) -> None:
             if args.max_messages is not None and printed >= args.max_messages:
                 break
         out.flush()
+        progress.update(printed)
         if got:
             last_record = time.monotonic()
         elif args.timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= args.timeout_ms:
             break
+    progress.close()
     print(f"Processed a total of {printed} messages", file=sys.stderr)
 
 

@@ -38,6 +38,8 @@ from ottla.storage.producer_state import read_snapshot_file
 from ottla.storage.txn_index import VERSION as TXN_INDEX_VERSION
 from ottla.storage.txn_index import read_txn_index_file
 
+from .progress import Progress
+
 # A record's key and value as the texts printed after `key:` and `payload:`; None
 # leaves the field out, as Kafka's parsers do.
 RecordParser = Callable[[bytes | None, bytes | None], tuple[str | None, str | None]]
@@ -87,6 +89,7 @@ def dump_log_segment(path: str, out: TextIO, parse_record: RecordParser) -> None
     position = 0
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
+        progress = Progress(f"dumping {os.path.basename(path)}", size, "bytes", data_on_stdout=True)
         while position + HEADER_SIZE <= size:
             head = f.read(LOG_OVERHEAD)
             _, length = OFFSET_AND_LENGTH.unpack(head)
@@ -97,6 +100,8 @@ def dump_log_segment(path: str, out: TextIO, parse_record: RecordParser) -> None
             batch = head + f.read(length)
             _dump_batch(BatchHeader.parse(batch), batch, position, out, parse_record)
             position += len(batch)
+            progress.update(position)
+        progress.close()
     if position < size:
         out.write(f"Found {size - position} invalid bytes at the end of {os.path.basename(path)}\n")
 

@@ -5,7 +5,8 @@ test session, a fresh topic per test, and faults on demand.
         Producer({"bootstrap.servers": ottla_broker.bootstrap}).produce(ottla_topic, b"x")
 
 - `ottla_broker` (session): a broker subprocess on a free port with a temporary data
-  directory and its admin endpoint on; `.bootstrap` is its address. Stopped (SIGTERM)
+  directory and its admin endpoint on; `.bootstrap` (or `.bootstrap_servers`, the name
+  clients use) is its address. Stopped (SIGTERM)
   and its directory removed when the session ends.
 - `ottla_topic`: a topic of its own for each test, one partition unless the test is
   marked `@pytest.mark.ottla_topic(partitions=3, configs={...})`.

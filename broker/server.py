@@ -43,6 +43,7 @@ from .tls import parse_mapping_rules, server_context
 from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
+from .web_console.app import WebConsole
 
 log = get_logger("ottla.broker")
 
@@ -96,8 +97,8 @@ class Broker:
         self.faults = Faults(self.logs, self.metrics)
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
-        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token) \
-            if config.admin_port is not None else None
+        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
+                                 console=WebConsole(self)) if config.admin_port is not None else None
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
         self._stopped = asyncio.Event()

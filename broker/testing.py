@@ -110,7 +110,7 @@ class BrokerProcess:
         self.log_path = log_path or os.path.join(os.path.dirname(os.path.abspath(self.data_dir)),
                                                  f"{os.path.basename(self.data_dir)}.broker.log")
         self.port = 0
-        self.bootstrap = ""
+        self.bootstrap = ""  # host:port of the first listener, as clients take it
         # Every listener's advertised host:port by name (the first is `bootstrap`).
         self.listeners: dict[str, str] = {}
         self.admin_url: str | None = None
@@ -118,6 +118,12 @@ class BrokerProcess:
         # Set once the broker prints that its coordinators are loaded (see `start`).
         self.coordinators_loaded = threading.Event()
         self._log_file = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """`bootstrap`, under the name clients give it (confluent-kafka's
+        `bootstrap.servers`, kafka-python's and aiokafka's `bootstrap_servers`)."""
+        return self.bootstrap
 
     def command(self) -> list[str]:
         entry = [self.launcher] if self.launcher is not None else ["-m", "ottla.broker.cli"]

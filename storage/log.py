@@ -375,7 +375,7 @@ class PartitionLog:
                     records = got.data
                     self._remember_position(got, segment)
                     if read_committed:
-                        aborted = self._aborted_between(offset, got.next_offset - 1)
+                        aborted = self.aborted_between(offset, got.next_offset - 1)
         if read_committed and aborted is None:
             aborted = []
         return FetchResult(records, self.high_watermark, lso, self.log_start_offset,
@@ -428,7 +428,9 @@ class PartitionLog:
         while len(positions) > _READ_POSITIONS_KEPT:
             positions.popitem(last=False)
 
-    def _aborted_between(self, first: int, last: int) -> list[AbortedTxn]:
+    def aborted_between(self, first: int, last: int) -> list[AbortedTxn]:
+        """The aborted transactions (.txnindex entries) overlapping [first, last]: what a
+        read_committed Fetch returns beside its records, and what tools mark aborted."""
         # An entry sits in the segment of its marker, so no segment before the one holding
         # `first` can have one that reaches it; later ones can (a long transaction).
         aborted: list[AbortedTxn] = []

@@ -119,6 +119,9 @@ class LogManager:
         # more segments keep their files open than it allows, however many are on disk.
         OPEN_FILES.budget = budget_from_limit()
         os.makedirs(self.data_dir, exist_ok=True)
+        # A directory Ottla has never started on (no meta.properties yet) holds nothing to
+        # recover: its first start is as clean as one after a clean shutdown.
+        first_start = not os.path.exists(os.path.join(self.data_dir, META_FILE))
         self._load_meta()
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
@@ -136,6 +139,8 @@ class LogManager:
             match = _PARTITION_DIR.match(name)
             if match:
                 by_topic.setdefault(match["topic"], []).append((int(match["partition"]), path))
+        # ... unless partition directories were put there by hand: those are checked.
+        clean = clean or (first_start and not by_topic)
         saved_configs = self._read_topic_configs()
         truncated = checked = 0
         count = 0
@@ -165,7 +170,7 @@ class LogManager:
                     log.flush()
             self.checkpoint()
         # From here on the files are being written again: a crash is no longer clean.
-        if clean:
+        if os.path.exists(marker):
             os.unlink(marker)
         return LoadReport(count, clean, truncated, checked, time.monotonic() - started)
 

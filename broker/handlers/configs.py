@@ -77,7 +77,12 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
 
 
 def _broker_entries(ctx: RequestContext, keys: Any) -> list[dict[str, Any]]:
-    services = ctx.services
+    return broker_config_entries(ctx.services, keys)
+
+
+def broker_config_entries(services: Any, keys: Any) -> list[dict[str, Any]]:
+    """The broker's configs with Kafka's ConfigSource of each (DescribeConfigs, the web
+    console's Broker page)."""
     static = services.static_config.broker_properties()
     defaults = BrokerConfig().broker_properties()
     entries = []

@@ -1,7 +1,7 @@
 """The built wheel installs under the one name `ottla`, so it cannot shadow a user's own
 packages: installed into a fresh virtual environment beside a project that has its
 own `storage` and `protocol` packages, both the project's modules and Ottla's pytest
-fixtures work in the same test session."""
+fixtures work in the same test session; the web console's static files are in it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 USER_TEST = '''
+import urllib.request
+
 import protocol
 import storage
 
@@ -26,6 +28,12 @@ def test_own_packages_beside_ottla_fixtures(ottla_broker, ottla_topic):
     assert protocol.OWNER == "user-project"
     with Cluster(ottla_broker.bootstrap) as cluster:
         assert list(cluster.partitions(ottla_topic)) == [0]
+    # The web console's script and style sheet come from the installed package.
+    for name in ("console.js", "console.css"):
+        with urllib.request.urlopen(f"{ottla_broker.admin_url}/console/static/{name}") as answer:
+            assert answer.status == 200 and len(answer.read()) > 1000
+    with urllib.request.urlopen(f"{ottla_broker.admin_url}/console/topics") as answer:
+        assert ottla_topic in answer.read().decode()
 '''
 
 
@@ -37,6 +45,8 @@ def test_the_wheel_installs_under_ottla_beside_a_project_with_its_own_storage_an
     (wheel,) = wheels.glob("ottla-*.whl")
     top_level = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert top_level == {"ottla", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
+    assert {"ottla/broker/web_console/static/console.js", "ottla/broker/web_console/static/console.css"} \
+        <= set(zipfile.ZipFile(wheel).namelist())
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)

@@ -26,6 +26,7 @@ def test_json_lines_with_the_start_up_summary_and_connection_errors(fresh_broker
     assert len(lines) == len([line for line in broker.log().splitlines() if line.strip()]), "every line is JSON"
     ready = [line for line in lines if line["event"] == "ottla ready"]
     assert len(ready) == 2
+    assert ready[0]["clean_start"] is True, "a brand-new data directory has nothing to recover"
     second = ready[1]
     assert second["bootstrap"] == broker.bootstrap
     assert second["partitions"] >= 3 and second["clean_start"] is False

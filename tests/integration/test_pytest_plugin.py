@@ -38,6 +38,7 @@ USER_TESTS = textwrap.dedent('''
     @pytest.mark.ottla_topic(partitions=3)
     def test_a_fresh_topic_per_test(ottla_broker, ottla_topic):
         BOOTSTRAPS.append(ottla_broker.bootstrap)
+        assert ottla_broker.bootstrap_servers == ottla_broker.bootstrap  # the name clients use
         assert ottla_topic.startswith("test_a_fresh_topic_per_test-")
         assert f"{ottla_topic}-2" in os.listdir(ottla_broker.data_dir)
 

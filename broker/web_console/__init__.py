@@ -1,0 +1,14 @@
+"""The web console: pages served by the broker on its admin endpoint (`/console`) that show
+what exactly-once looks like in this broker: open transactions and the LSO they hold
+back, aborted records, producer ids and their sequences, groups and their lag.
+
+- `app.py`: the routes and the two changes (create, delete a topic);
+- `pages.py`: each page, rendered from the broker's state when asked for;
+- `records.py`: a partition's records in bounded slices, marked committed/aborted/open;
+- `html.py`: escaping, the layout, tables, pagination; `params.py`: bounded query values;
+- `static/`: the one script and style sheet (package data, no build step);
+- `command.py`: `ottla console`.
+
+Not to be confused with broker/console.py, the `ottla produce` / `ottla consume`
+command-line producer and consumer.
+"""

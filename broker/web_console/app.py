@@ -1,0 +1,140 @@
+"""The web console's routes, under /console on the admin endpoint (admin_http.py).
+
+    GET    /console, /console/topics     topics, searchable and paginated; create form
+    GET    /console/topic?name=          partitions (log start, LSO, HW, size, segment files), configs
+    GET    /console/messages?topic=&partition=&offset=|timestamp=&isolation=&format=&limit=
+    GET    /console/messages/rows?...    the next rows as HTML, for the live tail (JSON)
+    GET    /console/transactions, /console/transaction?id=
+    GET    /console/producers?topic=&partition=
+    GET    /console/groups, /console/group?id=
+    GET    /console/broker               listeners, configs, rates, requests, errors, faults
+    GET    /console/stats                the counters the Broker page's charts poll (JSON)
+    GET    /console/static/<file>        the page's one script and one style sheet
+    POST   /console/topics               create: {"name", "partitions", "configs": {...}}
+    DELETE /console/topics/<name>        delete
+
+Every request reaches this module only if it names the endpoint in its Host header
+(admin_http: a DNS-rebinding page cannot read records through the operator's browser).
+GET never changes anything. POST and DELETE reach this module only after the admin
+endpoint's own guard let them through (admin.token, or a same-origin request from this
+machine: admin_http.AdminServer._refuse_change); the fault controls of the Broker page
+use the endpoint's existing /faults routes. The pages' script sends a change with
+fetch() as application/json, which a cross-site form cannot, and with the token the user
+typed, if admin.token is set.
+
+Everything is computed when a page is asked for, on the event loop, in bounded work
+(pages.py, records.py): with no one looking, the console costs the broker nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any, Callable, Protocol
+
+from ottla.coordinator.internal_topics import ClientAction, check_client_action
+from ottla.protocol.errors import KafkaError
+
+from ..handlers.topics import MAX_PARTITIONS_PER_REQUEST
+from . import pages
+from .params import Params
+
+HTML = "text/html; charset=utf-8"
+JSON = "application/json"
+_STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+
+Response = tuple[int, str, bytes]
+
+
+class Request(Protocol):
+    """What the console reads of a request (admin_http.HttpRequest)."""
+
+    method: str
+    path: str
+    query: str
+    body: bytes
+
+
+_PAGES: dict[str, Callable[[Any, Params], bytes]] = {
+    "": pages.topics, "topics": pages.topics, "topic": pages.topic, "messages": pages.messages,
+    "transactions": pages.transactions, "transaction": pages.transaction, "producers": pages.producers,
+    "groups": pages.groups, "group": pages.group, "broker": pages.broker_page,
+}
+
+
+class WebConsole:
+    def __init__(self, broker: pages.ConsoleBroker) -> None:
+        self.broker = broker
+        # The two static files, read once: they are part of the package (package-data).
+        folder = resources.files(__package__) / "static"
+        self._static = {name: (folder / name).read_bytes() for name in _STATIC_TYPES}
+
+    def handle(self, request: Request) -> Response:
+        path = request.path[len("/console"):].strip("/")
+        try:
+            if request.method == "GET":
+                return self._get(path, Params(request.query))
+            if path == "topics" and request.method == "POST":
+                return self._create_topic(request.body)
+            if path.startswith("topics/") and request.method == "DELETE":
+                return self._delete_topic(path[len("topics/"):])
+            return _json(405, {"error": f"{request.method} {request.path}"})
+        except pages.NotFound as exc:  # or BadRequest
+            return exc.status, HTML, pages.error_page(exc.status, str(exc))
+        except KafkaError as exc:  # a coordinator still loading its topic
+            return 503, HTML, pages.handle_kafka_error(exc)
+
+    def _get(self, path: str, params: Params) -> Response:
+        if self.broker.services is None:
+            return 503, HTML, pages.error_page(503, "the broker is starting")
+        render = _PAGES.get(path)
+        if render is not None:
+            return 200, HTML, render(self.broker, params)
+        if path == "messages/rows":
+            rows, next_offset = pages.messages_rows(self.broker, params)
+            return _json(200, {"rows": rows, "next": next_offset})
+        if path == "stats":
+            return _json(200, pages.stats(self.broker))
+        if path.startswith("static/") and path[len("static/"):] in self._static:
+            name = path[len("static/"):]
+            return 200, _STATIC_TYPES[name], self._static[name]
+        return 404, HTML, pages.error_page(404, f"no page {path!r}")
+
+    # --- changes (past the admin endpoint's guard) -------------------------------------------
+
+    def _create_topic(self, body: bytes) -> Response:
+        try:
+            spec = json.loads(body or b"{}")
+            if not isinstance(spec, dict):
+                raise ValueError("a topic is a JSON object")
+            name = spec.get("name")
+            partitions = spec.get("partitions", 1)
+            configs = spec.get("configs") or {}
+            if not isinstance(name, str) or not name:
+                raise ValueError("name: a topic name")
+            if isinstance(partitions, bool) or not isinstance(partitions, int) \
+                    or not 1 <= partitions <= MAX_PARTITIONS_PER_REQUEST:
+                raise ValueError(f"partitions: 1 to {MAX_PARTITIONS_PER_REQUEST}")
+            if not isinstance(configs, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in configs.items()):
+                raise ValueError("configs: an object of strings")
+            check_client_action(name, ClientAction.CREATE_TOPIC)
+            self.broker.services.create_topic(name, partitions, configs)
+        except KafkaError as exc:
+            return _json(400, {"error": f"{exc.code.name.upper()}: {exc.message}"})
+        except ValueError as exc:
+            return _json(400, {"error": str(exc)})
+        return _json(201, {"created": name, "partitions": partitions})
+
+    def _delete_topic(self, name: str) -> Response:
+        try:
+            check_client_action(name, ClientAction.DELETE_TOPIC)
+            self.broker.services.delete_topic(name)
+        except KafkaError as exc:
+            status = 404 if self.broker.services.logs.topic(name) is None else 400
+            return _json(status, {"error": f"{exc.code.name.upper()}: {exc.message}"})
+        return _json(200, {"deleted": name})
+
+
+def _json(status: int, value: Any) -> Response:
+    return status, JSON, (json.dumps(value) + "\n").encode()
