@@ -29,13 +29,10 @@ from tests.pipeline.streaming_copy import start_copy
 WAIT_S = 180.0
 
 
-def _open_transaction_in(bootstrap: str, topic: str) -> bool:
-    """Whether a transaction holds records in `topic` that it has not committed: its
-    last stable offset is behind its high watermark."""
-    config = {"bootstrap.servers": bootstrap}
-    stable = bounds(config, Subscription(topics=(topic,)), read_committed=True).latest
-    written = bounds(config, Subscription(topics=(topic,)), read_committed=False).latest
-    return any(stable[tp] < written[tp] for tp in written)
+def _records_in(bootstrap: str, topic: str) -> int:
+    """How many offsets `topic` holds, committed or not (the sum of its high watermarks)."""
+    return sum(bounds({"bootstrap.servers": bootstrap}, Subscription(topics=(topic,)), read_committed=False)
+               .latest.values())
 
 
 def _wait_for(condition, what: str, query=None) -> None:
@@ -51,8 +48,8 @@ def _wait_for(condition, what: str, query=None) -> None:
 def test_stream_sink_writes_once_when_a_worker_dies_mid_batch(spark, spark_cluster, fresh_broker, topic_name,
                                                               tmp_path):
     """A worker and everything below it (its executor JVM and the executor's Python
-    workers) are SIGKILLed while a task of micro-batch 1 or later has records in its
-    open transaction; the worker is started again. Spark runs the lost task again on an
+    workers) are SIGKILLed while a task of micro-batch 1 or later has written records
+    (in its open transaction) and waits for the broker; the worker is started again. Spark runs the lost task again on an
     executor that is left (or on the restarted worker's new one); that attempt's
     init_transactions aborts the dead attempt's transaction."""
     broker = fresh_broker(admin_port=0)
@@ -67,14 +64,22 @@ def test_stream_sink_writes_once_when_a_worker_dies_mid_batch(spark, spark_clust
     query = start_copy(spark, broker.bootstrap, source, sink, str(tmp_path / "checkpoint"), max_offsets=12,
                        mark_dir=str(marks))
     try:
-        def running_task() -> list[str] | None:
-            # <batch>-<partition>-<attempt>-<pid> of a task of batch 1 or later.
-            found = [name.split("-") for name in sorted(p.name for p in marks.iterdir())]
-            return next((f for f in found if int(f[0]) >= 1), None)
-
-        _wait_for(lambda: running_task() is not None, "a task of batch 1", query)
-        batch, partition, _attempt, pid = running_task()
-        _wait_for(lambda: _open_transaction_in(broker.bootstrap, sink), "records in an open transaction", query)
+        # Wait for the first mark of a batch 1 or later, note how many records the
+        # output holds then, and kill as soon as it holds more: that batch's tasks
+        # have written records and wait (2 s) for the broker's answer.
+        deadline = time.monotonic() + WAIT_S
+        task, records_at_mark = None, 0
+        while True:
+            assert query.isActive, f"the query ended before the kill: {query.exception()}"
+            assert time.monotonic() < deadline, "no task of batch 1 or later wrote records"
+            if task is None:
+                task = next((name.split("-") for name in sorted(p.name for p in marks.iterdir())
+                             if int(name.split("-")[0]) >= 1), None)
+                records_at_mark = _records_in(broker.bootstrap, sink)
+            elif _records_in(broker.bootstrap, sink) > records_at_mark:
+                break
+            time.sleep(0.05)
+        batch, partition, _attempt, pid = task
         worker = spark_cluster.worker_of(int(pid))
         assert worker is not None, f"the Python worker {pid} of batch {batch} is not below a worker"
         killed = spark_cluster.kill_worker(worker)
