@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from pyspark import TaskContext
@@ -23,7 +22,7 @@ from pyspark.sql.types import StringType
 
 from ottla.pipeline.cluster import Subscription, bounds
 from tests.clients import create_topic, read_all
-from tests.pipeline.exactly_once import assert_copied_exactly_once, produce_input, start_driver
+from tests.pipeline.exactly_once import assert_copied_exactly_once, kill_driver, produce_input, start_driver
 from tests.pipeline.streaming_copy import start_copy
 
 WAIT_S = 180.0
@@ -96,6 +95,49 @@ def test_stream_sink_writes_once_when_a_worker_dies_mid_batch(spark, spark_clust
     attempts = {name.split("-")[2] for name in (p.name for p in marks.iterdir())
                 if name.startswith(f"{batch}-{partition}-")}
     assert len(attempts) >= 2, attempts
+    assert_copied_exactly_once(broker.bootstrap, sink, expected)
+
+
+def test_stream_sink_writes_once_when_the_driver_dies_mid_batch(spark_sessions, spark_cluster, fresh_broker,
+                                                               topic_name, tmp_path):
+    """The query's driver, a process of its own on the cluster, is SIGKILLed while the
+    tasks of batch 1 have written records and wait (2 s) for the broker's answers; the
+    query is started again from the same checkpoint in another driver. The dead driver's
+    executors exit when they lose it, but a Python worker caught between its records
+    and its commit may still commit after the driver is gone: the replay of batch 1
+    then finds that task partition in the ledger, and fences the others."""
+    spark_sessions.release()  # the cluster's two cores are for the driver below
+    broker = fresh_broker(admin_port=0)
+    source, sink = topic_name, f"{topic_name}-copy"
+    create_topic(broker.bootstrap, source, partitions=2)
+    create_topic(broker.bootstrap, sink, partitions=2)
+    expected = produce_input(broker.bootstrap, source, transactions=9)
+    broker.admin.add_fault(kind="delay", api="Produce", topic=sink, count=10_000, delay_ms=2000)
+    checkpoint, log = tmp_path / "checkpoint", tmp_path / "driver.log"
+    driver = start_driver([*spark_cluster.driver_args(), broker.bootstrap, source, sink, str(checkpoint), "12"], log)
+    try:
+        # Once batch 1 is planned (offsets/1), note how many records the output holds,
+        # and kill as soon as it holds more: batch 1's tasks are writing.
+        deadline = time.monotonic() + WAIT_S
+        records_at_plan = None
+        while True:
+            assert driver.poll() is None, f"the driver exited before the kill:\n{log.read_text()[-5000:]}"
+            assert time.monotonic() < deadline, "batch 1 never wrote"
+            if records_at_plan is None:
+                if (checkpoint / "offsets" / "1").exists():
+                    records_at_plan = _records_in(broker.bootstrap, sink)
+            elif _records_in(broker.bootstrap, sink) > records_at_plan:
+                break
+            time.sleep(0.05)
+    finally:
+        kill_driver(driver)
+    assert not (checkpoint / "commits" / "1").exists()
+    broker.admin.clear_faults()
+
+    query = start_copy(spark_sessions.get("cluster"), broker.bootstrap, source, sink, str(checkpoint), max_offsets=12)
+    assert query.awaitTermination(WAIT_S), "the restarted query did not finish"
+    assert query.exception() is None
+    assert query.recentProgress[0]["batchId"] == 1, query.recentProgress[0]
     assert_copied_exactly_once(broker.bootstrap, sink, expected)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def connect_server(tmp_path):
                 time.sleep(0.3)
         yield f"sc://127.0.0.1:{port}"
     finally:
-        os.killpg(server.pid, 9)
+        os.killpg(server.pid, signal.SIGKILL)
         server.wait(30)
 
 
