@@ -26,6 +26,7 @@ from tests.pipeline.spark_cluster import APP_CONF, StandaloneCluster
 
 _cost = {"session starts": 0.0, "cluster start": 0.0, "tests": 0.0, "count": 0}
 
+
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory):
     started = time.monotonic()

@@ -63,8 +63,9 @@ class Daemon:
 
     def start(self) -> None:
         with open(self.log, "a") as log:
-            # A session of its own: its process group holds the JVM and, for a worker,
-            # nothing else (executors are found through /proc, see `descendants`).
+            # A session of its own, out of reach of the terminal's signals: the
+            # fixture decides when it ends (`kill`, which finds the processes below
+            # through /proc: see `descendants`).
             self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
                                             stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
 
