@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from typing import Callable
 
 import pytest
 from pyspark import TaskContext
@@ -43,14 +44,35 @@ def _wait_for(condition, what: str, query=None) -> None:
         time.sleep(0.1)
 
 
+def _wait_for_writes_of(batch_began: Callable[[], bool], bootstrap: str, topic: str, alive: Callable[[], str | None],
+                        what: str) -> None:
+    """Until a batch has begun (`batch_began`) and `topic` holds more records than it
+    did before that: the batch's tasks have written and, the broker holding its
+    answers, wait. The count to beat is taken before each look at `batch_began`, so it
+    never includes the batch's own records. `alive` says why the job is gone, if it is."""
+    deadline = time.monotonic() + WAIT_S
+    before = None
+    while True:
+        gone = alive()
+        assert gone is None, f"the job ended before {what} wrote: {gone}"
+        assert time.monotonic() < deadline, f"{what} never wrote"
+        records = _records_in(bootstrap, topic)
+        if not batch_began():
+            before = records
+        elif before is not None and records > before:
+            return
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("spark", ["cluster"], indirect=True)
 def test_stream_sink_writes_once_when_a_worker_dies_mid_batch(spark, spark_cluster, fresh_broker, topic_name,
                                                               tmp_path):
     """A worker and everything below it (its executor JVM and the executor's Python
-    workers) are SIGKILLed while a task of micro-batch 1 or later has written records
-    (in its open transaction) and waits for the broker; the worker is started again. Spark runs the lost task again on an
-    executor that is left (or on the restarted worker's new one); that attempt's
-    init_transactions aborts the dead attempt's transaction."""
+    workers) are SIGKILLed while the tasks of micro-batch 1 have written records (in
+    their open transactions) and wait for the broker; the worker is started again.
+    Spark runs the lost task again on the executor that is left (or on the restarted
+    worker's new one); that attempt's init_transactions aborts the dead attempt's
+    transaction."""
     broker = fresh_broker(admin_port=0)
     source, sink = topic_name, f"{topic_name}-copy"
     create_topic(broker.bootstrap, source, partitions=2)
@@ -63,22 +85,14 @@ def test_stream_sink_writes_once_when_a_worker_dies_mid_batch(spark, spark_clust
     query = start_copy(spark, broker.bootstrap, source, sink, str(tmp_path / "checkpoint"), max_offsets=12,
                        mark_dir=str(marks))
     try:
-        # Wait for the first mark of a batch 1 or later, note how many records the
-        # output holds then, and kill as soon as it holds more: that batch's tasks
-        # have written records and wait (2 s) for the broker's answer.
-        deadline = time.monotonic() + WAIT_S
-        task, records_at_mark = None, 0
-        while True:
-            assert query.isActive, f"the query ended before the kill: {query.exception()}"
-            assert time.monotonic() < deadline, "no task of batch 1 or later wrote records"
-            if task is None:
-                task = next((name.split("-") for name in sorted(p.name for p in marks.iterdir())
-                             if int(name.split("-")[0]) >= 1), None)
-                records_at_mark = _records_in(broker.bootstrap, sink)
-            elif _records_in(broker.bootstrap, sink) > records_at_mark:
-                break
-            time.sleep(0.05)
-        batch, partition, _attempt, pid = task
+        def later_marks() -> list[list[str]]:
+            # <batch>-<partition>-<attempt>-<pid> of the tasks of batch 1 or later.
+            return [name.split("-") for name in sorted(p.name for p in marks.iterdir())
+                    if int(name.split("-")[0]) >= 1]
+
+        _wait_for_writes_of(lambda: bool(later_marks()), broker.bootstrap, sink,
+                            lambda: None if query.isActive else str(query.exception()), "batch 1")
+        batch, partition, _attempt, pid = later_marks()[0]
         worker = spark_cluster.worker_of(int(pid))
         assert worker is not None, f"the Python worker {pid} of batch {batch} is not below a worker"
         killed = spark_cluster.kill_worker(worker)
@@ -116,19 +130,9 @@ def test_stream_sink_writes_once_when_the_driver_dies_mid_batch(spark_sessions, 
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "driver.log"
     driver = start_driver([*spark_cluster.driver_args(), broker.bootstrap, source, sink, str(checkpoint), "12"], log)
     try:
-        # Once batch 1 is planned (offsets/1), note how many records the output holds,
-        # and kill as soon as it holds more: batch 1's tasks are writing.
-        deadline = time.monotonic() + WAIT_S
-        records_at_plan = None
-        while True:
-            assert driver.poll() is None, f"the driver exited before the kill:\n{log.read_text()[-5000:]}"
-            assert time.monotonic() < deadline, "batch 1 never wrote"
-            if records_at_plan is None:
-                if (checkpoint / "offsets" / "1").exists():
-                    records_at_plan = _records_in(broker.bootstrap, sink)
-            elif _records_in(broker.bootstrap, sink) > records_at_plan:
-                break
-            time.sleep(0.05)
+        # Batch 1 is planned (offsets/1) before its tasks start.
+        _wait_for_writes_of((checkpoint / "offsets" / "1").exists, broker.bootstrap, sink,
+                            lambda: None if driver.poll() is None else log.read_text()[-5000:], "batch 1")
     finally:
         kill_driver(driver)
     assert not (checkpoint / "commits" / "1").exists()
