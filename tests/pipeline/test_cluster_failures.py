@@ -1,6 +1,7 @@
 """The connector on the standalone cluster (tests/pipeline/spark_cluster.py) when its
-processes fail: a worker killed in the middle of a micro-batch, speculative copies of
-slow tasks, and what a batch write does when a task is retried.
+processes fail: a worker killed in the middle of a micro-batch, the driver killed in
+the middle of one and the query started again from its checkpoint, speculative copies
+of slow tasks, and what a batch write does when a task is retried.
 
 The streaming tests check the output topic with read_committed: every committed input
 record exactly once, each key's records in input order (tests/pipeline/exactly_once.py).
