@@ -31,7 +31,7 @@ def marked(mark_dir: str):
     (A nested function: cloudpickle sends it to the executors by value, so their Python
     workers need this project's package, not its tests.)"""
 
-    def mark(value: bytes) -> bytes:
+    def mark(value):  # no type hints: they would make PySpark look for a pandas UDF
         task = TaskContext.get()
         name = (f"{task.getLocalProperty('streaming.sql.batchId')}-{task.partitionId()}-"
                 f"{task.attemptNumber()}-{os.getpid()}")

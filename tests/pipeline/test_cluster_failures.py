@@ -202,7 +202,7 @@ def _fail_first_attempt_after(rows: int):
     rows, a second after the last of them went by (so they reach the broker)."""
     seen = {"rows": 0}
 
-    def check(value: str) -> str:
+    def check(value):  # no type hints: they would make PySpark look for a pandas UDF
         task = TaskContext.get()
         if task.partitionId() == 0 and task.attemptNumber() == 0:
             seen["rows"] += 1
