@@ -9,7 +9,9 @@ Every task produces with the idempotent producer, so a retried produce request n
 duplicates a record.
 
 - Batch writes (`df.write`): at least once. Each task produces its rows and flushes;
-  a task that Spark retries after a failure produces its rows again.
+  what a failed attempt produced stays, and the attempt Spark runs after it (a retry,
+  or a speculative copy) produces all the task's rows again, so those rows are there
+  twice.
 - Streaming writes (`writeStream`): exactly once per micro-batch and task partition.
   See `OttlaStreamWriter` and `pipeline/README.md` for the precise guarantee.
 """

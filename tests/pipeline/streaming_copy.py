@@ -1,33 +1,59 @@
-"""The streaming query of the sink's exactly-once test: it runs first as a driver
-process of its own, so that the test can SIGKILL it, then in the test's SparkSession.
+"""The streaming query of the sink's exactly-once tests: a copy of INPUT to OUTPUT
+through the exactly-once sink. It runs in the test's own SparkSession, or as a driver
+process of its own so that a test can SIGKILL it or give it a SparkContext of its own
+(speculative execution is a setting of the context).
 
 Reads INPUT from the earliest offset in micro-batches of at most MAX_OFFSETS offsets
-(Trigger.AvailableNow) and writes "copied:<value>" with the same key to OUTPUT through
-the exactly-once sink, checkpointing in CHECKPOINT.
+(Trigger.AvailableNow) and writes "copied:<value>" with the same key to OUTPUT,
+checkpointing in CHECKPOINT.
 
-    python -m tests.pipeline.streaming_copy BOOTSTRAP INPUT OUTPUT CHECKPOINT MAX_OFFSETS
+    python -m tests.pipeline.streaming_copy [--master URL] [--conf KEY=VALUE ...] \\
+        BOOTSTRAP INPUT OUTPUT CHECKPOINT MAX_OFFSETS
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import os
 
+from pyspark import TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import BinaryType
 
-from ottla.pipeline.session import local_session
+from ottla.pipeline.session import spark_session
+
+def marked(mark_dir: str):
+    """An identity on `value` that, in each task, leaves a file named
+    `<batch id>-<partition>-<attempt>-<pid>` in `mark_dir`: which task ran where, so a
+    test can kill the worker that runs a given task, and see that the task ran again.
+    (A nested function: cloudpickle sends it to the executors by value, so their Python
+    workers need this project's package, not its tests.)"""
+
+    def mark(value):  # no type hints: they would make PySpark look for a pandas UDF
+        task = TaskContext.get()
+        name = (f"{task.getLocalProperty('streaming.sql.batchId')}-{task.partitionId()}-"
+                f"{task.attemptNumber()}-{os.getpid()}")
+        path = os.path.join(mark_dir, name)
+        if not os.path.exists(path):
+            with open(path, "w"):
+                pass
+        return value
+
+    return F.udf(mark, BinaryType())
 
 
 def start_copy(spark: SparkSession, bootstrap: str, source: str, sink: str, checkpoint: str,
-               max_offsets: int) -> StreamingQuery:
-    return (spark.readStream.format("ottla")
+               max_offsets: int, mark_dir: str | None = None) -> StreamingQuery:
+    rows = (spark.readStream.format("ottla")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", source)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(max_offsets))
-            .load()
-            .select("key", F.concat(F.lit(b"copied:"), "value").alias("value"))
+            .load())
+    value = F.col("value") if mark_dir is None else marked(mark_dir)("value")
+    return (rows.select("key", F.concat(F.lit(b"copied:"), value).alias("value"))
             .writeStream.format("ottla")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", sink)
@@ -36,11 +62,22 @@ def start_copy(spark: SparkSession, bootstrap: str, source: str, sink: str, chec
             .start())
 
 
-def main(bootstrap: str, source: str, sink: str, checkpoint: str, max_offsets: str) -> None:
-    spark = local_session("ottla-streaming-copy")
-    start_copy(spark, bootstrap, source, sink, checkpoint, int(max_offsets)).awaitTermination()
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--conf", action="append", default=[], help="a Spark setting, KEY=VALUE")
+    for name in ("bootstrap", "source", "sink", "checkpoint"):
+        parser.add_argument(name)
+    parser.add_argument("max_offsets", type=int)
+    args = parser.parse_args()
+    spark = spark_session("ottla-streaming-copy", args.master, conf=dict(c.split("=", 1) for c in args.conf))
+    query = start_copy(spark, args.bootstrap, args.source, args.sink, args.checkpoint, args.max_offsets)
+    query.awaitTermination()
+    # The batches as the test's assertions want them: the id and row count of each.
+    for progress in query.recentProgress:
+        print(f"batch {progress['batchId']} rows {progress['numInputRows']}", flush=True)
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main()

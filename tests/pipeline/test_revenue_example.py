@@ -8,12 +8,14 @@ from collections import defaultdict
 from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
+import pytest
 
 from ottla.pipeline.examples.orders import make_orders, produce_orders
 from ottla.pipeline.examples.revenue import run
 from tests.clients import consume_partitions, create_topic
 
 
+@pytest.mark.parametrize("spark", ["local", "cluster"], indirect=True)
 def test_revenue_job_matches_a_pure_python_aggregate(spark, broker, topic_name, tmp_path):
     orders_topic, revenue_topic = topic_name, f"{topic_name}-revenue"
     create_topic(broker.bootstrap, orders_topic, partitions=3)

@@ -4,23 +4,21 @@ checkpoint's."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
+import pytest
 from pyspark.sql import Row
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField, StructType)
 
 from ottla.pipeline.sink import TEST_HOLD_BEFORE_CHECKPOINT_ENV
-from tests.clients import consume_partitions, create_topic, read_all, transactional_producer
+from tests.clients import consume_partitions, create_topic, read_all
+from tests.pipeline.exactly_once import assert_copied_exactly_once, kill_driver, produce_input, start_driver
 from tests.pipeline.streaming_copy import start_copy
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+ON_BOTH = pytest.mark.parametrize("spark", ["local", "cluster"], indirect=True)
 
 
+@ON_BOTH
 def test_batch_write_with_every_column(spark, broker, topic_name):
     other = f"{topic_name}-other"
     create_topic(broker.bootstrap, topic_name, partitions=3)
@@ -46,48 +44,26 @@ def test_batch_write_with_every_column(spark, broker, topic_name):
     assert elsewhere.key() is None and elsewhere.value() == b"elsewhere"
 
 
-def _start_killable_copy(bootstrap: str, source: str, sink: str, checkpoint: Path, log: Path,
-                         env: dict[str, str]) -> subprocess.Popen:
-    # A session of its own (start_new_session), so that killpg takes the Python driver
-    # and its JVM together.
-    with open(log, "a") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.pipeline.streaming_copy", bootstrap, source, sink, str(checkpoint), "12"],
-            stdout=subprocess.DEVNULL, stderr=stderr, cwd=PROJECT_ROOT, env={**os.environ, **env},
-            start_new_session=True)
-
-
 def test_stream_sink_writes_once_when_the_driver_dies_before_the_checkpoint(spark, broker, topic_name, tmp_path):
+    """The ledger's own case: every transaction of batch 1 is committed, Spark's
+    checkpoint does not say so. (On the cluster the driver is killed in the middle of
+    a batch instead: test_cluster_failures.py.)"""
     source, sink = topic_name, f"{topic_name}-copy"
     create_topic(broker.bootstrap, source, partitions=2)
     create_topic(broker.bootstrap, sink, partitions=2)
-    producer = transactional_producer(broker.bootstrap, f"{topic_name}-input")
-    expected = []
-    for t in range(9):
-        producer.begin_transaction()
-        for i in range(5):
-            value = b"%d-%d" % (t, i)
-            producer.produce(source, key=b"k%d" % i, value=value, partition=i % 2)
-            if t % 3 != 2:
-                expected.append(b"copied:" + value)
-        if t % 3 != 2:
-            producer.commit_transaction(30)
-        else:
-            producer.flush(30)
-            producer.abort_transaction(30)
+    expected = produce_input(broker.bootstrap, source, transactions=9)
     checkpoint, held, log = tmp_path / "checkpoint", tmp_path / "held", tmp_path / "driver.log"
 
     # First run: hold the driver once batch 1's transactions are committed, before
     # Spark writes commits/1 to the checkpoint; then kill it there.
-    first = _start_killable_copy(broker.bootstrap, source, sink, checkpoint, log,
-                                 {TEST_HOLD_BEFORE_CHECKPOINT_ENV: f"1:{held}"})
+    first = start_driver([broker.bootstrap, source, sink, str(checkpoint), "12"], log,
+                         {TEST_HOLD_BEFORE_CHECKPOINT_ENV: f"1:{held}"})
     deadline = time.monotonic() + 300
     while not held.exists():
         assert first.poll() is None, f"the driver exited early; log:\n{log.read_text()[-5000:]}"
         assert time.monotonic() < deadline, "batch 1 never reached the sink's commit"
         time.sleep(0.2)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait(30)
+    kill_driver(first)
     assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
     written_before_kill = read_all(broker.bootstrap, sink, [0, 1], isolation="read_committed", settle=0.5)
     assert sum(len(v) for v in written_before_kill.values()) > 0
@@ -98,6 +74,4 @@ def test_stream_sink_writes_once_when_the_driver_dies_before_the_checkpoint(spar
     assert query.awaitTermination(300)
     batches = [(p["batchId"], p["numInputRows"]) for p in query.recentProgress]
     assert batches[0][0] == 1 and batches[0][1] > 0, batches
-
-    written = read_all(broker.bootstrap, sink, [0, 1], isolation="read_committed")
-    assert sorted(v for values in written.values() for v in values) == sorted(expected)
+    assert_copied_exactly_once(broker.bootstrap, sink, expected)

@@ -10,6 +10,9 @@ from pyspark.errors import PythonException
 
 from tests.clients import create_topic, idempotent_producer, produce_all, transactional_producer
 
+# Ranges read by executors on two workers, as well as by local[2].
+ON_BOTH = pytest.mark.parametrize("spark", ["local", "cluster"], indirect=True)
+
 
 def _transaction(producer, topic: str, records: list[tuple[int, bytes]], commit: bool) -> None:
     producer.begin_transaction()
@@ -43,6 +46,7 @@ def _read(spark, bootstrap: str, topic: str, **options: str):
     return reader.load()
 
 
+@ON_BOTH
 def test_batch_read_returns_exactly_the_committed_records(spark, broker, topic_name):
     create_topic(broker.bootstrap, topic_name, partitions=2)
     started = datetime.now(timezone.utc).replace(tzinfo=None)
@@ -138,6 +142,7 @@ def _stream(spark, bootstrap: str, topic: str, out: str, checkpoint: str, max_of
             .start())
 
 
+@ON_BOTH
 def test_stream_available_now_in_limited_batches_resumes_from_checkpoint(spark, broker, topic_name, tmp_path):
     create_topic(broker.bootstrap, topic_name, partitions=2)
     committed = _mixed_history(broker.bootstrap, topic_name, f"{topic_name}-1", "first", transactions=9)
