@@ -17,6 +17,7 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
+from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
 from ottla.coordinator.transaction_log import TxnState, decode_value, encode_key, partition_for
 from ottla.protocol.apis import SUPPORTED
@@ -581,29 +582,30 @@ def groups(broker: "ConsoleBroker", params: Params) -> bytes:
 
 def _members(group: Any) -> list[Any]:
     """A group's members, whatever kind of group (classic or KIP-848 consumer) it is."""
-    members = getattr(group, "members", None) or {}
-    return list(members.values()) if isinstance(members, dict) else list(members)
+    return list(group.members.values())
 
 
-def _assignment(member: Any, protocol_type: str | None) -> Markup:
-    for name in ("assignment", "assigned_partitions", "target_assignment"):
-        value = getattr(member, name, None)
-        if value is None:
-            continue
-        if isinstance(value, (bytes, bytearray)):
-            if not value:
-                return Markup("")
-            if protocol_type == "consumer":
-                try:
-                    pairs = consumer_assignment(bytes(value))
-                except (struct.error, IndexError, UnicodeDecodeError):
-                    return tag("code", bytes(value[:256]).hex(" "), class_="hex")
-                return _topic_partitions(pairs)
-            return tag("code", bytes(value[:256]).hex(" "), class_="hex")
-        if isinstance(value, dict):
-            return _topic_partitions(sorted((str(k), sorted(v)) for k, v in value.items()))
-        return esc(value)
-    return Markup("")
+def _member_row(group: Any, member: Any, topic_names: dict[object, str]) -> list[object]:
+    """member id, instance id, client id, host, and what it is assigned: a consumer group's
+    member holds partitions by topic id (named here); a classic member holds the bytes
+    its leader assigned, readable when the protocol type is "consumer"."""
+    if isinstance(group, ConsumerGroup):
+        pairs = sorted((topic_names.get(t, str(t)), sorted(ps)) for t, ps in member.assigned.items())
+        return [member.member_id, member.instance_id or "", member.client_id, member.client_host,
+                _topic_partitions(pairs)]
+    return [member.member_id, member.group_instance_id or "", member.client_id, member.client_host,
+            _classic_assignment(member.assignment, group.protocol_type)]
+
+
+def _classic_assignment(value: bytes, protocol_type: str | None) -> Markup:
+    if not value:
+        return Markup("")
+    if protocol_type == "consumer":
+        try:
+            return _topic_partitions(consumer_assignment(bytes(value)))
+        except (struct.error, IndexError, UnicodeDecodeError):
+            pass
+    return tag("code", bytes(value[:256]).hex(" "), class_="hex")
 
 
 def _topic_partitions(pairs: list[tuple[str, list[int]]]) -> Markup:
@@ -626,10 +628,8 @@ def group(broker: "ConsoleBroker", params: Params) -> bytes:
             value = getattr(g, attribute, None)
             if value is not None:
                 facts.append((label, value))
-        for m in _members(g):
-            members.append([getattr(m, "member_id", ""), getattr(m, "group_instance_id", None) or "",
-                            getattr(m, "client_id", ""), getattr(m, "client_host", ""),
-                            _assignment(m, g.protocol_type)])
+        topic_names = services.groups.topic_names()
+        members = [_member_row(g, m, topic_names) for m in _members(g)]
     page_no = params.integer("page", 0, 0, 10**6)
     # Lag as kafka-consumer-groups gives it: log end offset (the high watermark) less the
     # committed offset; beside it, what a read_committed consumer can still read: up to the LSO.

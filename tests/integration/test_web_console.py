@@ -41,6 +41,7 @@ OPEN_TXN = "payments-<i>open</i>"
 XSS_KEY = b"<script>window.__xss = 1</script>"
 XSS_VALUE = b'<img src=x onerror="window.__xss = 1">'
 GROUP = "billing"
+GROUP_848 = "shipping"  # a KIP-848 consumer group (group.protocol=consumer)
 COMMITTED = 5
 
 
@@ -89,9 +90,17 @@ def _populate(broker: BrokerProcess):
         consumer.poll(0.2)
     assert consumer.assignment(), "the group's member got no assignment"
     consumer.commit(offsets=[TopicPartition(TOPIC, 0, COMMITTED)], asynchronous=False)
+    member_848 = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP_848, "group.protocol": "consumer",
+                           "enable.auto.commit": False, "log_level": 3})
+    member_848.subscribe([TOPIC])
+    deadline = time.monotonic() + 30
+    while not member_848.assignment() and time.monotonic() < deadline:
+        member_848.poll(0.2)
+    assert member_848.assignment(), "the consumer group's member got no assignment"
     try:
         yield broker
     finally:
+        member_848.close()
         consumer.close()
         opener.abort_transaction(30)
 
@@ -296,6 +305,17 @@ def test_group_page_shows_members_offsets_and_lag(world, page):
     assert offsets[5] == str(9 - COMMITTED)  # the open transaction holds the LSO at 9
     assert page.inner_text("#total-lag") == str(high_watermark - COMMITTED)
     screenshot(page, "group")
+
+
+def test_a_consumer_group_of_kip_848_shows_its_type_epoch_and_assignment(world, page):
+    page.goto(console(world, "groups"))
+    rows = {row[0]: row for row in cells(page, "#groups")}
+    assert rows[GROUP_848][1:] == ["consumer", "consumer", "Stable", "1"]
+    page.click(f"#groups a:text-is('{GROUP_848}')")
+    assert "group epoch" in page.inner_text("main")
+    (member,) = cells(page, "#members")
+    # Its partitions are held by topic id in the group; the page names the topic.
+    assert member[2].startswith("rdkafka") and member[4] == f"{TOPIC} 0"
 
 
 def test_broker_page_charts_and_fault_controls(world, page):
