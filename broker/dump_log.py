@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Iterable, TextIO
 
-from ottla.coordinator import offsets_log, transaction_log
+from ottla.coordinator import consumer_group_records, offsets_log, transaction_log
 from ottla.protocol.batch import (
     COMPRESSION_NAMES,
     DELETE_HORIZON_FLAG,
@@ -200,7 +200,43 @@ def parse_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str | 
         group = offsets_log.decode_group_value(value)
         assignment = ",".join(f"{m.member_id}={m.assignment.hex()}" for m in group.members)
         return text_key, f"{group.protocol_type}:{group.protocol}:{group.generation}:{{{assignment}}}"
+    consumer_key = None if key is None else consumer_group_records.decode_key(key)
+    if consumer_key is not None:
+        return _consumer_group_record(consumer_key, value)
     return "unknown", None
+
+
+def _partitions(assignment: dict) -> str:
+    """{topicId:[partitions]}: the records name topics by id, as Kafka's do."""
+    return "{" + ",".join(f"{t}:{sorted(ps)}" for t, ps in sorted(assignment.items(), key=str)) + "}"
+
+
+def _consumer_group_record(key: consumer_group_records.ConsumerGroupKey,
+                           value: bytes | None) -> tuple[str, str | None]:
+    """A KIP-848 consumer group's record (record types 3-8 and 16), named by its schema."""
+    records = consumer_group_records
+    name = {records.GROUP_METADATA: "consumer_group_metadata", records.PARTITION_METADATA: "partition_metadata",
+            records.MEMBER_METADATA: "member_metadata", records.TARGET_ASSIGNMENT_METADATA: "target_assignment",
+            records.TARGET_ASSIGNMENT_MEMBER: "target_assignment_member",
+            records.CURRENT_MEMBER_ASSIGNMENT: "current_assignment",
+            records.REGULAR_EXPRESSION: "regular_expression"}[key.type]
+    text_key = f"{name}::{key.group}" + (f":{key.member}" if key.member is not None else "")
+    if value is None:
+        return text_key, "<DELETE>"
+    if key.type in (records.GROUP_METADATA, records.TARGET_ASSIGNMENT_METADATA):
+        return text_key, f"epoch={records.decode_epoch(value)}"
+    if key.type == records.MEMBER_METADATA:
+        m = records.decode_member_metadata(value)
+        subscription = m.subscribed_topic_regex if m.subscribed_topic_regex else ",".join(m.subscribed_topic_names)
+        return text_key, (f"client={m.client_id}@{m.client_host} instance={m.instance_id} "
+                          f"subscription={subscription} rebalance_timeout_ms={m.rebalance_timeout_ms}")
+    if key.type == records.TARGET_ASSIGNMENT_MEMBER:
+        return text_key, _partitions(records.decode_target_assignment(value))
+    if key.type == records.CURRENT_MEMBER_ASSIGNMENT:
+        a = records.decode_current_assignment(value)
+        return text_key, (f"epoch={a.member_epoch} previous_epoch={a.previous_member_epoch} state={a.state} "
+                          f"assigned={_partitions(a.assigned)} revoking={_partitions(a.pending_revocation)}")
+    return text_key, f"({len(value)} bytes)"  # records Ottla reads past (partition metadata, regexes)
 
 
 _RECORD_PARSERS: dict[str | None, RecordParser] = {

@@ -8,6 +8,7 @@ import io
 import os
 import re
 import struct
+import uuid
 
 import cramjam
 import crc32c
@@ -15,7 +16,7 @@ import pytest
 
 from ottla.broker.cli import main
 from ottla.broker.dump_log import dump_files
-from ottla.coordinator import offsets_log
+from ottla.coordinator import consumer_group_records, offsets_log
 from ottla.coordinator.transaction_log import TxnRecord, TxnState, encode_key, encode_value
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
 from ottla.protocol.control import ControlType, EndTxnMarker
@@ -240,6 +241,24 @@ def test_consumer_offsets_records_are_decoded(tmp_path):
     records = [line for line in dump(str(tmp_path / "__consumer_offsets-7" / f"{0:020d}.log")) if line[0] == "|"]
     assert records[0].endswith(" key: offset::group-a:orders:2 payload: 42:meta")
     assert records[1].endswith(" key: metadata::group-a payload: consumer:range:3:{m-1=0001}")
+
+
+def test_consumer_group_records_of_kip_848_are_decoded(tmp_path):
+    records = consumer_group_records
+    topic = uuid.UUID(int=7)
+    group_key = records.encode_key(records.ConsumerGroupKey(records.GROUP_METADATA, "group-b"))
+    member_key = records.encode_key(records.ConsumerGroupKey(records.CURRENT_MEMBER_ASSIGNMENT, "group-b", "m-2"))
+    current = records.CurrentAssignment(4, 3, 0, {topic: frozenset({0, 2})}, {})
+    log = PartitionLog.create(str(tmp_path / "__consumer_offsets-8"), "__consumer_offsets", 8, CONFIG)
+    append(log, build_batch([encode_record(group_key, records.encode_epoch(4)),
+                             encode_record(member_key, records.encode_current_assignment(current)),
+                             encode_record(member_key, None)], timestamp=T0))
+    log.close_files()
+    lines = [line for line in dump(str(tmp_path / "__consumer_offsets-8" / f"{0:020d}.log")) if line[0] == "|"]
+    assert lines[0].endswith(" key: consumer_group_metadata::group-b payload: epoch=4")
+    assert lines[1].endswith(f" key: current_assignment::group-b:m-2 payload: epoch=4 previous_epoch=3 state=0 "
+                             f"assigned={{{topic}:[0, 2]}} revoking={{}}")
+    assert lines[2].endswith(" key: current_assignment::group-b:m-2 payload: <DELETE>")
 
 
 def test_the_cli_dumps_files_and_reports_a_missing_or_misnamed_one(partition, capsys):
