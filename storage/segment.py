@@ -259,11 +259,12 @@ class LogSegment:
         if from_offset is not None and from_offset > self.base_offset:
             start_offset, position = self.offset_index.lookup(from_offset)
         if position == 0:
-            self.offset_index.reset()
-            self.time_index.reset()
+            self.offset_index.start_rebuild(0)
+            self.time_index.start_rebuild(0)
         else:
-            self.offset_index.truncate_to(start_offset + 1)  # keeps the entry we start at
-            self.time_index.truncate_to(start_offset)
+            # Keeps the offset index entry we start at.
+            self.offset_index.start_rebuild(self.offset_index.entries_before(start_offset + 1))
+            self.time_index.start_rebuild(self.time_index.entries_before(start_offset))
             self.first_timestamp = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
         self.max_timestamp = self.time_index.last_timestamp
         self.bytes_since_index_entry = 0
@@ -289,6 +290,8 @@ class LogSegment:
             valid_end = position
             last = header
             next_offset = header.last_offset + 1
+        self.offset_index.finish_rebuild()
+        self.time_index.finish_rebuild()
         truncated = file_size - valid_end
         if truncated:
             os.ftruncate(self.fd, valid_end)
