@@ -227,9 +227,11 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
+        """The offsets of the snapshot files, oldest first; `names`: the directory's
+        listing, if the caller has it."""
         offsets = []
-        for name in os.listdir(self.directory):
+        for name in os.listdir(self.directory) if names is None else names:
             if name.endswith(SNAPSHOT_SUFFIX):
                 try:
                     offsets.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
@@ -287,10 +289,11 @@ class ProducerStateManager:
             except FileNotFoundError:
                 pass  # the other writer took it first
 
-    def load_snapshot(self, max_offset: int) -> int | None:
+    def load_snapshot(self, max_offset: int, names: list[str] | None = None) -> int | None:
         """Load the newest valid snapshot at or below `max_offset`. Newer ones (from a log
-        that has since been cut) are deleted, corrupt ones skipped. Returns its offset."""
-        for offset in reversed(self.snapshot_offsets()):
+        that has since been cut) are deleted, corrupt ones skipped. Returns its offset.
+        `names`: the directory's listing, if the caller has it."""
+        for offset in reversed(self.snapshot_offsets(names)):
             path = self.snapshot_path(offset)
             if offset > max_offset:
                 os.unlink(path)

@@ -64,22 +64,28 @@ CLEANED = ".cleaned"
 SWAP = ".swap"
 
 
-def recover_interrupted_cleaning(directory: str) -> None:
+def recover_interrupted_cleaning(directory: str, names: list[str]) -> bool:
     """At start-up, before the segments are opened: drop what an unfinished compaction
     pass wrote, and finish the renames of a pass that was swapping (its files are
-    complete and were fsynced before they were named .swap)."""
-    for name in os.listdir(directory):
+    complete and were fsynced before they were named .swap). `names` lists the
+    directory; returns whether anything in it changed."""
+    changed = False
+    for name in names:
         path = os.path.join(directory, name)
         if name.endswith(CLEANED):
             os.unlink(path)
+            changed = True
         elif name.endswith(SWAP):
             os.replace(path, path[: -len(SWAP)])
+            changed = True
+    return changed
 
 
 class LogSegment:
-    def __init__(self, directory: str, base_offset: int, suffix: str = "") -> None:
+    def __init__(self, directory: str, base_offset: int, suffix: str = "", has_txn_index: bool = True) -> None:
         """`suffix` names a segment being built beside the live one (compaction writes
-        `<base>.log.cleaned` and its indexes, then swaps them in)."""
+        `<base>.log.cleaned` and its indexes, then swaps them in). `has_txn_index`
+        False: the caller knows there is no `.txnindex` file, so none is looked for."""
         self.directory = directory
         self.base_offset = base_offset
 
@@ -95,7 +101,7 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(path(".index"), base_offset)
         self.time_index = TimeIndex(path(".timeindex"), base_offset)
-        self.txn_index = TransactionIndex(path(".txnindex"))
+        self.txn_index = TransactionIndex(path(".txnindex"), exists=has_txn_index)
         self.bytes_since_index_entry = 0
         # The largest timestamp in the segment, and the first batch's (segment.ms rolls
         # the segment that long after its first batch, as Kafka does).
