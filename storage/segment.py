@@ -307,10 +307,8 @@ class LogSegment:
     def load_state(self) -> BatchHeader | None:
         """After a clean shutdown: restore the in-memory counters from the indexes and the
         last batch, without scanning. Returns the last batch's header."""
-        last = None
         _, start = self.offset_index.last_entry()
-        for _, header in self.walk(start):
-            last = header
+        last = self._last_batch_from(start)
         self.max_timestamp = self.time_index.last_timestamp
         if last is not None and last.max_timestamp > self.max_timestamp:
             self.max_timestamp = last.max_timestamp
@@ -318,6 +316,26 @@ class LogSegment:
             self.first_timestamp = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
         self.bytes_since_index_entry = self.size - (start if len(self.offset_index) else 0)
         return last
+
+    def _last_batch_from(self, start: int) -> BatchHeader | None:
+        """The header of the last whole batch from `start` on, as `walk` would end.
+        Batches are hopped over by their lengths and only the last header is parsed:
+        parsing each one (walk) was a fifth of the time 10,000 partitions of 10
+        batches took to load after a clean shutdown (cProfile)."""
+        end = self.size
+        last: tuple[bytes, int] | None = None  # the window holding the last header, and where
+        position = start
+        while position + HEADER_SIZE <= end:
+            window = os.pread(self.fd, min(_WALK_WINDOW, end - position), position)
+            at = 0
+            while at + HEADER_SIZE <= len(window):
+                _, length = OFFSET_AND_LENGTH.unpack_from(window, at)
+                if length < HEADER_SIZE - LOG_OVERHEAD or position + at + length + LOG_OVERHEAD > end:
+                    return BatchHeader.parse(*last) if last else None  # garbage or a torn tail
+                last = (window, at)
+                at += length + LOG_OVERHEAD
+            position += at
+        return BatchHeader.parse(*last) if last else None
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch with base offset >= `offset`."""
