@@ -71,11 +71,11 @@ def recover_interrupted_cleaning(directory: str, names: list[str]) -> bool:
     directory; returns whether anything in it changed."""
     changed = False
     for name in names:
-        path = os.path.join(directory, name)
         if name.endswith(CLEANED):
-            os.unlink(path)
+            os.unlink(os.path.join(directory, name))
             changed = True
         elif name.endswith(SWAP):
+            path = os.path.join(directory, name)
             os.replace(path, path[: -len(SWAP)])
             changed = True
     return changed
@@ -90,7 +90,9 @@ class LogSegment:
         self.base_offset = base_offset
 
         def path(kind: str) -> str:
-            return os.path.join(directory, segment_file_name(base_offset, kind) + suffix)
+            # Not os.path.join: four of them per segment were 5 % of a start of 10,000
+            # partitions.
+            return f"{directory}/{base_offset:020d}{kind}{suffix}"
 
         self.log_path = path(".log")
         # A live segment's files count against the process's budget of open files (they
