@@ -67,8 +67,17 @@ def write_template(data_dir: str, topics: int, per_topic: int, batches: int, cle
 @dataclass
 class Start:
     seconds: float
+    cpu_seconds: float  # the broker's own CPU time (user + system) until ready
     rss: int
     ready_line: str
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process: on a machine shared with other work the
+    wall-clock time of a start swings by 2x, its CPU time much less."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -89,11 +98,12 @@ def timed_start(template: str, work: str, pythonpath: str | None) -> Start:
     seconds = time.monotonic() - started
     assert broker.process is not None
     rss = _rss(broker.process.pid)
+    cpu = _cpu_seconds(broker.process.pid)
     broker.kill()
     with open(log_path) as f:
         ready = [line for line in f if "ottla ready" in line][-1].strip()
     os.unlink(log_path)
-    return Start(seconds, rss, ready)
+    return Start(seconds, cpu, rss, ready)
 
 
 def main() -> None:
@@ -104,6 +114,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=RECORDS)
     parser.add_argument("--base", help="source tree of the broker to compare with (A/B)")
     parser.add_argument("--templates", help="a directory holding clean/ and crashed/ from an earlier run")
+    parser.add_argument("--clean-only", action="store_true", help="time only starts after a clean shutdown")
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="bench-partitions-")
     try:
@@ -119,17 +130,21 @@ def main() -> None:
         results: dict[tuple[str, str], list[Start]] = {}
         for round_ in range(args.rounds):
             order = list(trees.items()) if round_ % 2 == 0 else list(reversed(trees.items()))
-            for kind, template in (("clean", clean), ("after kill -9", crashed)):
+            kinds = [("clean", clean)] + ([] if args.clean_only else [("after kill -9", crashed)])
+            for kind, template in kinds:
                 for name, path in order:
                     start = timed_start(template, directory, path)
                     results.setdefault((kind, name), []).append(start)
                     print(f"round {round_ + 1} {kind:14s} {name:5s} {start.seconds:6.2f} s  "
+                          f"CPU {start.cpu_seconds:5.2f} s  "
                           f"RSS {start.rss / MIB:.0f} MiB  | {start.ready_line[-200:]}", flush=True)
         print()
         for (kind, name), starts in results.items():
             seconds = [s.seconds for s in starts]
+            cpu = [s.cpu_seconds for s in starts]
             print(f"{kind:14s} {name:5s} median {statistics.median(seconds):.2f} s "
                   f"(rounds: {' / '.join(f'{s:.2f}' for s in seconds)}), "
+                  f"CPU median {statistics.median(cpu):.2f} s (rounds: {' / '.join(f'{s:.2f}' for s in cpu)}), "
                   f"RSS max {max(s.rss for s in starts) / MIB:.0f} MiB")
     finally:
         if not args.templates:
