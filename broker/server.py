@@ -22,7 +22,7 @@ from ottla.coordinator.producer_ids import ProducerIdAllocator
 from ottla.coordinator.transactions import TransactionCoordinator
 
 from ottla.storage import compaction
-from ottla.storage.log_manager import LogManager, Topic
+from ottla.storage.log_manager import LogManager, Topic, write_snapshots
 
 from .admin_http import AdminServer
 from .config import BrokerConfig, Listener, listener_text
@@ -103,6 +103,8 @@ class Broker:
         self.threads = WorkerThreads()
         self._stopped = asyncio.Event()
         self._loading: asyncio.Future[None] | None = None  # the coordinators' load
+        self._checkpointing: asyncio.Future[None] | None = None  # see _checkpoint
+        self._recovered_checkpoint: asyncio.Future[None] | None = None
         self._coordinators_ready = asyncio.Event()
 
     def _appended(self, topic: str, partition: int) -> None:
@@ -199,6 +201,8 @@ class Broker:
         self._schedule_background_work()
         self.scheduler.start()
         self._loading = asyncio.ensure_future(self._load_coordinators())
+        if not report.clean:
+            self._recovered_checkpoint = asyncio.ensure_future(self._checkpoint_recovered())
         # What start-up loaded (modules, kio's schema classes, the recovered state) lives
         # as long as the broker: take it out of the cyclic collector's full passes, which
         # would otherwise walk it all and stall every connection for tens of ms.
@@ -281,9 +285,29 @@ class Broker:
                          idle_ms=self.config.connections_max_idle_ms)
                 connection.close()
 
-    async def _checkpoint(self) -> None:
+    def _checkpoint(self) -> asyncio.Future[None]:
+        """Flush the logs and write snapshots and checkpoints, the slow parts in worker
+        threads. One run at a time (a call during a run joins it); stop() waits for the
+        run in progress, whose threads cannot be cancelled."""
+        if self._checkpointing is None or self._checkpointing.done():
+            self._checkpointing = asyncio.ensure_future(self._write_checkpoint())
+        return asyncio.shield(self._checkpointing)
+
+    async def _write_checkpoint(self) -> None:
         await flush_in_background(self.logs.all_partitions())
-        self.logs.checkpoint()
+        await asyncio.to_thread(write_snapshots, self.logs.snapshots_due())
+        self.logs.write_checkpoints()
+
+    async def _checkpoint_recovered(self) -> None:
+        """After a crash: flush what recovery checked and move the recovery points past
+        it now, not at the first periodic checkpoint (see LogManager.load)."""
+        started = time.monotonic()
+        try:
+            await self._checkpoint()
+        except Exception:  # noqa: BLE001 - the periodic checkpoint tries again
+            log.exception("checkpoint after recovery failed; the periodic one tries again")
+        else:
+            log.info("recovered logs flushed and checkpointed", seconds=round(time.monotonic() - started, 3))
 
     def _abort_timed_out_transactions(self) -> None:
         for txn_id in self.transactions.abort_timed_out():
@@ -337,6 +361,9 @@ class Broker:
         self.watchers.wake_all()
         await asyncio.gather(*(c.finish() for c in list(self.connections)), return_exceptions=True)
         await self.scheduler.stop()
+        # A checkpoint's worker threads run on when cancelled: let them finish first.
+        running = [f for f in (self._recovered_checkpoint, self._checkpointing) if f is not None]
+        await asyncio.gather(*running, return_exceptions=True)
         if self._loading is not None and not self._loading.done():
             self._loading.cancel()  # the next start loads again from the logs
             await asyncio.gather(self._loading, return_exceptions=True)

@@ -50,6 +50,9 @@ class _SparseIndex:
     def __init__(self, path: str, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
+        # While recovery rebuilds the entries (start_rebuild), they are kept in memory
+        # only, and finish_rebuild writes the file once.
+        self.rebuilding = False
         # Created empty if missing, as Kafka does.
         self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 
@@ -76,6 +79,34 @@ class _SparseIndex:
         os.ftruncate(self.fd, 0)
         if data:
             os.write(self.fd, data)
+
+    def _entries_bytes(self) -> bytes:
+        columns = [getattr(self, name) for name in self.COLUMNS]
+        return b"".join(self.ENTRY.pack(*fields) for fields in zip(*columns))
+
+    def start_rebuild(self, keep: int) -> None:
+        """Keep the first `keep` entries and take new ones in memory only, until
+        finish_rebuild (recovery re-indexes what follows them)."""
+        for name in self.COLUMNS:
+            del getattr(self, name)[keep:]
+        self.rebuilding = True
+
+    def finish_rebuild(self) -> None:
+        """Make the file hold the rebuilt entries, writing only where it differs. After
+        a kill -9 it mostly holds them already (entries are written with their
+        batches): rewriting every index cost two ftruncates of about 0.5 ms a segment,
+        10 of the 20 s that 10,000 partitions took to recover here."""
+        self.rebuilding = False
+        expected = self._entries_bytes()
+        on_disk = os.pread(self.fd, os.fstat(self.fd).st_size, 0)
+        if on_disk == expected:
+            return
+        if on_disk.startswith(expected):
+            os.ftruncate(self.fd, len(expected))
+        elif expected.startswith(on_disk):
+            os.write(self.fd, expected[len(on_disk):])
+        else:
+            self._rewrite(expected)
 
     def keep_first(self, count: int) -> None:
         """Drop every entry after the first `count` (undoing entries just appended)."""
@@ -118,7 +149,7 @@ class OffsetIndex(_SparseIndex):
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
-        if self._add(rel, position):
+        if self._add(rel, position) and not self.rebuilding:
             self._write(rel, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
@@ -137,15 +168,13 @@ class OffsetIndex(_SparseIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries for offsets >= `offset`."""
-        keep = bisect_right(self.relative_offsets, offset - self.base_offset - 1)
-        del self.relative_offsets[keep:]
-        del self.positions[keep:]
-        self._rewrite(b"".join(self.ENTRY.pack(r, p) for r, p in zip(self.relative_offsets, self.positions)))
+        del self.relative_offsets[self.entries_before(offset):]
+        del self.positions[len(self.relative_offsets):]
+        self._rewrite(self._entries_bytes())
 
-    def reset(self) -> None:
-        del self.relative_offsets[:]
-        del self.positions[:]
-        self._rewrite(b"")
+    def entries_before(self, offset: int) -> int:
+        """How many entries are for offsets < `offset`."""
+        return bisect_right(self.relative_offsets, offset - self.base_offset - 1)
 
 
 class TimeIndex(_SparseIndex):
@@ -175,7 +204,7 @@ class TimeIndex(_SparseIndex):
 
     def append(self, timestamp: int, offset: int) -> None:
         rel = offset - self.base_offset
-        if self._add(timestamp, rel):
+        if self._add(timestamp, rel) and not self.rebuilding:
             self._write(timestamp, rel)
 
     def lookup(self, timestamp: int) -> int:
@@ -187,14 +216,14 @@ class TimeIndex(_SparseIndex):
         return self.base_offset + self.relative_offsets[i]
 
     def truncate_to(self, offset: int) -> None:
+        keep = self.entries_before(offset)
+        del self.timestamps[keep:]
+        del self.relative_offsets[keep:]
+        self._rewrite(self._entries_bytes())
+
+    def entries_before(self, offset: int) -> int:
+        """How many entries are for offsets < `offset`."""
         keep = len(self.relative_offsets)
         while keep and self.base_offset + self.relative_offsets[keep - 1] >= offset:
             keep -= 1
-        del self.timestamps[keep:]
-        del self.relative_offsets[keep:]
-        self._rewrite(b"".join(self.ENTRY.pack(t, r) for t, r in zip(self.timestamps, self.relative_offsets)))
-
-    def reset(self) -> None:
-        del self.timestamps[:]
-        del self.relative_offsets[:]
-        self._rewrite(b"")
+        return keep

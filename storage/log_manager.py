@@ -39,6 +39,7 @@ from .compaction import CleanPlan
 from .log import PartitionLog
 from .log_config import LogConfig
 from .open_files import OPEN_FILES, budget_from_limit
+from .producer_state import ProducerStateManager
 from .retention import expired_segments
 from .segment import LogSegment
 
@@ -161,14 +162,11 @@ class LogManager:
                 topic.partitions.append(log)
                 count += 1
             self._register(topic)
-        if not clean:
-            # What recovery checked is good: on disk for sure, and the recovery points
-            # moved past it, so that a crash soon after this start does not check it all
-            # again (each kill -9 in a row would otherwise check more than the last).
-            for log in self.all_partitions():
-                if log.flushed_offset < log.log_end_offset:
-                    log.flush()
-            self.checkpoint()
+        # After a crash, what recovery checked is still to be flushed and the recovery
+        # points moved past it, so that a crash soon after this start does not check it
+        # all again (each kill -9 in a row would otherwise check more than the last).
+        # The broker does that (a checkpoint) in worker threads once it serves: 30,000
+        # fsyncs and 10,000 snapshots for 10,000 partitions took 12 s of a 20 s start.
         # From here on the files are being written again: a crash is no longer clean.
         if os.path.exists(marker):
             os.unlink(marker)
@@ -381,12 +379,22 @@ class LogManager:
         """Write the recovery points (each partition's flushed offset: a crash rechecks
         only what follows it) and the log start offsets, with a producer-state snapshot
         for every partition whose producers changed, so that start-up replays only the
-        log after the snapshot. The broker flushes the logs (in a worker thread) first."""
+        log after the snapshot. The broker flushes the logs first, and writes the
+        snapshots in a worker thread (snapshots_due, write_snapshots)."""
+        write_snapshots(self.snapshots_due())
+        self.write_checkpoints()
+
+    def snapshots_due(self) -> list[tuple[ProducerStateManager, int, bytes]]:
+        """(state, offset, bytes) of a snapshot of every partition whose producers
+        changed since its last one, encoded now, for `write_snapshots`."""
+        return [(log.producer_state, log.log_end_offset, log.producer_state.encode_snapshot())
+                for log in self.all_partitions() if log.producer_state.changed]
+
+    def write_checkpoints(self) -> None:
+        """The recovery points (flushed offsets) and log start offsets files."""
         recovery = {}
         starts = {}
         for log in self.all_partitions():
-            if log.producer_state.changed:
-                log.producer_state.write_snapshot(log.log_end_offset)
             recovery[(log.topic, log.partition)] = log.flushed_offset
             starts[(log.topic, log.partition)] = log.log_start_offset
         write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery)
@@ -406,3 +414,19 @@ class LogManager:
         write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE), starts)
         with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "w"):
             pass
+
+
+def write_snapshots(due: list[tuple[ProducerStateManager, int, bytes]]) -> None:
+    """Write snapshots encoded by `snapshots_due`: files only, so a worker thread may do
+    it (a snapshot costs an fsync and a rename, about 0.7 ms here: 7 s for 10,000
+    partitions, too long for the event loop). One that fails leaves its state marked
+    changed, for the next checkpoint; the first failure is raised once all are tried."""
+    failure: OSError | None = None
+    for state, offset, data in due:
+        try:
+            state.write_snapshot_file(offset, data)
+        except OSError as exc:
+            state.changed = True
+            failure = failure or exc
+    if failure is not None:
+        raise failure

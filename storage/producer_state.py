@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import os
 import struct
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -226,9 +227,11 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
+        """The offsets of the snapshot files, oldest first; `names`: the directory's
+        listing, if the caller has it."""
         offsets = []
-        for name in os.listdir(self.directory):
+        for name in os.listdir(self.directory) if names is None else names:
             if name.endswith(SNAPSHOT_SUFFIX):
                 try:
                     offsets.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
@@ -238,6 +241,15 @@ class ProducerStateManager:
 
     def write_snapshot(self, offset: int, keep: int = 2) -> None:
         """Write the state as of `offset` (the log end offset) and keep the newest `keep`."""
+        try:
+            self.write_snapshot_file(offset, self.encode_snapshot(), keep)
+        except OSError:
+            self.changed = True
+            raise
+
+    def encode_snapshot(self) -> bytes:
+        """The snapshot file's bytes for the state now. Marks the state unchanged: a
+        caller whose write then fails sets `changed` again."""
         body = bytearray(_SNAPSHOT_COUNT.pack(len(self.producers)))
         for entry in self.producers.values():
             last = entry.batches[-1] if entry.batches else None
@@ -251,9 +263,17 @@ class ProducerStateManager:
                 entry.coordinator_epoch,
                 entry.current_txn_first_offset,
             )
-        data = _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+        self.changed = False
+        return _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+
+    def write_snapshot_file(self, offset: int, data: bytes, keep: int = 2) -> None:
+        """Write encoded snapshot bytes as `<offset>.snapshot` (aside, fsynced, renamed)
+        and keep the newest `keep`. Touches only files, never the state: a worker
+        thread may run it (the broker's checkpoint does, for thousands of partitions)."""
         path = self.snapshot_path(offset)
-        tmp = path + ".tmp"
+        # Named per thread: the event loop (a segment roll) and a checkpoint's worker may
+        # write the same offset's snapshot at once.
+        tmp = f"{path}.{threading.get_native_id()}.tmp"
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -263,14 +283,17 @@ class ProducerStateManager:
             os.unlink(tmp)  # a full disk: leave no half snapshot behind
             raise
         os.replace(tmp, path)
-        self.changed = False
         for old in self.snapshot_offsets()[:-keep]:
-            os.unlink(self.snapshot_path(old))
+            try:
+                os.unlink(self.snapshot_path(old))
+            except FileNotFoundError:
+                pass  # the other writer took it first
 
-    def load_snapshot(self, max_offset: int) -> int | None:
+    def load_snapshot(self, max_offset: int, names: list[str] | None = None) -> int | None:
         """Load the newest valid snapshot at or below `max_offset`. Newer ones (from a log
-        that has since been cut) are deleted, corrupt ones skipped. Returns its offset."""
-        for offset in reversed(self.snapshot_offsets()):
+        that has since been cut) are deleted, corrupt ones skipped. Returns its offset.
+        `names`: the directory's listing, if the caller has it."""
+        for offset in reversed(self.snapshot_offsets(names)):
             path = self.snapshot_path(offset)
             if offset > max_offset:
                 os.unlink(path)

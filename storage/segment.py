@@ -64,27 +64,35 @@ CLEANED = ".cleaned"
 SWAP = ".swap"
 
 
-def recover_interrupted_cleaning(directory: str) -> None:
+def recover_interrupted_cleaning(directory: str, names: list[str]) -> bool:
     """At start-up, before the segments are opened: drop what an unfinished compaction
     pass wrote, and finish the renames of a pass that was swapping (its files are
-    complete and were fsynced before they were named .swap)."""
-    for name in os.listdir(directory):
-        path = os.path.join(directory, name)
+    complete and were fsynced before they were named .swap). `names` lists the
+    directory; returns whether anything in it changed."""
+    changed = False
+    for name in names:
         if name.endswith(CLEANED):
-            os.unlink(path)
+            os.unlink(os.path.join(directory, name))
+            changed = True
         elif name.endswith(SWAP):
+            path = os.path.join(directory, name)
             os.replace(path, path[: -len(SWAP)])
+            changed = True
+    return changed
 
 
 class LogSegment:
-    def __init__(self, directory: str, base_offset: int, suffix: str = "") -> None:
+    def __init__(self, directory: str, base_offset: int, suffix: str = "", has_txn_index: bool = True) -> None:
         """`suffix` names a segment being built beside the live one (compaction writes
-        `<base>.log.cleaned` and its indexes, then swaps them in)."""
+        `<base>.log.cleaned` and its indexes, then swaps them in). `has_txn_index`
+        False: the caller knows there is no `.txnindex` file, so none is looked for."""
         self.directory = directory
         self.base_offset = base_offset
 
         def path(kind: str) -> str:
-            return os.path.join(directory, segment_file_name(base_offset, kind) + suffix)
+            # Not os.path.join: four of them per segment were 5 % of a start of 10,000
+            # partitions.
+            return f"{directory}/{base_offset:020d}{kind}{suffix}"
 
         self.log_path = path(".log")
         # A live segment's files count against the process's budget of open files (they
@@ -95,7 +103,7 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(path(".index"), base_offset)
         self.time_index = TimeIndex(path(".timeindex"), base_offset)
-        self.txn_index = TransactionIndex(path(".txnindex"))
+        self.txn_index = TransactionIndex(path(".txnindex"), exists=has_txn_index)
         self.bytes_since_index_entry = 0
         # The largest timestamp in the segment, and the first batch's (segment.ms rolls
         # the segment that long after its first batch, as Kafka does).
@@ -259,11 +267,12 @@ class LogSegment:
         if from_offset is not None and from_offset > self.base_offset:
             start_offset, position = self.offset_index.lookup(from_offset)
         if position == 0:
-            self.offset_index.reset()
-            self.time_index.reset()
+            self.offset_index.start_rebuild(0)
+            self.time_index.start_rebuild(0)
         else:
-            self.offset_index.truncate_to(start_offset + 1)  # keeps the entry we start at
-            self.time_index.truncate_to(start_offset)
+            # Keeps the offset index entry we start at.
+            self.offset_index.start_rebuild(self.offset_index.entries_before(start_offset + 1))
+            self.time_index.start_rebuild(self.time_index.entries_before(start_offset))
             self.first_timestamp = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
         self.max_timestamp = self.time_index.last_timestamp
         self.bytes_since_index_entry = 0
@@ -289,6 +298,8 @@ class LogSegment:
             valid_end = position
             last = header
             next_offset = header.last_offset + 1
+        self.offset_index.finish_rebuild()
+        self.time_index.finish_rebuild()
         truncated = file_size - valid_end
         if truncated:
             os.ftruncate(self.fd, valid_end)
@@ -298,10 +309,8 @@ class LogSegment:
     def load_state(self) -> BatchHeader | None:
         """After a clean shutdown: restore the in-memory counters from the indexes and the
         last batch, without scanning. Returns the last batch's header."""
-        last = None
         _, start = self.offset_index.last_entry()
-        for _, header in self.walk(start):
-            last = header
+        last = self._last_batch_from(start)
         self.max_timestamp = self.time_index.last_timestamp
         if last is not None and last.max_timestamp > self.max_timestamp:
             self.max_timestamp = last.max_timestamp
@@ -309,6 +318,26 @@ class LogSegment:
             self.first_timestamp = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
         self.bytes_since_index_entry = self.size - (start if len(self.offset_index) else 0)
         return last
+
+    def _last_batch_from(self, start: int) -> BatchHeader | None:
+        """The header of the last whole batch from `start` on, as `walk` would end.
+        Batches are hopped over by their lengths and only the last header is parsed:
+        parsing each one (walk) was a fifth of the time 10,000 partitions of 10
+        batches took to load after a clean shutdown (cProfile)."""
+        end = self.size
+        last: tuple[bytes, int] | None = None  # the window holding the last header, and where
+        position = start
+        while position + HEADER_SIZE <= end:
+            window = os.pread(self.fd, min(_WALK_WINDOW, end - position), position)
+            at = 0
+            while at + HEADER_SIZE <= len(window):
+                _, length = OFFSET_AND_LENGTH.unpack_from(window, at)
+                if length < HEADER_SIZE - LOG_OVERHEAD or position + at + length + LOG_OVERHEAD > end:
+                    return BatchHeader.parse(*last) if last else None  # garbage or a torn tail
+                last = (window, at)
+                at += length + LOG_OVERHEAD
+            position += at
+        return BatchHeader.parse(*last) if last else None
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch with base offset >= `offset`."""

@@ -27,13 +27,16 @@ class TransactionIndex:
     """Entries are written as they are added. The file is created with the first
     aborted transaction, as Kafka does; most segments never have one."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, exists: bool = True) -> None:
+        """`exists` False: the caller knows the file is absent (not looked for)."""
         self.path = path
         self.fd: int | None = None
-        try:
-            self.entries = read_txn_index_file(path)
-        except FileNotFoundError:
-            self.entries = []
+        self.entries: list[AbortedTxn] = []
+        if exists:
+            try:
+                self.entries = read_txn_index_file(path)
+            except FileNotFoundError:
+                pass
 
     def _file(self) -> int:
         if self.fd is None:

@@ -123,3 +123,54 @@ def test_a_damaged_segment_in_the_middle_cuts_the_log_there(log):
     assert last[1] == b"value-%06d" % last[0]
     assert sorted(n for n in os.listdir(directory) if n.endswith(".log")) == \
         [f"{s.base_offset:020d}.log" for s in reopened.segments]
+
+
+def test_the_last_batch_found_by_hopping_is_the_last_one_walking_finds(log):
+    # load_state hops over batches by their lengths; walk parses each: the slow, obvious
+    # version. From every indexed position, and with a torn tail and garbage at the end.
+    segments = log.segments
+    for segment in segments:
+        for position in [0, *segment.offset_index.positions]:
+            walked = [header for _, header in segment.walk(position)]
+            assert segment._last_batch_from(position) == (walked[-1] if walked else None)
+    active = segments[-1]
+    whole = active.size
+    with open(active.log_path, "ab") as f:
+        f.write(batch(0, 3, timestamp=5)[:40])  # a torn batch
+    active.size = os.path.getsize(active.log_path)
+    assert active._last_batch_from(0) == [h for _, h in active.walk(0)][-1]
+    assert active._last_batch_from(0).last_offset == log.log_end_offset - 1
+    os.truncate(active.log_path, whole)
+    with open(active.log_path, "ab") as f:
+        f.write(bytes(80))  # garbage: a zero length
+    active.size = os.path.getsize(active.log_path)
+    assert active._last_batch_from(0) == [h for _, h in active.walk(0)][-1]
+    assert active._last_batch_from(0).last_offset == log.log_end_offset - 1
+
+
+@pytest.mark.parametrize("damage", ["as written", "extra entries", "entries missing", "entries changed"])
+def test_recovery_leaves_index_files_that_match_the_log(log, damage):
+    # Recovery rebuilds the indexes in memory and writes a file only where it differs
+    # from them: whatever state a crash left the files in, they end up as the log says.
+    directory = log.directory
+    segments = log.segments
+    expected = {}
+    for segment in segments:
+        for path in (segment.offset_index.path, segment.time_index.path):
+            with open(path, "rb") as f:
+                expected[path] = f.read()
+    log.close()
+    for path, data in expected.items():
+        assert len(data) >= 16
+        changed = {"as written": data, "extra entries": data + data[-12:] * 2,
+                   "entries missing": data[: len(data) // 2], "entries changed": b"\xff" * 8 + data[8:]}[damage]
+        with open(path, "wb") as f:
+            f.write(changed)
+    reopened = PartitionLog.open(directory, "p", 0, CONFIG, clean=False, recovery_point=0, log_start_offset=0)
+    assert reopened.log_end_offset == 600
+    for path, data in expected.items():
+        with open(path, "rb") as f:
+            assert f.read() == data, (damage, path)
+    for offset in range(0, 600, 7):
+        first = values(reopened.read(offset, 100, read_committed=False, min_one=True).records)[0]
+        assert first[0] <= offset < first[0] + 3

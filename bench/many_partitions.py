@@ -1,0 +1,161 @@
+"""Start-up with many partitions (issue 15: 10,000 partitions ready in under 2 s, under
+300 MiB resident), Ottla only.
+
+A data directory of TOPICS x PER_TOPIC partitions, RECORDS idempotent batches of one
+record each, is written through the storage code and kept as two templates: one
+closed cleanly and one left as a kill -9 leaves it (every partition's data then lies past its recovery point, so all of
+it is checked again, as Kafka's rules require). Each timed start runs on a fresh copy
+of a template and is timed from the process's start to its "ottla ready" line; the
+broker's VmRSS is read right after it.
+
+`--base DIR` also times the broker of another source tree (an `ottla` package
+directory laid out as the installed one: DIR/ottla/storage ...), interleaved round by
+round with this one on copies of the same templates: the A/B of a change.
+
+    python -m bench.many_partitions [--rounds 3] [--base /tmp/ab/base]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from ottla.broker.testing import BrokerProcess
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
+
+from .scale import MIB, _rss
+
+TOPICS = 100
+PER_TOPIC = 100
+RECORDS = 10
+VALUE = bytes(100)
+NOW_MS = 1_700_000_000_000
+START_TIMEOUT = 300.0
+
+
+def write_template(data_dir: str, topics: int, per_topic: int, batches: int, clean: bool) -> None:
+    """A data directory of `topics` x `per_topic` partitions, each holding `batches`
+    idempotent batches of one record (one producer per topic), written through the
+    storage code as the broker writes them; closed cleanly, or left as a kill -9 leaves
+    it: nothing flushed, no checkpoint past offset 0, no snapshot, no clean marker."""
+    logs = LogManager(data_dir, LogConfig())
+    logs.load()
+    record = encode_record(None, VALUE)
+    for t in range(topics):
+        topic = logs.create_topic(f"t{t:03d}", per_topic)
+        producer_id = 1000 + t
+        for log in topic.partitions:
+            for sequence in range(batches):
+                batch = build_batch([record], timestamp=NOW_MS + sequence, producer_id=producer_id,
+                                    producer_epoch=0, base_sequence=sequence)
+                log.append_batch(batch, BatchHeader.parse(batch))
+    if clean:
+        logs.close()
+    else:
+        for log in logs.all_partitions():
+            log.close_files()
+
+
+@dataclass
+class Start:
+    seconds: float
+    cpu_seconds: float  # the broker's own CPU time (user + system) until ready
+    rss: int
+    ready_line: str
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process: on a machine shared with other work the
+    wall-clock time of a start swings by 2x, its CPU time much less."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Figures:
+    starts: dict[str, list[Start]] = field(default_factory=dict)
+
+
+def timed_start(template: str, work: str, pythonpath: str | None) -> Start:
+    data_dir = os.path.join(work, "data")
+    shutil.rmtree(data_dir, ignore_errors=True)
+    subprocess.run(["cp", "-a", template, data_dir], check=True)
+    subprocess.run(["sync"], check=True)  # the copy's writeback must not land on the start
+    env = {"PYTHONPATH": pythonpath} if pythonpath else {}
+    log_path = os.path.join(work, "broker.log")
+    broker = BrokerProcess(data_dir, log_path=log_path, env=env)
+    started = time.monotonic()
+    broker.start(timeout=START_TIMEOUT, wait_for_coordinators=False)
+    seconds = time.monotonic() - started
+    assert broker.process is not None
+    rss = _rss(broker.process.pid)
+    cpu = _cpu_seconds(broker.process.pid)
+    broker.kill()
+    with open(log_path) as f:
+        ready = [line for line in f if "ottla ready" in line][-1].strip()
+    os.unlink(log_path)
+    return Start(seconds, cpu, rss, ready)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--topics", type=int, default=TOPICS)
+    parser.add_argument("--per-topic", type=int, default=PER_TOPIC)
+    parser.add_argument("--records", type=int, default=RECORDS)
+    parser.add_argument("--base", help="source tree of the broker to compare with (A/B)")
+    parser.add_argument("--templates", help="a directory holding clean/ and crashed/ from an earlier run")
+    parser.add_argument("--clean-only", action="store_true", help="time only starts after a clean shutdown")
+    args = parser.parse_args()
+    directory = tempfile.mkdtemp(prefix="bench-partitions-")
+    try:
+        if args.templates:
+            clean, crashed = (os.path.join(args.templates, k) for k in ("clean", "crashed"))
+        else:
+            began = time.monotonic()
+            clean, crashed = (os.path.join(directory, k) for k in ("clean", "crashed"))
+            write_template(clean, args.topics, args.per_topic, args.records, clean=True)
+            write_template(crashed, args.topics, args.per_topic, args.records, clean=False)
+            print(f"templates written in {time.monotonic() - began:.1f} s", flush=True)
+        trees = {"this": None} | ({"base": args.base} if args.base else {})
+        results: dict[tuple[str, str], list[Start]] = {}
+        for round_ in range(args.rounds):
+            order = list(trees.items()) if round_ % 2 == 0 else list(reversed(trees.items()))
+            kinds = [("clean", clean)] + ([] if args.clean_only else [("after kill -9", crashed)])
+            for kind, template in kinds:
+                for name, path in order:
+                    start = timed_start(template, directory, path)
+                    results.setdefault((kind, name), []).append(start)
+                    print(f"round {round_ + 1} {kind:14s} {name:5s} {start.seconds:6.2f} s  "
+                          f"CPU {start.cpu_seconds:5.2f} s  "
+                          f"RSS {start.rss / MIB:.0f} MiB  | {start.ready_line[-200:]}", flush=True)
+        print()
+        for (kind, name), starts in results.items():
+            seconds = [s.seconds for s in starts]
+            cpu = [s.cpu_seconds for s in starts]
+            print(f"{kind:14s} {name:5s} median {statistics.median(seconds):.2f} s "
+                  f"(rounds: {' / '.join(f'{s:.2f}' for s in seconds)}), "
+                  f"CPU median {statistics.median(cpu):.2f} s (rounds: {' / '.join(f'{s:.2f}' for s in cpu)}), "
+                  f"RSS max {max(s.rss for s in starts) / MIB:.0f} MiB")
+    finally:
+        if not args.templates:
+            keep = os.environ.get("KEEP_TEMPLATES")
+            if keep:
+                for kind in ("clean", "crashed"):
+                    target = os.path.join(keep, kind)
+                    if not os.path.exists(target):
+                        shutil.copytree(os.path.join(directory, kind), target, symlinks=True)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
