@@ -7,9 +7,9 @@ the others, and everything after them, are queued for the connection's worker ta
 which takes the frames in order, runs the handler, and writes the response. A handler
 served here that finds it must wait after all (a Fetch that has to long-poll, a big
 Produce checked in a thread) returns an awaitable, which the worker finishes before
-anything queued behind it. Like Kafka, a connection's requests are processed one at a time,
-so responses leave in request order; clients pipeline (librdkafka keeps up to 5 in
-flight) and the next frames wait, already read, in the queue.
+anything queued behind it. Like Kafka, a connection's requests are processed one at a
+time, so responses leave in request order; clients pipeline (librdkafka keeps up to 5
+in flight) and the next frames wait, already read, in the queue.
 
 Serving one request reads decode -> handle -> encode: the frame is decoded here, the
 dispatcher (broker/dispatch.py) runs its handler with what the broker adds around it
