@@ -61,7 +61,11 @@ def _launch() -> int:
 
     Connection.data_received = timed_data_received  # type: ignore[method-assign]
     Connection._serve = timed_serve  # type: ignore[method-assign]
-    atexit.register(lambda: json.dump(times, open(os.environ["OTTLA_REQUEST_TIMES"], "w")))
+    def write_times() -> None:
+        with open(os.environ["OTTLA_REQUEST_TIMES"], "w") as out:
+            json.dump(times, out)
+
+    atexit.register(write_times)
     sys.argv[0] = "ottla"
     return main()
 
@@ -110,7 +114,8 @@ def measure(trees: list[str | None], rounds: int, warmup: int) -> list[tuple[flo
             broker.stop()
     results = []
     for path, seconds in zip(paths, cpu):
-        times = json.load(open(path))
+        with open(path) as saved:
+            times = json.load(saved)
 
         def median_us(key: int) -> float:
             # A request the worker served only now and then does not count (none should be).
