@@ -2,12 +2,14 @@
 
 `data_received` splits the byte stream into frames (checking each size before
 buffering a byte of it). A request of up to 64 KiB that cannot wait on anything (all
-but a long-polling Fetch and a group's JoinGroup/SyncGroup) is served right there when
-nothing is ahead of it; the others, and everything after them, are queued for the
-connection's worker task, which takes the frames in order, runs the handler, and
-writes the response. Like Kafka, a connection's requests are processed one at a time,
-so responses leave in request order; clients pipeline (librdkafka keeps up to 5 in
-flight) and the next frames wait, already read, in the queue.
+but a group's JoinGroup/SyncGroup) is served right there when nothing is ahead of it;
+the others, and everything after them, are queued for the connection's worker task,
+which takes the frames in order, runs the handler, and writes the response. A handler
+served here that finds it must wait after all (a Fetch that has to long-poll, a big
+Produce checked in a thread) returns an awaitable, which the worker finishes before
+anything queued behind it. Like Kafka, a connection's requests are processed one at a
+time, so responses leave in request order; clients pipeline (librdkafka keeps up to 5
+in flight) and the next frames wait, already read, in the queue.
 
 Serving one request reads decode -> handle -> encode: the frame is decoded here, the
 dispatcher (broker/dispatch.py) runs its handler with what the broker adds around it
@@ -95,8 +97,9 @@ class Connection(asyncio.Protocol):
         self.memory = memory
         self._held = 0  # what this connection counts in `memory`: queued + half-received
         self._in_hand = False  # the worker is serving a request (a long-poll Fetch may wait)
-        # A request served inline whose handler still has work in a thread: the worker
-        # finishes it (its awaitable) before anything queued behind it.
+        # A request served inline whose handler still has to wait (records checked in a
+        # thread, a Fetch's long poll): the worker finishes it (its awaitable) before
+        # anything queued behind it.
         self._unfinished: tuple[RequestContext, Request, Coroutine[Any, Any, Any]] | None = None
         self.last_active = 0.0  # loop time of the last bytes in or out
         self._wakeup: asyncio.Future[None] | None = None

@@ -14,7 +14,14 @@ whichever version the client asked for:
 - ints given for millisecond durations and timestamps are converted to the
   timedelta/datetime that kio's writers expect.
 
-The plan for each class is computed once and cached.
+The plan for each class (field, converter, default) is computed once, and compiled
+into one Python function per class (`compiled_builder`) that builds the entity from a
+dict in a single call: a converter only where a value needs one, nested dicts handed
+straight to the nested class's builder. Interpreting the plan per call, field by
+field with a **kwargs copy per nested entity, cost 1-7 us more per response
+(FindCoordinator's 10 us, now 3; a one-topic Metadata's 16, now 10).
+tests/unit/test_entities.py builds every class both ways, compiled and by walking the
+plan, and compares them.
 """
 
 from __future__ import annotations
@@ -115,7 +122,7 @@ def _plan(cls: type) -> tuple[tuple[str, Callable[[Any], Any], Any], ...]:
                 elif kafka_type == "datetime_i64":
                     convert = _ms_datetime if optional else _ms_datetime_required
                 elif kafka_type == "error_code":
-                    convert = ErrorCode
+                    convert = _error_code
                 else:
                     convert = _identity
         if default is MISSING:
@@ -125,36 +132,61 @@ def _plan(cls: type) -> tuple[tuple[str, Callable[[Any], Any], Any], ...]:
 
 
 def _entity_converter(nested: type) -> Callable[[Any], Any]:
+    build = compiled_builder(nested)
+
     def convert(value: Any) -> Any:
         if value is None or not isinstance(value, dict):
             return value  # None for a nullable struct, or an entity built already
-        return make(nested, **value)
+        return build(value)
 
     return convert
 
 
 def _tuple_converter(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def convert(values: Any) -> Any:
-        if values is None:
-            return None
-        return tuple(item(v) for v in values)
-
+    if item is _identity:
+        def convert(values: Any) -> Any:
+            return None if values is None else tuple(values)
+    else:
+        def convert(values: Any) -> Any:
+            return None if values is None else tuple(map(item, values))
     return convert
+
+
+def _error_code(value: Any) -> ErrorCode:
+    # Handlers pass ErrorCode members already; the Enum call is the slow way to say so.
+    return value if value.__class__ is ErrorCode else ErrorCode(value)
 
 
 def make(cls: type, **values: Any) -> Any:
     """An instance of kio class `cls` from version-agnostic keyword values."""
-    kwargs = {}
-    used = 0
-    for name, convert, default in _plan(cls):
-        if name in values:
-            kwargs[name] = convert(values[name])
-            used += 1
+    return compiled_builder(cls)(values)
+
+
+@cache
+def compiled_builder(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """The function that builds an instance of `cls` from a dict of version-agnostic
+    values (what `make` does). Generated once per class: for each field, the value
+    given (converted, where its type needs it) or the field's default."""
+    namespace: dict[str, Any] = {"_cls": cls, "_names": frozenset(f.name for f in fields(cls)),
+                                 "_check_names": _check_names}
+    arguments = []
+    for i, (name, convert, default) in enumerate(_plan(cls)):
+        namespace[f"_d{i}"] = default
+        if convert is _identity:
+            arguments.append(f"{name}=v.get({name!r}, _d{i})")
         else:
-            kwargs[name] = default
-    if used != len(values):
-        _check_names(cls, values)
-    return cls(**kwargs)
+            namespace[f"_c{i}"] = convert
+            arguments.append(f"{name}=_c{i}(v[{name!r}]) if {name!r} in v else _d{i}")
+    function_name = f"build_{cls.__module__.replace('.', '_')}_{cls.__name__}"
+    # A name this version lacks is dropped, unless no version has it (a handler's typo).
+    code = (f"def {function_name}(v):\n"
+            f"    if not v.keys() <= _names:\n"
+            f"        _check_names(_cls, v)\n"
+            f"    return _cls({', '.join(arguments)})\n")
+    exec(compile(code, f"<compiled builder of {cls.__module__}.{cls.__name__}>", "exec"), namespace)
+    builder = namespace[function_name]
+    builder.source = code  # for reading what was generated
+    return builder
 
 
 def _check_names(cls: type, values: dict[str, Any]) -> None:

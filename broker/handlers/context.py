@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ottla.protocol.codec import RequestHeader, response_class
-from ottla.protocol.entities import make
+from ottla.protocol.entities import compiled_builder
 
 from ..authorizer import CLUSTER_NAME, Operation, ResourceType
 from ..sasl import Session
@@ -64,4 +64,4 @@ class RequestContext:
 
     def respond(self, **values: Any) -> Any:
         """The response entity of the client's version, from version-agnostic values."""
-        return make(self.response_class, **values)
+        return compiled_builder(self.response_class)(values)

@@ -65,6 +65,36 @@ def test_a_retried_produce_is_stored_once_and_answered_with_the_same_offset(brok
     assert [m.value() for m in got[0]] == [f"v{i}".encode() for i in range(6)]
 
 
+def _fetch(topic: str, offset: int, max_wait_ms: int, min_bytes: int):
+    return request(FETCH, 12, replica_id=-1, max_wait=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+                   isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                       {"topic": topic, "partitions": [
+                           {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
+                            "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
+                   forgotten_topics_data=[], rack_id="")
+
+
+def test_a_long_poll_fetch_is_answered_by_the_next_append_and_requests_behind_it_wait(broker, topic_name):
+    # A Fetch that finds nothing is begun as it is read and left to the connection's
+    # worker to wait; an append from another connection ends the wait (max_wait is far
+    # longer than the socket's timeout: a lost wake-up fails the test), and a request
+    # pipelined behind the Fetch is answered after it.
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap, timeout=30) as consumer, WireClient(broker.bootstrap) as producer:
+        empty = consumer.call(_fetch(topic_name, 0, 0, 0))  # answered at once: nothing to wait for
+        assert empty.responses[0].partitions[0].records in (b"", None)
+        waiting = consumer.send(_fetch(topic_name, 0, 120_000, 1))
+        behind = consumer.send(request(LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+            {"name": topic_name, "partitions": [{"partition_index": 0, "timestamp": -1}]}]))
+        producer_id = _init_producer_id(producer)
+        producer.call(_produce_request(topic_name, _batch(producer_id, 0)))
+        correlation_id, fetched = consumer.receive(FETCH, 12)
+        assert correlation_id == waiting
+        assert fetched.responses[0].partitions[0].high_watermark == 3 and fetched.responses[0].partitions[0].records
+        correlation_id, offsets = consumer.receive(LIST_OFFSETS, 7)
+        assert correlation_id == behind and offsets.topics[0].partitions[0].offset == 3
+
+
 def test_a_sequence_gap_is_refused_as_out_of_order(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     with WireClient(broker.bootstrap) as client:
