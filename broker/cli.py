@@ -87,10 +87,11 @@ def build_config(args: argparse.Namespace) -> ResolvedConfig:
     return ResolvedConfig(config, resolved.unknown, resolved.sources)
 
 
-async def _serve(config: BrokerConfig, add_scram: list, dev: DevSecurity | None) -> None:  # type: ignore[type-arg]
+async def _serve(resolved: ResolvedConfig, add_scram: list, dev: DevSecurity | None) -> None:  # type: ignore[type-arg]
     from .server import Broker
 
-    broker = Broker(config, add_scram + (dev.scram if dev is not None else []))
+    broker = Broker(resolved.config, add_scram + (dev.scram if dev is not None else []),
+                    config_sources=resolved.sources)
     await broker.start()
     if broker.admin_url is not None:
         print(f"Ottla admin endpoint: {broker.admin_url}", flush=True)
@@ -160,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency; this is a fallback
-            asyncio.run(_serve(config, add_scram, dev))
+            asyncio.run(_serve(resolved, add_scram, dev))
         else:
-            uvloop.run(_serve(config, add_scram, dev))
+            uvloop.run(_serve(resolved, add_scram, dev))
         return 0
     if args.command == "dump-log":
         from .dump_log import dump_files

@@ -49,8 +49,12 @@ log = get_logger("ottla.broker")
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, add_scram: list[tuple[str, str, ScramCredential]] = ()) -> None:  # type: ignore[assignment]
+    def __init__(self, config: BrokerConfig, add_scram: list[tuple[str, str, ScramCredential]] = (),  # type: ignore[assignment]
+                 config_sources: Mapping[str, str] | None = None) -> None:
         self.config = config
+        # Where each static setting came from (its server.properties file, OTTLA_<KEY>
+        # or the command line), as `ottla serve` resolved it: the console shows it.
+        self.config_sources = dict(config_sources or {})
         # Per listener: what its connections go through, and its TLS context. A file
         # that cannot be read stops the broker here, before anything listens.
         self.security = {listener.name: config.listener_security(listener) for listener in config.listeners}

@@ -52,8 +52,9 @@ SEGMENTS_SHOWN = 20  # per partition on the topic page
 HISTORY_RECORDS = 5_000  # newest offsets of __transaction_state read for one id's history
 HISTORY_SHOWN = 100  # of its records, the newest
 _OPEN = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
+_STATIC = 4  # DescribeConfigs' STATIC_BROKER_CONFIG
 _CONFIG_SOURCES = {1: "topic override", 2: "dynamic (this broker)", 3: "dynamic (cluster default)",
-                   4: "static (server.properties, environment or flag)", 5: "default"}
+                   _STATIC: "static", 5: "default"}
 
 
 class ConsoleBroker(Protocol):
@@ -64,6 +65,7 @@ class ConsoleBroker(Protocol):
     faults: "Faults"
     listeners: list["Listener"]
     connections: set[Any]
+    config_sources: dict[str, str]  # static setting -> its file, OTTLA_<KEY> variable or "command line"
 
 
 class NotFound(Exception):
@@ -669,7 +671,10 @@ def broker_page(broker: "ConsoleBroker", params: Params) -> bytes:
     config_rows = []
     for entry in broker_config_entries(services, None):
         value = "(sensitive)" if entry["is_sensitive"] else entry["value"]
-        config_rows.append([entry["name"], value, _CONFIG_SOURCES.get(entry["config_source"], "")])
+        source = _CONFIG_SOURCES.get(entry["config_source"], "")
+        if entry["config_source"] == _STATIC and entry["name"] in broker.config_sources:
+            source = f"static: {broker.config_sources[entry['name']]}"
+        config_rows.append([entry["name"], value, source])
     api_names = {key: api.name for key, api in SUPPORTED.items()}
     metrics = broker.metrics
     api_rows = [[api_names.get(key, key), f"{m.requests:,}",
