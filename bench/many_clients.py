@@ -85,22 +85,39 @@ _UINT32 = struct.Struct(">I")
 # --- memory of a broker ------------------------------------------------------------------
 
 
-def group_rss_mib(pgid: int) -> float:
-    """VmRSS summed over process `pgid` and the processes of its group, if it leads one."""
-    total = 0
+def _group(pgid: int) -> list[tuple[str, list[str]]]:
+    """(pid, fields of /proc/pid/stat after the command) of process `pgid` and of the
+    processes of its group, if it leads one."""
+    members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
                 stat = f.read()
-            if int(entry) != pgid and int(stat[stat.rindex(")") + 2:].split()[2]) != pgid:
-                continue
-            with open(f"/proc/{entry}/status") as f:
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # the command may hold spaces and parentheses
+        if int(entry) == pgid or int(fields[2]) == pgid:
+            members.append((entry, fields))
+    return members
+
+
+def group_rss_mib(pgid: int) -> float:
+    """VmRSS summed over the group (see _group)."""
+    total = 0
+    for pid, _ in _group(pgid):
+        try:
+            with open(f"/proc/{pid}/status") as f:
                 total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
-        except (OSError, ValueError):  # gone meanwhile
+        except OSError:
             continue
     return total / 1024
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU time summed over the group (see _group)."""
+    return sum(int(fields[11]) + int(fields[12]) for _, fields in _group(pgid)) / os.sysconf("SC_CLK_TCK")
 
 
 class MemorySampler:
@@ -257,6 +274,9 @@ async def _client_main(bootstrap: str, topic: str, partitions: list[int], batch:
         raise TimeoutError("never released")
     started = start_at.value
     shared.window_start, shared.window_end = started + warmup, started + warmup + duration
+    cpu: list[float] = []  # this process's CPU time at the window's start and end
+    for edge in (shared.window_start, shared.window_end):
+        loop.call_at(loop.time() + edge - time.monotonic(), lambda: cpu.append(time.process_time()))
     for connection in connections:
         connection.send()
     await asyncio.wait_for(shared.done, warmup + duration + 60)
@@ -264,7 +284,8 @@ async def _client_main(bootstrap: str, topic: str, partitions: list[int], batch:
         assert connection.transport is not None
         connection.transport.close()
     latencies = sorted(shared.latencies) or [0.0]
-    events.put(("done", (shared.records, latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)])))
+    events.put(("done", (shared.records, latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)],
+                         cpu[1] - cpu[0])))
 
 
 def _client_process(bootstrap: str, topic: str, partitions: list[int], batch: int, size: int, warmup: float,
@@ -283,6 +304,8 @@ class ProducersResult:
     p99_ms: float
     rss_peak_mib: float
     rss_end_mib: float
+    broker_cpu: float  # share of one core the broker used in the measured window
+    client_cpu: float  # the same, summed over the client processes
 
     @property
     def rate(self) -> float:
@@ -315,8 +338,12 @@ def run_producers(peer: Peer, pgid: int, args: argparse.Namespace) -> ProducersR
     try:
         connected = sum(_next_event(events, deadline)[1] for _ in processes)
         assert connected == args.connections
-        start_at.value = time.monotonic()
+        start_at.value = started = time.monotonic()
         go.set()
+        time.sleep(args.warmup)
+        cpu_before = group_cpu_seconds(pgid)
+        time.sleep(max(0.0, started + args.warmup + args.duration - time.monotonic()))
+        broker_cpu = (group_cpu_seconds(pgid) - cpu_before) / args.duration
         outcomes = [_next_event(events, deadline + args.warmup + args.duration)[1] for _ in processes]
     finally:
         peak, last = sampler.stop()
@@ -326,7 +353,8 @@ def run_producers(peer: Peer, pgid: int, args: argparse.Namespace) -> ProducersR
                 process.kill()
     # The per-process medians' median stands for the whole: close enough for one figure.
     return ProducersResult(sum(o[0] for o in outcomes), args.duration, statistics.median(o[1] for o in outcomes) * 1e3,
-                           max(o[2] for o in outcomes) * 1e3, peak, last)
+                           max(o[2] for o in outcomes) * 1e3, peak, last, broker_cpu,
+                           sum(o[3] for o in outcomes) / args.duration)
 
 
 # --- one consumer in a group, 1 partition against GROUP_PARTITIONS -------------------------
@@ -410,7 +438,7 @@ def run_consumer(partitions: int, args: argparse.Namespace) -> ConsumerResult:
 
 def _producer_rounds(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, list[ProducersResult | str]]:
     contenders: list[tuple[str, Callable[[], Peer]]] = [("Ottla", Ottla)]
-    noida = peers()["noida-db"]
+    noida = peers()["noida-db"] if args.peers else "not asked for (--peers '')"
     if callable(noida):
         contenders.append(("noida-db", noida))
     else:
@@ -434,7 +462,8 @@ def _producer_rounds(args: argparse.Namespace, say: Callable[[str], None]) -> di
             else:
                 say(f"producers round {r + 1} {name:<9} {outcome.rate:>10,.0f} records/s, ack p50 "
                     f"{outcome.p50_ms:.1f} ms p99 {outcome.p99_ms:.1f} ms, RSS peak {outcome.rss_peak_mib:.0f} MiB "
-                    f"(end {outcome.rss_end_mib:.0f})")
+                    f"(end {outcome.rss_end_mib:.0f}); CPU: broker {outcome.broker_cpu:.0%}, "
+                    f"clients {outcome.client_cpu:.0%} of a core")
     return results
 
 
@@ -459,6 +488,7 @@ def _median_rate(outcomes: list[ProducersResult | str]) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.many_clients", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--peers", default="noida-db", help="noida-db, or '' for Ottla alone (producers)")
     parser.add_argument("--only", choices=["producers", "consumer"], default=None)
     parser.add_argument("--connections", type=int, default=CONNECTIONS)
     parser.add_argument("--processes", type=int, default=PROCESSES)
