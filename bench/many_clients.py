@@ -157,8 +157,8 @@ class _Connection(asyncio.Protocol):
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[bytes] | None = None
-        self.closed = asyncio.get_running_loop().create_future()
-        self.frame = bytearray()
+        self.frame = bytearray()  # the Produce request, patched per batch
+        self.batch_at = self.batch_end = 0  # where its batch is
         self.sequence = 0
         self.sent_at = 0.0
 
@@ -166,10 +166,10 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(exc)
+        lost = ConnectionError(f"the broker closed the connection ({exc})")
         if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(ConnectionError(f"the broker closed the connection ({exc})"))
+            self.waiter.set_exception(lost)
+        self.shared.fail(str(lost))  # nothing once the run is done (the client closes then)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
