@@ -538,7 +538,12 @@ def main(argv: list[str] | None = None) -> int:
         medians = {name: _median_rate(outcomes) for name, outcomes in produced.items()}
         line = ", ".join(f"{name} {rate:,.0f}" if rate else f"{name} n/a" for name, rate in medians.items())
         ottla, noida = medians.get("Ottla"), medians.get("noida-db")
-        ratio = f"; Ottla / noida-db {ottla / noida:.2f}x" if ottla and noida else ""
+        ratio = ""
+        if ottla and noida:
+            per_round = [o.rate / n.rate for o, n in zip(produced["Ottla"], produced["noida-db"])
+                         if not isinstance(o, str) and not isinstance(n, str)]
+            ratio = (f"; Ottla / noida-db {ottla / noida:.2f}x (median of the per-round ratios "
+                     f"{statistics.median(per_round):.2f}x)")
         say(f"producers: medians records/s: {line}{ratio}")
     if args.only in (None, "consumer"):
         say(f"consumer: {args.records:,} records of {args.size} B, 1 against {args.group_partitions:,} partitions")
