@@ -215,7 +215,8 @@ class _Connection(asyncio.Protocol):
         """The next batch: the template with this batch's sequence and CRC."""
         at = self.batch_at
         _INT32.pack_into(self.frame, at + _SEQUENCE_AT, self.sequence)
-        _UINT32.pack_into(self.frame, at + _CRC_AT, crc32c.crc32c(memoryview(self.frame)[at + _ATTRIBUTES_AT:self.batch_end]))
+        crc = crc32c.crc32c(memoryview(self.frame)[at + _ATTRIBUTES_AT:self.batch_end])
+        _UINT32.pack_into(self.frame, at + _CRC_AT, crc)
         self.sent_at = time.monotonic()
         assert self.transport is not None
         self.transport.write(bytes(self.frame))
