@@ -71,12 +71,10 @@ DURATION = 10.0
 GROUP_PARTITIONS = 1_000
 RECORDS = 1_000_000
 TARGET_CONSUMER = 0.8
-RSS_TARGET_MIB = 300
 SAMPLE_EVERY = 0.25
 CLIENT_TIMEOUT = 180.0
 PRODUCE, INIT_PRODUCER_ID = 0, 22
 PRODUCE_VERSION = 9
-MIB = 1 << 20
 
 # Offsets in a v2 batch (see protocol.batch): the CRC covers everything from the attributes on.
 _CRC_AT, _ATTRIBUTES_AT, _SEQUENCE_AT = 17, 21, 53
