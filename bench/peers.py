@@ -44,6 +44,8 @@ class Peer(Protocol):
     bootstrap: str
 
     def start(self) -> None: ...
+    @property
+    def pid(self) -> int: ...  # the broker's process (its process group for a native peer)
     def alive(self) -> bool: ...
     def log_tail(self) -> str: ...
     def stop(self) -> None: ...
@@ -68,6 +70,11 @@ class Ottla:
     def start(self) -> None:
         self._broker.start(timeout=START_TIMEOUT)  # kills the broker itself if it fails to start
         self.bootstrap = self._broker.bootstrap
+
+    @property
+    def pid(self) -> int:
+        assert self._broker.process is not None
+        return self._broker.process.pid
 
     def alive(self) -> bool:
         return self._broker.process is not None and self._broker.process.poll() is None
@@ -136,6 +143,12 @@ class _NativeBroker:
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.bootstrap = f"127.0.0.1:{port}"
         self._wait_ready(port)
+
+    @property
+    def pid(self) -> int:
+        """The wrapper's pid, which is also the id of the group the broker runs in."""
+        assert self._process is not None
+        return self._process.pid
 
     def _wait_ready(self, port: int) -> None:
         """Until the port accepts connections and a Metadata request gets an answer."""

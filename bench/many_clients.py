@@ -1,0 +1,571 @@
+"""Scale with many clients (issue 15), two measurements:
+
+producers: CONNECTIONS concurrent idempotent producer connections, Ottla against
+noida-db in interleaved rounds (a fresh broker each round). 1,000 confluent-kafka
+Producers would be 1,000 sets of librdkafka threads on 2 cores, and the clients, not the
+broker, would be measured; so the producers are raw sockets driven by asyncio (uvloop),
+PROCESSES client processes holding an equal share of the connections, built from the
+project's own codecs. Each connection gets a producer id of its own (InitProducerId,
+no transactional id) and writes to one partition (connection i to partition
+i % PARTITIONS of one topic) one Produce at a time (acks=all, BATCH records of SIZE
+bytes per batch, sequences consecutive), the next sent when the previous one is
+acknowledged. Every connection is connected and has its producer id before the clock
+starts; then all are released at once, run WARMUP seconds unmeasured and DURATION
+seconds measured: the figure is the records acknowledged within that window, per
+second. The client precomputes each connection's request and only patches the
+sequence and the CRC per batch, so a connection costs the client one send, one receive
+and a response decode per batch.
+
+consumer: Ottla alone. One topic of 1 partition, then (or before: the order alternates
+by round) one topic of GROUP_PARTITIONS partitions, each holding the same RECORDS
+records (spread evenly), written beforehand by a confluent-kafka idempotent producer;
+then one confluent-kafka Consumer with a group.id subscribes to the topic and reads every
+record. Timed from the first record to the last (and, second figure, from subscribe(),
+which includes joining the group). Target: GROUP_PARTITIONS at least 0.8x the single
+partition's rate. noida-db, unless --peers '', reads the same as a reference (if its
+ratio is as low, the client is what bounds the read); a case it fails is not run on it
+again.
+
+Both report the broker's resident memory (VmRSS, sampled every SAMPLE_EVERY seconds
+while the clients run: the peak, and the value at the end). noida-db's console script is
+a Python wrapper around the native broker: its figure is the sum over its process group.
+
+    python -m bench.many_clients [--rounds N] [--only producers|consumer] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import multiprocessing
+import os
+import queue
+import statistics
+import struct
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import crc32c
+import uvloop
+from confluent_kafka import KafkaException
+
+from ottla.protocol.batch import build_batch, encode_record
+from ottla.protocol.codec import decode_response, encode_request
+from tests.clients import create_topic
+from tests.wire import request
+
+from .peers import Ottla, Peer, peers
+from .workloads import BenchProducer, ClientErrors, Job, _consumer
+
+CONNECTIONS = 1_000
+PROCESSES = 4
+PARTITIONS = 100  # of the producers' topic
+BATCH = 10  # records per Produce
+SIZE = 100  # bytes per value
+WARMUP = 2.0
+DURATION = 10.0
+GROUP_PARTITIONS = 1_000
+RECORDS = 1_000_000
+TARGET_CONSUMER = 0.8
+SAMPLE_EVERY = 0.25
+CLIENT_TIMEOUT = 180.0
+PRODUCE, INIT_PRODUCER_ID = 0, 22
+PRODUCE_VERSION = 9
+
+# Offsets in a v2 batch (see protocol.batch): the CRC covers everything from the attributes on.
+_CRC_AT, _ATTRIBUTES_AT, _SEQUENCE_AT = 17, 21, 53
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+
+
+# --- memory of a broker ------------------------------------------------------------------
+
+
+def _group(pgid: int) -> list[tuple[str, list[str]]]:
+    """(pid, fields of /proc/pid/stat after the command) of process `pgid` and of the
+    processes of its group, if it leads one."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # the command may hold spaces and parentheses
+        if int(entry) == pgid or int(fields[2]) == pgid:
+            members.append((entry, fields))
+    return members
+
+
+def group_rss_mib(pgid: int) -> float:
+    """VmRSS summed over the group (see _group)."""
+    total = 0
+    for pid, _ in _group(pgid):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+        except OSError:
+            continue
+    return total / 1024
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU time summed over the group (see _group)."""
+    return sum(int(fields[11]) + int(fields[12]) for _, fields in _group(pgid)) / os.sysconf("SC_CLK_TCK")
+
+
+class MemorySampler:
+    """Samples a process group's VmRSS in a thread until stopped: the peak and the last."""
+
+    def __init__(self, pgid: int) -> None:
+        self.pgid = pgid
+        self.peak = self.last = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self.last = group_rss_mib(self.pgid)
+            self.peak = max(self.peak, self.last)
+            if self._stop.wait(SAMPLE_EVERY):
+                return
+
+    def stop(self) -> tuple[float, float]:
+        self._stop.set()
+        self._thread.join()
+        return self.peak, self.last
+
+
+# --- producers: raw-socket connections in client processes --------------------------------
+
+
+class _Connection(asyncio.Protocol):
+    """One idempotent producer on one connection: InitProducerId, then Produce after
+    Produce to its partition, each sent when the previous one is acknowledged."""
+
+    def __init__(self, shared: "_ClientShared", topic: str, partition: int) -> None:
+        self.shared = shared
+        self.topic = topic
+        self.partition = partition
+        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[bytes] | None = None
+        self.frame = bytearray()  # the Produce request, patched per batch
+        self.batch_at = self.batch_end = 0  # where its batch is
+        self.sequence = 0
+        self.sent_at = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        lost = ConnectionError(f"the broker closed the connection ({exc})")
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(lost)
+        self.shared.fail(str(lost))  # nothing once the run is done (the client closes then)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= 4:
+            size = _INT32.unpack_from(self.buffer)[0]
+            if len(self.buffer) < 4 + size:
+                return
+            frame = bytes(self.buffer[4:4 + size])
+            del self.buffer[:4 + size]
+            if self.waiter is not None:
+                waiter, self.waiter = self.waiter, None
+                waiter.set_result(frame)
+            else:
+                self.acknowledged(frame)
+
+    async def call(self, entity: Any) -> Any:
+        """One request and its response, before the clock (set-up)."""
+        self.waiter = asyncio.get_running_loop().create_future()
+        assert self.transport is not None
+        self.transport.write(encode_request(1, "many-clients", entity))
+        frame = await self.waiter
+        return decode_response(type(entity).__api_key__, type(entity).__version__, frame)[1]
+
+    async def set_up(self) -> None:
+        init = await self.call(request(INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000,
+                                       producer_id=-1, producer_epoch=-1))
+        if init.error_code != 0:
+            raise RuntimeError(f"InitProducerId: {init.error_code}")
+        value = bytes(self.shared.size)
+        batch = build_batch([encode_record(None, value, offset_delta=i) for i in range(self.shared.batch)],
+                            timestamp=int(time.time() * 1000), producer_id=init.producer_id,
+                            producer_epoch=init.producer_epoch, base_sequence=0)
+        self.frame = bytearray(encode_request(2, "many-clients", request(
+            PRODUCE, PRODUCE_VERSION, transactional_id=None, acks=-1, timeout=30000,
+            topic_data=[{"name": self.topic, "partition_data": [{"index": self.partition, "records": batch}]}])))
+        self.batch_at = self.frame.find(batch)
+        self.batch_end = self.batch_at + len(batch)
+        assert self.batch_at > 0 and self.frame.find(batch, self.batch_at + 1) < 0
+
+    def send(self) -> None:
+        """The next batch: the template with this batch's sequence and CRC."""
+        at = self.batch_at
+        _INT32.pack_into(self.frame, at + _SEQUENCE_AT, self.sequence)
+        crc = crc32c.crc32c(memoryview(self.frame)[at + _ATTRIBUTES_AT:self.batch_end])
+        _UINT32.pack_into(self.frame, at + _CRC_AT, crc)
+        self.sent_at = time.monotonic()
+        assert self.transport is not None
+        self.transport.write(bytes(self.frame))
+
+    def acknowledged(self, frame: bytes) -> None:
+        shared = self.shared
+        answer = decode_response(PRODUCE, PRODUCE_VERSION, frame)[1].responses[0].partition_responses[0]
+        now = time.monotonic()
+        if answer.error_code != 0:
+            shared.fail(f"partition {self.partition}: Produce answered error {answer.error_code} "
+                        f"({answer.error_message})")
+            return
+        self.sequence += shared.batch
+        if shared.window_start <= now <= shared.window_end:
+            shared.records += shared.batch
+            shared.latencies.append(now - self.sent_at)
+        if now < shared.window_end:
+            self.send()
+        else:
+            shared.finished += 1
+            if shared.finished == shared.connections and not shared.done.done():
+                shared.done.set_result(None)
+
+
+@dataclass
+class _ClientShared:
+    connections: int
+    batch: int
+    size: int
+    window_start: float = float("inf")
+    window_end: float = float("inf")
+    records: int = 0
+    finished: int = 0
+    latencies: list[float] = field(default_factory=list)
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def fail(self, reason: str) -> None:
+        if not self.done.done():
+            self.done.set_exception(RuntimeError(reason))
+
+
+async def _client_main(bootstrap: str, topic: str, partitions: list[int], batch: int, size: int, warmup: float,
+                       duration: float, events: multiprocessing.Queue, go: Any, start_at: Any) -> None:
+    loop = asyncio.get_running_loop()
+    host, port = bootstrap.rsplit(":", 1)
+    shared = _ClientShared(len(partitions), batch, size)
+    limit = asyncio.Semaphore(50)  # connects at a time: a burst of 1,000 SYNs is not what is measured
+
+    async def open_one(partition: int) -> _Connection:
+        async with limit:
+            _, connection = await loop.create_connection(lambda: _Connection(shared, topic, partition), host, int(port))
+            await connection.set_up()
+            return connection
+
+    connections = await asyncio.gather(*(open_one(p) for p in partitions))
+    events.put(("ready", len(connections)))
+    if not await loop.run_in_executor(None, go.wait, CLIENT_TIMEOUT):
+        raise TimeoutError("never released")
+    started = start_at.value
+    shared.window_start, shared.window_end = started + warmup, started + warmup + duration
+    cpu: list[float] = []  # this process's CPU time at the window's start and end
+    for edge in (shared.window_start, shared.window_end):
+        loop.call_at(loop.time() + edge - time.monotonic(), lambda: cpu.append(time.process_time()))
+    for connection in connections:
+        connection.send()
+    await asyncio.wait_for(shared.done, warmup + duration + 60)
+    for connection in connections:
+        assert connection.transport is not None
+        connection.transport.close()
+    latencies = sorted(shared.latencies) or [0.0]
+    events.put(("done", (shared.records, latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)],
+                         cpu[1] - cpu[0])))
+
+
+def _client_process(bootstrap: str, topic: str, partitions: list[int], batch: int, size: int, warmup: float,
+                    duration: float, events: multiprocessing.Queue, go: Any, start_at: Any) -> None:
+    try:
+        uvloop.run(_client_main(bootstrap, topic, partitions, batch, size, warmup, duration, events, go, start_at))
+    except Exception as exc:
+        events.put(("failed", f"{type(exc).__name__}: {exc}"))
+
+
+@dataclass
+class ProducersResult:
+    records: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    rss_peak_mib: float
+    rss_end_mib: float
+    broker_cpu: float  # share of one core the broker used in the measured window
+    client_cpu: float  # the same, summed over the client processes
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+
+def _next_event(events: multiprocessing.Queue, deadline: float) -> tuple[str, Any]:
+    try:
+        kind, value = events.get(timeout=max(0.1, deadline - time.monotonic()))
+    except queue.Empty:
+        raise TimeoutError("a client process did not report in time") from None
+    if kind == "failed":
+        raise RuntimeError(value)
+    return kind, value
+
+
+def run_producers(peer: Peer, pgid: int, args: argparse.Namespace) -> ProducersResult:
+    topic = f"many-producers-{uuid.uuid4().hex[:8]}"
+    create_topic(peer.bootstrap, topic, args.partitions)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter per client process
+    events, go, start_at = context.Queue(), context.Event(), context.Value("d", 0.0)
+    shares = [[i % args.partitions for i in range(k, args.connections, args.processes)] for k in range(args.processes)]
+    processes = [context.Process(target=_client_process, daemon=True, args=(
+        peer.bootstrap, topic, share, args.batch, args.size, args.warmup, args.duration, events, go, start_at))
+        for share in shares if share]
+    for process in processes:
+        process.start()
+    deadline = time.monotonic() + CLIENT_TIMEOUT
+    sampler = MemorySampler(pgid)
+    try:
+        connected = sum(_next_event(events, deadline)[1] for _ in processes)
+        assert connected == args.connections
+        start_at.value = started = time.monotonic()
+        go.set()
+        time.sleep(args.warmup)
+        cpu_before = group_cpu_seconds(pgid)
+        time.sleep(max(0.0, started + args.warmup + args.duration - time.monotonic()))
+        broker_cpu = (group_cpu_seconds(pgid) - cpu_before) / args.duration
+        outcomes = [_next_event(events, deadline + args.warmup + args.duration)[1] for _ in processes]
+    finally:
+        peak, last = sampler.stop()
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+    # The per-process medians' median stands for the whole: close enough for one figure.
+    return ProducersResult(sum(o[0] for o in outcomes), args.duration, statistics.median(o[1] for o in outcomes) * 1e3,
+                           max(o[2] for o in outcomes) * 1e3, peak, last, broker_cpu,
+                           sum(o[3] for o in outcomes) / args.duration)
+
+
+# --- one consumer in a group, 1 partition against GROUP_PARTITIONS -------------------------
+
+
+def _fill_topic(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> None:
+    """`records` records spread evenly over the partitions, a partition at a time."""
+    job = Job(bootstrap, topic, records, size, time.monotonic() + CLIENT_TIMEOUT)
+    producer = BenchProducer(job, **{"batch.size": 1 << 20})
+    per_partition = records // partitions
+    for partition in range(partitions):
+        producer.produce_many(topic, itertools.repeat(bytes(size), per_partition), partition=partition)
+    producer.flush()
+
+
+def _read_all(bootstrap: str, topic: str, records: int) -> tuple[float, float, float]:
+    """Subscribe in a group and read `records` records: (seconds from the first record to
+    the last, seconds from subscribe() to the last, CPU seconds of this process, all its
+    threads (librdkafka's too), from the first record to the last)."""
+    job = Job(bootstrap, topic, records, 0, time.monotonic() + CLIENT_TIMEOUT)
+    errors = ClientErrors()
+    consumer = _consumer(job, errors)
+    count = 0
+    try:
+        subscribed = time.perf_counter()
+        consumer.subscribe([topic])
+        first = 0.0
+        while count < records:
+            errors.check(job.deadline, f"consume ({count} of {records} records read)")
+            batch = consumer.consume(num_messages=min(10_000, records - count), timeout=0.5)
+            if batch and not first:
+                first, first_cpu = time.perf_counter(), time.process_time()
+            for message in batch:
+                if message.error():
+                    raise KafkaException(message.error())
+            count += len(batch)
+        last, last_cpu = time.perf_counter(), time.process_time()
+    finally:
+        consumer.close()
+    return last - first, last - subscribed, last_cpu - first_cpu
+
+
+def _in_process(target: Callable[..., Any], *args: Any) -> Any:
+    """Run a client function in a spawned process of its own (librdkafka's threads do not
+    survive a fork); its result, or its exception raised here."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(target, *args).result(timeout=CLIENT_TIMEOUT + 30)
+
+
+@dataclass
+class ConsumerResult:
+    partitions: int
+    records: int
+    first_to_last: float
+    from_subscribe: float
+    rss_peak_mib: float
+    rss_end_mib: float
+    client_cpu: float  # share of one core the consumer process used from its first record to its last
+    broker_cpu: float  # the broker's, from subscribe() to the last record (first to last is not seen from here)
+
+
+def run_consumer(make_peer: Callable[[], Peer], partitions: int, args: argparse.Namespace) -> ConsumerResult:
+    peer = make_peer()
+    try:
+        peer.start()
+        topic = f"group-read-{partitions}"
+        create_topic(peer.bootstrap, topic, partitions)
+        records = args.records // partitions * partitions
+        _in_process(_fill_topic, peer.bootstrap, topic, partitions, records, args.size)
+        sampler = MemorySampler(peer.pid)
+        cpu_before = group_cpu_seconds(peer.pid)
+        try:
+            first_to_last, from_subscribe, client_cpu = _in_process(_read_all, peer.bootstrap, topic, records)
+        finally:
+            peak, last = sampler.stop()
+        broker_cpu = (group_cpu_seconds(peer.pid) - cpu_before) / from_subscribe
+        return ConsumerResult(partitions, records, first_to_last, from_subscribe, peak, last,
+                              client_cpu / first_to_last, broker_cpu)
+    finally:
+        peer.stop()
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def _contenders(args: argparse.Namespace, say: Callable[[str], None]) -> list[tuple[str, Callable[[], Peer]]]:
+    contenders: list[tuple[str, Callable[[], Peer]]] = [("Ottla", Ottla)]
+    noida = peers()["noida-db"] if args.peers else "not asked for (--peers '')"
+    if callable(noida):
+        contenders.append(("noida-db", noida))
+    else:
+        say(f"noida-db left out: {noida}")
+    return contenders
+
+
+def _producer_rounds(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, list[ProducersResult | str]]:
+    contenders = _contenders(args, say)
+    results: dict[str, list[ProducersResult | str]] = {name: [] for name, _ in contenders}
+    for r in range(args.rounds):
+        for name, make_peer in contenders:
+            peer = make_peer()
+            try:
+                peer.start()
+                outcome: ProducersResult | str = run_producers(peer, peer.pid, args)
+            except Exception as exc:
+                outcome = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                if not peer.alive():
+                    outcome += f"; the broker exited:\n{peer.log_tail()}"
+            finally:
+                peer.stop()
+            results[name].append(outcome)
+            if isinstance(outcome, str):
+                say(f"producers round {r + 1} {name:<9} {outcome}")
+            else:
+                say(f"producers round {r + 1} {name:<9} {outcome.rate:>10,.0f} records/s, ack p50 "
+                    f"{outcome.p50_ms:.1f} ms p99 {outcome.p99_ms:.1f} ms, RSS peak {outcome.rss_peak_mib:.0f} MiB "
+                    f"(end {outcome.rss_end_mib:.0f}); CPU: broker {outcome.broker_cpu:.0%}, "
+                    f"clients {outcome.client_cpu:.0%} of a core")
+    return results
+
+
+def _consumer_rounds(args: argparse.Namespace, say: Callable[[str], None]
+                     ) -> dict[tuple[str, int], list[ConsumerResult | str]]:
+    """The target is Ottla's; noida-db (if asked for) runs the same as a reference: if
+    its ratio is as low, what bounds the 1,000-partition read is not the broker."""
+    contenders = _contenders(args, say)
+    results: dict[tuple[str, int], list[ConsumerResult | str]] = {
+        (name, p): [] for name, _ in contenders for p in (1, args.group_partitions)}
+    for r in range(args.rounds):
+        order = [1, args.group_partitions] if r % 2 == 0 else [args.group_partitions, 1]
+        for name, make_peer, partitions in [(n, m, p) for n, m in contenders for p in order]:
+            if any(isinstance(earlier, str) for earlier in results[name, partitions]):
+                continue  # a peer that failed it (a timeout, usually) is not run on it again
+            try:
+                result: ConsumerResult | str = run_consumer(make_peer, partitions, args)
+            except Exception as exc:
+                if name == "Ottla":
+                    raise
+                result = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            results[name, partitions].append(result)
+            if isinstance(result, str):
+                say(f"consumer round {r + 1} {name:<9} {partitions:>5} partitions: {result}")
+                continue
+            say(f"consumer round {r + 1} {name:<9} {partitions:>5} partitions: "
+                f"{result.records / result.first_to_last:>10,.0f} "
+                f"records/s first to last ({result.first_to_last:.2f} s; {result.from_subscribe:.2f} s from "
+                f"subscribe), RSS peak {result.rss_peak_mib:.0f} MiB (end {result.rss_end_mib:.0f}); CPU: consumer "
+                f"{result.client_cpu:.0%} (first to last), broker {result.broker_cpu:.0%} (from subscribe)")
+    return results
+
+
+def _median_rate(outcomes: list[ProducersResult | str]) -> float | None:
+    rates = [o.rate for o in outcomes if not isinstance(o, str)]
+    return statistics.median(rates) if rates else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.many_clients", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--peers", default="noida-db", help="noida-db, or '' for Ottla alone (producers)")
+    parser.add_argument("--only", choices=["producers", "consumer"], default=None)
+    parser.add_argument("--connections", type=int, default=CONNECTIONS)
+    parser.add_argument("--processes", type=int, default=PROCESSES)
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, help="of the producers' topic")
+    parser.add_argument("--batch", type=int, default=BATCH, help="records per Produce")
+    parser.add_argument("--size", type=int, default=SIZE, help="bytes per value")
+    parser.add_argument("--warmup", type=float, default=WARMUP)
+    parser.add_argument("--duration", type=float, default=DURATION)
+    parser.add_argument("--group-partitions", type=int, default=GROUP_PARTITIONS)
+    parser.add_argument("--records", type=int, default=RECORDS, help="records the consumer reads")
+    args = parser.parse_args(argv)
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    say(f"load average {os.getloadavg()[0]:.2f}")
+    if args.only in (None, "producers"):
+        say(f"producers: {args.connections:,} connections in {args.processes} processes, {args.partitions} partitions, "
+            f"{args.batch} x {args.size} B per Produce, {args.warmup:g} s warm-up + {args.duration:g} s measured")
+        produced = _producer_rounds(args, say)
+        medians = {name: _median_rate(outcomes) for name, outcomes in produced.items()}
+        line = ", ".join(f"{name} {rate:,.0f}" if rate else f"{name} n/a" for name, rate in medians.items())
+        ottla, noida = medians.get("Ottla"), medians.get("noida-db")
+        ratio = ""
+        if ottla and noida:
+            per_round = [o.rate / n.rate for o, n in zip(produced["Ottla"], produced["noida-db"])
+                         if not isinstance(o, str) and not isinstance(n, str)]
+            ratio = (f"; Ottla / noida-db {ottla / noida:.2f}x (median of the per-round ratios "
+                     f"{statistics.median(per_round):.2f}x)")
+        say(f"producers: medians records/s: {line}{ratio}")
+    if args.only in (None, "consumer"):
+        say(f"consumer: {args.records:,} records of {args.size} B, 1 against {args.group_partitions:,} partitions")
+        consumed = _consumer_rounds(args, say)
+        for name in dict.fromkeys(name for name, _ in consumed):
+            ok = {p: [r for r in consumed[name, p] if not isinstance(r, str)] for p in (1, args.group_partitions)}
+            if not all(ok.values()):
+                say(f"consumer {name}: no figures")
+                continue
+            rate = {p: statistics.median(r.records / r.first_to_last for r in ok[p]) for p in ok}
+            subscribe = {p: statistics.median(r.records / r.from_subscribe for r in ok[p]) for p in ok}
+            one, many = rate[1], rate[args.group_partitions]
+            say(f"consumer {name}: medians records/s first to last: 1 partition {one:,.0f}, "
+                f"{args.group_partitions:,} partitions {many:,.0f}: {many / one:.2f}x (target {TARGET_CONSUMER}x); "
+                f"from subscribe: {subscribe[1]:,.0f} and {subscribe[args.group_partitions]:,.0f}: "
+                f"{subscribe[args.group_partitions] / subscribe[1]:.2f}x")
+    say(f"load average {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
