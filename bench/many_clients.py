@@ -58,7 +58,7 @@ from ottla.protocol.codec import decode_response, encode_request
 from tests.clients import create_topic
 from tests.wire import request
 
-from .peers import Ottla, Peer, peers
+from .peers import Ottla, Peer, peers, process_group
 from .workloads import BenchProducer, ClientErrors, Job, _consumer
 
 CONNECTIONS = 1_000
@@ -85,28 +85,10 @@ _UINT32 = struct.Struct(">I")
 # --- memory of a broker ------------------------------------------------------------------
 
 
-def _group(pgid: int) -> list[tuple[str, list[str]]]:
-    """(pid, fields of /proc/pid/stat after the command) of process `pgid` and of the
-    processes of its group, if it leads one."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # the command may hold spaces and parentheses
-        if int(entry) == pgid or int(fields[2]) == pgid:
-            members.append((entry, fields))
-    return members
-
-
 def group_rss_mib(pgid: int) -> float:
-    """VmRSS summed over the group (see _group)."""
+    """VmRSS summed over the group (see peers.process_group)."""
     total = 0
-    for pid, _ in _group(pgid):
+    for pid, _ in process_group(pgid):
         try:
             with open(f"/proc/{pid}/status") as f:
                 total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
@@ -116,8 +98,8 @@ def group_rss_mib(pgid: int) -> float:
 
 
 def group_cpu_seconds(pgid: int) -> float:
-    """User + system CPU time summed over the group (see _group)."""
-    return sum(int(fields[11]) + int(fields[12]) for _, fields in _group(pgid)) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time summed over the group (see peers.process_group)."""
+    return sum(int(fields[11]) + int(fields[12]) for _, fields in process_group(pgid)) / os.sysconf("SC_CLK_TCK")
 
 
 class MemorySampler:

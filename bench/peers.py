@@ -97,8 +97,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of group `pgid` is still running (zombies do not count)."""
+def process_group(pgid: int) -> list[tuple[str, list[str]]]:
+    """(pid, fields of /proc/pid/stat after the command: state, ppid, pgrp, ...) of the
+    process `pgid` and of every process of its group."""
+    members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -107,11 +109,15 @@ def _group_alive(pgid: int) -> bool:
                 stat = f.read()
         except OSError:  # gone meanwhile
             continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        state, _ppid, pgrp = stat[stat.rindex(")") + 2:].split()[:3]
-        if int(pgrp) == pgid and state != "Z":
-            return True
-    return False
+        fields = stat[stat.rindex(")") + 2:].split()  # the command may hold spaces and parentheses
+        if int(entry) == pgid or int(fields[2]) == pgid:
+            members.append((entry, fields))
+    return members
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` is still running (zombies do not count)."""
+    return any(int(fields[2]) == pgid and fields[0] != "Z" for _, fields in process_group(pgid))
 
 
 class _NativeBroker:
