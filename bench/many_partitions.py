@@ -6,7 +6,7 @@ record each, is written through the storage code and kept as two templates: one
 closed cleanly and one left as a kill -9 leaves it (every partition's data then lies past its recovery point, so all of
 it is checked again, as Kafka's rules require). Each timed start runs on a fresh copy
 of a template and is timed from the process's start to its "ottla ready" line; the
-broker's VmRSS is read right after it.
+broker's peak resident memory (VmHWM) is read right after it.
 
 `--base DIR` also times the broker of another source tree (an `ottla` package
 directory laid out as the installed one: DIR/ottla/storage ...), interleaved round by
@@ -31,7 +31,8 @@ from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 
-from .scale import MIB, _rss
+from .peers import peak_resident
+from .scale import MIB
 
 TOPICS = 100
 PER_TOPIC = 100
@@ -68,7 +69,7 @@ def write_template(data_dir: str, topics: int, per_topic: int, batches: int, cle
 class Start:
     seconds: float
     cpu_seconds: float  # the broker's own CPU time (user + system) until ready
-    rss: int
+    rss: int  # the peak until ready (VmHWM)
     ready_line: str
 
 
@@ -97,7 +98,7 @@ def timed_start(template: str, work: str, pythonpath: str | None) -> Start:
     broker.start(timeout=START_TIMEOUT, wait_for_coordinators=False)
     seconds = time.monotonic() - started
     assert broker.process is not None
-    rss = _rss(broker.process.pid)
+    rss = peak_resident(broker.process.pid)
     cpu = _cpu_seconds(broker.process.pid)
     broker.kill()
     with open(log_path) as f:
