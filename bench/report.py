@@ -38,6 +38,8 @@ RESULTS_INTRO = (
     "every broker; the brokers run in rounds, interleaved (Ottla, noida-db, tansu, mock, Ottla, ...),\n"
     "each round on a fresh broker and fresh topics. Figures are medians over the rounds; a ratio\n"
     "is the median of the per-round ratios Ottla/peer. The scale figures are Ottla's alone.\n"
+    "Each run ends with a table of the targets, each judged; bench/runs/<start>.json holds\n"
+    "them too, and `python -m bench.compare` sets two runs side by side (within ±5%?).\n"
     "The newest run comes first."
 )
 RUN_HEADING = "## Run of "
