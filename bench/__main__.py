@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         ])
         write_results(RESULTS_PATH, section)
         os.makedirs(RUNS_DIR, exist_ok=True)
-        record_path = os.path.join(RUNS_DIR, f"{started:%Y-%m-%dT%H%M}.json")
+        record_path = os.path.join(RUNS_DIR, f"{started:%Y-%m-%dT%H%M%S}.json")
         with open(record_path, "w") as f:
             json.dump(targets_record(run, started=f"{started:%Y-%m-%d %H:%M} UTC", command=command_line,
                                      ottla=revision, minutes=round(minutes, 1),

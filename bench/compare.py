@@ -24,7 +24,7 @@ from .report import markdown_table
 
 RUNS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")
 NOISE_BAND = 0.05
-AGREE, DIFFER = "agree", "**differ**"
+AGREE, DIFFER, NO_FIGURE = "agree", "**differ**", "no figure to compare"
 
 
 def agreement(old: dict[str, Any] | None, new: dict[str, Any] | None, band: float) -> tuple[str, str]:
@@ -33,7 +33,7 @@ def agreement(old: dict[str, Any] | None, new: dict[str, Any] | None, band: floa
     if old is None or new is None:
         return "", f"{DIFFER}: only in the {'second' if old is None else 'first'} run"
     if old.get("figure") is None or new.get("figure") is None:
-        return "", "no figure to compare"
+        return "", NO_FIGURE
     if old.get("against", "") != new.get("against", ""):
         return "", f"{DIFFER}: to {old['against'] or 'no peer'} in one run, {new['against'] or 'no peer'} in the other"
     if old["figure"] == 0:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = compare(old, new, args.band)
     print()
     print(markdown_table(["target", "first", "second", "change", f"within ±{args.band:.0%}"], rows, numbers=False))
-    differing = [row[0] for row in rows if row[4] != AGREE and row[4] != "no figure to compare"]
+    differing = [row[0] for row in rows if row[4] not in (AGREE, NO_FIGURE)]
     print()
     print(f"{len(rows) - len(differing)} of {len(rows)} targets agree within ±{args.band:.0%}"
           + (f"; differing: {', '.join(differing)}" if differing else ""))
