@@ -436,7 +436,7 @@ def _memory_targets(run: Run) -> list[Target]:
         return []
     worst = max(peaks, key=lambda workload: peaks[workload])
     return [Target("rss", f"resident memory under {RSS_LIMIT // MIB} MiB in every workload",
-                   f"at most {peaks[worst]:.0f} MiB ({worst}), over {len(peaks)} workloads",
+                   f"at most {peaks[worst]:.0f} MiB ({worst}), of {len(peaks)} measured",
                    _verdict(peaks[worst] < RSS_LIMIT // MIB), peaks[worst])]
 
 
