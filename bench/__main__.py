@@ -10,10 +10,19 @@ failed is not run on it again in later rounds (a failure is usually a timeout, w
 would cost the same again). Ottla failing a workload, or producing a figure that is not
 valid, ends the run with exit code 1.
 
-Runs of their own follow: SASL_SSL against PLAINTEXT (bench.security), start-up after a
-long coordinator history (bench.coordinator_load), one request at a time next to
-noida-db (bench.round_trips) and, last, the scale run (bench.scale);
-`--only NAME` runs one alone and `--scale-gib` sets the scale run's data size.
+Runs of their own follow: SASL_SSL against PLAINTEXT (bench.security), one request at
+a time next to noida-db (bench.round_trips), start-up after a long coordinator history
+(bench.coordinator_load), 10,000 partitions starting clean and after kill -9
+(bench.many_partitions), 1,000 producer connections next to noida-db and one group
+consumer of 1,000 partitions against 1 (bench.many_clients: its producers and its
+consumer) and, last, the scale run (bench.scale); `--only NAME` runs one alone and
+`--scale-gib` sets the scale run's data size. The many-partitions and many-clients runs
+take min(--rounds, 3) rounds: each round is several fresh brokers.
+
+Ottla's peak resident memory (VmHWM) is read after each workload. At the end, one
+targets table judges every target of issues 6 and 15 that ran; it goes into the run's
+section of bench/RESULTS.md, and the targets with their figures into
+bench/runs/<start>.json, which `python -m bench.compare` sets beside an earlier run's.
 """
 
 from __future__ import annotations
@@ -29,23 +38,31 @@ import uuid
 from typing import Callable
 
 from .client import WORKLOADS, Workload
-from .peers import Ottla, Peer, peers
-from .report import (OTTLA, RUN_HEADING, Run, machine_lines, ottla_revision, per_round_lines, scale_lines, tables,
-                     targets_table, write_results)
-from .scale import GIB, free_disk_problem, run_scale
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
+from .many_clients import many_clients_lines, run_many_clients
+from .many_partitions import many_partitions_lines, run_many_partitions
+from .peers import Ottla, Peer, peak_resident, peers, reset_peak_resident
+from .report import (OTTLA, RUN_HEADING, Run, machine_lines, memory_lines, ottla_revision, per_round_lines,
+                     scale_lines, tables, targets_record, targets_table, write_results)
+from .scale import GIB, free_disk_problem, run_scale
 from .round_trips import round_trip_lines, run_round_trips
 from .security import run_security, security_lines
 from .workloads import Measurement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_PATH = os.path.join(ROOT, "bench", "RESULTS.md")
+RUNS_DIR = os.path.join(ROOT, "bench", "runs")
 CLIENT_GRACE = 30.0  # seconds past its own deadline before a client process is killed
 SCALE = "scale"
 SECURITY = "security"
 COORDINATOR_LOAD = "coordinator-load"
 ROUND_TRIPS = "round-trips"
-EXTRAS = (SCALE, SECURITY, COORDINATOR_LOAD, ROUND_TRIPS)  # runs of their own
+MANY_PARTITIONS = "many-partitions"
+MANY_PRODUCERS = "many-producers"
+GROUP_CONSUMER = "group-consumer"
+EXTRAS = (SECURITY, ROUND_TRIPS, COORDINATOR_LOAD, MANY_PARTITIONS, MANY_PRODUCERS, GROUP_CONSUMER,
+          SCALE)  # runs of their own, in the order they run
+EXTRA_ROUNDS = 3  # at most, for many-partitions and many-clients: the issue's minimum
 
 
 class WorkloadFailed(Exception):
@@ -103,6 +120,8 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
             if workload.name in failures:
                 continue
             topic = topics.setdefault(workload.topic, f"bench-{workload.topic}-{uuid.uuid4().hex[:8]}")
+            if name == OTTLA:
+                reset_peak_resident(peer.pid)
             try:
                 m = run_client(workload, peer.bootstrap, topic, args)
             except WorkloadFailed as exc:
@@ -119,6 +138,8 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
             if m.invalid and name == OTTLA:
                 raise OttlaFailed(f"{workload.name}: the figure is not valid: {m.invalid}")
             run.rounds[name][workload.name][r] = m
+            if name == OTTLA:
+                run.memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
             print(f"{label} {workload.name:<24} {_describe(m)}", flush=True)
     finally:
         peer.stop()
@@ -138,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="peers to compare with, of noida-db, tansu, mock (default %(default)s; '' for none)")
     parser.add_argument("--scale-gib", type=float, default=5.0,
                         help="GiB of data for the scale run (default %(default)s)")
-    parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md")
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md nor bench/runs/")
     args = parser.parse_args(argv)
     only = [name for name in args.only.split(",") if name] or [*WORKLOADS, *EXTRAS]
     unknown = [name for name in only if name not in WORKLOADS and name not in EXTRAS]
@@ -165,10 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     workloads = [WORKLOADS[name] for name in WORKLOADS if name in only]
     run = Run([name for name, _ in contenders], [w.name for w in workloads])
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
-    plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
     plan += ["SASL_SSL against PLAINTEXT"] if SECURITY in only else []
     plan += ["start-up after a long coordinator history"] if COORDINATOR_LOAD in only else []
     plan += ["one request at a time, Ottla and noida-db"] if ROUND_TRIPS in only else []
+    extra_rounds = min(args.rounds, EXTRA_ROUNDS)
+    plan += [f"{extra_rounds} rounds of 10,000 partitions starting"] if MANY_PARTITIONS in only else []
+    plan += [f"{extra_rounds} rounds of 1,000 producer connections"] if MANY_PRODUCERS in only else []
+    plan += [f"{extra_rounds} rounds of a 1,000-partition group consumer"] if GROUP_CONSUMER in only else []
+    plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
     print(f"{'; then '.join(plan)} (load average {load_before:.2f})", flush=True)
 
     try:
@@ -192,6 +217,17 @@ def main(argv: list[str] | None = None) -> int:
                 run.coordinator_load = run_coordinator_load(1_000_000, 1_000_000, lambda line: print(line, flush=True))
             except Exception as exc:
                 raise OttlaFailed(f"coordinator load: {exc}") from exc
+        if MANY_PARTITIONS in only:
+            try:
+                run.many_partitions = run_many_partitions(extra_rounds, lambda line: print(line, flush=True))
+            except Exception as exc:
+                raise OttlaFailed(f"many partitions: {exc}") from exc
+        if MANY_PRODUCERS in only or GROUP_CONSUMER in only:
+            try:
+                run.many_clients = run_many_clients(extra_rounds, MANY_PRODUCERS in only, GROUP_CONSUMER in only,
+                                                    lambda line: print(line, flush=True))
+            except Exception as exc:
+                raise OttlaFailed(f"many clients: {exc}") from exc
         if SCALE in only:
             data_bytes = int(args.scale_gib * GIB)
             run.scale_skipped = free_disk_problem(data_bytes)
@@ -218,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         security_lines(run.security),
         coordinator_load_lines(run.coordinator_load),
         round_trip_lines(run.round_trips),
+        many_partitions_lines(run.many_partitions),
+        many_clients_lines(run.many_clients),
+        memory_lines(run),
         ["Targets (issues 6 and 15):", "", target_table] if target_table else [],
         [f"Note: {note}" for note in notes],
     ]
@@ -235,7 +274,14 @@ def main(argv: list[str] | None = None) -> int:
             *body,
         ])
         write_results(RESULTS_PATH, section)
-        print(f"Written to {os.path.relpath(RESULTS_PATH)}")
+        os.makedirs(RUNS_DIR, exist_ok=True)
+        record_path = os.path.join(RUNS_DIR, f"{started:%Y-%m-%dT%H%M%S}.json")
+        with open(record_path, "w") as f:
+            json.dump(targets_record(run, started=f"{started:%Y-%m-%d %H:%M} UTC", command=command_line,
+                                     ottla=revision, minutes=round(minutes, 1),
+                                     load_average=[round(load_before, 2), round(load_after, 2)]), f, indent=1)
+            f.write("\n")
+        print(f"Written to {os.path.relpath(RESULTS_PATH)} and {os.path.relpath(record_path)}")
     return 0
 
 

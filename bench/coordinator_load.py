@@ -11,7 +11,7 @@ shutdown, so only the coordinators have work to do) and timed:
 - produce during the load: one record (acks=all) to an ordinary topic from a new
   producer created right after the ready line, until its acknowledgement;
 - loaded: from the process's start to its "Ottla coordinators loaded" line;
-- resident memory once loaded.
+- the broker's peak resident memory (VmHWM) over all of it, read once loaded.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 
-from .scale import _rss
+from .peers import peak_resident
 
 TRANSACTIONS = 1_000_000
 COMMITS = 1_000_000
@@ -59,7 +59,7 @@ class LoadResult:
     ready_seconds: float
     produce_seconds: float
     loaded_seconds: float
-    rss_bytes: int
+    rss_bytes: int  # the peak (VmHWM), read once loaded
 
 
 class _Appender:
@@ -158,7 +158,7 @@ def run_coordinator_load(transactions: int, commits: int, say: Callable[[str], N
         loaded = loaded_at[0] - started
         assert broker.process is not None
         result = LoadResult(transactions, commits, records, history_bytes, ready, produced, loaded,
-                            _rss(broker.process.pid))
+                            peak_resident(broker.process.pid))
         say(f"coordinator load: ready after {ready:.2f} s, produce acknowledged in {produced * 1000:.0f} ms, "
             f"loaded after {loaded:.2f} s")
         return result
@@ -182,7 +182,7 @@ def coordinator_load_lines(result: LoadResult | None) -> list[str]:
         f"| a produce to an ordinary topic, sent at ready, acknowledged | +{result.produce_seconds:.3f} |",
         f"| coordinators loaded | {result.loaded_seconds:.2f} |",
         "",
-        f"Resident memory once loaded: {result.rss_bytes / 2**20:.0f} MiB.",
+        f"Resident memory at its peak (VmHWM), read once loaded: {result.rss_bytes / 2**20:.0f} MiB.",
     ]
 
 

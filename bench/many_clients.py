@@ -31,6 +31,9 @@ while the clients run: the peak, and the value at the end). noida-db's console s
 a Python wrapper around the native broker: its figure is the sum over its process group.
 
     python -m bench.many_clients [--rounds N] [--only producers|consumer] ...
+
+`python -m bench --only many-producers,group-consumer` runs both with these defaults
+(run_many_clients; the consumer on Ottla alone) and judges the targets in its table.
 """
 
 from __future__ import annotations
@@ -491,12 +494,117 @@ def _consumer_rounds(args: argparse.Namespace, say: Callable[[str], None]
     return results
 
 
-def _median_rate(outcomes: list[ProducersResult | str]) -> float | None:
+def median_rate(outcomes: list[ProducersResult | str]) -> float | None:
     rates = [o.rate for o in outcomes if not isinstance(o, str)]
     return statistics.median(rates) if rates else None
 
 
-def main(argv: list[str] | None = None) -> int:
+def producers_ratio(produced: dict[str, list[ProducersResult | str]]) -> float | None:
+    """Ottla / noida-db: the median of the per-round ratios, over rounds where both ran."""
+    per_round = [o.rate / n.rate for o, n in zip(produced.get("Ottla", []), produced.get("noida-db", []))
+                 if not isinstance(o, str) and not isinstance(n, str)]
+    return statistics.median(per_round) if per_round else None
+
+
+@dataclass
+class ConsumerFigures:
+    """One broker's group reads, medians over the rounds, records/s."""
+    one: float  # 1 partition, first record to last
+    many: float  # group_partitions partitions, first record to last
+    one_from_subscribe: float
+    many_from_subscribe: float
+    ratio: float  # many / one: the median of the per-round ratios
+
+
+def consumer_figures(consumed: dict[tuple[str, int], list[ConsumerResult | str]], name: str,
+                     group_partitions: int) -> ConsumerFigures | None:
+    """None unless both cases have figures. A round's two reads are paired for its ratio."""
+    one = consumed.get((name, 1), [])
+    many = consumed.get((name, group_partitions), [])
+    pairs = [(a, b) for a, b in zip(one, many) if not isinstance(a, str) and not isinstance(b, str)]
+    if not pairs:
+        return None
+    median = statistics.median
+    return ConsumerFigures(median(a.records / a.first_to_last for a, _ in pairs),
+                           median(b.records / b.first_to_last for _, b in pairs),
+                           median(a.records / a.from_subscribe for a, _ in pairs),
+                           median(b.records / b.from_subscribe for _, b in pairs),
+                           median((b.records / b.first_to_last) / (a.records / a.first_to_last) for a, b in pairs))
+
+
+@dataclass
+class ManyClients:
+    """What `python -m bench` keeps of its many-producers and group-consumer runs."""
+    connections: int
+    group_partitions: int
+    records: int
+    producers: dict[str, list[ProducersResult | str]] | None = None
+    consumer: dict[tuple[str, int], list[ConsumerResult | str]] | None = None
+
+    def rss_peaks(self) -> dict[str, float]:
+        """Ottla's peak resident memory in MiB per case, over the rounds."""
+        peaks = {}
+        if self.producers:
+            peaks[f"many-producers ({self.connections:,} connections)"] = [
+                o.rss_peak_mib for o in self.producers.get("Ottla", []) if not isinstance(o, str)]
+        if self.consumer:
+            for partitions in (1, self.group_partitions):
+                peaks[f"group-consumer ({partitions:,} partition{'s' if partitions > 1 else ''})"] = [
+                    o.rss_peak_mib for o in self.consumer.get(("Ottla", partitions), []) if not isinstance(o, str)]
+        return {case: max(values) for case, values in peaks.items() if values}
+
+
+def run_many_clients(rounds: int, producers: bool, consumer: bool, say: Callable[[str], None]) -> ManyClients:
+    """The two measurements with the defaults of `python -m bench.many_clients`. The
+    consumer runs on Ottla alone: its target is Ottla's own ratio, and noida-db's
+    reference read of one partition fails (it answers over the client's fetch.max.bytes)
+    after the client's whole timeout."""
+    args = _parser().parse_args(["--rounds", str(rounds)])
+    result = ManyClients(args.connections, args.group_partitions, args.records)
+    if producers:
+        say(f"many producers: {args.connections:,} connections, Ottla and noida-db, {rounds} rounds")
+        result.producers = _producer_rounds(args, lambda line: say(f"many {line}"))
+    if consumer:
+        say(f"group consumer: {args.records:,} records, 1 against {args.group_partitions:,} partitions, Ottla, "
+            f"{rounds} rounds")
+        args.peers = ""
+        result.consumer = _consumer_rounds(args, lambda line: say(f"group {line}"))
+    return result
+
+
+def many_clients_lines(result: ManyClients | None) -> list[str]:
+    if result is None:
+        return []
+    lines = []
+    if result.producers is not None:
+        rows = []
+        for name, outcomes in result.producers.items():
+            ok = [o for o in outcomes if not isinstance(o, str)]
+            failed = [o for o in outcomes if isinstance(o, str)]
+            rate = median_rate(outcomes)
+            rows.append(f"| {name} | {'n/a' if rate is None else f'{rate:,.0f}'} | "
+                        f"{' / '.join(f'{o.rate:,.0f}' for o in ok) or '-'} | "
+                        f"{' / '.join(f'{o.broker_cpu:.0%}' for o in ok) or '-'} | "
+                        f"{max((o.rss_peak_mib for o in ok), default=0):.0f} |"
+                        + (f" {failed[0]}" if failed else ""))
+        lines += [f"{result.connections:,} idempotent producer connections, raw sockets, {BATCH} x {SIZE} B a "
+                  f"Produce, {WARMUP:g} s warm-up + {DURATION:g} s measured (bench/many_clients.py)", "",
+                  "| broker | records/s, median | rounds | broker CPU (of a core) | peak RSS MiB |",
+                  "|---|---:|---:|---:|---:|", *rows, ""]
+    if result.consumer is not None:
+        figures = consumer_figures(result.consumer, "Ottla", result.group_partitions)
+        failed = [o for outcomes in result.consumer.values() for o in outcomes if isinstance(o, str)]
+        lines.append(f"One consumer in a group, {result.records:,} records of {SIZE} B in 1 partition or in "
+                     f"{result.group_partitions:,} (bench/many_clients.py), Ottla: "
+                     + ("no figures" if figures is None else
+                        f"{figures.one:,.0f} and {figures.many:,.0f} records/s first to last "
+                        f"({figures.ratio:.2f}x, the median of the per-round ratios); from subscribe() "
+                        f"{figures.one_from_subscribe:,.0f} and {figures.many_from_subscribe:,.0f}")
+                     + (f"; {failed[0]}" if failed else "") + ".")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.many_clients", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--peers", default="noida-db", help="noida-db, or '' for Ottla alone (producers)")
@@ -510,7 +618,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=DURATION)
     parser.add_argument("--group-partitions", type=int, default=GROUP_PARTITIONS)
     parser.add_argument("--records", type=int, default=RECORDS, help="records the consumer reads")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -520,31 +632,26 @@ def main(argv: list[str] | None = None) -> int:
         say(f"producers: {args.connections:,} connections in {args.processes} processes, {args.partitions} partitions, "
             f"{args.batch} x {args.size} B per Produce, {args.warmup:g} s warm-up + {args.duration:g} s measured")
         produced = _producer_rounds(args, say)
-        medians = {name: _median_rate(outcomes) for name, outcomes in produced.items()}
+        medians = {name: median_rate(outcomes) for name, outcomes in produced.items()}
         line = ", ".join(f"{name} {rate:,.0f}" if rate else f"{name} n/a" for name, rate in medians.items())
-        ottla, noida = medians.get("Ottla"), medians.get("noida-db")
+        ottla, noida, per_round = medians.get("Ottla"), medians.get("noida-db"), producers_ratio(produced)
         ratio = ""
-        if ottla and noida:
-            per_round = [o.rate / n.rate for o, n in zip(produced["Ottla"], produced["noida-db"])
-                         if not isinstance(o, str) and not isinstance(n, str)]
-            ratio = (f"; Ottla / noida-db {ottla / noida:.2f}x (median of the per-round ratios "
-                     f"{statistics.median(per_round):.2f}x)")
+        if ottla and noida and per_round:
+            ratio = f"; Ottla / noida-db {ottla / noida:.2f}x (median of the per-round ratios {per_round:.2f}x)"
         say(f"producers: medians records/s: {line}{ratio}")
     if args.only in (None, "consumer"):
         say(f"consumer: {args.records:,} records of {args.size} B, 1 against {args.group_partitions:,} partitions")
         consumed = _consumer_rounds(args, say)
         for name in dict.fromkeys(name for name, _ in consumed):
-            ok = {p: [r for r in consumed[name, p] if not isinstance(r, str)] for p in (1, args.group_partitions)}
-            if not all(ok.values()):
+            figures = consumer_figures(consumed, name, args.group_partitions)
+            if figures is None:
                 say(f"consumer {name}: no figures")
                 continue
-            rate = {p: statistics.median(r.records / r.first_to_last for r in ok[p]) for p in ok}
-            subscribe = {p: statistics.median(r.records / r.from_subscribe for r in ok[p]) for p in ok}
-            one, many = rate[1], rate[args.group_partitions]
-            say(f"consumer {name}: medians records/s first to last: 1 partition {one:,.0f}, "
-                f"{args.group_partitions:,} partitions {many:,.0f}: {many / one:.2f}x (target {TARGET_CONSUMER}x); "
-                f"from subscribe: {subscribe[1]:,.0f} and {subscribe[args.group_partitions]:,.0f}: "
-                f"{subscribe[args.group_partitions] / subscribe[1]:.2f}x")
+            say(f"consumer {name}: medians records/s first to last: 1 partition {figures.one:,.0f}, "
+                f"{args.group_partitions:,} partitions {figures.many:,.0f}: {figures.many / figures.one:.2f}x "
+                f"(median of the per-round ratios {figures.ratio:.2f}x; target {TARGET_CONSUMER}x); from subscribe: "
+                f"{figures.one_from_subscribe:,.0f} and {figures.many_from_subscribe:,.0f}: "
+                f"{figures.many_from_subscribe / figures.one_from_subscribe:.2f}x")
     say(f"load average {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -6,13 +6,16 @@ record each, is written through the storage code and kept as two templates: one
 closed cleanly and one left as a kill -9 leaves it (every partition's data then lies past its recovery point, so all of
 it is checked again, as Kafka's rules require). Each timed start runs on a fresh copy
 of a template and is timed from the process's start to its "ottla ready" line; the
-broker's VmRSS is read right after it.
+broker's peak resident memory (VmHWM) is read right after it.
 
 `--base DIR` also times the broker of another source tree (an `ottla` package
 directory laid out as the installed one: DIR/ottla/storage ...), interleaved round by
 round with this one on copies of the same templates: the A/B of a change.
 
     python -m bench.many_partitions [--rounds 3] [--base /tmp/ab/base]
+
+`python -m bench --only many-partitions` runs this tree alone (run_many_partitions) and
+judges the targets in its table.
 """
 
 from __future__ import annotations
@@ -24,14 +27,16 @@ import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable
 
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 
-from .scale import MIB, _rss
+from .peers import peak_resident
+from .scale import MIB
 
 TOPICS = 100
 PER_TOPIC = 100
@@ -39,6 +44,7 @@ RECORDS = 10
 VALUE = bytes(100)
 NOW_MS = 1_700_000_000_000
 START_TIMEOUT = 300.0
+CLEAN, CRASHED = "clean", "after kill -9"
 
 
 def write_template(data_dir: str, topics: int, per_topic: int, batches: int, clean: bool) -> None:
@@ -68,7 +74,7 @@ def write_template(data_dir: str, topics: int, per_topic: int, batches: int, cle
 class Start:
     seconds: float
     cpu_seconds: float  # the broker's own CPU time (user + system) until ready
-    rss: int
+    rss: int  # the peak until ready (VmHWM)
     ready_line: str
 
 
@@ -78,11 +84,6 @@ def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class Figures:
-    starts: dict[str, list[Start]] = field(default_factory=dict)
 
 
 def timed_start(template: str, work: str, pythonpath: str | None) -> Start:
@@ -97,13 +98,74 @@ def timed_start(template: str, work: str, pythonpath: str | None) -> Start:
     broker.start(timeout=START_TIMEOUT, wait_for_coordinators=False)
     seconds = time.monotonic() - started
     assert broker.process is not None
-    rss = _rss(broker.process.pid)
+    rss = peak_resident(broker.process.pid)
     cpu = _cpu_seconds(broker.process.pid)
     broker.kill()
     with open(log_path) as f:
         ready = [line for line in f if "ottla ready" in line][-1].strip()
     os.unlink(log_path)
     return Start(seconds, cpu, rss, ready)
+
+
+def time_starts(clean: str, crashed: str | None, trees: dict[str, str | None], rounds: int, work: str,
+                say: Callable[[str], None]) -> dict[tuple[str, str], list[Start]]:
+    """Starts on copies of the templates (`crashed` None: clean starts only), each
+    source tree in `trees` (name -> PYTHONPATH, None for this one) in turn, the order
+    alternating by round: (kind, tree) -> the starts."""
+    results: dict[tuple[str, str], list[Start]] = {}
+    for round_ in range(rounds):
+        order = list(trees.items()) if round_ % 2 == 0 else list(reversed(trees.items()))
+        kinds = [(CLEAN, clean)] + ([(CRASHED, crashed)] if crashed else [])
+        for kind, template in kinds:
+            for name, path in order:
+                start = timed_start(template, work, path)
+                results.setdefault((kind, name), []).append(start)
+                say(f"round {round_ + 1} {kind:14s} {name:5s} {start.seconds:6.2f} s  CPU {start.cpu_seconds:5.2f} s  "
+                    f"RSS {start.rss / MIB:.0f} MiB  | {start.ready_line[-200:]}")
+    return results
+
+
+@dataclass
+class PartitionStarts:
+    """`python -m bench`'s many-partitions: this tree's starts, clean and after kill -9."""
+    partitions: int
+    clean: list[Start]
+    crashed: list[Start]
+
+
+def run_many_partitions(rounds: int, say: Callable[[str], None]) -> PartitionStarts:
+    directory = tempfile.mkdtemp(prefix="bench-partitions-")
+    try:
+        began = time.monotonic()
+        clean, crashed = (os.path.join(directory, k) for k in ("clean", "crashed"))
+        write_template(clean, TOPICS, PER_TOPIC, RECORDS, clean=True)
+        write_template(crashed, TOPICS, PER_TOPIC, RECORDS, clean=False)
+        say(f"many partitions: templates of {TOPICS * PER_TOPIC:,} partitions written in "
+            f"{time.monotonic() - began:.1f} s")
+        starts = time_starts(clean, crashed, {"this": None}, rounds, directory,
+                             lambda line: say(f"many partitions: {line}"))
+        return PartitionStarts(TOPICS * PER_TOPIC, starts[CLEAN, "this"], starts[CRASHED, "this"])
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _rounds(values: list[float]) -> str:
+    return " / ".join(f"{v:.2f}" for v in values)
+
+
+def many_partitions_lines(result: PartitionStarts | None) -> list[str]:
+    if result is None:
+        return []
+    rows = []
+    for kind, starts in ((CLEAN, result.clean), (CRASHED, result.crashed)):
+        wall, cpu = [s.seconds for s in starts], [s.cpu_seconds for s in starts]
+        rows.append(f"| {kind} | {statistics.median(wall):.2f} ({_rounds(wall)}) | "
+                    f"{statistics.median(cpu):.2f} ({_rounds(cpu)}) | {max(s.rss for s in starts) / MIB:.0f} |")
+    return [f"{result.partitions:,} partitions starting ({TOPICS} topics x {PER_TOPIC}, {RECORDS} idempotent batches "
+            f"of one {len(VALUE)}-byte record each; bench/many_partitions.py): medians over the rounds, from the "
+            f"process's start to its ready line", "",
+            "| start | wall s (rounds) | CPU s (rounds) | peak RSS at ready, MiB |",
+            "|---|---:|---:|---:|", *rows]
 
 
 def main() -> None:
@@ -127,17 +189,8 @@ def main() -> None:
             write_template(crashed, args.topics, args.per_topic, args.records, clean=False)
             print(f"templates written in {time.monotonic() - began:.1f} s", flush=True)
         trees = {"this": None} | ({"base": args.base} if args.base else {})
-        results: dict[tuple[str, str], list[Start]] = {}
-        for round_ in range(args.rounds):
-            order = list(trees.items()) if round_ % 2 == 0 else list(reversed(trees.items()))
-            kinds = [("clean", clean)] + ([] if args.clean_only else [("after kill -9", crashed)])
-            for kind, template in kinds:
-                for name, path in order:
-                    start = timed_start(template, directory, path)
-                    results.setdefault((kind, name), []).append(start)
-                    print(f"round {round_ + 1} {kind:14s} {name:5s} {start.seconds:6.2f} s  "
-                          f"CPU {start.cpu_seconds:5.2f} s  "
-                          f"RSS {start.rss / MIB:.0f} MiB  | {start.ready_line[-200:]}", flush=True)
+        results = time_starts(clean, None if args.clean_only else crashed, trees, args.rounds, directory,
+                              lambda line: print(line, flush=True))
         print()
         for (kind, name), starts in results.items():
             seconds = [s.seconds for s in starts]

@@ -115,6 +115,36 @@ def process_group(pgid: int) -> list[tuple[str, list[str]]]:
     return members
 
 
+def _status_bytes(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {key} for process {pid}")
+
+
+def resident(pid: int) -> int:
+    """A process's resident memory now (VmRSS), in bytes."""
+    return _status_bytes(pid, "VmRSS:")
+
+
+def peak_resident(pid: int) -> int:
+    """A process's highest resident memory (VmHWM), in bytes: since its start, or since
+    reset_peak_resident(); the kernel keeps it, so no peak between samples is missed."""
+    return _status_bytes(pid, "VmHWM:")
+
+
+def reset_peak_resident(pid: int) -> None:
+    """Start peak_resident() afresh from now (writing 5 to clear_refs, Linux 4.0+), so
+    that a peak belongs to what ran since. Where that is not allowed the peak runs from
+    the process's start: higher, never lower, than the one asked for."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def _group_alive(pgid: int) -> bool:
     """Whether a process of group `pgid` is still running (zombies do not count)."""
     return any(int(fields[2]) == pgid and fields[0] != "Z" for _, fields in process_group(pgid))

@@ -1,4 +1,4 @@
-"""The results: the tables printed at the end of a run, the targets of issues 3 and 6
+"""The results: the tables printed at the end of a run, the targets of issues 3, 6 and 15
 judged against them, and the section written to RESULTS.md.
 
 A Run holds, per broker and workload, the Measurement of each round that succeeded and
@@ -9,6 +9,7 @@ with nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import os
@@ -21,6 +22,11 @@ from typing import Any, Callable
 import confluent_kafka
 
 from .client import WORKLOADS
+from .coordinator_load import READY_TARGET
+from .many_clients import TARGET_CONSUMER as GROUP_CONSUMER_TARGET
+from .many_clients import consumer_figures, median_rate, producers_ratio
+from .round_trips import REQUESTS as ROUND_TRIP_REQUESTS
+from .round_trips import TARGET as ROUND_TRIP_TARGET
 from .scale import GIB, MIB, PARTITIONS, TAIL_BYTES, ScaleResult
 from .workloads import Measurement
 
@@ -32,6 +38,8 @@ RESULTS_INTRO = (
     "every broker; the brokers run in rounds, interleaved (Ottla, noida-db, tansu, mock, Ottla, ...),\n"
     "each round on a fresh broker and fresh topics. Figures are medians over the rounds; a ratio\n"
     "is the median of the per-round ratios Ottla/peer. The scale figures are Ottla's alone.\n"
+    "Each run ends with a table of the targets, each judged; bench/runs/<start>.json holds\n"
+    "them too, and `python -m bench.compare` sets two runs side by side (within ±5%?).\n"
     "The newest run comes first."
 )
 RUN_HEADING = "## Run of "
@@ -61,6 +69,9 @@ class Run:
     security: Any = None  # bench.security's SecurityResult, when it ran
     coordinator_load: Any = None  # bench.coordinator_load's LoadResult, when it ran
     round_trips: Any = None  # bench.round_trips' RoundTrips per broker, when it ran
+    many_partitions: Any = None  # bench.many_partitions' PartitionStarts, when it ran
+    many_clients: Any = None  # bench.many_clients' ManyClients, when either of its parts ran
+    memory: dict[str, list[int]] = field(default_factory=dict)  # workload -> Ottla's peak RSS, bytes, per round
 
     def __post_init__(self) -> None:
         for broker in self.brokers:
@@ -92,7 +103,7 @@ def median_ratio(run: Run, workload: str, peer: str) -> float | None:
                     for r in sorted(ours.keys() & theirs.keys()) if not ours[r].invalid and not theirs[r].invalid])
 
 
-def _markdown_table(header: list[str], rows: list[list[str]], numbers: bool = True) -> str:
+def markdown_table(header: list[str], rows: list[list[str]], numbers: bool = True) -> str:
     """A Markdown table padded to line up in a terminal too; the first column left-aligned,
     the others right-aligned if they hold `numbers`, else left-aligned too."""
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
@@ -171,7 +182,7 @@ def tables(run: Run, size: int, messages: int) -> list[str]:
         show = _show_latency if latency else _show_rate
         rows = [[_workload_label(w, size, messages), *(_cell(run, b, w, notes, show) for b in run.brokers),
                  *(_ratio_cell(median_ratio(run, w, p)) for p in peers)] for w in workloads]
-        lines += [_markdown_table(header, rows), ""]
+        lines += [markdown_table(header, rows), ""]
     return lines + notes.render() if notes.lines else lines[:-1]
 
 
@@ -206,34 +217,50 @@ def scale_lines(run: Run) -> list[str]:
                      f"{size.recovery_start_seconds:.2f}",
                      "-" if size.rss_after_write is None else f"{size.rss_after_write / MIB:,.0f}",
                      "-" if size.rss_after_read is None else f"{size.rss_after_read / MIB:,.0f}"])
-    return [_markdown_table(header, rows), "",
+    return [markdown_table(header, rows), "",
             f"Start times run from the process's start to its ready line; each kill -9 follows a clean "
             f"restart and a {TAIL_BYTES // MIB} MiB tail written over all {PARTITIONS:,} partitions."]
 
 
 # --- targets ------------------------------------------------------------------------------
 
+MET, MISSED, NOT_JUDGED, REPORTED = "met", "**missed**", "not judged", "reported (no numeric bar)"
+
+
+@dataclass
+class Target:
+    """One row of the targets table. `key` names the target the same way in every run
+    and `figure` is its number (a ratio, seconds or MiB), so that bench.compare can set
+    two runs side by side."""
+    key: str
+    target: str
+    measured: str
+    verdict: str
+    figure: float | None = None
+    against: str = ""  # the peer a ratio is to, where the best peer is chosen per run
+
+
 def _verdict(met: bool) -> str:
-    return "met" if met else "**missed**"
+    return MET if met else MISSED
 
 
-def _against_best_peer(run: Run, workload: str, minimum: float, what: str) -> tuple[str, str, str]:
+def _against_best_peer(run: Run, workload: str, minimum: float, what: str) -> Target:
     """Ottla against the peer with the highest valid median rate for `workload`."""
     target = f"{workload}: {what}"
     rated = [(fig, p) for p in run.brokers if p != OTTLA
              if (fig := median_figure(run, p, workload)) is not None]
     if not rated:
-        return target, "no valid peer figure", "not judged"
+        return Target(workload, target, "no valid peer figure", NOT_JUDGED)
     _, best = max(rated)
     ratio = median_ratio(run, workload, best)
     if ratio is None:
-        return target, f"no round with valid figures of both Ottla and {best}", "not judged"
-    return target, f"{ratio:.2f}x {best}", _verdict(ratio >= minimum)
+        return Target(workload, target, f"no round with valid figures of both Ottla and {best}", NOT_JUDGED)
+    return Target(workload, target, f"{ratio:.2f}x {best}", _verdict(ratio >= minimum), ratio, best)
 
 
-def targets(run: Run) -> list[list[str]]:
-    """[target, measured, verdict] for each target whose workloads ran."""
-    rows: list[tuple[str, str, str]] = []
+def targets(run: Run) -> list[Target]:
+    """A row for each target whose workloads ran."""
+    rows: list[Target] = []
     ran = set(run.workloads)
     # Issue 15's bars (the old 80 %-of-idempotent one is retired: the peers are the bar).
     for workload in ("idempotent-produce", "idempotent-produce-1KiB"):
@@ -248,18 +275,110 @@ def targets(run: Run) -> list[list[str]]:
     if "produce-latency" in ran:
         target = "produce-latency: p99 within 2x noida-db's"
         ratio = median_ratio(run, "produce-latency", "noida-db") if "noida-db" in run.brokers else None
-        rows.append((target, "n/a" if ratio is None else f"{ratio:.2f}x noida-db",
-                     "not judged" if ratio is None else _verdict(ratio <= P99_OF_NOIDA)))
+        rows.append(Target("produce-latency", target, "n/a" if ratio is None else f"{ratio:.2f}x noida-db",
+                           NOT_JUDGED if ratio is None else _verdict(ratio <= P99_OF_NOIDA), ratio))
+    rows += _round_trip_targets(run)
+    rows += _coordinator_load_targets(run)
+    rows += _many_partitions_targets(run)
+    rows += _many_clients_targets(run)
     rows += _scale_targets(run)
-    return [list(row) for row in rows]
+    rows += _memory_targets(run)
+    return rows
 
 
-def _scale_targets(run: Run) -> list[tuple[str, str, str]]:
+def _round_trip_targets(run: Run) -> list[Target]:
+    """One row per request: each has the bar of its own."""
+    if not run.round_trips:
+        return []
+    ottla = run.round_trips[0]
+    noida = next((r for r in run.round_trips[1:] if r.broker == "noida-db"), None)
+    rows = []
+    for name in ROUND_TRIP_REQUESTS:
+        target = f"round trip, {name}: p50 within {ROUND_TRIP_TARGET}x noida-db's"
+        ours = ottla.percentile(name, 0.5)
+        if noida is None:
+            rows.append(Target(f"round-trip {name}", target, f"{ours * 1e6:,.0f} us; noida-db did not run",
+                               NOT_JUDGED))
+            continue
+        ratio = ours / noida.percentile(name, 0.5)
+        rows.append(Target(f"round-trip {name}", target,
+                           f"{ratio:.2f}x noida-db ({ours * 1e6:,.0f} / {noida.percentile(name, 0.5) * 1e6:,.0f} us)",
+                           _verdict(ratio <= ROUND_TRIP_TARGET), ratio))
+    return rows
+
+
+def _coordinator_load_targets(run: Run) -> list[Target]:
+    load = run.coordinator_load
+    if load is None:
+        return []
+    return [Target("coordinator-load ready",
+                   f"start-up after {load.transactions:,} transactions and {load.commits:,} offset commits: ready "
+                   f"under {READY_TARGET:g} s, coordinators loading in the background",
+                   f"ready {load.ready_seconds:.2f} s; a produce at ready acknowledged +{load.produce_seconds:.3f} s; "
+                   f"coordinators loaded {load.loaded_seconds:.2f} s",
+                   _verdict(load.ready_seconds < READY_TARGET), load.ready_seconds)]
+
+
+def _many_partitions_targets(run: Run) -> list[Target]:
+    starts = run.many_partitions
+    if starts is None:
+        return []
+    what = f"{starts.partitions:,} partitions"
+    median = statistics.median
+    clean = median([s.seconds for s in starts.clean])
+    clean_cpu = median([s.cpu_seconds for s in starts.clean])
+    crashed = median([s.seconds for s in starts.crashed])
+    crashed_cpu = median([s.cpu_seconds for s in starts.crashed])
+    rss = max(s.rss for s in [*starts.clean, *starts.crashed])
+    return [
+        Target("many-partitions clean start", f"{what}: start after a clean shutdown under {CLEAN_START_SECONDS:g} s",
+               f"{clean:.2f} s to ready (CPU {clean_cpu:.2f} s), median of {len(starts.clean)}",
+               _verdict(clean < CLEAN_START_SECONDS), clean),
+        Target("many-partitions RSS", f"{what}: resident memory at ready under {RSS_LIMIT // MIB} MiB",
+               f"{rss / MIB:.0f} MiB at the peak", _verdict(rss < RSS_LIMIT), rss / MIB),
+        Target("many-partitions kill -9 start", f"{what}: start after kill -9, as fast as Kafka's rules allow",
+               f"{crashed:.2f} s to ready (CPU {crashed_cpu:.2f} s), median of {len(starts.crashed)}", REPORTED,
+               crashed),
+    ]
+
+
+def _many_clients_targets(run: Run) -> list[Target]:
+    clients = run.many_clients
+    if clients is None:
+        return []
+    rows = []
+    if clients.producers is not None:
+        target = f"{clients.connections:,} concurrent producer connections: at least noida-db's aggregate"
+        ratio = producers_ratio(clients.producers)
+        if ratio is None:
+            rows.append(Target("many-producers", target, "no round with figures of both Ottla and noida-db",
+                               NOT_JUDGED))
+        else:
+            rates = {name: median_rate(outcomes) for name, outcomes in clients.producers.items()}
+            rows.append(Target("many-producers", target,
+                               f"{ratio:.2f}x noida-db ({rates['Ottla']:,.0f} / {rates['noida-db']:,.0f} records/s)",
+                               _verdict(ratio >= AT_LEAST_FASTEST_PEER), ratio))
+    if clients.consumer is not None:
+        target = (f"a consumer of {clients.group_partitions:,} partitions in one group: at least "
+                  f"{GROUP_CONSUMER_TARGET}x the single-partition rate")
+        figures = consumer_figures(clients.consumer, OTTLA, clients.group_partitions)
+        if figures is None:
+            rows.append(Target("group-consumer", target, "no figures", NOT_JUDGED))
+        else:
+            rows.append(Target("group-consumer", target,
+                               f"{figures.ratio:.2f}x ({figures.many:,.0f} / {figures.one:,.0f} records/s)",
+                               _verdict(figures.ratio >= GROUP_CONSUMER_TARGET), figures.ratio))
+    return rows
+
+
+def _scale_targets(run: Run) -> list[Target]:
     start = f"start-up after a clean shutdown under {CLEAN_START_SECONDS:.0f} s ({PARTITIONS:,} partitions)"
     recovery = "start-up after kill -9: recovery proportional to the unflushed tail, not to the data size"
     rss = f"broker RSS under {RSS_LIMIT // MIB} MiB whatever the data size"
+    keys = ("scale clean start", "scale recovery", "scale RSS")
     if run.scale_skipped:
-        return [(t, "not measured (see Scale above)", "not judged") for t in (start, recovery, rss)]
+        return [Target(key, target, "not measured (see Scale above)", NOT_JUDGED)
+                for key, target in zip(keys, (start, recovery, rss))]
     if run.scale is None:
         return []
     half, full = run.scale.half, run.scale.full
@@ -267,21 +386,68 @@ def _scale_targets(run: Run) -> list[tuple[str, str, str]]:
     extra_full = full.recovery_start_seconds - full.clean_start_seconds
     rss_max = max(full.rss_after_write or 0, full.rss_after_read or 0)
     return [
-        (start, f"{full.clean_start_seconds:.2f} s with {full.data_bytes / GIB:.2f} GiB",
-         _verdict(full.clean_start_seconds < CLEAN_START_SECONDS)),
-        (recovery,
-         f"beyond a clean start: {extra_full:.2f} s with {full.data_bytes / GIB:.2f} GiB, {extra_half:.2f} s "
-         f"with half (same {TAIL_BYTES // MIB} MiB tail; met if at most {RECOVERY_GROWTH}x + "
-         f"{RECOVERY_SLACK_SECONDS} s)",
-         _verdict(extra_full <= RECOVERY_GROWTH * extra_half + RECOVERY_SLACK_SECONDS)),
-        (rss, f"{(full.rss_after_write or 0) / MIB:.0f} MiB after writing, {(full.rss_after_read or 0) / MIB:.0f} MiB "
-              f"after reading {full.data_bytes / GIB:.2f} GiB", _verdict(rss_max < RSS_LIMIT)),
+        Target(keys[0], start, f"{full.clean_start_seconds:.2f} s with {full.data_bytes / GIB:.2f} GiB",
+               _verdict(full.clean_start_seconds < CLEAN_START_SECONDS), full.clean_start_seconds),
+        Target(keys[1], recovery,
+               f"beyond a clean start: {extra_full:.2f} s with {full.data_bytes / GIB:.2f} GiB, {extra_half:.2f} s "
+               f"with half (same {TAIL_BYTES // MIB} MiB tail; met if at most {RECOVERY_GROWTH}x + "
+               f"{RECOVERY_SLACK_SECONDS} s)",
+               _verdict(extra_full <= RECOVERY_GROWTH * extra_half + RECOVERY_SLACK_SECONDS), extra_full),
+        Target(keys[2], rss,
+               f"{(full.rss_after_write or 0) / MIB:.0f} MiB after writing, {(full.rss_after_read or 0) / MIB:.0f} "
+               f"MiB after reading {full.data_bytes / GIB:.2f} GiB",
+               _verdict(rss_max < RSS_LIMIT), rss_max / MIB),
     ]
 
 
+def memory_peaks(run: Run) -> dict[str, float]:
+    """Ottla's peak resident memory in MiB in each workload that ran (the highest over its
+    rounds): VmHWM, reset before each workload; the many-clients cases sample VmRSS every
+    quarter second and the scale run reads it after writing and after reading."""
+    peaks = {w: max(rss) / MIB for w, rss in run.memory.items() if rss}
+    if run.round_trips and run.round_trips[0].rss_peak:
+        peaks["round-trips"] = run.round_trips[0].rss_peak / MIB
+    if run.coordinator_load is not None:
+        peaks["coordinator-load"] = run.coordinator_load.rss_bytes / MIB
+    if run.many_partitions is not None:
+        for kind, starts in (("clean", run.many_partitions.clean), ("after kill -9", run.many_partitions.crashed)):
+            if starts:
+                peaks[f"many-partitions ({kind})"] = max(s.rss for s in starts) / MIB
+    if run.many_clients is not None:
+        peaks.update(run.many_clients.rss_peaks())
+    if run.scale is not None:
+        scale_rss = max(run.scale.full.rss_after_write or 0, run.scale.full.rss_after_read or 0)
+        if scale_rss:
+            peaks[f"scale ({run.scale.full.data_bytes / GIB:.2f} GiB)"] = scale_rss / MIB
+    return peaks
+
+
+def memory_lines(run: Run) -> list[str]:
+    peaks = memory_peaks(run)
+    if not peaks:
+        return []
+    return ["Ottla's peak resident memory per workload, MiB (the highest over the rounds): "
+            + ", ".join(f"{workload} {mib:.0f}" for workload, mib in peaks.items()) + "."]
+
+
+def _memory_targets(run: Run) -> list[Target]:
+    peaks = memory_peaks(run)
+    if not peaks:
+        return []
+    worst = max(peaks, key=lambda workload: peaks[workload])
+    return [Target("rss", f"resident memory under {RSS_LIMIT // MIB} MiB in every workload",
+                   f"at most {peaks[worst]:.0f} MiB ({worst}), of {len(peaks)} measured",
+                   _verdict(peaks[worst] < RSS_LIMIT // MIB), peaks[worst])]
+
+
 def targets_table(run: Run) -> str:
-    rows = targets(run)
-    return _markdown_table(["target", "measured", "verdict"], rows, numbers=False) if rows else ""
+    rows = [[t.target, t.measured, t.verdict] for t in targets(run)]
+    return markdown_table(["target", "measured", "verdict"], rows, numbers=False) if rows else ""
+
+
+def targets_record(run: Run, **about: Any) -> dict[str, Any]:
+    """The targets as JSON-ready data, with `about` (when, the command, the commit...)."""
+    return {**about, "targets": [dataclasses.asdict(t) for t in targets(run)]}
 
 
 # --- the machine, and RESULTS.md ----------------------------------------------------------

@@ -24,7 +24,7 @@ from ottla.protocol.codec import decode_response, encode_request
 from tests.clients import create_topic
 from tests.wire import WireClient, request
 
-from .peers import Ottla, Peer, peers
+from .peers import Ottla, Peer, peak_resident, peers
 
 WARMUP, ROUNDS = 200, 2000
 TARGET = 1.2  # Ottla's time at most this multiple of noida-db's
@@ -38,6 +38,7 @@ class RoundTrips:
     broker: str
     # request name -> seconds of each measured round
     times: dict[str, list[float]]
+    rss_peak: int | None = None  # Ottla's peak resident memory (VmHWM) over the run, bytes
 
     def percentile(self, name: str, p: float) -> float:
         ordered = sorted(self.times[name])
@@ -141,6 +142,7 @@ def run_round_trips(say: Callable[[str], None], rounds: int = ROUNDS, warmup: in
                 if i >= warmup:
                     for name, seconds in times.items():
                         results[k].times[name].append(seconds)
+        results[0].rss_peak = peak_resident(contenders[0].pid)
     finally:
         for client in clients:
             client.close()

@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ottla.broker.testing import BrokerProcess
 
+from .peers import resident
 from .workloads import BenchProducer, ClientErrors, Job, create_topic
 
 PARTITIONS = 1_000
@@ -80,14 +81,6 @@ def free_disk_problem(data_bytes: int) -> str | None:
         return (f"{free / GIB:.1f} GiB free in {tempfile.gettempdir()}, {2 * data_bytes / GIB:.1f} GiB needed "
                 f"(twice the data); --scale-gib sets a smaller size")
     return None
-
-
-def _rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
 
 
 # --- client processes ------------------------------------------------------------------
@@ -222,11 +215,11 @@ def _measure(data_bytes: int, with_memory: bool, say: Callable[[str], None], lab
                 f"({data_bytes / MIB / size.write_seconds:.0f} MiB/s)")
             if with_memory:
                 assert broker.process is not None
-                size.rss_after_write = _rss(broker.process.pid)
+                size.rss_after_write = resident(broker.process.pid)
                 expected = data_bytes // PARTITIONS // VALUE_SIZE * PARTITIONS
                 size.read_seconds = _run_clients([(_reader_process, (broker.bootstrap, topic, expected))],
                                                  expected * VALUE_SIZE, f"{label}: reading", say)
-                size.rss_after_read = _rss(broker.process.pid)
+                size.rss_after_read = resident(broker.process.pid)
                 say(f"{label}: read in {size.read_seconds:.1f} s; broker RSS after writing "
                     f"{size.rss_after_write / MIB:.0f} MiB, after reading {size.rss_after_read / MIB:.0f} MiB")
             _restarts(broker, topic, size, say, label)

@@ -1,0 +1,111 @@
+"""The benchmark's verdicts (bench/report.py) and its comparison of two runs
+(bench/compare.py), on figures made up here: no broker runs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from bench.compare import AGREE, DIFFER, compare
+from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
+from bench.many_partitions import PartitionStarts, Start
+from bench.report import MET, MISSED, NOT_JUDGED, OTTLA, REPORTED, Run, targets, targets_record
+from bench.round_trips import REQUESTS, RoundTrips
+from bench.workloads import Measurement
+
+MIB = 1 << 20
+
+
+def _rate(rate: float) -> Measurement:
+    return Measurement(messages=int(rate), seconds=1.0)
+
+
+def _run(**extras: object) -> Run:
+    run = Run([OTTLA, "noida-db", "mock"], ["idempotent-produce", "txn-produce-1000"])
+    for r, (ours, noida, mock) in enumerate([(96, 100, 90), (94, 100, 90), (100, 100, 80)]):
+        run.rounds[OTTLA]["idempotent-produce"][r] = _rate(ours)
+        run.rounds["noida-db"]["idempotent-produce"][r] = _rate(noida)
+        run.rounds["mock"]["idempotent-produce"][r] = _rate(mock)
+        run.rounds[OTTLA]["txn-produce-1000"][r] = _rate(90)
+        run.rounds["noida-db"]["txn-produce-1000"][r] = _rate(80)
+        run.rounds["mock"]["txn-produce-1000"][r] = _rate(100)
+    run.memory = {"idempotent-produce": [60 * MIB, 70 * MIB], "txn-produce-1000": [50 * MIB]}
+    for name, value in extras.items():
+        setattr(run, name, value)
+    return run
+
+
+def _by_key(run: Run) -> dict[str, object]:
+    return {t.key: t for t in targets(run)}
+
+
+def test_a_throughput_target_is_judged_against_the_best_peer_by_the_median_of_per_round_ratios():
+    rows = _by_key(_run())
+    idempotent, txn = rows["idempotent-produce"], rows["txn-produce-1000"]
+    # noida-db is the best peer at idempotent-produce: ratios 0.96, 0.94, 1.00, median 0.96 >= 0.95.
+    assert (idempotent.against, round(idempotent.figure, 2), idempotent.verdict) == ("noida-db", 0.96, MET)
+    # mock is the best at txn-produce-1000 (noida-db is beaten): 0.9x is under 1.0x.
+    assert (txn.against, round(txn.figure, 2), txn.verdict) == ("mock", 0.9, MISSED)
+
+
+def test_round_trips_get_a_row_per_request_judged_at_1_2x_noida_db():
+    ottla = RoundTrips(OTTLA, {name: [0.00012] * 10 for name in REQUESTS}, rss_peak=40 * MIB)
+    ottla.times["Produce"] = [0.00013] * 10
+    noida = RoundTrips("noida-db", {name: [0.0001] * 10 for name in REQUESTS})
+    rows = _by_key(_run(round_trips=[ottla, noida]))
+    assert [rows[f"round-trip {name}"].verdict for name in REQUESTS] == [
+        MISSED if name == "Produce" else MET for name in REQUESTS]
+    alone = _by_key(_run(round_trips=[ottla]))
+    assert alone["round-trip Metadata"].verdict == NOT_JUDGED
+
+
+def test_many_partitions_judges_the_clean_start_and_memory_and_reports_the_kill_9_start():
+    def start(seconds: float, rss_mib: int) -> Start:
+        return Start(seconds, seconds * 0.8, rss_mib * MIB, "ottla ready")
+
+    starts = PartitionStarts(10_000, [start(1.8, 80), start(2.4, 85), start(1.9, 90)], [start(5.0, 310)])
+    rows = _by_key(_run(many_partitions=starts))
+    assert (rows["many-partitions clean start"].figure, rows["many-partitions clean start"].verdict) == (1.9, MET)
+    assert rows["many-partitions RSS"].verdict == MISSED  # 310 MiB after kill -9
+    assert rows["many-partitions kill -9 start"].verdict == REPORTED
+
+
+def test_memory_has_one_row_naming_the_worst_workload():
+    def produced(rate: float, rss: float) -> ProducersResult:
+        return ProducersResult(int(rate * 10), 10.0, 1.0, 2.0, rss, rss, 0.9, 0.3)
+
+    def read(seconds: float, rss: float, partitions: int) -> ConsumerResult:
+        return ConsumerResult(partitions, 1_000_000, seconds, seconds + 3, rss, rss, 1.0, 0.1)
+
+    clients = ManyClients(1_000, 1_000, 1_000_000,
+                          producers={OTTLA: [produced(60_000, 55), produced(70_000, 56)],
+                                     "noida-db": [produced(100_000, 500), produced(100_000, 500)]},
+                          consumer={(OTTLA, 1): [read(1.0, 52, 1)], (OTTLA, 1_000): [read(1.25, 320, 1_000)]})
+    rows = _by_key(_run(many_clients=clients))
+    assert (round(rows["many-producers"].figure, 2), rows["many-producers"].verdict) == (0.65, MISSED)
+    assert (rows["group-consumer"].figure, rows["group-consumer"].verdict) == (0.8, MET)
+    memory = rows["rss"]
+    assert memory.verdict == MISSED and "group-consumer (1,000 partitions)" in memory.measured
+    assert _by_key(_run())["rss"].verdict == MET  # 70 MiB at most
+
+
+def test_the_coordinator_load_is_judged_on_the_time_to_ready():
+    load = SimpleNamespace(transactions=1_000_000, commits=1_000_000, ready_seconds=1.2, produce_seconds=0.1,
+                           loaded_seconds=4.0, rss_bytes=50 * MIB)
+    assert _by_key(_run(coordinator_load=load))["coordinator-load ready"].verdict == MISSED
+
+
+def test_two_runs_agree_within_the_band_and_a_change_of_peer_is_not_compared():
+    first = targets_record(_run())
+    second = targets_record(_run())
+    assert all(row[4] == AGREE for row in compare(first, second))
+    for target in second["targets"]:
+        if target["key"] == "idempotent-produce":
+            target["figure"] *= 1.06
+        if target["key"] == "txn-produce-1000":
+            target["against"] = "noida-db"
+    second["targets"].append({"key": "new", "figure": 1.0, "against": "", "verdict": MET})
+    verdicts = {row[0]: row[4] for row in compare(first, second)}
+    assert verdicts["idempotent-produce"] == DIFFER
+    assert verdicts["txn-produce-1000"].startswith(DIFFER)
+    assert verdicts["rss"] == AGREE
+    assert verdicts["new"].startswith(DIFFER)
