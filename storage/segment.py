@@ -41,11 +41,14 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Recovered:
     """What recovering a segment found: its last good batch, the bytes cut off after it,
-    and the bytes it had to check."""
+    the bytes it had to check, and (position, header) of each good batch it checked, in
+    order (start-up replays producer state from them instead of reading them again);
+    None if there were more than it was asked to keep."""
 
     last: BatchHeader | None
     truncated: int
     checked: int
+    batches: list[tuple[int, BatchHeader]] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,9 +290,10 @@ class LogSegment:
 
     # --- recovery and truncation ---------------------------------------------------------
 
-    def recover(self, index_interval_bytes: int, from_offset: int | None = None) -> "Recovered":
+    def recover(self, index_interval_bytes: int, from_offset: int | None = None, keep: int = 0) -> "Recovered":
         """Check every batch (length and CRC), rebuild the indexes, cut the file after the
-        last good batch.
+        last good batch, and return the headers of the good batches if there are at most
+        `keep` of them.
 
         With `from_offset` (the recovery point: everything before it was flushed, indexes
         included), the check starts at the last index entry at or before it, so recovery
@@ -309,6 +313,7 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         checked_from = valid_end = position
         last: BatchHeader | None = None
+        batches: list[tuple[int, BatchHeader]] | None = []
         next_offset = start_offset
         file_size = os.fstat(self.fd).st_size
         while position + HEADER_SIZE <= file_size:
@@ -325,6 +330,11 @@ class LogSegment:
                 break
             self._index_batch(position, header.size, header.base_offset, header.last_offset,
                               header.max_timestamp, index_interval_bytes)
+            if batches is not None:
+                if len(batches) < keep:
+                    batches.append((position, header))
+                else:
+                    batches = None
             position += header.size
             valid_end = position
             last = header
@@ -335,7 +345,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
-        return Recovered(last, truncated, file_size - checked_from)
+        return Recovered(last, truncated, file_size - checked_from, batches)
 
     def load_state(self) -> BatchHeader | None:
         """After a clean shutdown: restore the in-memory counters from the indexes and the
