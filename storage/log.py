@@ -134,7 +134,7 @@ class PartitionLog:
                 keep = _REPLAY_HEADERS_KEPT - len(checked) if checked is not None else 0
                 recovered = segment.recover(config.index_interval_bytes, from_offset, keep)
                 if checked is not None and recovered.batches is not None:
-                    checked += [(segment, position, batch) for position, batch in recovered.batches]
+                    checked += [(segment, position, header) for position, header in recovered.batches]
                 else:
                     checked = None
                 header = recovered.last or last_header
