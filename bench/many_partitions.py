@@ -8,6 +8,11 @@ it is checked again, as Kafka's rules require). Each timed start runs on a fresh
 of a template and is timed from the process's start to its "ottla ready" line; the
 broker's peak resident memory (VmHWM) is read right after it.
 
+`--checkpoint-latency` instead sends acks=all produces one at a time, from the ready line
+of a start after kill -9 until its checkpoint (the flush of what recovery checked, and a
+snapshot of every partition) has finished, and reports their latency: what a client
+sees while the broker writes 10,000 partitions' state.
+
 `--base DIR` also times the broker of another source tree (an `ottla` package
 directory laid out as the installed one: DIR/ottla/storage ...), interleaved round by
 round with this one on copies of the same templates: the A/B of a change.
@@ -168,6 +173,54 @@ def many_partitions_lines(result: PartitionStarts | None) -> list[str]:
             "|---|---:|---:|---:|", *rows]
 
 
+# The broker's log line once the checkpoint after recovery is done (broker/server.py).
+CHECKPOINTED = "recovered logs flushed and checkpointed"
+
+
+@dataclass
+class CheckpointLatency:
+    latencies_ms: list[float]
+    checkpoint_line: str
+
+    def summary(self) -> str:
+        ordered = sorted(self.latencies_ms)
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        return (f"{len(ordered)} produces: p50 {statistics.median(ordered):.1f} ms, p99 {p99:.1f} ms, "
+                f"max {ordered[-1]:.1f} ms")
+
+
+def checkpoint_latency(template: str, work: str, pythonpath: str | None) -> CheckpointLatency:
+    """acks=all produces, one at a time, round the partitions of the first topic, from
+    the ready line of a start on `template` until its post-recovery checkpoint is done."""
+    from confluent_kafka import Producer
+
+    data_dir = os.path.join(work, "data")
+    shutil.rmtree(data_dir, ignore_errors=True)
+    subprocess.run(["cp", "-a", template, data_dir], check=True)
+    subprocess.run(["sync"], check=True)
+    env = {"PYTHONPATH": pythonpath} if pythonpath else {}
+    log_path = os.path.join(work, "broker.log")
+    broker = BrokerProcess(data_dir, log_path=log_path, env=env)
+    broker.start(timeout=START_TIMEOUT, wait_for_coordinators=False)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    latencies: list[float] = []
+    done = ""
+    try:
+        with open(log_path) as log:
+            while not done:
+                for i in range(50):
+                    sent = time.perf_counter()
+                    producer.produce("t000", VALUE, partition=(len(latencies) + i) % PER_TOPIC)
+                    if producer.flush(30) != 0:
+                        raise RuntimeError("a produce was not acknowledged within 30 s")
+                    latencies.append((time.perf_counter() - sent) * 1000)
+                done = next((line.strip() for line in log if CHECKPOINTED in line), "")
+    finally:
+        broker.kill()
+        os.unlink(log_path)
+    return CheckpointLatency(latencies, done)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -177,6 +230,8 @@ def main() -> None:
     parser.add_argument("--base", help="source tree of the broker to compare with (A/B)")
     parser.add_argument("--templates", help="a directory holding clean/ and crashed/ from an earlier run")
     parser.add_argument("--clean-only", action="store_true", help="time only starts after a clean shutdown")
+    parser.add_argument("--checkpoint-latency", action="store_true",
+                        help="produce latency during the checkpoint after a start after kill -9")
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="bench-partitions-")
     try:
@@ -189,6 +244,14 @@ def main() -> None:
             write_template(crashed, args.topics, args.per_topic, args.records, clean=False)
             print(f"templates written in {time.monotonic() - began:.1f} s", flush=True)
         trees = {"this": None} | ({"base": args.base} if args.base else {})
+        if args.checkpoint_latency:
+            for round_ in range(args.rounds):
+                order = list(trees.items()) if round_ % 2 == 0 else list(reversed(trees.items()))
+                for name, path in order:
+                    got = checkpoint_latency(crashed, directory, path)
+                    print(f"round {round_ + 1} {name:5s} {got.summary()}  | {got.checkpoint_line[-120:]}",
+                          flush=True)
+            return
         results = time_starts(clean, None if args.clean_only else crashed, trees, args.rounds, directory,
                               lambda line: print(line, flush=True))
         print()

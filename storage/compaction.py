@@ -117,6 +117,9 @@ def clean(p: CleanPlan) -> list[LogSegment]:
     cleaned = []
     for segment in p.segments:
         target = LogSegment(segment.directory, segment.base_offset, suffix=CLEANED)
+        # Read (created) now: the copy must have a time index file even if it keeps no
+        # batch, for the swap to put it over the live one.
+        target.time_index
         for entry in segment.txn_index.entries:
             target.txn_index.append(entry)
         for header, batch in _batches(segment.log_path):

@@ -17,7 +17,7 @@ import time
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import structlog
 
@@ -34,6 +34,9 @@ from .txn_index import AbortedTxn
 LOG_SUFFIX = ".log"
 # Positions remembered for where consumers will read next (one per consumer, roughly).
 _READ_POSITIONS_KEPT = 16
+# Batch headers start-up recovery keeps a partition for replaying its producer state
+# (about 330 bytes each): a longer unflushed tail is walked again instead.
+_REPLAY_HEADERS_KEPT = 50_000
 
 _log = structlog.get_logger("ottla.log")
 
@@ -116,6 +119,10 @@ class PartitionLog:
         log.segments = [LogSegment(directory, base, has_txn_index=segment_file_name(base, ".txnindex") in present)
                         for base in bases] or [LogSegment(directory, 0)]
         last_header: BatchHeader | None = None
+        # (segment, position, header) of the batches recovery checked, up to the log end
+        # without a gap, for replaying producer state (_rebuild_producer_state); None if
+        # there were more than _REPLAY_HEADERS_KEPT.
+        checked: list[tuple[LogSegment, int, BatchHeader]] | None = []
         for i, segment in enumerate(log.segments):
             next_base = log.segments[i + 1].base_offset if i + 1 < len(log.segments) else None
             # After a crash, what follows the recovery point is checked; before it the
@@ -124,7 +131,12 @@ class PartitionLog:
             if unflushed or segment.base_offset in indexes_lost:
                 # Only the indexes were lost (clean start): rebuild the whole segment.
                 from_offset = recovery_point if not clean and segment.base_offset not in indexes_lost else None
-                recovered = segment.recover(config.index_interval_bytes, from_offset)
+                keep = _REPLAY_HEADERS_KEPT - len(checked) if checked is not None else 0
+                recovered = segment.recover(config.index_interval_bytes, from_offset, keep)
+                if checked is not None and recovered.batches is not None:
+                    checked += [(segment, position, header) for position, header in recovered.batches]
+                else:
+                    checked = None
                 header = recovered.last or last_header
                 log.truncated_bytes += recovered.truncated
                 log.checked_bytes += recovered.checked
@@ -139,22 +151,44 @@ class PartitionLog:
                     break
             else:
                 header = segment.load_state() or last_header
+                checked = []  # (only the indexes of a segment before it were rebuilt)
             last_header = header
         log.log_end_offset = last_header.last_offset + 1 if last_header else log.segments[0].base_offset
         log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
         log.flushed_offset = log.log_end_offset if clean else min(recovery_point, log.log_end_offset)
-        log._rebuild_producer_state(names)
+        log._rebuild_producer_state(names, checked)
         return log
 
-    def _rebuild_producer_state(self, names: list[str] | None = None) -> None:
+    def _rebuild_producer_state(self, names: list[str] | None = None,
+                                checked: list[tuple[LogSegment, int, BatchHeader]] | None = None) -> None:
         """Load the newest snapshot and replay the log after it. `names`: the
-        directory's listing, if the caller has it."""
+        directory's listing, if the caller has it. `checked`: (segment, position,
+        header) of the batches recovery has just read, up to the log end: if they reach
+        back to the snapshot, they are replayed instead of walking the log again (the
+        second walk was 23 % of a start after kill -9 at 10,000 partitions)."""
         state = self.producer_state
         start = state.load_snapshot(self.log_end_offset, names)
         if start is None:
             start = self.log_start_offset
         if start >= self.log_end_offset:
             return  # the snapshot is at the log end (a clean shutdown wrote it there)
+        # Every batch before the first checked one ends before it, so if that one
+        # starts at or before the snapshot, the checked batches hold all to replay.
+        from_recovery = bool(checked) and checked[0][2].base_offset <= start
+        for segment, position, header in checked if from_recovery else self._batches_after(start):
+            if header.last_offset < start or not header.has_producer_id:
+                continue
+            state.record(header, header.base_offset)
+            if header.is_control:
+                marker = parse_marker(segment.pread(header.size, position))
+                # The .txnindex entry was written with the marker; replay only closes
+                # the transaction in memory.
+                self._finish_txn(header.producer_id, header.producer_epoch, marker, header.base_offset,
+                                 segment, write_index=False)
+
+    def _batches_after(self, start: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, position, header) of every batch from the one holding `start` on,
+        walking the segments."""
         for i, segment in enumerate(self.segments):
             next_base = self._next_segment_base(i)
             if next_base is not None and next_base <= start:
@@ -166,15 +200,7 @@ class PartitionLog:
                     continue
                 begin = found[0]
             for position, header in segment.walk(begin):
-                if header.last_offset < start or not header.has_producer_id:
-                    continue
-                state.record(header, header.base_offset)
-                if header.is_control:
-                    marker = parse_marker(segment.pread(header.size, position))
-                    # The .txnindex entry was written with the marker; replay only
-                    # closes the transaction in memory.
-                    self._finish_txn(header.producer_id, header.producer_epoch, marker, header.base_offset,
-                                     segment, write_index=False)
+                yield segment, position, header
 
     # --- the segment list -----------------------------------------------------------------
 

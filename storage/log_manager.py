@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -90,6 +91,16 @@ class Topic:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointOffsets:
+    """Each partition's recovery point and log start offset, taken together on the
+    event loop; `taken` numbers them, so that older ones never overwrite newer."""
+
+    taken: int
+    recovery_points: dict[tuple[str, int], int]
+    log_start_offsets: dict[tuple[str, int], int]
+
+
+@dataclass(frozen=True, slots=True)
 class LoadReport:
     partitions: int
     clean: bool
@@ -111,6 +122,10 @@ class LogManager:
         self.node_id = 1
         # How far each compacted partition is clean (its first dirty offset).
         self._cleaned_up_to: dict[tuple[str, int], int] = {}
+        # See write_checkpoint_files.
+        self._checkpoint_files_lock = threading.Lock()
+        self._checkpoints_taken = 0
+        self._checkpoint_files_written = 0
 
     # --- start-up ------------------------------------------------------------------------
 
@@ -384,34 +399,48 @@ class LogManager:
         write_snapshots(self.snapshots_due())
         self.write_checkpoints()
 
-    def snapshots_due(self) -> list[tuple[ProducerStateManager, int, bytes]]:
-        """(state, offset, bytes) of a snapshot of every partition whose producers
-        changed since its last one, encoded now, for `write_snapshots`."""
+    def snapshots_due(self, logs: list[PartitionLog] | None = None) -> list[tuple[ProducerStateManager, int, bytes]]:
+        """(state, offset, bytes) of a snapshot of every partition (of `logs`, if given)
+        whose producers changed since its last one, encoded now, for `write_snapshots`."""
         return [(log.producer_state, log.log_end_offset, log.producer_state.encode_snapshot())
-                for log in self.all_partitions() if log.producer_state.changed]
+                for log in (self.all_partitions() if logs is None else logs) if log.producer_state.changed]
 
-    def write_checkpoints(self) -> None:
-        """The recovery points (flushed offsets) and log start offsets files."""
+    def checkpoint_offsets(self) -> CheckpointOffsets:
+        """The recovery points (flushed offsets) and log start offsets as of now, for
+        `write_checkpoint_files`."""
         recovery = {}
         starts = {}
         for log in self.all_partitions():
             recovery[(log.topic, log.partition)] = log.flushed_offset
             starts[(log.topic, log.partition)] = log.log_start_offset
-        write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery)
-        write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE), starts)
+        self._checkpoints_taken += 1
+        return CheckpointOffsets(self._checkpoints_taken, recovery, starts)
+
+    def write_checkpoint_files(self, offsets: CheckpointOffsets) -> None:
+        """Write the recovery points and log start offsets files. Any thread may: the
+        broker's checkpoint does it in a worker thread (formatting and fsyncing the files
+        of 10,000 partitions took 15-25 ms of the event loop), while DeleteRecords writes
+        them on the loop. Offsets taken before those already written are not written:
+        an older log start offset on disk would bring deleted records back after a
+        crash."""
+        with self._checkpoint_files_lock:
+            if offsets.taken < self._checkpoint_files_written:
+                return
+            write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), offsets.recovery_points)
+            write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE), offsets.log_start_offsets)
+            self._checkpoint_files_written = offsets.taken
+
+    def write_checkpoints(self) -> None:
+        """The recovery points and log start offsets files, from this thread."""
+        self.write_checkpoint_files(self.checkpoint_offsets())
 
     def close(self) -> None:
         """Clean shutdown: indexes and snapshots written, checkpoints at the log ends, and
         the marker that lets the next start skip recovery."""
-        recovery = {}
-        starts = {}
         for log in self.all_partitions():
-            log.flush()
+            log.flush()  # (the recovery point is now the log end)
             log.close()
-            recovery[(log.topic, log.partition)] = log.log_end_offset
-            starts[(log.topic, log.partition)] = log.log_start_offset
-        write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery)
-        write_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE), starts)
+        self.write_checkpoints()
         with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "w"):
             pass
 

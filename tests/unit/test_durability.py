@@ -6,6 +6,7 @@ import asyncio
 
 from ottla.broker.durability import GroupCommit
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.storage.checkpoints import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, read_checkpoint
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 
@@ -39,3 +40,24 @@ def test_flush_messages_fsyncs_every_n_messages(tmp_path):
         data = build_batch([encode_record(None, b"v")], timestamp=0)
         log.append_batch(data, BatchHeader.parse(data))
     assert log.flushed_offset == 6 and log.unflushed_messages == 1
+
+
+def test_checkpoint_offsets_taken_earlier_never_overwrite_those_written_later(tmp_path):
+    # The broker's checkpoint writes the files in a worker thread while DeleteRecords
+    # writes them on the event loop: whichever thread writes last, the newest offsets
+    # stay on disk (an older log start offset would bring deleted records back).
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    log = logs.create_topic("t", 1).partitions[0]
+    for _ in range(5):
+        data = build_batch([encode_record(None, b"v")], timestamp=0)
+        log.append_batch(data, BatchHeader.parse(data))
+    older = logs.checkpoint_offsets()
+    log.delete_records_before(3)
+    logs.write_checkpoints()
+    logs.write_checkpoint_files(older)
+    assert read_checkpoint(str(tmp_path / LOG_START_OFFSET_FILE)) == {("t", 0): 3}
+    newer = logs.checkpoint_offsets()
+    log.flush()
+    logs.write_checkpoint_files(newer)
+    assert read_checkpoint(str(tmp_path / RECOVERY_POINT_FILE)) == {("t", 0): 0}

@@ -9,8 +9,10 @@ import pytest
 
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.index import TimeIndex
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import LogConfig
+from ottla.storage.retention import expired_segments
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256, max_message_bytes=100_000)
 
@@ -82,6 +84,43 @@ def test_offset_for_timestamp_uses_the_time_index(log):
     assert log.offset_for_timestamp(1_000 + 150) == (450, 1_150)
     assert log.offset_for_timestamp(0) == (0, 1_000)
     assert log.offset_for_timestamp(10_000) is None
+
+
+def test_after_a_clean_reopen_each_time_index_is_read_on_first_use_with_the_same_answers(log):
+    directory = log.directory
+    max_timestamps = [s.max_timestamp for s in log.segments]
+    answers = [log.offset_for_timestamp(ts) for ts in (0, 1_000, 1_077, 1_199, 10_000)]
+    log.close()
+    reopened = PartitionLog.open(directory, "p", 0, CONFIG, clean=True, recovery_point=600, log_start_offset=0)
+    assert all(s._time_index is None for s in reopened.segments)
+    # A timestamp lookup reads the time indexes of the segments it looks at, no others.
+    assert reopened.offset_for_timestamp(1_001) == (3, 1_001)
+    assert reopened.segments[0]._time_index is not None and reopened.segments[-1]._time_index is None
+    assert [reopened.offset_for_timestamp(ts) for ts in (0, 1_000, 1_077, 1_199, 10_000)] == answers
+    assert [s.max_timestamp for s in reopened.segments] == max_timestamps
+    assert reopened.max_timestamp_offset() == (597, 1_199)
+    reopened.close()
+    # Time-based retention reads them too (only the active segment, 1_199 ms old, stays).
+    again = PartitionLog.open(directory, "p", 0, CONFIG, clean=True, recovery_point=600, log_start_offset=0)
+    assert expired_segments(again, now_ms=1_199 + CONFIG.retention_ms) == again.segments[:-1]
+    again.close()
+    # An append to the active segment reads its time index and adds an entry after those
+    # on disk; one with an older timestamp than the segment's newest adds none.
+    again = PartitionLog.open(directory, "p", 0, CONFIG, clean=True, recovery_point=600, log_start_offset=0)
+    active = again.segments[-1]
+    assert active._time_index is None
+    on_disk = os.path.getsize(active._time_index_path)
+    for timestamp in (1_100, 1_300):
+        data = batch(900, 1, timestamp=timestamp)
+        again.append_batch(data, BatchHeader.parse(data))
+    assert os.path.getsize(active._time_index_path) == on_disk + TimeIndex.ENTRY.size
+    # A segment deleted unread takes its time index file with it.
+    oldest = again.segments[0]
+    assert oldest._time_index is None
+    path = oldest._time_index_path
+    again.delete_oldest_segments([oldest])
+    assert not os.path.exists(path) and not os.path.exists(oldest.log_path)
+    assert again.offset_for_timestamp(1_250) == (601, 1_300)
 
 
 def test_reopening_after_a_torn_write_cuts_the_tail(log, tmp_path):
