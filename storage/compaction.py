@@ -130,6 +130,7 @@ def clean(p: CleanPlan) -> list[LogSegment]:
             kept_header = BatchHeader.parse(kept)
             target.append([kept], len(kept), kept_header.base_offset, kept_header.last_offset,
                           kept_header.max_timestamp, p.log.config.index_interval_bytes)
+        target.seal_time_index()
         target.fsync()
         target.close()
         for kind in SEGMENT_FILE_KINDS:

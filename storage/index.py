@@ -198,9 +198,11 @@ class TimeIndex(_SparseIndex):
     def __len__(self) -> int:
         return len(self.timestamps)
 
-    @property
-    def last_timestamp(self) -> int:
-        return self.timestamps[-1] if self.timestamps else -1
+    def last_entry(self) -> tuple[int, int]:
+        """The last entry as (timestamp, offset); (-1, -1) if there is none."""
+        if not self.timestamps:
+            return -1, -1
+        return self.timestamps[-1], self.base_offset + self.relative_offsets[-1]
 
     def append(self, timestamp: int, offset: int) -> None:
         rel = offset - self.base_offset

@@ -314,6 +314,7 @@ class PartitionLog:
 
     def roll(self) -> LogSegment:
         """Close the active segment for writing and start a new one at the log end."""
+        self.active.seal_time_index()
         segment = LogSegment(self.directory, self.log_end_offset)
         self._segments.append(segment)
         self._base_offsets.append(segment.base_offset)
@@ -511,7 +512,10 @@ class PartitionLog:
     # --- life cycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Clean close: indexes written, producer state snapshotted at the log end."""
+        """Clean close: indexes written (the active segment's max timestamp as its time
+        index's last entry, as a roll leaves it), producer state snapshotted at the log
+        end."""
+        self.active.seal_time_index()
         self.producer_state.write_snapshot(self.log_end_offset)
         for segment in self.segments:
             segment.close()

@@ -110,11 +110,13 @@ class LogSegment:
         self._time_index: TimeIndex | None = None  # read on first use: see `time_index`
         self.txn_index = TransactionIndex(path(".txnindex"), exists=has_txn_index)
         self.bytes_since_index_entry = 0
-        # The largest timestamp in the segment (None: not known until asked for, see
-        # `max_timestamp`), and the first batch's (segment.ms rolls the segment that
-        # long after its first batch, as Kafka does).
-        self._max_timestamp: int | None = -1
-        self._last_batch_timestamp = -1
+        # The largest timestamp in the segment and the last offset of the batch holding
+        # it (what a time index entry records), as (timestamp, offset); None after
+        # `load_state` until asked for (see `max_timestamp`). And the first batch's
+        # timestamp (segment.ms rolls the segment that long after its first batch, as
+        # Kafka does).
+        self._max_timestamp: tuple[int, int] | None = (-1, -1)
+        self._last_batch = (-1, -1)  # (max timestamp, last offset) of the last batch, for load_state
         self.first_timestamp = -1
         if self._pooled:
             OPEN_FILES.touch(self)
@@ -134,13 +136,18 @@ class LogSegment:
         """The largest timestamp in the segment. After `load_state` it comes from the
         time index's last entry (or the last batch, if its timestamp is larger), so
         asking for it reads the time index."""
-        if self._max_timestamp is None:
-            self._max_timestamp = max(self.time_index.last_timestamp, self._last_batch_timestamp)
-        return self._max_timestamp
+        return self._max_timestamp_and_offset()[0]
 
-    @max_timestamp.setter
-    def max_timestamp(self, timestamp: int) -> None:
-        self._max_timestamp = timestamp
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """The last offset of the (first) batch holding the max timestamp."""
+        return self._max_timestamp_and_offset()[1]
+
+    def _max_timestamp_and_offset(self) -> tuple[int, int]:
+        if self._max_timestamp is None:
+            entry = self.time_index.last_entry()
+            self._max_timestamp = self._last_batch if self._last_batch[0] > entry[0] else entry
+        return self._max_timestamp
 
     @property
     def fd(self) -> int:
@@ -174,15 +181,15 @@ class LogSegment:
             os.ftruncate(self.fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
         self.size += size
-        before = (len(self.offset_index), len(self.time_index), self.bytes_since_index_entry, self.max_timestamp,
-                  self.first_timestamp)
+        before = (len(self.offset_index), len(self.time_index), self.bytes_since_index_entry,
+                  self._max_timestamp_and_offset(), self.first_timestamp)
         try:
             self._index_batch(position, size, base_offset, last_offset, max_timestamp, index_interval_bytes)
         except OSError:
             # The disk took the batch but not its index entry (a full disk): take the
             # batch back out, so that what was refused is not in the log and the log and
             # its indexes agree. Shrinking files needs no space.
-            offsets, times, self.bytes_since_index_entry, self.max_timestamp, self.first_timestamp = before
+            offsets, times, self.bytes_since_index_entry, self._max_timestamp, self.first_timestamp = before
             os.ftruncate(self.fd, position)
             self.size = position
             self.offset_index.keep_first(offsets)
@@ -192,18 +199,33 @@ class LogSegment:
 
     def _index_batch(self, position: int, size: int, base_offset: int, last_offset: int, max_timestamp: int,
                      index_interval_bytes: int) -> None:
-        """The index upkeep of one batch written (or found by recovery) at `position`:
-        an offset index entry every `index_interval_bytes` of log (and for the first
-        batch), a time index entry whenever the segment's max timestamp grows."""
+        """The index upkeep of one batch written (or found by recovery) at `position`,
+        by Kafka's rule (LogSegment.append): once more than `index_interval_bytes` of log
+        have been written since the last entry, the batch gets an offset index entry
+        (its last offset -> its position) and the time index an entry (the segment's max
+        timestamp so far -> the last offset of the batch holding it) if that max grew.
+        The first batch of a segment gets none (a lookup before the first entry starts
+        at position 0). Kafka's own tools check the files against this rule
+        (kafka-dump-log --verify-index-only: an entry's offset must be its batch's last
+        offset), and small batches cost no index write each."""
         if position == 0:
             self.first_timestamp = max_timestamp
-        if self.bytes_since_index_entry >= index_interval_bytes or position == 0:
-            self.offset_index.append(base_offset, position)
-            self.bytes_since_index_entry = 0
         if max_timestamp > self.max_timestamp:
-            self.max_timestamp = max_timestamp
-            self.time_index.append(max_timestamp, last_offset)
+            self._max_timestamp = (max_timestamp, last_offset)
+        if self.bytes_since_index_entry > index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.append(*self._max_timestamp_and_offset())
+            self.bytes_since_index_entry = 0
         self.bytes_since_index_entry += size
+
+    def seal_time_index(self) -> None:
+        """The segment's max timestamp as the time index's last entry, as Kafka writes it
+        when a segment stops being active (a roll, a clean shutdown, a compacted copy):
+        the entries in between are sparse, and a segment loaded later takes its max
+        timestamp (retention by time, ListOffsets' max timestamp) from the last one."""
+        timestamp, offset = self._max_timestamp_and_offset()
+        if timestamp >= 0:
+            self.time_index.append(timestamp, offset)
 
     def fsync(self) -> None:
         os.fsync(self.fd)
@@ -296,26 +318,46 @@ class LogSegment:
         `keep` of them.
 
         With `from_offset` (the recovery point: everything before it was flushed, indexes
-        included), the check starts at the last index entry at or before it, so recovery
+        included), the check starts at the batch of the last index entry at or before it
+        (or right after that batch, when it ends before the recovery point), so recovery
         costs what was written since the last flush, not the segment's size."""
-        start_offset, position = self.base_offset, 0
+        entry_offset, position = self.base_offset, 0
         if from_offset is not None and from_offset > self.base_offset:
-            start_offset, position = self.offset_index.lookup(from_offset)
+            entry_offset, position = self.offset_index.lookup(from_offset)
+        file_size = os.fstat(self.fd).st_size
+        next_offset, bytes_since_index_entry = self.base_offset, 0
+        last: BatchHeader | None = None  # the last good batch
+        if position > 0:
+            # An entry names the last offset of the batch at its position (files Ottla
+            # wrote before it followed Kafka's rule name the first). A batch wholly
+            # before the recovery point was flushed, its entries with it: the check
+            # starts after it; one holding the recovery point is checked itself. An
+            # entry that does not lead to a batch holding its offset means the index
+            # cannot be trusted: the whole segment is checked.
+            head = os.pread(self.fd, HEADER_SIZE, position)
+            found = BatchHeader.parse(head) if len(head) == HEADER_SIZE else None
+            if (found is None or not found.base_offset <= entry_offset <= found.last_offset
+                    or position + found.size > file_size):
+                position = 0
+            elif found.last_offset < from_offset:  # type: ignore[operator]  # position > 0: there is one
+                position += found.size
+                next_offset, bytes_since_index_entry, last = found.last_offset + 1, found.size, found
+            else:
+                next_offset = found.base_offset
         if position == 0:
             self.offset_index.start_rebuild(0)
             self.time_index.start_rebuild(0)
         else:
-            # Keeps the offset index entry we start at.
-            self.offset_index.start_rebuild(self.offset_index.entries_before(start_offset + 1))
-            self.time_index.start_rebuild(self.time_index.entries_before(start_offset))
+            # Keeps the entries made up to the batch we resume at: the offset index's
+            # for that batch, and the time index's, whose last then holds the max
+            # timestamp of everything before the check.
+            self.offset_index.start_rebuild(self.offset_index.entries_before(entry_offset + 1))
+            self.time_index.start_rebuild(self.time_index.entries_before(entry_offset + 1))
             self.first_timestamp = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
-        self.max_timestamp = self.time_index.last_timestamp
-        self.bytes_since_index_entry = 0
+        self._max_timestamp = self.time_index.last_entry()
+        self.bytes_since_index_entry = bytes_since_index_entry
         checked_from = valid_end = position
-        last: BatchHeader | None = None
         batches: list[tuple[int, BatchHeader]] | None = []
-        next_offset = start_offset
-        file_size = os.fstat(self.fd).st_size
         while position + HEADER_SIZE <= file_size:
             head = os.pread(self.fd, HEADER_SIZE, position)
             header = BatchHeader.parse(head)
@@ -339,6 +381,9 @@ class LogSegment:
             valid_end = position
             last = header
             next_offset = header.last_offset + 1
+        # The max timestamp as the last time index entry, as a roll or a clean shutdown
+        # leaves it: a segment that is not the last one is never walked again.
+        self.seal_time_index()
         self.offset_index.finish_rebuild()
         self.time_index.finish_rebuild()
         truncated = file_size - valid_end
@@ -352,8 +397,11 @@ class LogSegment:
         last batch, without scanning. Returns the last batch's header."""
         _, start = self.offset_index.last_entry()
         last = self._last_batch_from(start)
-        self._max_timestamp = None  # read from the time index when first asked for
-        self._last_batch_timestamp = last.max_timestamp if last is not None else -1
+        # A roll or a clean shutdown left the segment's max timestamp as the time index's
+        # last entry (seal_time_index); the last batch is checked as well, as the entry
+        # is written after it. Both are looked at when first asked for.
+        self._max_timestamp = None
+        self._last_batch = (last.max_timestamp, last.last_offset) if last is not None else (-1, -1)
         if self.size >= HEADER_SIZE:
             self.first_timestamp = BatchHeader.parse(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
         self.bytes_since_index_entry = self.size - (start if len(self.offset_index) else 0)

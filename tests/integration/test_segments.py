@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import struct
 
+from ottla.protocol.batch import HEADER_SIZE, BatchHeader
 from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
 
 
@@ -31,12 +32,12 @@ def test_segment_files_have_kafka_names_and_the_index_holds_entries(broker, topi
     offsets = [e[0] for e in entries]
     positions = [e[1] for e in entries]
     assert offsets == sorted(offsets) and positions == sorted(positions)
-    # Each entry points at the start of a batch whose base offset is the entry's offset.
+    # Kafka's rule (what kafka-dump-log --verify-index-only checks): each entry points at
+    # the start of a batch whose last offset is the entry's offset.
     with open(os.path.join(broker.data_dir, f"{topic_name}-0", "00000000000000000000.log"), "rb") as log:
         for relative_offset, position in entries:
             log.seek(position)
-            base_offset, = struct.unpack(">q", log.read(8))
-            assert base_offset == relative_offset
+            assert BatchHeader.parse(log.read(HEADER_SIZE)).last_offset == relative_offset
 
 
 def test_a_small_segment_size_rolls_the_log_and_reads_span_segments(broker, topic_name):

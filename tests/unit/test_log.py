@@ -191,14 +191,16 @@ def test_the_last_batch_found_by_hopping_is_the_last_one_walking_finds(log):
 def test_recovery_leaves_index_files_that_match_the_log(log, damage):
     # Recovery rebuilds the indexes in memory and writes a file only where it differs
     # from them: whatever state a crash left the files in, they end up as the log says.
+    # The files as a clean shutdown leaves them (the active segment's max timestamp as
+    # its time index's last entry, as a roll leaves the others).
     directory = log.directory
     segments = log.segments
+    log.close()
     expected = {}
     for segment in segments:
         for path in (segment.offset_index.path, segment.time_index.path):
             with open(path, "rb") as f:
                 expected[path] = f.read()
-    log.close()
     for path, data in expected.items():
         assert len(data) >= 16
         changed = {"as written": data, "extra entries": data + data[-12:] * 2,
@@ -213,3 +215,84 @@ def test_recovery_leaves_index_files_that_match_the_log(log, damage):
     for offset in range(0, 600, 7):
         first = values(reopened.read(offset, 100, read_committed=False, min_one=True).records)[0]
         assert first[0] <= offset < first[0] + 3
+
+
+def test_index_entries_follow_kafkas_rule(log):
+    # What kafka-dump-log --verify-index-only checks, and LogSegment.append's rule: an
+    # offset index entry names the last offset of the batch at its position, and is made
+    # once more than index.interval.bytes have been written since the previous one (none
+    # for a segment's first batch); a time index entry, made with it, names the max
+    # timestamp so far and the last offset of the batch holding it, and the last one of
+    # a closed segment is the segment's max timestamp.
+    log.close()
+    for segment in log.segments:
+        batches = list(segment.walk())
+        at = {position: header for position, header in batches}
+        entries = list(zip(segment.offset_index.relative_offsets, segment.offset_index.positions))
+        expected_positions, since = [], 0
+        for position, header in batches:
+            if since > CONFIG.index_interval_bytes:
+                expected_positions.append(position)
+                since = 0
+            since += header.size
+        assert [position for _, position in entries] == expected_positions
+        for relative, position in entries:
+            assert segment.base_offset + relative == at[position].last_offset
+        max_so_far: dict[int, int] = {}  # last offset -> max timestamp up to that batch
+        highest = -1
+        for _, header in batches:
+            highest = max(highest, header.max_timestamp)
+            max_so_far[header.last_offset] = highest
+        times = list(zip(segment.time_index.timestamps, segment.time_index.relative_offsets))
+        assert times, "a closed segment has at least its max timestamp"
+        for timestamp, relative in times:
+            assert max_so_far[segment.base_offset + relative] == timestamp
+        assert times[-1][0] == highest
+
+
+def test_time_lookups_scan_past_sparse_entries(tmp_path):
+    # Timestamps that go back and forth (CreateTime from several producers): a lookup
+    # still finds the first batch reaching the timestamp, before and after a reopen.
+    log = PartitionLog.create(str(tmp_path / "p-0"), "p", 0, CONFIG)
+    stamps = [1_000 + (i * 37) % 101 for i in range(120)]
+    for i, stamp in enumerate(stamps):
+        data = batch(i * 3, 3, timestamp=stamp)
+        log.append_batch(data, BatchHeader.parse(data))
+
+    def slow(target: int) -> tuple[int, int] | None:
+        for i, stamp in enumerate(stamps):
+            if stamp >= target:
+                return i * 3, stamp
+        return None
+
+    for target in range(990, 1_110, 3):
+        assert log.offset_for_timestamp(target) == slow(target), target
+    directory = log.directory
+    log.close()
+    reopened = PartitionLog.open(directory, "p", 0, CONFIG, clean=True, recovery_point=360, log_start_offset=0)
+    for target in range(990, 1_110, 3):
+        assert reopened.offset_for_timestamp(target) == slow(target), target
+    assert max(s.max_timestamp for s in reopened.segments) == max(stamps)
+
+
+@pytest.mark.parametrize("interval", [0, 256])
+def test_recovery_resumes_inside_a_segment_of_many_record_batches(tmp_path, interval):
+    # After a crash, recovery resumes at the offset index entry before the recovery
+    # point: that entry names its batch's last offset; the check goes on from the
+    # batch's first offset if the batch holds the recovery point, after it if not,
+    # losing nothing either way (interval 0: every batch but the first has an entry,
+    # the last one included).
+    config = LogConfig(index_interval_bytes=interval)
+    log = PartitionLog.create(str(tmp_path / "p-0"), "p", 0, config)
+    fill(log, 60, per_batch=7)
+    segment = log.segments[-1]
+    assert len(log.segments) == 1 and len(segment.offset_index) > 3
+    directory = log.directory
+    log.close_files()  # as a kill -9 leaves it: no seal, no snapshot
+    for recovery_point in (0, 100, 203, 413, 419, 420):
+        reopened = PartitionLog.open(directory, "p", 0, config, clean=False,
+                                     recovery_point=recovery_point, log_start_offset=0)
+        assert reopened.log_end_offset == 420 and reopened.truncated_bytes == 0, recovery_point
+        assert values(reopened.read(0, 1 << 20, False, True).records) == \
+            [(i, b"value-%06d" % i) for i in range(420)]
+        reopened.close_files()

@@ -26,9 +26,9 @@ def test_a_batch_whose_index_entry_fails_is_taken_back_out(tmp_path, monkeypatch
     def no_space(self, *fields):  # type: ignore[no-untyped-def]
         raise OSError(28, "No space left on device")
 
-    # Enough bytes since the last offset index entry, and a newer timestamp: this batch
-    # gets an entry in both indexes.
-    segment.bytes_since_index_entry = CONFIG.index_interval_bytes
+    # More bytes since the last offset index entry than the interval, and a newer
+    # timestamp: this batch gets an entry in both indexes.
+    segment.bytes_since_index_entry = CONFIG.index_interval_bytes + 1
     monkeypatch.setattr(failing, "_write", no_space)
     data = batch(100, 3, timestamp=9_999)
     with pytest.raises(KafkaError) as refused:
