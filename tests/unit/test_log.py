@@ -104,8 +104,8 @@ def test_after_a_clean_reopen_each_time_index_is_read_on_first_use_with_the_same
     again = PartitionLog.open(directory, "p", 0, CONFIG, clean=True, recovery_point=600, log_start_offset=0)
     assert expired_segments(again, now_ms=1_199 + CONFIG.retention_ms) == again.segments[:-1]
     again.close()
-    # An append to the active segment reads its time index and adds an entry after those
-    # on disk; one with an older timestamp than the segment's newest adds none.
+    # An append to the active segment reads its time index (for the max timestamp it
+    # grows); two small batches stay under index.interval.bytes and add no entry.
     again = PartitionLog.open(directory, "p", 0, CONFIG, clean=True, recovery_point=600, log_start_offset=0)
     active = again.segments[-1]
     assert active._time_index is None
@@ -113,7 +113,8 @@ def test_after_a_clean_reopen_each_time_index_is_read_on_first_use_with_the_same
     for timestamp in (1_100, 1_300):
         data = batch(900, 1, timestamp=timestamp)
         again.append_batch(data, BatchHeader.parse(data))
-    assert os.path.getsize(active._time_index_path) == on_disk + TimeIndex.ENTRY.size
+    assert active._time_index is not None and active.max_timestamp == 1_300
+    assert os.path.getsize(active._time_index_path) == on_disk
     # A segment deleted unread takes its time index file with it.
     oldest = again.segments[0]
     assert oldest._time_index is None
@@ -121,6 +122,9 @@ def test_after_a_clean_reopen_each_time_index_is_read_on_first_use_with_the_same
     again.delete_oldest_segments([oldest])
     assert not os.path.exists(path) and not os.path.exists(oldest.log_path)
     assert again.offset_for_timestamp(1_250) == (601, 1_300)
+    # A clean close seals the active segment's time index with its max timestamp.
+    again.close()
+    assert os.path.getsize(active._time_index_path) == on_disk + TimeIndex.ENTRY.size
 
 
 def test_reopening_after_a_torn_write_cuts_the_tail(log, tmp_path):
