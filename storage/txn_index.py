@@ -41,11 +41,21 @@ class TransactionIndex:
     def _file(self) -> int:
         if self.fd is None:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            # A crash mid-write leaves a torn last entry (read past when loading): cut
+            # it off, or the entries appended next would be read askew.
+            torn = os.fstat(self.fd).st_size % _ENTRY.size
+            if torn:
+                os.ftruncate(self.fd, os.fstat(self.fd).st_size - torn)
         return self.fd
 
     def append(self, entry: AbortedTxn) -> None:
         self.entries.append(entry)
         os.write(self._file(), _pack(entry))
+
+    def has_entry(self, producer_id: int, marker_offset: int) -> bool:
+        """Whether the transaction a producer's ABORT marker at `marker_offset` closed is
+        here."""
+        return any(e.last_offset == marker_offset and e.producer_id == producer_id for e in self.entries)
 
     def overlapping(self, first: int, last: int) -> list[AbortedTxn]:
         """Aborted transactions that hold any offset in [first, last]."""
