@@ -390,13 +390,16 @@ class LogManager:
 
     # --- checkpoints and shutdown --------------------------------------------------------
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, logs: list[PartitionLog] | None = None) -> None:
         """Write the recovery points (each partition's flushed offset: a crash rechecks
         only what follows it) and the log start offsets, with a producer-state snapshot
-        for every partition whose producers changed, so that start-up replays only the
-        log after the snapshot. The broker flushes the logs first, and writes the
-        snapshots in a worker thread (snapshots_due, write_snapshots)."""
-        write_snapshots(self.snapshots_due())
+        for every partition (of `logs`, if given) whose producers changed, so that
+        start-up replays only the log after the snapshot, all from this thread. The
+        broker's periodic checkpoint flushes the logs first and writes the snapshots in
+        a worker thread (snapshots_due, write_snapshots); DeleteRecords, which must
+        not answer before its new log start offsets are on disk, snapshots only the
+        partitions it changed (all of them took ~0.7 ms each on the event loop)."""
+        write_snapshots(self.snapshots_due(logs))
         self.write_checkpoints()
 
     def snapshots_due(self, logs: list[PartitionLog] | None = None) -> list[tuple[ProducerStateManager, int, bytes]]:

@@ -111,6 +111,7 @@ def handle_delete(ctx: RequestContext, request: Any) -> Any:
 def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.services.logs
     topics = []
+    changed = []  # the partitions whose log start offset moved (or may have)
     for t in request.topics:
         partitions = []
         for p in t.partitions:
@@ -122,6 +123,7 @@ def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
                 if partition_log is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{t.name}-{p.partition_index}")
                 low = partition_log.delete_records_before(p.offset)
+                changed.append(partition_log)
                 partitions.append({"partition_index": p.partition_index, "low_watermark": low,
                                    "error_code": ErrorCode.none})
             except KafkaError as exc:
@@ -131,7 +133,7 @@ def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
                                    "error_code": exc.code})
         topics.append({"name": t.name, "partitions": partitions})
     # The new log start offsets must survive a crash.
-    logs.checkpoint()
+    logs.checkpoint(changed)
     return ctx.respond(topics=topics)
 
 

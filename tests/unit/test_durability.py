@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from ottla.broker.durability import GroupCommit
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
@@ -61,3 +62,22 @@ def test_checkpoint_offsets_taken_earlier_never_overwrite_those_written_later(tm
     log.flush()
     logs.write_checkpoint_files(newer)
     assert read_checkpoint(str(tmp_path / RECOVERY_POINT_FILE)) == {("t", 0): 0}
+
+
+def test_a_checkpoint_for_some_partitions_snapshots_only_those(tmp_path):
+    # DeleteRecords checkpoints on the event loop before it answers: the partitions it
+    # changed get their producer-state snapshots there; the others keep theirs for the
+    # broker's periodic checkpoint (worker threads). The offsets files hold every one.
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    changed, other = logs.create_topic("t", 2).partitions
+    for log in (changed, other):
+        for sequence in range(5):
+            data = build_batch([encode_record(None, b"v")], timestamp=0, producer_id=9, producer_epoch=0,
+                               base_sequence=sequence)
+            log.append_batch(data, BatchHeader.parse(data))
+    changed.delete_records_before(3)
+    logs.checkpoint([changed])
+    assert os.path.exists(os.path.join(changed.directory, f"{5:020d}.snapshot")) and not changed.producer_state.changed
+    assert not any(name.endswith(".snapshot") for name in os.listdir(other.directory)) and other.producer_state.changed
+    assert read_checkpoint(str(tmp_path / LOG_START_OFFSET_FILE)) == {("t", 0): 3, ("t", 1): 0}
