@@ -43,9 +43,9 @@ class TransactionIndex:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             # A crash mid-write leaves a torn last entry (read past when loading): cut
             # it off, or the entries appended next would be read askew.
-            torn = os.fstat(self.fd).st_size % _ENTRY.size
-            if torn:
-                os.ftruncate(self.fd, os.fstat(self.fd).st_size - torn)
+            size = os.fstat(self.fd).st_size
+            if size % _ENTRY.size:
+                os.ftruncate(self.fd, size - size % _ENTRY.size)
         return self.fd
 
     def append(self, entry: AbortedTxn) -> None:
