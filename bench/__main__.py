@@ -3,8 +3,9 @@ mock cluster in interleaved rounds, then Ottla's scale run.
 
 Each round starts a fresh broker, runs the selected workloads of bench.client.WORKLOADS
 in order against it, each in a client subprocess, and stops the broker. Rounds alternate
-the brokers (Ottla, noida-db, tansu, mock, Ottla, ...) so that drift of the machine over
-the run (other load, thermal state) falls on all alike. A peer that is missing, or
+the brokers (Ottla, noida-db, ottla-2, tansu, mock, Ottla, ...) so that drift of the
+machine over the run (other load, thermal state) falls on all alike. ottla-2 is a second
+Ottla of the same code, the A/A control: its ratio to Ottla is the run's own noise. A peer that is missing, or
 fails a workload, gets "n/a (reason)" for it and the run goes on; a workload a peer
 failed is not run on it again in later rounds (a failure is usually a timeout, which
 would cost the same again). Ottla failing a workload, or producing a figure that is not
@@ -155,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds one workload may take before it counts as failed (default %(default)s)")
     parser.add_argument("--only", default="", metavar="NAME,NAME",
                         help=f"run only these: {', '.join([*WORKLOADS, *EXTRAS])} (default: all)")
-    parser.add_argument("--peers", default="noida-db,tansu,mock", metavar="NAME,NAME",
-                        help="peers to compare with, of noida-db, tansu, mock (default %(default)s; '' for none)")
+    # ottla-2 (the A/A control) runs right after noida-db: its figures are a round further
+    # from Ottla's than noida-db's, so the noise they show is not less than what the
+    # comparison with noida-db sees.
+    parser.add_argument("--peers", default="noida-db,ottla-2,tansu,mock", metavar="NAME,NAME",
+                        help="peers to compare with, of noida-db, ottla-2 (a second Ottla: the A/A control), tansu, "
+                             "mock (default %(default)s; '' for none)")
     parser.add_argument("--scale-gib", type=float, default=5.0,
                         help="GiB of data for the scale run (default %(default)s)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md nor bench/runs/")

