@@ -42,7 +42,7 @@ from .client import WORKLOADS, Workload
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
 from .many_clients import many_clients_lines, run_many_clients
 from .many_partitions import many_partitions_lines, run_many_partitions
-from .peers import Ottla, Peer, peak_resident, peers, reset_peak_resident
+from .peers import Ottla, Peer, cpu_halves, peak_resident, peers, reset_peak_resident
 from .report import (OTTLA, RUN_HEADING, Run, machine_lines, memory_lines, ottla_revision, per_round_lines,
                      scale_lines, tables, targets_record, targets_table, write_results)
 from .scale import GIB, free_disk_problem, run_scale
@@ -146,6 +146,15 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
         peer.stop()
 
 
+def _placement(pinned: bool) -> str:
+    halves = cpu_halves() if pinned else None
+    if halves is None:
+        return "Brokers and clients where the scheduler put them" + ("" if pinned else " (--no-pin)")
+    brokers, clients = (",".join(map(str, sorted(cpus))) for cpus in halves)
+    return (f"The round trips' brokers pinned to CPU {brokers}, their client to CPU {clients}; everything else "
+            "where the scheduler put it")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds per broker (default %(default)s)")
@@ -164,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                              "mock (default %(default)s; '' for none)")
     parser.add_argument("--scale-gib", type=float, default=5.0,
                         help="GiB of data for the scale run (default %(default)s)")
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="leave the round trips' brokers and client where the scheduler puts them (default: "
+                             "the brokers on one half of the CPUs, the client on the other)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md nor bench/runs/")
     args = parser.parse_args(argv)
     only = [name for name in args.only.split(",") if name] or [*WORKLOADS, *EXTRAS]
@@ -214,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise OttlaFailed(f"security: {exc}") from exc
         if ROUND_TRIPS in only:
             try:
-                run.round_trips = run_round_trips(lambda line: print(line, flush=True))
+                run.round_trips = run_round_trips(lambda line: print(line, flush=True), pinned=args.pin)
             except Exception as exc:
                 raise OttlaFailed(f"round trips: {exc}") from exc
         if COORDINATOR_LOAD in only:
@@ -275,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         section = "\n".join([
             f"{RUN_HEADING}{started:%Y-%m-%d %H:%M} UTC", "",
             f"`{command_line}` ({minutes:.1f} minutes)", "",
-            *machine_lines(revision, load_before, load_after), "",
+            *machine_lines(revision, load_before, load_after, _placement(args.pin)), "",
             *body,
         ])
         write_results(RESULTS_PATH, section)

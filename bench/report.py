@@ -533,8 +533,8 @@ def _package(name: str) -> str:
         return f"{name} not installed"
 
 
-def machine_lines(revision: str, load_before: float, load_after: float) -> list[str]:
-    return [
+def machine_lines(revision: str, load_before: float, load_after: float, placement: str = "") -> list[str]:
+    return [*([f"- {placement}"] if placement else []),
         f"- Machine: {len(os.sched_getaffinity(0))} CPUs (nproc), {_cpu_model()}, {_ram_gib()} RAM",
         f"- Load average (1 min): {load_before:.2f} at the start, {load_after:.2f} at the end "
         f"(the run's own processes count in it)",

@@ -20,6 +20,7 @@ pool every session; RESULTS.md shows each ratio's range over the sessions.
 
 from __future__ import annotations
 
+import os
 import socket
 import statistics
 import time
@@ -31,7 +32,7 @@ from ottla.protocol.codec import decode_response, encode_request
 from tests.clients import create_topic
 from tests.wire import WireClient, request
 
-from .peers import CONTROL, Ottla, Peer, SecondOttla, peak_resident, peers
+from .peers import CONTROL, Ottla, Peer, SecondOttla, cpu_halves, peak_resident, peers, pin, running_on
 
 WARMUP, ROUNDS, SESSIONS = 200, 1000, 7
 TARGET = 1.2  # Ottla's time at most this multiple of noida-db's
@@ -133,9 +134,11 @@ def _round(client: WireClient) -> dict[str, float]:
 
 
 def run_round_trips(say: Callable[[str], None], rounds: int = ROUNDS, warmup: int = WARMUP,
-                    sessions: int = SESSIONS) -> list[RoundTrips]:
-    """Ottla, noida-db (when installed) and the A/A control side by side, Ottla first."""
+                    sessions: int = SESSIONS, pinned: bool = True) -> list[RoundTrips]:
+    """Ottla, noida-db (when installed) and the A/A control side by side, Ottla first;
+    `pinned`: the brokers on one half of the CPUs, this (the client) on the other."""
     available = peers()
+    halves = cpu_halves() if pinned else None
     makers: list[Callable[[], Peer]] = [Ottla]
     noida = available.get("noida-db")
     if callable(noida):
@@ -151,7 +154,9 @@ def run_round_trips(say: Callable[[str], None], rounds: int = ROUNDS, warmup: in
                        for peer in contenders]
             say(f"round trips: {', '.join(p.name for p in contenders)}, {sessions} sessions of {rounds:,} rounds of "
                 f"{len(REQUESTS)} requests each")
-        times, rss = _session(contenders, rounds, warmup)
+        os.sync()  # the last session's (or workload's) writeback is not this one's
+        with running_on(halves[1] if halves else None):
+            times, rss = _session(contenders, rounds, warmup, halves[0] if halves else None)
         results[0].rss_peak = max(results[0].rss_peak or 0, rss)
         for result, measured in zip(results, times):
             for name, seconds in measured.items():
@@ -165,7 +170,8 @@ def run_round_trips(say: Callable[[str], None], rounds: int = ROUNDS, warmup: in
     return results
 
 
-def _session(contenders: list[Peer], rounds: int, warmup: int) -> tuple[list[dict[str, list[float]]], int]:
+def _session(contenders: list[Peer], rounds: int, warmup: int,
+             broker_cpus: set[int] | None) -> tuple[list[dict[str, list[float]]], int]:
     """Fresh brokers, all running at once, take the rounds in turn (the order rotating
     each round, so that none always follows the same one): each one's times per request,
     and the first's (Ottla's) peak resident memory."""
@@ -174,6 +180,8 @@ def _session(contenders: list[Peer], rounds: int, warmup: int) -> tuple[list[dic
     try:
         for peer in contenders:
             peer.start()
+            if broker_cpus is not None:
+                pin(peer.pid, broker_cpus)
             create_topic(peer.bootstrap, TOPIC, 1)
             client = WireClient(peer.bootstrap, timeout=30)
             client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -230,6 +238,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.round_trips", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="measured rounds per session")
     parser.add_argument("--sessions", type=int, default=SESSIONS)
+    parser.add_argument("--no-pin", action="store_true", help="leave brokers and client where the scheduler puts them")
     args = parser.parse_args()
-    outcome = run_round_trips(lambda line: print(line, flush=True), args.rounds, sessions=args.sessions)
+    outcome = run_round_trips(lambda line: print(line, flush=True), args.rounds, sessions=args.sessions,
+                              pinned=not args.no_pin)
     print("\n".join(round_trip_lines(outcome)))
