@@ -2,7 +2,8 @@
 confluent-kafka client, and Ottla's own scale run.
 
     python -m bench [--rounds 5] [--messages 200000] [--size 100] [--timeout 120]
-                    [--only NAME,NAME] [--peers noida-db,tansu,mock] [--scale-gib 5] [--no-write]
+                    [--only NAME,NAME] [--peers noida-db,ottla-2,tansu,mock] [--scale-gib 5]
+                    [--no-pin] [--no-write]
 
 - `bench.__main__` runs the interleaved rounds, then the scale run.
 - `bench.peers` starts and stops the brokers.
@@ -11,5 +12,8 @@ confluent-kafka client, and Ottla's own scale run.
   consume, read_committed consume), `bench.parallel` the parallel producers,
   `bench.latency` the fixed-rate latency measurement.
 - `bench.scale`: start-up times and memory with 1,000 partitions and gigabytes of data.
-- `bench.report` prints the tables, judges the targets and writes RESULTS.md.
+- `bench.round_trips`, `bench.coordinator_load`, `bench.many_partitions`,
+  `bench.many_clients`, `bench.security`: the runs of their own after the rounds.
+- `bench.report` prints the tables, judges the targets and writes RESULTS.md;
+  `bench.compare` sets two runs' targets side by side.
 """

@@ -15,7 +15,8 @@ then ROUNDS measured ones. A broker's speed differs from one start to the next m
 than within one life (where the scheduler puts its threads, its memory layout), so one
 session says little; the ratio judged is the median over the sessions of each session's
 p50 ratio (target: Ottla within 1.2x noida-db at each request). The p50 and p99 shown
-pool every session; RESULTS.md shows each ratio's range over the sessions.
+pool every session; RESULTS.md shows each ratio's range over the sessions. The brokers
+run on one half of the CPUs and the client on the other (bench/peers.py says why).
 """
 
 from __future__ import annotations
