@@ -135,7 +135,8 @@ def process_group(pgid: int) -> list[tuple[str, list[str]]]:
 # in a placement that changes from one start to the next, and the figures with it: in
 # round trips, noida-db's p50 was 23 us in one session and 42 us in the next, each
 # steady within its session, and a request's ratio to Ottla ranged 2.9-5.6x over seven
-# sessions; pinned, the medians of two runs of seven sessions differed by at most 2 %.
+# sessions; pinned, a request's sessions stay within 1.05-1.39x of each other and two
+# runs ten minutes apart agreed within 2 % (runs on a busier host, less: RESULTS.md).
 # So the round trips' brokers run on the first half of the CPUs and their client on the
 # other half, every broker on the same terms (`--no-pin` to not). The throughput rounds
 # are left to the scheduler: pinned the same way, two Ottlas of the same code still
