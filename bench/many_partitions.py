@@ -179,14 +179,18 @@ CHECKPOINTED = "recovered logs flushed and checkpointed"
 
 @dataclass
 class CheckpointLatency:
+    # The first produce apart: it includes the client's connection and metadata (35-40 ms
+    # here), which the checkpoint has no part in; it was the "40-50 ms" maximum of
+    # earlier runs, while the event loop never waited more than 20 ms (probed).
+    first_ms: float
     latencies_ms: list[float]
     checkpoint_line: str
 
     def summary(self) -> str:
         ordered = sorted(self.latencies_ms)
         p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-        return (f"{len(ordered)} produces: p50 {statistics.median(ordered):.1f} ms, p99 {p99:.1f} ms, "
-                f"max {ordered[-1]:.1f} ms")
+        return (f"{len(ordered)} produces after the first: p50 {statistics.median(ordered):.1f} ms, p99 {p99:.1f} ms, "
+                f"max {ordered[-1]:.1f} ms (the first, connecting: {self.first_ms:.1f} ms)")
 
 
 def checkpoint_latency(template: str, work: str, pythonpath: str | None) -> CheckpointLatency:
@@ -218,7 +222,7 @@ def checkpoint_latency(template: str, work: str, pythonpath: str | None) -> Chec
     finally:
         broker.kill()
         os.unlink(log_path)
-    return CheckpointLatency(latencies, done)
+    return CheckpointLatency(latencies[0], latencies[1:], done)
 
 
 def main() -> None:
