@@ -5,8 +5,8 @@ Each round starts a fresh broker, runs the selected workloads of bench.client.WO
 in order against it, each in a client subprocess, and stops the broker. Rounds alternate
 the brokers (Ottla, noida-db, ottla-2, tansu, mock, Ottla, ...) so that drift of the
 machine over the run (other load, thermal state) falls on all alike. ottla-2 is a second
-Ottla of the same code, the A/A control: its ratio to Ottla is the run's own noise. A peer that is missing, or
-fails a workload, gets "n/a (reason)" for it and the run goes on; a workload a peer
+Ottla of the same code, the A/A control: its ratio to Ottla is the run's own noise. A
+peer that is missing, or fails a workload, gets "n/a (reason)" for it and the run goes on; a workload a peer
 failed is not run on it again in later rounds (a failure is usually a timeout, which
 would cost the same again). Ottla failing a workload, or producing a figure that is not
 valid, ends the run with exit code 1.

@@ -29,7 +29,8 @@ from .report import ABSOLUTE, CONTROL_RATIO, RATIO, markdown_table
 RUNS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")
 NOISE_BAND = 0.05
 AGREE, DIFFER, NO_FIGURE = "agree", "**differ**", "no figure to compare"
-SAME_VERDICT, OTHER_VERDICT, NOISE = "same verdict", "**verdict differs**", "noise (A/A)"
+# (report.NOISE is the A/A rows' verdict in a run; this is how compare marks those rows.)
+SAME_VERDICT, OTHER_VERDICT, A_A_ROW = "same verdict", "**verdict differs**", "noise (A/A)"
 
 
 def agreement(old: dict[str, Any] | None, new: dict[str, Any] | None, band: float) -> tuple[str, str]:
@@ -46,7 +47,7 @@ def agreement(old: dict[str, Any] | None, new: dict[str, Any] | None, band: floa
     if kind == ABSOLUTE:
         return change, SAME_VERDICT if old["verdict"] == new["verdict"] else OTHER_VERDICT
     if kind == CONTROL_RATIO:
-        return change, NOISE
+        return change, A_A_ROW
     if old["figure"] == 0:
         return "", AGREE if new["figure"] == 0 else DIFFER
     return change, AGREE if abs(new["figure"] / old["figure"] - 1) <= band else DIFFER
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                          numbers=False))
     ratios = [row for row in rows if row[4] in (AGREE, NO_FIGURE) or row[4].startswith(DIFFER)]
     absolute = [row for row in rows if row[4] in (SAME_VERDICT, OTHER_VERDICT)]
-    differing = [row[0] for row in rows if row[4] not in (AGREE, NO_FIGURE, SAME_VERDICT, NOISE)]
+    differing = [row[0] for row in rows if row[4] not in (AGREE, NO_FIGURE, SAME_VERDICT, A_A_ROW)]
     print()
     print(f"Ratios: {sum(row[4] in (AGREE, NO_FIGURE) for row in ratios)} of {len(ratios)} agree within "
           f"±{args.band:.0%}. Times and sizes: {sum(row[4] == SAME_VERDICT for row in absolute)} of {len(absolute)} "

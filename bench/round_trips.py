@@ -147,15 +147,17 @@ def run_round_trips(say: Callable[[str], None], rounds: int = ROUNDS, warmup: in
     else:
         say(f"round trips: noida-db left out: {noida}")
     makers.append(SecondOttla)
-    results: list[RoundTrips] | None = None
+    contenders = [make() for make in makers]
+    results = [RoundTrips(peer.name, {name: [] for name in REQUESTS}, {name: [] for name in REQUESTS})
+               for peer in contenders]
+    say(f"round trips: {', '.join(r.broker for r in results)}, {sessions} sessions of {rounds:,} rounds of "
+        f"{len(REQUESTS)} requests each")
     for session in range(sessions):
-        contenders = [make() for make in makers]
-        if results is None:
-            results = [RoundTrips(peer.name, {name: [] for name in REQUESTS}, {name: [] for name in REQUESTS})
-                       for peer in contenders]
-            say(f"round trips: {', '.join(p.name for p in contenders)}, {sessions} sessions of {rounds:,} rounds of "
-                f"{len(REQUESTS)} requests each")
-        os.sync()  # the last session's (or workload's) writeback is not this one's
+        if session:
+            contenders = [make() for make in makers]
+        # The last session's (or workload's) writeback does not run into this one (cheap;
+        # not measured to matter).
+        os.sync()
         with running_on(halves[1] if halves else None):
             times, rss = _session(contenders, rounds, warmup, halves[0] if halves else None)
         results[0].rss_peak = max(results[0].rss_peak or 0, rss)
@@ -167,7 +169,6 @@ def run_round_trips(say: Callable[[str], None], rounds: int = ROUNDS, warmup: in
         say(f"round trips: session {session + 1}/{sessions}: Ottla/" + ", Ottla/".join(
             f"{o.broker} {statistics.median(session_ratio(ottla, o, n) for n in REQUESTS):.2f}x" for o in others)
             + " (the median request, sessions so far)")
-    assert results is not None
     return results
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bench.compare import AGREE, DIFFER, NOISE, OTHER_VERDICT, SAME_VERDICT, compare, noise_band
+from bench.compare import A_A_ROW, AGREE, DIFFER, OTHER_VERDICT, SAME_VERDICT, compare, noise_band
 from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
 from bench.many_partitions import PartitionStarts, Start
 from bench.peers import CONTROL
@@ -149,5 +149,5 @@ def test_a_time_or_size_is_compared_by_its_verdict_and_the_a_a_rows_are_noise():
         run["targets"] += [{"key": "A/A consume", "figure": figure, "against": "", "verdict": "-", "kind": "A/A"},
                            {"key": "A/A idempotent-produce", "figure": 1.01, "against": "", "verdict": "-",
                             "kind": "A/A"}]
-    assert {row[0]: row[4] for row in compare(first, second)}["A/A consume"] == NOISE
+    assert {row[0]: row[4] for row in compare(first, second)}["A/A consume"] == A_A_ROW
     assert noise_band(first) == (0.93, 1.01) and noise_band(second) == (1.01, 1.08)
