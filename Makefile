@@ -11,7 +11,22 @@ DATA_DIR ?= ./data
 # The admin endpoint (metrics, faults, the web console: `ottla console`), on 127.0.0.1.
 ADMIN_PORT ?= 9644
 
-.PHONY: run test bench fuzz soak clean
+.PHONY: run test bench fuzz soak clean kafka
+
+# Apache Kafka 4.3.1, the reference the tests compare Ottla with, and the JVM programs run
+# against both brokers (Kafka's tools, Streams, Connect, MirrorMaker 2): copied once from
+# Maven Central into an ignored cache (tests/reference/pom.xml lists them). The plugin's
+# version is explicit: Maven 3.8's default maven-dependency-plugin is too old to resolve them.
+KAFKA_LIBS := .cache/kafka-4.3.1/libs
+MVN_DEPENDENCY := org.apache.maven.plugins:maven-dependency-plugin:3.8.1
+$(KAFKA_LIBS)/.complete: tests/reference/pom.xml
+	rm -rf $(KAFKA_LIBS) $(KAFKA_LIBS).partial
+	mvn -q -B -f tests/reference/pom.xml $(MVN_DEPENDENCY):copy-dependencies \
+		-DoutputDirectory=$(abspath $(KAFKA_LIBS)).partial -DincludeScope=runtime
+	mv $(KAFKA_LIBS).partial $(KAFKA_LIBS)
+	touch $@
+
+kafka: $(KAFKA_LIBS)/.complete
 
 # Each target installs only what it needs: the broker alone for `run`; the clients,
 # PySpark and the rest of the test tools for `test`; the peer brokers for `bench`.
@@ -32,10 +47,10 @@ $(VENV)/.installed-bench: $(VENV)/.installed-base
 run: $(VENV)/.installed-base
 	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) --admin-port $(ADMIN_PORT)
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test $(KAFKA_LIBS)/.complete
 	$(BIN)/python -m pytest
 
-bench: $(VENV)/.installed-bench
+bench: $(VENV)/.installed-bench $(KAFKA_LIBS)/.complete
 	$(BIN)/python -m bench
 
 # A million mutated requests, each on a fresh connection, against a broker of its own
@@ -51,4 +66,4 @@ soak: $(VENV)/.installed-test
 	$(BIN)/python -m bench.soak
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .cache

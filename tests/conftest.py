@@ -12,6 +12,8 @@ import pytest
 
 from ottla.broker.testing import BrokerProcess
 
+from .reference.kafka import KafkaBroker, ReferenceUnavailable
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory):
@@ -36,6 +38,18 @@ def fresh_broker(tmp_path):
     yield start
     for process in processes:
         process.cleanup()
+
+
+@pytest.fixture(scope="session")
+def kafka_reference(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Kafka 4.3.1 on free ports, one for the whole session: the reference the
+    conformance tests compare Ottla with. Its absence fails the test, never skips it."""
+    try:
+        kafka = KafkaBroker(str(tmp_path_factory.mktemp("kafka-reference"))).start()
+    except ReferenceUnavailable as exc:
+        pytest.fail(f"Apache Kafka, the reference, is not available: {exc}", pytrace=False)
+    yield kafka
+    kafka.cleanup()
 
 
 @pytest.fixture
