@@ -55,7 +55,7 @@ class LogConfig:
     # refuses acks=all writes with NOT_ENOUGH_REPLICAS, as a one-broker Kafka does.
     min_insync_replicas: int = 1
     # Accepted, checked and described; with one broker and no remote storage they
-    # change nothing (README: "Topic configs").
+    # change nothing (docs/configuration.md: "Topic configs").
     segment_index_bytes: int = 10 * 1024 * 1024
     segment_jitter_ms: int = 0
     file_delete_delay_ms: int = 60_000

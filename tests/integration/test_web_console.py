@@ -3,8 +3,8 @@ driven by Playwright, against a broker holding a committed, an aborted and an op
 transaction, plain records, and a consumer group with a live member and a committed
 offset; each page is checked for what a person looks at.
 
-UPDATE_CONSOLE_SCREENSHOTS=1 saves each page as docs/console/<page>.png (the README shows
-them); normal runs leave the tree alone.
+UPDATE_CONSOLE_SCREENSHOTS=1 saves each page as docs/console/<page>.png (docs/console.md
+shows them); normal runs leave the tree alone.
 """
 
 from __future__ import annotations

@@ -210,8 +210,8 @@ def test_acks_0_gets_no_response_but_the_data_is_stored(broker, topic_name):
 
 
 def test_the_api_versions_answer_is_the_api_table(broker):
-    """What the running broker advertises is protocol/apis.py (whose README table
-    tests/unit/test_conformance.py checks), nothing more or less."""
+    """What the running broker advertises is protocol/apis.py (whose table in
+    docs/conformance.md tests/unit/test_conformance.py checks), nothing more or less."""
     from ottla.protocol.apis import SUPPORTED
 
     with WireClient(broker.bootstrap) as client:
