@@ -27,7 +27,7 @@ import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ottla.broker.client import Cluster, check
+from ottla.broker.tools.client import Cluster, check
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.apis import CREATE_TOPICS
 

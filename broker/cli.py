@@ -18,13 +18,12 @@ import signal
 import sys
 from dataclasses import replace
 
-from . import admin_cli, console
-from .web_console import command as web_console_command
+from .tools import admin_cli, console, open_console
 from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
-from .dev_security import DevSecurity, prepare
-from .scram_credentials import parse_add_scram
-from .tls import server_context
+from .security.dev_security import DevSecurity, prepare
+from .security.scram_credentials import parse_add_scram
+from .security.tls import server_context
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
@@ -137,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     _dump_log_parser(sub)
     admin_cli.add_parsers(sub)
     console.add_parsers(sub)
-    web_console_command.add_parser(sub)
+    open_console.add_parser(sub)
     args = parser.parse_args(argv)
     if hasattr(args, "run"):  # the wire-protocol tools
         return args.run(args)
@@ -166,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             uvloop.run(_serve(resolved, add_scram, dev))
         return 0
     if args.command == "dump-log":
-        from .dump_log import dump_files
+        from .tools.dump_log import dump_files
 
         try:
             dump_files(args.files, sys.stdout, decoder=args.decoder)

@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
-from .authorizer import AUTHORIZER_CLASSES
-from .security_config import (ListenerSecurity, SecurityConfigError, is_secret, is_security_property,
+from .security.authorizer import AUTHORIZER_CLASSES
+from .security.security_config import (ListenerSecurity, SecurityConfigError, is_secret, is_security_property,
                               listener_security)
 
 
@@ -266,7 +266,7 @@ class BrokerConfig:
     # unless the operator opens it (with a token, best).
     admin_host: str = "127.0.0.1"
     admin_token: str | None = None
-    # ACLs (broker/authorizer.py): on when authorizer.class.name names Kafka's authorizer.
+    # ACLs (broker/security/authorizer.py): on when authorizer.class.name names Kafka's authorizer.
     authorizer_class_name: str = ""
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
@@ -301,7 +301,7 @@ class BrokerConfig:
     # Defaults of every topic's log settings (log.segment.bytes, log.retention.ms...).
     log: LogConfig = field(default_factory=LogConfig)
     # The TLS and SASL properties (ssl.*, sasl.*, listener.name.<listener>.*) as given:
-    # broker/security_config.py reads them per listener.
+    # broker/security/security_config.py reads them per listener.
     security: Mapping[str, str] = field(default_factory=dict)
 
     def with_first_listener(self, host: str | None = None, port: int | None = None,

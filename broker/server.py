@@ -24,26 +24,26 @@ from ottla.coordinator.transactions import TransactionCoordinator
 from ottla.storage import compaction
 from ottla.storage.log_manager import LogManager, Topic, write_snapshots
 
-from .admin_http import AdminServer
+from .admin.admin_http import AdminServer
 from .config import BrokerConfig, Listener, listener_text
-from .connection import Connection
-from .dispatch import Dispatcher
+from .network.connection import Connection
+from .network.dispatch import Dispatcher
 from .durability import GroupCommit, flush_in_background
 from .client_quotas import ClientQuotas
-from .faults import Faults
+from .admin.faults import Faults
 from .fetch_sessions import FetchSessionCache
 from .logging import get_logger
-from .metrics import Metrics
-from .request_memory import RequestMemory
-from .authorizer import Authorizer, parse_super_users
+from .admin.metrics import Metrics
+from .network.request_memory import RequestMemory
+from .security.authorizer import Authorizer, parse_super_users
 from .dynamic_config import DynamicBrokerConfigs
 from .scheduler import Scheduler
-from .scram_credentials import ScramCredential, ScramCredentials
-from .tls import parse_mapping_rules, server_context
+from .security.scram_credentials import ScramCredential, ScramCredentials
+from .security.tls import parse_mapping_rules, server_context
 from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
-from .web_console.app import WebConsole
+from .admin.web_console.app import WebConsole
 
 log = get_logger("ottla.broker")
 

@@ -56,7 +56,7 @@ class Threads(Protocol):
 
 
 class Credentials(Protocol):
-    """The SCRAM users (broker/scram_credentials.py's ScramCredentials)."""
+    """The SCRAM users (broker/security/scram_credentials.py's ScramCredentials)."""
 
     def get(self, user: str, mechanism: str) -> Any: ...
     def of_user(self, user: str) -> dict[str, Any]: ...
@@ -75,7 +75,7 @@ class DynamicConfigs(Protocol):
 
 
 class Authorization(Protocol):
-    """The ACLs (broker/authorizer.py's Authorizer), when authorizer.class.name is set."""
+    """The ACLs (broker/security/authorizer.py's Authorizer), when authorizer.class.name is set."""
 
     def authorize(self, principal: str, host: str, operation: Any, resource_type: Any, name: str) -> bool: ...
     def authorize_any(self, principal: str, host: str, operation: Any, resource_type: Any) -> bool: ...

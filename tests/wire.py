@@ -8,7 +8,7 @@ import socket
 import struct
 from typing import Any
 
-from ottla.broker.client import recv_exactly
+from ottla.broker.tools.client import recv_exactly
 from ottla.protocol.codec import decode_response, encode_request, request_class
 from ottla.protocol.entities import make
 

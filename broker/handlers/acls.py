@@ -1,4 +1,4 @@
-"""CreateAcls, DescribeAcls and DeleteAcls (broker/authorizer.py keeps the ACLs).
+"""CreateAcls, DescribeAcls and DeleteAcls (broker/security/authorizer.py keeps the ACLs).
 
 Without an authorizer (authorizer.class.name unset) each answers SECURITY_DISABLED, as
 Kafka does: tools read that as "this cluster has no ACLs". Changing ACLs needs ALTER on
@@ -11,7 +11,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from ..authorizer import (CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType)
+from ..security.authorizer import (CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType)
 from ..logging import get_logger
 from .context import RequestContext
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 
-from ..authorizer import Operation
+from ..security.authorizer import Operation
 from ..client_quotas import QuotaError
 from .context import RequestContext
 

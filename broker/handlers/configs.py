@@ -9,7 +9,7 @@ from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from ..config import BrokerConfig
 from ..dynamic_config import CLUSTER_DEFAULT, THIS_BROKER
 from ..logging import logger_levels, set_logger_level

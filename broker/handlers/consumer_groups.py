@@ -10,7 +10,7 @@ from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.consumer_protocol import HeartbeatRequest
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 from .groups import AUTHORIZED_OPERATIONS_OMITTED
 

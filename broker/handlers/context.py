@@ -8,8 +8,8 @@ from typing import Any, Callable
 from ottla.protocol.codec import RequestHeader, response_class
 from ottla.protocol.entities import compiled_builder
 
-from ..authorizer import CLUSTER_NAME, Operation, ResourceType
-from ..sasl import Session
+from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from ..security.sasl import Session
 from ..services import Services
 
 
@@ -22,7 +22,7 @@ class RequestContext:
     # The address of the listener the client connected to: what Metadata and
     # FindCoordinator tell it to connect to.
     advertised_address: tuple[str, int]
-    # Who the client is and where its SASL exchange stands (broker/sasl.py).
+    # Who the client is and where its SASL exchange stands (broker/security/sasl.py).
     session: Session
     # Work the handler leaves for after its response is on its way (see after_response).
     deferred: list[Callable[[], None]] | None = None

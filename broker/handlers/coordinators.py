@@ -6,7 +6,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 GROUP, TRANSACTION = 0, 1

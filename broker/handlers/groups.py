@@ -13,7 +13,7 @@ from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 LATEST = -1

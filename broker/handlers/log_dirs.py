@@ -9,7 +9,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 UNDEFINED_EPOCH, UNDEFINED_OFFSET = -1, -1

@@ -14,7 +14,7 @@ from ottla.coordinator.internal_topics import is_internal
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_manager import Topic
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 # Kafka's value for "authorized operations not requested".

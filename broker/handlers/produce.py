@@ -34,7 +34,7 @@ from ottla.protocol.records import InvalidRecords, validate_records
 from ottla.storage.log_config import CREATE_TIME, LOG_APPEND_TIME
 from ottla.storage.log import PartitionLog
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from ..logging import get_logger
 from ..client_quotas import PRODUCER_BYTE_RATE
 from .context import RequestContext

@@ -8,7 +8,7 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 
-from ..authorizer import Operation
+from ..security.authorizer import Operation
 from .context import RequestContext
 
 

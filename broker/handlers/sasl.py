@@ -1,4 +1,4 @@
-"""SaslHandshake and SaslAuthenticate: a connection's SASL exchange (broker/sasl.py has
+"""SaslHandshake and SaslAuthenticate: a connection's SASL exchange (broker/security/sasl.py has
 the mechanisms and says what is allowed before it ends).
 
 After a failure the response goes out `connection.failed.authentication.delay.ms` late
@@ -13,7 +13,7 @@ from typing import Any
 from ottla.protocol.errors import ErrorCode
 
 from ..logging import get_logger
-from ..sasl import AuthenticationFailed
+from ..security.sasl import AuthenticationFailed
 from .context import RequestContext
 
 log = get_logger("ottla.sasl")

@@ -1,5 +1,5 @@
 """DescribeUserScramCredentials and AlterUserScramCredentials: the SCRAM users kept in
-the data directory (broker/scram_credentials.py), with Kafka's checks and errors.
+the data directory (broker/security/scram_credentials.py), with Kafka's checks and errors.
 
 The client sends the salted password (the admin clients salt it themselves), never the
 password; the broker keeps the stored and server keys derived from it.
@@ -13,8 +13,8 @@ from typing import Any
 from ottla.protocol.errors import ErrorCode
 
 from ..logging import get_logger
-from ..scram_credentials import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted_password
-from ..authorizer import Operation
+from ..security.scram_credentials import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted_password
+from ..security.authorizer import Operation
 from .context import RequestContext
 
 log = get_logger("ottla.scram")

@@ -9,7 +9,7 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from ..logging import get_logger
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 log = get_logger("ottla.topics")

@@ -10,7 +10,7 @@ from ottla.coordinator.transaction_log import TxnState
 from ottla.coordinator.transactions import COORDINATOR_EPOCH
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from ..authorizer import Operation, ResourceType
+from ..security.authorizer import Operation, ResourceType
 from ..logging import get_logger
 from .context import RequestContext
 

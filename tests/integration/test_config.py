@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 
-from ottla.broker.client import Cluster
+from ottla.broker.tools.client import Cluster
 from ottla.broker.testing import BrokerProcess
 from tests.clients import idempotent_producer, produce_all, read_all
 

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer
 
-from ottla.broker.client import Cluster
+from ottla.broker.tools.client import Cluster
 from ottla.broker.testing import BrokerProcess
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all, transactional_producer
 

@@ -1,4 +1,4 @@
-"""The web console (broker/web_console/) in a real headless browser: Debian's chromium
+"""The web console (broker/admin/web_console/) in a real headless browser: Debian's chromium
 driven by Playwright, against a broker holding a committed, an aborted and an open
 transaction, plain records, and a consumer group with a live member and a committed
 offset; each page is checked for what a person looks at.
@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from playwright.sync_api import sync_playwright
 
-from ottla.broker.client import Cluster
+from ottla.broker.tools.client import Cluster
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.apis import CREATE_TOPICS
 

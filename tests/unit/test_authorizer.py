@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ottla.broker.authorizer import (AclBinding, AclFilter, Authorizer, Operation as Op, PatternType, Permission,
+from ottla.broker.security.authorizer import (AclBinding, AclFilter, Authorizer, Operation as Op, PatternType, Permission,
                                      ResourceType as RT)
 
 ALLOW, DENY = Permission.ALLOW, Permission.DENY

@@ -15,7 +15,7 @@ import crc32c
 import pytest
 
 from ottla.broker.cli import main
-from ottla.broker.dump_log import dump_files
+from ottla.broker.tools.dump_log import dump_files
 from ottla.coordinator import consumer_group_records, offsets_log
 from ottla.coordinator.transaction_log import TxnRecord, TxnState, encode_key, encode_value
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record

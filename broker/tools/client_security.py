@@ -20,9 +20,9 @@ import ssl
 from dataclasses import dataclass
 from typing import Callable
 
-from .config import read_properties
-from .scram_credentials import MECHANISMS as SCRAM_MECHANISMS
-from .security_config import uses_sasl, uses_tls
+from ..config import read_properties
+from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
+from ..security.security_config import uses_sasl, uses_tls
 
 # A request/response exchange on the connection: SaslHandshake or SaslAuthenticate.
 Exchange = Callable[[bytes], bytes]

@@ -22,7 +22,7 @@ import os
 from dataclasses import asdict, dataclass
 from enum import IntEnum
 
-from .json_files import read_json, write_json
+from ..json_files import read_json, write_json
 
 
 class ResourceType(IntEnum):

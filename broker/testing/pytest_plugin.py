@@ -28,7 +28,7 @@ from typing import Iterator
 
 import pytest
 
-from .testing import AdminEndpoint, BrokerProcess
+from . import AdminEndpoint, BrokerProcess
 
 
 def pytest_configure(config: pytest.Config) -> None:

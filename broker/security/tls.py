@@ -24,7 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from .logging import get_logger
+from ..logging import get_logger
 from .security_config import SecurityConfigError, SslSettings
 
 log = get_logger("ottla.tls")

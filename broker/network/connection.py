@@ -12,13 +12,13 @@ time, so responses leave in request order; clients pipeline (librdkafka keeps up
 in flight) and the next frames wait, already read, in the queue.
 
 Serving one request reads decode -> handle -> encode: the frame is decoded here, the
-dispatcher (broker/dispatch.py) runs its handler with what the broker adds around it
+dispatcher (broker/network/dispatch.py) runs its handler with what the broker adds around it
 (faults, the fsync wait, metrics), and the response is encoded and written here.
 
 A connection holds at most 64 queued requests and one request's worth of bytes
 (socket.request.max.bytes) before it stops reading from its socket, and every
 connection's queued and half-received requests count against queued.max.request.bytes
-(broker/request_memory.py). A client that closes its end is closed at once, whatever
+(broker/network/request_memory.py). A client that closes its end is closed at once, whatever
 it left queued or waiting (a long-polling Fetch): Kafka drops such requests too. A
 connection with no request in hand and no bytes in or out for connections.max.idle.ms
 is closed, as Kafka closes idle connections.
@@ -41,16 +41,16 @@ from ottla.protocol.codec import (MalformedRequest, RequestHeader, decode_reques
 from ottla.protocol.framing import FrameError, FrameReader
 
 from .dispatch import Dispatcher
-from .handlers import RequestContext, api_versions_fallback
-from .logging import get_logger
+from ..handlers import RequestContext, api_versions_fallback
+from ..logging import get_logger
 from .request_memory import RequestMemory
-from .sasl import AuthenticationFailed, Session
-from .security_config import PLAINTEXT, ListenerSecurity
-from .services import Services
-from .tls import certificate_principal
+from ..security.sasl import AuthenticationFailed, Session
+from ..security.security_config import PLAINTEXT, ListenerSecurity
+from ..services import Services
+from ..security.tls import certificate_principal
 
 if TYPE_CHECKING:
-    from .config import Listener
+    from ..config import Listener
 
 log = get_logger("ottla.connection")
 

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 
 from ottla.protocol import apis
 
-from .authorizer import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
+from ..security.authorizer import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from .client import GROUP_KEY, TRANSACTION_KEY, ClientError, Cluster, check
 from .client_security import ClientSecurity, read_command_config
 

@@ -26,10 +26,10 @@ from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.kio_schema import EntityField, EntityTupleField, classify_field
 
-from .tls import failed_handshakes
+from ..security.tls import failed_handshakes
 
 if TYPE_CHECKING:
-    from .fetch_sessions import FetchSessionCache
+    from ..fetch_sessions import FetchSessionCache
     from ottla.coordinator.groups import GroupCoordinator
     from ottla.coordinator.transactions import TransactionCoordinator
     from ottla.storage.log_manager import LogManager

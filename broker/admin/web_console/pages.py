@@ -27,18 +27,18 @@ from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 from ottla.storage.segment import segment_file_name
 
-from ..admin_cli import consumer_assignment
+from ...tools.admin_cli import consumer_assignment
 from ..faults import FaultKind
-from ..handlers.configs import broker_config_entries
+from ...handlers.configs import broker_config_entries
 from .html import Markup, dl, esc, join, link, page, pager, search_form, size_text, table, tag, url, when
 from .params import Params
 from .records import DEFAULT_RECORDS, MAX_RECORDS, Row, read_slice
 
 if TYPE_CHECKING:
-    from ..config import Listener
+    from ...config import Listener
     from ..faults import Faults
     from ..metrics import Metrics
-    from ..services import Services
+    from ...services import Services
 
 PAGE_SIZE = 50
 PARTITIONS_PER_PAGE = 100

@@ -10,7 +10,7 @@ Mechanisms:
 - PLAIN (RFC 4616): one token, `authzid NUL user NUL password`, checked against the
   listener's JAAS users.
 - SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677): two round trips; the broker
-  holds only the salted keys (broker/scram_credentials.py).
+  holds only the salted keys (broker/security/scram_credentials.py).
 - OAUTHBEARER with Kafka's unsecured-JWS validation, for development.
 A failure is SASL_AUTHENTICATION_FAILED with Kafka's message (which never says whether
 the user exists), a log line without the secret, a metric, and the connection closed.
@@ -28,12 +28,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .logging import get_logger
+from ..logging import get_logger
 from .scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 from .security_config import PLAINTEXT, ListenerSecurity
 
 if TYPE_CHECKING:
-    from .services import Credentials, SecurityEvents
+    from ..services import Credentials, SecurityEvents
 
 ANONYMOUS = "ANONYMOUS"
 log = get_logger("ottla.sasl")

@@ -1,12 +1,12 @@
 """The admin HTTP endpoint (off unless admin.port / --admin-port is set):
 
     GET    /healthz         200 "ok" while the broker serves, 503 once it is stopping
-    GET    /metrics         Prometheus text format (broker/metrics.py)
+    GET    /metrics         Prometheus text format (broker/admin/metrics.py)
     GET    /faults          the faults set, as JSON
-    POST   /faults          set a fault: a JSON object (broker/faults.py); 201 with it
+    POST   /faults          set a fault: a JSON object (broker/admin/faults.py); 201 with it
     DELETE /faults          remove every fault
     DELETE /faults/<id>     remove one
-    /console/...            the web console (broker/web_console/), when the broker has one
+    /console/...            the web console (broker/admin/web_console/), when the broker has one
 
 A few routes for health checks, Prometheus and test harnesses do not need a framework:
 this is a minimal HTTP/1.1 server on asyncio, one request per connection.
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .faults import Faults, FaultSpecError
-from .logging import get_logger
+from ..logging import get_logger
 
 if TYPE_CHECKING:
     from .web_console.app import WebConsole

@@ -39,12 +39,12 @@ from ottla.protocol.apis import PRODUCE, SUPPORTED
 from ottla.protocol.error_responses import error_response, has_error_response, named_partitions, names_topics
 from ottla.protocol.errors import ErrorCode
 
-from .logging import get_logger
+from ..logging import get_logger
 
 if TYPE_CHECKING:
     from ottla.storage.log_manager import LogManager
 
-    from .handlers.context import RequestContext
+    from ..handlers.context import RequestContext
     from .metrics import Metrics
 
 log = get_logger("ottla.faults")

@@ -14,10 +14,10 @@ from inspect import iscoroutine
 from time import perf_counter
 from typing import Any, Awaitable, Callable
 
-from .durability import GroupCommit
-from .faults import FaultKind, Faults
-from .handlers import HANDLERS, MAY_WAIT, RequestContext
-from .metrics import Metrics
+from ..durability import GroupCommit
+from ..admin.faults import FaultKind, Faults
+from ..handlers import HANDLERS, MAY_WAIT, RequestContext
+from ..admin.metrics import Metrics
 
 
 class Dispatcher:

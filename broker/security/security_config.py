@@ -9,9 +9,9 @@ server.properties:
         org.apache.kafka.common.security.plain.PlainLoginModule required \\
         user_alice="alice-secret" user_bob="bob-secret";
 
-(SCRAM users live in the data directory: broker/scram_credentials.py.)
+(SCRAM users live in the data directory: broker/security/scram_credentials.py.)
 
-This module reads text only; broker/tls.py builds the TLS context from it.
+This module reads text only; broker/security/tls.py builds the TLS context from it.
 """
 
 from __future__ import annotations

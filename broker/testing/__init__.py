@@ -33,7 +33,7 @@ from typing import Any, Iterator
 
 from ottla.protocol.apis import CREATE_TOPICS
 
-from .client import Cluster, check
+from ..tools.client import Cluster, check
 
 READY_PREFIX = "Ottla is ready: bootstrap.servers="
 LOADED_LINE = "Ottla coordinators loaded"
@@ -42,7 +42,7 @@ ADMIN_PREFIX = "Ottla admin endpoint: "
 
 
 class AdminEndpoint:
-    """The broker's admin HTTP endpoint: metrics and faults (see broker/admin_http.py)."""
+    """The broker's admin HTTP endpoint: metrics and faults (see broker/admin/admin_http.py)."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url

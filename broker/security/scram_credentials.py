@@ -19,7 +19,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from .json_files import read_json, write_json
+from ..json_files import read_json, write_json
 
 FILE_NAME = "scram-credentials.json"
 # Kafka's names and its ApiMessage codes (ScramMechanism: 1, 2).

@@ -1,0 +1,1 @@
+"""The Kafka protocol front: connections, their requests in order, and the dispatch to handlers."""

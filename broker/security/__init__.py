@@ -1,0 +1,1 @@
+"""TLS, SASL, SCRAM credentials and ACLs: who a client is and what it may do."""
