@@ -11,7 +11,7 @@ DATA_DIR ?= ./data
 # The admin endpoint (metrics, faults, the web console: `ottla console`), on 127.0.0.1.
 ADMIN_PORT ?= 9644
 
-.PHONY: run test bench fuzz soak clean kafka
+.PHONY: run test bench fuzz soak clean kafka lint
 
 # Apache Kafka 4.3.1, the reference the tests compare Ottla with, and the JVM programs run
 # against both brokers (Kafka's tools, Streams, Connect, MirrorMaker 2): copied once from
@@ -36,9 +36,18 @@ $(VENV)/.installed-base: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed-base
+$(VENV)/.installed-test: $(VENV)/.installed-base pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@
+
+# ruff over the whole tree; mypy over the product packages under their installed names.
+LAYERS := broker protocol storage coordinator pipeline
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	mkdir -p .cache/mypy/ottla
+	touch .cache/mypy/ottla/__init__.py
+	for layer in $(LAYERS); do ln -sfn ../../../$$layer .cache/mypy/ottla/$$layer; done
+	$(BIN)/mypy -p ottla
 
 $(VENV)/.installed-bench: $(VENV)/.installed-base
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
