@@ -24,7 +24,7 @@ import pytest
 import trustme
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
                                    UserScramCredentialUpsertion)
 from kafka import KafkaConsumer, KafkaProducer
@@ -105,7 +105,13 @@ def _sasl_ssl(broker, certs, mechanism: str, user: str, password: str) -> dict[s
 
 def _round_trip(conf: dict[str, object], topic: str, group: str) -> list[bytes]:
     """An idempotent producer, a committed and an aborted transaction, then a
-    read_committed consumer in a group: what the consumer read."""
+    read_committed consumer in a group: what the consumer read. The aborted record is
+    flushed before the abort (librdkafka drops unsent records on abort: there would be
+    no aborted record to hide), and a read_uncommitted reader must find it in the log.
+
+    Checked by breaking it: with the transaction coordinator writing a COMMIT marker for
+    every transaction end, the read_committed reader gets b"aborted" and the callers'
+    comparisons fail."""
     producer = Producer({**conf, "enable.idempotence": True})
     for i in range(10):
         producer.produce(topic, b"m%d" % i)
@@ -117,22 +123,43 @@ def _round_trip(conf: dict[str, object], topic: str, group: str) -> list[bytes]:
     txn.commit_transaction(20)
     txn.begin_transaction()
     txn.produce(topic, b"aborted")
+    assert txn.flush(20) == 0
     txn.abort_transaction(20)
-    return _consume_in_group(conf, topic, group, 11)
+    everything = _consume_in_group(conf, topic, f"{group}-uncommitted", isolation="read_uncommitted", assign=True)
+    assert sorted(everything) == sorted(EXPECTED + [b"aborted"]), "the aborted record is in the log"
+    return _consume_in_group(conf, topic, group)
 
 
-def _consume_in_group(conf: dict[str, object], topic: str, group: str, expected: int) -> list[bytes]:
-    """What a read_committed consumer in `group` reads, up to `expected` records; the
-    position is committed."""
+def _consume_in_group(conf: dict[str, object], topic: str, group: str, isolation: str = "read_committed",
+                      assign: bool = False) -> list[bytes]:
+    """Everything a consumer in `group` reads up to the end of the topic's partitions
+    (the high watermark, past the last transaction marker); the position is committed.
+    With `assign`, the consumer reads partition 0 without joining the group."""
     consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})
-    consumer.subscribe([topic])
+                         "isolation.level": isolation, "enable.partition.eof": True})
+    if assign:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    else:
+        consumer.subscribe([topic])
     got: list[bytes] = []
+    at_end: set[int] = set()
     deadline = time.monotonic() + 30
-    while len(got) < expected and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and not message.error():
-            got.append(message.value())
+    while True:
+        assert time.monotonic() < deadline, f"the end of {topic} not reached; read {got}"
+        message = consumer.poll(0.2)
+        if message is not None:
+            if message.error() is None:
+                got.append(message.value())
+                at_end.discard(message.partition())
+            elif message.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition())
+            else:
+                raise AssertionError(str(message.error()))
+        assignment = consumer.assignment()
+        if assignment and at_end >= {tp.partition for tp in assignment}:
+            positions = consumer.position(assignment)
+            if all(tp.offset >= consumer.get_watermark_offsets(tp, 10)[1] for tp in positions):
+                break
     consumer.commit(asynchronous=False)
     consumer.close()
     return got
@@ -304,7 +331,7 @@ def test_sessions_are_authenticated_again_when_connections_max_reauth_ms_says(se
     assert secure_broker.log().count("principal=User:carol") - before >= 4
     # The client authenticated again in time on the same connections: none was closed for it.
     assert "re-authentication is due" not in secure_broker.log()
-    got = _consume_in_group(conf, topic_name, topic_name, 12)
+    got = _consume_in_group(conf, topic_name, topic_name)
     assert got == [b"r%d" % i for i in range(12)]
 
 
@@ -377,9 +404,14 @@ def test_kafka_python_over_sasl_ssl(secure_broker, certs, topic_name, mechanism,
     txn.send(topic, b"committed")
     txn.commit_transaction()
     txn.close()
-    consumer = KafkaConsumer(topic, group_id=topic, auto_offset_reset="earliest", consumer_timeout_ms=10_000,
+    # consumer_timeout_ms bounds a failure; a pass stops at the sixth record.
+    consumer = KafkaConsumer(topic, group_id=topic, auto_offset_reset="earliest", consumer_timeout_ms=30_000,
                              isolation_level="read_committed", **common)
-    got = [m.value for m in consumer]
+    got: list[bytes] = []
+    for message in consumer:
+        got.append(message.value)
+        if len(got) == 6:
+            break
     consumer.close()
     assert sorted(got) == [b"committed", *[b"kp%d" % i for i in range(5)]]
 
@@ -438,8 +470,10 @@ def test_kafkajs_over_sasl_ssl(secure_broker, certs, kafkajs, mechanism, user, p
     out = subprocess.run(["node", kafkajs, secure_broker.listeners["SASL_SSL"], json.dumps(security)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])["got"]
-    assert sorted(got) == sorted([f"v{i}" for i in range(50)] + ["committed"])
+    read = json.loads(out.stdout.strip().splitlines()[-1])
+    committed = sorted([f"v{i}" for i in range(50)] + ["committed"])
+    assert sorted(read["got"]) == committed
+    assert sorted(read["everything"]) == sorted(committed + ["aborted"])
 
 
 def test_dev_security_in_one_line_and_the_tools_with_its_client_properties(tmp_path, topic_name):
