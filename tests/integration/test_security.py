@@ -251,7 +251,9 @@ def test_plaintext_on_a_tls_port_and_tls_on_a_plaintext_port_close_only_that_con
     # A TLS ClientHello to the PLAINTEXT listener: not a Kafka frame, closed.
     context = ssl.create_default_context(cafile=certs["ca"])
     with socket.create_connection(_host_port(secure_broker.bootstrap), timeout=10) as raw:
-        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        # The handshake ends on the broker's close (SSLEOFError or a reset) within the
+        # socket's 10 s: a broker that hung would raise TimeoutError, which fails here.
+        with pytest.raises((ssl.SSLError, ConnectionError)):
             context.wrap_socket(raw, server_hostname="localhost")
     # Logged and counted, as any client's bad input.
     assert "TLS handshake failed" in secure_broker.log()
@@ -272,8 +274,8 @@ def test_requests_before_authentication_close_the_connection(secure_broker):
         # ... Metadata is not: the connection is closed without an answer.
         client.send(request(METADATA, 12, topics=None, allow_auto_topic_creation=False,
                             include_topic_authorized_operations=False))
-        with pytest.raises((ConnectionError, EOFError, OSError, struct.error, ValueError)):
-            client.receive(METADATA, 12)
+        # Closed, not left hanging (is_closed is False after 10 s of silence) nor answered.
+        assert client.is_closed(timeout=10)
     with WireClient(secure_broker.listeners["SASL_PLAINTEXT"]) as client:
         # SaslAuthenticate before any handshake: ILLEGAL_SASL_STATE, then closed.
         answer = client.call(request(SASL_AUTHENTICATE, 2, auth_bytes=b"\0alice\0alice-secret"))

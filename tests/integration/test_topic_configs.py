@@ -215,10 +215,16 @@ def test_compression_type_stores_batches_in_the_topics_codec_and_every_client_re
                              timeout=60)
         assert out.returncode == 0, out.stderr[-2000:]
         assert json.loads(out.stdout.strip().splitlines()[-1])["got"] == [v.decode() for v in expected]
+        # consumer_timeout_ms bounds a failure; a pass stops at the 20th record.
         consumer = KafkaConsumer(topic_name, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
-                                 consumer_timeout_ms=5000)
-        assert [m.value for m in consumer] == expected
+                                 consumer_timeout_ms=30_000)
+        got = []
+        for message in consumer:
+            got.append(message.value)
+            if len(got) == len(expected):
+                break
         consumer.close()
+        assert got == expected
 
 
 async def _aiokafka_read(bootstrap: str, topic: str, expected: int) -> list[bytes]:
@@ -241,7 +247,8 @@ def test_min_insync_replicas_above_one_refuses_acks_all_as_a_one_broker_kafka(br
                          "enable.idempotence": False, "retries": 0})
     producer.produce(topic_name, b"x", on_delivery=lambda error, message: errors.append(error))
     producer.flush(10)
-    assert errors[0] is not None and errors[0].code() in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._MSG_TIMED_OUT)
+    # Kafka's answer, not a timeout: a broker that never answered would fail here.
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors
     relaxed = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1)
     relaxed.send(topic_name, b"acks=1").get(timeout=10)
     relaxed.close()
