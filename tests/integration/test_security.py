@@ -30,6 +30,7 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
 from kafka import KafkaConsumer, KafkaProducer
 
 from ottla.broker.testing import BrokerProcess
+from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic
 from tests.wire import WireClient, request
@@ -502,5 +503,38 @@ def test_dev_security_in_one_line_and_the_tools_with_its_client_properties(tmp_p
         producer = Producer({**broker.dev_security_config(), "enable.idempotence": True})
         producer.produce(topic_name, b"again")
         assert producer.flush(20) == 0
+    finally:
+        broker.cleanup()
+
+
+def test_dev_security_refuses_no_credentials_a_wrong_password_and_a_client_without_its_ca(tmp_path):
+    """`--dev-security` is secure, not only convenient: its one listener refuses a
+    client that does not authenticate (the connection is closed, unanswered, within
+    10 s), a wrong password (Kafka's SASL error), and a client that does not trust the
+    CA it wrote (the certificate is not publicly trusted).
+
+    Checked by breaking it: with the SASL check before a request (broker/connection.py,
+    `if self._sasl and ... needs_authentication`) made `if False`, the TLS client without
+    credentials gets its Metadata answered and the test fails; with the SCRAM proof's
+    `raise failure` (broker/sasl.py, _client_final) made `pass`, the wrong password is
+    accepted by the broker (the client then rejects the server's signature instead),
+    and the 'invalid credentials' check fails."""
+    broker = BrokerProcess(str(tmp_path / "data"), args=["--dev-security"]).start()
+    try:
+        config = broker.dev_security_config()
+        ca = config["ssl.ca.location"]
+        context = ssl.create_default_context(cafile=ca)
+        context.check_hostname = False
+        with socket.create_connection(_host_port(config["bootstrap.servers"]), timeout=10) as raw:
+            with context.wrap_socket(raw) as tls:
+                metadata = encode_request(1, "no-credentials", request(
+                    METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False))
+                tls.sendall(metadata)
+                assert tls.recv(1) == b"", "closed without an answer"
+        error = _refused({**config, "sasl.password": config["sasl.password"] + "-wrong"})
+        assert "Authentication failed during authentication due to invalid credentials" in error, error[:500]
+        without_ca = {key: value for key, value in config.items() if key != "ssl.ca.location"}
+        assert "certificate verify failed" in _refused(without_ca)
     finally:
         broker.cleanup()
