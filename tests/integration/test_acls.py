@@ -21,6 +21,7 @@ from kafka.errors import SecurityDisabledError
 
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
+from tests.restarts import RESTARTS, restart
 from tests.wire import WireClient, request
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -153,7 +154,8 @@ def test_only_the_cluster_action_may_write_transaction_markers(acl_broker, topic
     assert marker.topics[0].partitions[0].error_code == ErrorCode.cluster_authorization_failed
 
 
-def test_acls_are_listed_deleted_and_survive_a_restart(acl_broker, topic_name):
+@pytest.mark.parametrize("how", RESTARTS)
+def test_acls_are_listed_deleted_and_survive_a_restart(acl_broker, topic_name, how):
     admin = _admin(acl_broker)
     _create(admin, _allow("User:carol", AclOperation.DESCRIBE, ResourceType.GROUP, topic_name))
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
@@ -165,8 +167,7 @@ def test_acls_are_listed_deleted_and_survive_a_restart(acl_broker, topic_name):
         _create(_admin(acl_broker, "bob"), _allow("User:bob", AclOperation.ALL, ResourceType.BROKER,
                                                   "kafka-cluster"))
     assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
-    acl_broker.stop()
-    acl_broker.start()
+    restart(acl_broker, how)
     admin = _admin(acl_broker)
     after = admin.describe_acls(everything).result(10)
     assert sorted(map(str, after)) == sorted(map(str, before))

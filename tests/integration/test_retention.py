@@ -10,6 +10,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
+from tests.restarts import RESTARTS, restart
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -25,15 +26,6 @@ def _wait(condition, timeout: float = 20) -> None:
         time.sleep(0.1)
 
 
-def _restart(broker, how: str) -> None:
-    """Stop the broker cleanly (SIGTERM) or kill it (SIGKILL, as a crash), then start it."""
-    if how == "SIGTERM":
-        broker.stop()
-    else:
-        broker.kill()
-    broker.start()
-
-
 def _start_offset(broker, topic: str) -> int:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     from confluent_kafka.admin import OffsetSpec
@@ -41,7 +33,8 @@ def _start_offset(broker, topic: str) -> int:
     return result[TopicPartition(topic, 0)].result(10).offset
 
 
-def test_topic_configs_are_described_altered_and_kept_across_restart(fresh_broker, topic_name):
+@pytest.mark.parametrize("how", RESTARTS)
+def test_topic_configs_are_described_altered_and_kept_across_restart(fresh_broker, topic_name, how):
     broker = fresh_broker()
     create_topic(broker.bootstrap, topic_name, 1, {"retention.ms": "3600000", "cleanup.policy": "compact"})
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -73,8 +66,7 @@ def test_topic_configs_are_described_altered_and_kept_across_restart(fresh_broke
     except Exception as exc:  # noqa: BLE001 - confluent raises KafkaException
         assert "retention.bytes" in str(exc)
 
-    broker.stop()
-    broker.start()
+    restart(broker, how)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     configs = described()
     assert configs["retention.bytes"].value == "1000000" and configs["cleanup.policy"].value == "compact,delete"
@@ -105,8 +97,8 @@ def test_retention_deletes_old_segments_by_time_but_never_the_active_one(fresh_b
     assert "retention deleted segments" in broker.log()
 
 
-@pytest.mark.parametrize("restart", ["SIGTERM", "SIGKILL"])
-def test_an_active_segment_whose_records_all_expired_is_rolled_and_deleted(fresh_broker, topic_name, restart):
+@pytest.mark.parametrize("how", RESTARTS)
+def test_an_active_segment_whose_records_all_expired_is_rolled_and_deleted(fresh_broker, topic_name, how):
     """As in Kafka (UnifiedLog.deleteSegments): when every record of the partition is
     past retention.ms, active segment included, a new empty segment is rolled at the log
     end and the old ones deleted; the log start offset is the log end offset; it stays
@@ -125,7 +117,7 @@ def test_an_active_segment_whose_records_all_expired_is_rolled_and_deleted(fresh
     assert _segments(broker, topic_name) == [f"{0:020d}.log"], "every record in the active segment"
     _wait(lambda: _start_offset(broker, topic_name) == 50)
     assert _segments(broker, topic_name) == [f"{50:020d}.log"]
-    _restart(broker, restart)
+    restart(broker, how)
     assert _start_offset(broker, topic_name) == 50
     produce_all(idempotent_producer(broker.bootstrap), [(topic_name, 0, None, b"new")])
     got = consume_partitions(broker.bootstrap, topic_name, [0], 1, start=50)

@@ -33,6 +33,7 @@ from ottla.broker.testing import BrokerProcess
 from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic
+from tests.restarts import RESTARTS, restart
 from tests.wire import WireClient, request
 
 PLAIN_USERS = {"alice": "alice-secret", "carol": "carol-secret"}
@@ -350,7 +351,9 @@ def test_handshake_v0_takes_bare_tokens(secure_broker):
         assert answer.brokers
 
 
-def test_scram_users_are_managed_through_the_admin_api_and_survive_a_restart(secure_broker, certs, topic_name):
+@pytest.mark.parametrize("how", RESTARTS)
+def test_scram_users_are_managed_through_the_admin_api_and_survive_a_restart(secure_broker, certs, topic_name,
+                                                                           how):
     admin = AdminClient({"bootstrap.servers": secure_broker.bootstrap})
     futures = admin.alter_user_scram_credentials([
         UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"dave-secret"),
@@ -370,8 +373,7 @@ def test_scram_users_are_managed_through_the_admin_api_and_survive_a_restart(sec
     with pytest.raises(KafkaException) as weak:
         futures["erin"].result(10)
     assert "UNACCEPTABLE_CREDENTIAL" in str(weak.value) or "Iterations" in str(weak.value)
-    secure_broker.stop()
-    secure_broker.start()
+    restart(secure_broker, how)
     create_topic(secure_broker.bootstrap, topic_name, 1)
     producer = Producer(_sasl_ssl(secure_broker, certs, "SCRAM-SHA-512", "dave", "dave-secret"))
     producer.produce(topic_name, b"from dave")

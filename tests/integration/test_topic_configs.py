@@ -27,6 +27,7 @@ from kafka.errors import InvalidConfigurationError
 from ottla.protocol.errors import ErrorCode
 from ottla.storage.log_config import TOPIC_CONFIGS
 from tests.clients import create_topic
+from tests.restarts import RESTARTS, restart
 from tests.wire import WireClient, request
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
@@ -259,7 +260,8 @@ def _broker_configs(admin: AdminClient, name: str = "1") -> dict:
     return future.result(10)
 
 
-def test_a_dynamic_broker_config_acts_at_once_and_survives_a_restart(fresh_broker, topic_name):
+@pytest.mark.parametrize("how", RESTARTS)
+def test_a_dynamic_broker_config_acts_at_once_and_survives_a_restart(fresh_broker, topic_name, how):
     broker = fresh_broker()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     create_topic(broker.bootstrap, topic_name, 1)
@@ -285,8 +287,7 @@ def test_a_dynamic_broker_config_acts_at_once_and_survives_a_restart(fresh_broke
         for future in admin.incremental_alter_configs([refused]).values():
             future.result(10)
     assert "Cannot update these configs dynamically" in error.value.args[0].str()
-    broker.stop()
-    broker.start()
+    restart(broker, how)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert _described(admin, topic_name)["retention.ms"].value == "3600000"
     assert _broker_configs(admin, node)["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
