@@ -12,7 +12,6 @@ import time
 import pytest
 
 from ottla.broker.testing import BrokerProcess
-
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
 from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
