@@ -167,6 +167,9 @@ def test_only_the_cluster_action_may_write_transaction_markers(acl_broker, topic
 
 @pytest.mark.parametrize("how", RESTARTS)
 def test_acls_are_listed_deleted_and_survive_a_restart(acl_broker, topic_name, how):
+    """Checked by breaking it: with Authorizer.add no longer saving and the broker's
+    clean shutdown saving the ACLs instead (a two-line break), the SIGTERM variant
+    passes and the SIGKILL one fails: the ACLs must be on disk when the answer leaves."""
     admin = _admin(acl_broker)
     _create(admin, _allow("User:carol", AclOperation.DESCRIBE, ResourceType.GROUP, topic_name))
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
