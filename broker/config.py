@@ -163,7 +163,7 @@ KAFKA_VERSION_PROPERTIES = {"inter.broker.protocol.version": "4.1-IV1", "log.mes
 LISTENER_PROPERTIES = ("listeners", "advertised.listeners", "listener.security.protocol.map")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ENV_PREFIX = "OTTLA_"
-# Environment variables of test hooks (the pipeline sink's OTTLA_TEST_HOLD_SINK_BEFORE_CHECKPOINT), not settings.
+# Environment variables of the tests' launchers (OTTLA_TEST_RELEASE_LOADING), not settings.
 _ENV_NOT_SETTINGS = "OTTLA_TEST_"
 
 

@@ -19,8 +19,6 @@ duplicates a record.
 from __future__ import annotations
 
 import contextlib
-import os
-import time
 from dataclasses import dataclass
 from itertools import chain
 from typing import Iterator
@@ -40,10 +38,6 @@ TIMEOUT_S = 60.0
 # id), and the batch id.
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
-# Test hook, only for the driver-kill test: "<batch id>:<path>". When the driver commits
-# that batch (every task's transaction is committed, Spark's checkpoint not yet), the
-# sink creates <path> and waits forever, so the test can SIGKILL the driver right there.
-TEST_HOLD_BEFORE_CHECKPOINT_ENV = "OTTLA_TEST_HOLD_SINK_BEFORE_CHECKPOINT"
 
 
 @dataclass(frozen=True)
@@ -214,10 +208,4 @@ class OttlaStreamWriter(DataSourceStreamWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Runs on the driver once every task of the batch has committed, before Spark
         records the batch in its checkpoint: the transactions carry the commit, so there
-        is nothing left to do here but the test hook."""
-        hold = os.environ.get(TEST_HOLD_BEFORE_CHECKPOINT_ENV)
-        if hold is not None and hold.split(":", 1)[0] == str(batchId):
-            with open(hold.split(":", 1)[1], "w") as signal_file:
-                signal_file.write(f"batch {batchId} committed by {len(messages)} tasks\n")
-            while True:
-                time.sleep(60)
+        is nothing left to do here."""

@@ -381,6 +381,8 @@ class LogManager:
         deleted = 0
         for log in self.all_partitions():
             doomed = expired_segments(log, now_ms)
+            if doomed and len(doomed) == len(log.segments):
+                log.roll()  # the active segment is expired too: a partition keeps one segment
             log.delete_oldest_segments(doomed)
             deleted += len(doomed)
         return deleted

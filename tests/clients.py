@@ -88,8 +88,10 @@ def transactional_producer(bootstrap: str, transactional_id: str, **extra: objec
 def read_all(bootstrap: str, topic: str, partitions: list[int], *, isolation: str, settle: float = 2.0,
              timeout: float = 30) -> dict[int, list[bytes]]:
     """Every message currently readable from `partitions`: reads until the consumer has
-    reached the end of each partition (as the isolation level defines it) and nothing
-    more arrives for `settle` seconds."""
+    reached the end of each partition (as the isolation level defines it). Where that
+    end is the high watermark it stops there at once; where it is not (read_committed
+    before an open transaction, or before markers still being written) it waits until
+    nothing more arrives for `settle` seconds."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": f"reader-{time.monotonic_ns()}",
@@ -98,7 +100,8 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], *, isolation: st
         "enable.partition.eof": True,
         "log_level": 3,
     })
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    assigned = [TopicPartition(topic, p, 0) for p in partitions]
+    consumer.assign(assigned)
     got: dict[int, list[bytes]] = {p: [] for p in partitions}
     at_end: set[int] = set()
     deadline = time.monotonic() + timeout
@@ -116,8 +119,11 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], *, isolation: st
                 got[message.partition()].append(message.value())
             if messages:
                 quiet_since = time.monotonic()
-            elif len(at_end) == len(partitions) and time.monotonic() - quiet_since >= settle:
-                break
+            elif len(at_end) == len(partitions):
+                if all(tp.offset >= consumer.get_watermark_offsets(tp, 10)[1] for tp in consumer.position(assigned)):
+                    break
+                if time.monotonic() - quiet_since >= settle:
+                    break
     finally:
         consumer.close()
     return got

@@ -3,6 +3,7 @@ needs its own data directory), and unique topic names."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -64,5 +65,12 @@ def kafkajs() -> str:
     if npm is None or shutil.which("node") is None:
         pytest.skip("node and npm are not installed (.ci/run installs them from apt)")
     js_dir = os.path.join(os.path.dirname(__file__), "js")
-    subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=js_dir, check=True, timeout=300)
+    # Installed once per package-lock.json: the stamp holds the lock file's hash.
+    with open(os.path.join(js_dir, "package-lock.json"), "rb") as f:
+        lock_hash = hashlib.sha256(f.read()).hexdigest()
+    stamp = os.path.join(js_dir, "node_modules", ".ottla-installed-lock")
+    if not os.path.exists(stamp) or open(stamp).read() != lock_hash:
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=js_dir, check=True, timeout=300)
+        with open(stamp, "w") as f:
+            f.write(lock_hash)
     return os.path.join(js_dir, "roundtrip.js")

@@ -60,13 +60,18 @@ def sample_values(cls: type, rng: random.Random, depth: int = 0) -> dict[str, An
     return values
 
 
-def sample_body(api_key: int, version: int, rng: random.Random) -> bytes:
-    """The encoded body of a filled-in request of this API version."""
+def sample_request(api_key: int, version: int, rng: random.Random) -> tuple[Any, bytes]:
+    """A filled-in request of this API version and its encoded body."""
     cls = request_class(api_key, version)
     entity = make(cls, **sample_values(cls, rng))
     out = ChunkWriter()
     compiled_writer(cls)(out.write, entity)
-    return b"".join(out.frame())[4:]
+    return entity, b"".join(out.frame())[4:]
+
+
+def sample_body(api_key: int, version: int, rng: random.Random) -> bytes:
+    """The encoded body of a filled-in request of this API version."""
+    return sample_request(api_key, version, rng)[1]
 
 
 def every_supported_request() -> list[tuple[int, int]]:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic
+from tests.restarts import RESTARTS, restart
 from tests.wire import WireClient, request
 
 PRODUCE, FETCH, API_VERSIONS, DESCRIBE_QUOTAS, ALTER_QUOTAS = 0, 1, 18, 48, 49
@@ -39,7 +41,8 @@ def _produce(client: WireClient, topic: str, size: int):  # type: ignore[no-unty
         {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]))
 
 
-def test_quotas_are_set_described_refused_and_kept_over_a_restart(fresh_broker):
+@pytest.mark.parametrize("how", RESTARTS)
+def test_quotas_are_set_described_refused_and_kept_over_a_restart(fresh_broker, how):
     broker = fresh_broker()
     with WireClient(broker.bootstrap) as client:
         assert _alter(client, [("user", "alice")], "producer_byte_rate", 1_048_576).error_code == ErrorCode.none
@@ -53,8 +56,7 @@ def test_quotas_are_set_described_refused_and_kept_over_a_restart(fresh_broker):
         bad = client.call(request(DESCRIBE_QUOTAS, 1, strict=False, components=[
             {"entity_type": "user", "match_type": 0, "match": None}]))
         assert bad.error_code == ErrorCode.invalid_request
-    broker.stop()
-    broker.start()
+    restart(broker, how)
     with WireClient(broker.bootstrap) as client:
         assert _describe(client, []) == {
             (("client-id", None),): {"consumer_byte_rate": 2_097_152.0},

@@ -54,8 +54,10 @@ def test_create_partitions_of_unknown_and_internal_topics_are_refused(broker, to
     assert refused.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     create_topic(broker.bootstrap, topic_name, 1)  # makes sure __consumer_offsets can exist
     (future,) = admin.create_partitions([NewPartitions("__transaction_state", 60)]).values()
-    with pytest.raises(KafkaException):
+    with pytest.raises(KafkaException) as refused:
         future.result(10)
+    # The coordinators map ids to partitions by the count: it may not change.
+    assert refused.value.args[0].code() == KafkaError.INVALID_PARTITIONS, refused.value.args[0]
     # validate_only answers without changing anything.
     (future,) = admin.create_partitions([NewPartitions(topic_name, 4)], validate_only=True).values()
     future.result(10)

@@ -70,10 +70,21 @@ def test_clients_that_vanish_behind_a_long_poll_leave_nothing_behind(broker, top
 
 
 def test_queued_request_bytes_are_bounded_across_connections(fresh_broker, topic_name):
-    broker = fresh_broker(queued_max_request_bytes=32 * MiB)
+    """Six clients offer 96 MiB each behind a long poll; the broker reads the load (at
+    least the 32 MiB bound: checked first, so an upper bound met by a broker that read
+    nothing cannot pass), then stops reading, short of what was offered, and holds
+    about the bound in memory.
+
+    Checked by breaking it: RequestMemory.full made `return False` (no bound): the
+    broker reads far past the bound and the test fails; the connection made to pause
+    reading on its first bytes (`self._over_limits()` made `True` in Connection._take):
+    nothing like the bound is read and the first assertion fails, where the old sleep
+    and upper bound passed."""
+    broker = fresh_broker(queued_max_request_bytes=32 * MiB, admin_port=0)
     create_topic(broker.bootstrap, topic_name, 1)
     pid = broker.process.pid
     before = resident_mib(pid)
+    read_before = broker.admin.metric("ottla_bytes_in_total")
     clients = []
 
     def flood(client: WireClient) -> None:
@@ -89,8 +100,21 @@ def test_queued_request_bytes_are_bounded_across_connections(fresh_broker, topic
         client.send(_long_poll(topic_name))
         clients.append(client)
         threading.Thread(target=flood, args=(client,), daemon=True).start()
-    time.sleep(3)
-    # The bound (32 MiB) plus at most one request being received per connection.
+
+    def read_mib() -> float:
+        return (broker.admin.metric("ottla_bytes_in_total") - read_before) / MiB
+
+    _until(lambda: read_mib() >= 32, "the broker never read the load (the bound's 32 MiB)")
+    # Then it stops reading: what it has read stays put for a second.
+    previous = -1.0
+    deadline = time.monotonic() + 30
+    while (now := read_mib()) != previous:
+        assert time.monotonic() < deadline, f"the broker kept reading: {now:.0f} MiB"
+        previous = now
+        time.sleep(1)
+    # The bound (32 MiB) plus at most one request being received per connection, of
+    # the 576 MiB offered; and about as much held in memory.
+    assert previous < 32 + 6 * 16 + 16, f"the broker read {previous:.0f} MiB of the 576 offered"
     held = resident_mib(pid) - before
     assert held < 32 + 6 * 16 + 48, f"the broker holds {held:.0f} MiB of queued requests"
     # Everyone else is still served meanwhile.

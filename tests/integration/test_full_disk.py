@@ -1,5 +1,6 @@
 """A full disk (issue 12): a produce gets KAFKA_STORAGE_ERROR, nothing acknowledged is
-lost, no segment is left torn, and the broker serves again once space returns, without
+lost, no segment is left torn (tests/segment_files.py reads the files: every batch's
+CRC, the offsets, the indexes), and the broker serves again once space returns, without
 a restart. Tested on a real full filesystem (a small tmpfs: tests run as root here and
 in CI) and through the admin endpoint's disk_full fault."""
 
@@ -15,6 +16,7 @@ from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all, transactional_producer
+from tests.segment_files import check_partition_files
 from tests.wire import WireClient, request
 
 PRODUCE = 0
@@ -43,6 +45,7 @@ def test_a_full_disk_refuses_writes_loses_nothing_and_recovers(small_disk, topic
     broker = BrokerProcess(str(small_disk / "data"), {"log.segment.bytes": "262144"}).start()
     try:
         create_topic(broker.bootstrap, topic_name, 1)
+        partition_dir = os.path.join(broker.data_dir, f"{topic_name}-0")
         filler = small_disk / "filler"
         acknowledged: list[bytes] = []
         with WireClient(broker.bootstrap) as client:
@@ -61,6 +64,9 @@ def test_a_full_disk_refuses_writes_loses_nothing_and_recovers(small_disk, topic
                     if refused >= 5:
                         break
             assert acknowledged and refused, "the disk never filled up"
+            # On disk, with the disk still full: whole batches with right CRCs, the
+            # acknowledged records and nothing refused, indexes pointing at batches.
+            assert check_partition_files(partition_dir) == len(acknowledged)
             log = broker.log()  # a real full disk: ENOSPC, or a short write cut back off
             assert "write failed" in log and ("No space left on device" in log or "short write" in log)
             # Space returns: the same broker takes writes again, no restart.
@@ -75,12 +81,16 @@ def test_a_full_disk_refuses_writes_loses_nothing_and_recovers(small_disk, topic
         txn.produce(topic_name, value=b"txn", partition=0)
         txn.commit_transaction(30)
         acknowledged.append(b"txn")
-        # After a crash, every acknowledged record is there once, in order, and nothing else.
+        # After a crash, the files hold the acknowledged records (the commit marker may not
+        # be in yet: as in Kafka, it is written after the commit's answer), and every
+        # acknowledged record is read back once, in order, and nothing else; the files then
+        # hold the marker too.
         broker.kill()
+        assert check_partition_files(partition_dir) in (len(acknowledged), len(acknowledged) + 1)
         broker.start()
-        assert "recovered_bytes_truncated=0" in broker.log() or "recovered_bytes_truncated" not in broker.log()
         got = read_all(broker.bootstrap, topic_name, [0], isolation="read_committed")[0]
         assert got == acknowledged
+        assert check_partition_files(partition_dir) == len(acknowledged) + 1
     finally:
         broker.cleanup()
 

@@ -113,5 +113,7 @@ def test_aiokafka_idempotence_transactions_and_a_read_committed_group(broker, to
 def test_kafkajs_idempotence_transactions_and_a_read_committed_group(broker, kafkajs):
     out = subprocess.run(["node", kafkajs, broker.bootstrap], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])["got"]
-    assert sorted(got) == sorted([f"v{i}" for i in range(50)] + ["committed"])
+    read = json.loads(out.stdout.strip().splitlines()[-1])
+    committed = sorted([f"v{i}" for i in range(50)] + ["committed"])
+    assert sorted(read["got"]) == committed
+    assert sorted(read["everything"]) == sorted(committed + ["aborted"])

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+import shutil
 import struct
 import time
 
+import pytest
+
+from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
 from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
@@ -107,6 +112,8 @@ def test_without_any_snapshot_the_log_replay_gives_the_same_state(fresh_broker, 
 
 
 def test_fsync_mode_acknowledges_after_fsync_and_keeps_everything(fresh_broker, topic_name):
+    # kill -9 keeps the page cache, so this shows recovery in fsync mode, not the fsync
+    # itself: test_with_fsync_a_produce_is_acknowledged_only_after_its_segments_are_fsynced does.
     broker = fresh_broker(fsync_on_ack="true")
     create_topic(broker.bootstrap, topic_name, 2)
     produce_all(idempotent_producer(broker.bootstrap), [(topic_name, i % 2, None, b"d%d" % i) for i in range(5000)])
@@ -114,6 +121,104 @@ def test_fsync_mode_acknowledges_after_fsync_and_keeps_everything(fresh_broker, 
     broker.start()
     got = consume_partitions(broker.bootstrap, topic_name, [0, 1], 5000)
     assert sum(len(v) for v in got.values()) == 5000
+
+
+class _TracedBroker(BrokerProcess):
+    """The broker run under strace, which records its file and socket writes and its
+    fsyncs, each line naming the file or the TCP connection (-yy). -D makes strace a
+    detached grandchild: the process the test signals is the broker itself."""
+
+    def __init__(self, data_dir: str, trace_path: str, properties: dict[str, str]) -> None:
+        super().__init__(data_dir, properties)
+        self.trace_path = trace_path
+
+    def command(self) -> list[str]:
+        strace = shutil.which("strace")
+        assert strace is not None, "strace is not installed (.ci/run installs it from apt)"
+        return [strace, "-D", "-f", "-q", "-yy", "--seccomp-bpf", "-o", self.trace_path,
+                "-e", "trace=fsync,fdatasync,write,writev,pwrite64,sendto,sendmsg", *super().command()]
+
+
+_SYSCALL = re.compile(r"^(\d+)\s+(?:<\.\.\. (\w+) resumed>|(\w+)\((\d+)<(TCP:\[[^\]]*\]|[^>]*)>)")
+
+
+def _trace_events(trace: str) -> list[tuple[str, str, str]]:
+    """(event, syscall, file or connection) in the order the syscalls happened: "start"
+    when a call began, "done" when it returned (strace splits a call another thread
+    interrupted into `<unfinished ...>` and `<... resumed>` lines)."""
+    events: list[tuple[str, str, str]] = []
+    pending: dict[str, tuple[str, str]] = {}
+    for line in trace.splitlines():
+        match = _SYSCALL.match(line)
+        if match is None:
+            continue
+        pid, resumed, name, _fd, target = match.groups()
+        if resumed is not None:
+            if pid in pending:
+                events.append(("done", *pending.pop(pid)))
+            continue
+        events.append(("start", name, target))
+        if line.rstrip().endswith("<unfinished ...>"):
+            pending[pid] = (name, target)
+        else:
+            events.append(("done", name, target))
+    return events
+
+
+@pytest.mark.parametrize("fsync", [True, False], ids=["fsync", "no-fsync"])
+def test_with_fsync_a_produce_is_acknowledged_only_after_its_segments_are_fsynced(tmp_path, topic_name, fsync):
+    """An acknowledged produce with --fsync survives the machine losing power: strace
+    shows the batch written to each partition's segment, then an fsync of that segment
+    that returned, then the response written to the producer's connection. Without
+    --fsync the same trace shows the response leave with no fsync in between, so the
+    test tells the two apart (a kill -9 cannot: the page cache keeps the data).
+
+    Checked by breaking it: with `os.fsync(fd)` in broker/durability.py's _fsync_all
+    replaced by `pass` the fsync case fails (no fsync before the response), and with
+    dispatch's `await group_commit.sync()` removed it fails too (the response leaves
+    before the fsync)."""
+    trace_path = str(tmp_path / "broker.strace")
+    broker = _TracedBroker(str(tmp_path / "data"), trace_path, {
+        "fsync.on.ack": str(fsync).lower(), "log.flush.offset.checkpoint.interval.ms": "3600000"})
+    broker.start()
+    try:
+        broker.create_topic(topic_name, 2)
+        with WireClient(broker.bootstrap) as client:
+            local = "%s:%d" % client.sock.getsockname()[:2]
+            for i in range(3):
+                batch = build_batch([encode_record(None, b"r%d" % i)], timestamp=int(time.time() * 1000))
+                answer = client.call(request(0, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
+                    {"name": topic_name, "partition_data": [
+                        {"index": p, "records": batch} for p in (0, 1)]}]))
+                assert [(r.error_code, r.base_offset) for r in answer.responses[0].partition_responses] == \
+                    [(ErrorCode.none, i), (ErrorCode.none, i)]
+        assert broker.process is not None
+        pid = broker.process.pid
+        assert broker.stop() == 0
+        deadline = time.monotonic() + 10
+        while not re.search(rf"^{pid}\s+\+\+\+ exited with", open(trace_path).read(), re.M):  # its last line
+            assert time.monotonic() < deadline, "strace did not finish its trace"
+            time.sleep(0.1)
+    finally:
+        broker.cleanup()
+    events = _trace_events(open(trace_path).read())
+    segments = {os.path.join(broker.data_dir, f"{topic_name}-{p}", "00000000000000000000.log") for p in (0, 1)}
+    responses = [i for i, (event, name, target) in enumerate(events)
+                 if event == "start" and name in ("write", "writev", "sendto", "sendmsg")
+                 and target.endswith("->" + local + "]")]
+    assert len(responses) == 3, f"three produce responses on the connection from {local}: {responses}"
+    begin = 0
+    for answered in responses:
+        window = events[begin:answered]
+        written = {target for event, name, target in window if name == "writev" and target in segments}
+        assert written == segments, f"each produce writes both segments before its response: {written}"
+        synced = {target for event, name, target in window
+                  if event == "done" and name in ("fsync", "fdatasync") and target in segments}
+        if fsync:
+            assert synced == segments, f"response sent before fsync of {sorted(segments - synced)}"
+        else:
+            assert not synced, f"without --fsync, no fsync before the response: {synced}"
+        begin = answered + 1
 
 
 def test_recovery_after_kill_9_checks_only_what_followed_the_last_checkpoint(fresh_broker, topic_name):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
+from tests.restarts import RESTARTS, restart
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -31,7 +33,8 @@ def _start_offset(broker, topic: str) -> int:
     return result[TopicPartition(topic, 0)].result(10).offset
 
 
-def test_topic_configs_are_described_altered_and_kept_across_restart(fresh_broker, topic_name):
+@pytest.mark.parametrize("how", RESTARTS)
+def test_topic_configs_are_described_altered_and_kept_across_restart(fresh_broker, topic_name, how):
     broker = fresh_broker()
     create_topic(broker.bootstrap, topic_name, 1, {"retention.ms": "3600000", "cleanup.policy": "compact"})
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -63,8 +66,7 @@ def test_topic_configs_are_described_altered_and_kept_across_restart(fresh_broke
     except Exception as exc:  # noqa: BLE001 - confluent raises KafkaException
         assert "retention.bytes" in str(exc)
 
-    broker.stop()
-    broker.start()
+    restart(broker, how)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     configs = described()
     assert configs["retention.bytes"].value == "1000000" and configs["cleanup.policy"].value == "compact,delete"
@@ -82,17 +84,44 @@ def test_retention_deletes_old_segments_by_time_but_never_the_active_one(fresh_b
                          on_delivery=lambda err, _msg: err and errors.append(err))
     assert producer.flush(30) == 0 and not errors
     produce_all(producer, [(topic_name, 0, None, b"new-%d" % i) for i in range(10)])
-    _wait(lambda: _start_offset(broker, topic_name) > 0)
+    # Every segment before the one holding the new records goes (in one or more passes).
+    _wait(lambda: len(_segments(broker, topic_name)) == 1)
 
     start = _start_offset(broker, topic_name)
     got = consume_partitions(broker.bootstrap, topic_name, [0], 3010 - start, start=start)
     values = [m.value() for m in got[0]]
     assert values[-10:] == [b"new-%d" % i for i in range(10)]
     assert got[0][0].offset() == start
-    # The segment holding the newest records is never deleted, even if every record in it
-    # were old.
-    assert len(_segments(broker, topic_name)) >= 1
+    # The segment holding the new records stays; every segment before it went.
+    assert _segments(broker, topic_name)[0] == f"{start:020d}.log"
     assert "retention deleted segments" in broker.log()
+
+
+@pytest.mark.parametrize("how", RESTARTS)
+def test_an_active_segment_whose_records_all_expired_is_rolled_and_deleted(fresh_broker, topic_name, how):
+    """As in Kafka (UnifiedLog.deleteSegments): when every record of the partition is
+    past retention.ms, active segment included, a new empty segment is rolled at the log
+    end and the old ones deleted; the log start offset is the log end offset; it stays
+    there across a restart (clean or kill -9), and the next record gets the next offset.
+
+    Checked by breaking it: with the active segment never taken (storage/retention.py's
+    `if active and segment.size == 0` made `if active`) the log start offset stays 0
+    and the test fails."""
+    broker = fresh_broker(log_retention_check_interval_ms=200)
+    create_topic(broker.bootstrap, topic_name, 1, {"retention.ms": str(DAY_MS)})
+    old = int(time.time() * 1000) - 2 * DAY_MS
+    producer = idempotent_producer(broker.bootstrap)
+    for i in range(50):
+        producer.produce(topic_name, value=b"old-%d" % i, partition=0, timestamp=old)
+    assert producer.flush(30) == 0
+    assert _segments(broker, topic_name) == [f"{0:020d}.log"], "every record in the active segment"
+    _wait(lambda: _start_offset(broker, topic_name) == 50)
+    assert _segments(broker, topic_name) == [f"{50:020d}.log"]
+    restart(broker, how)
+    assert _start_offset(broker, topic_name) == 50
+    produce_all(idempotent_producer(broker.bootstrap), [(topic_name, 0, None, b"new")])
+    got = consume_partitions(broker.bootstrap, topic_name, [0], 1, start=50)
+    assert [(m.offset(), m.value()) for m in got[0]] == [(50, b"new")]
 
 
 def test_retention_by_size_keeps_at_least_retention_bytes(fresh_broker, topic_name):

@@ -41,9 +41,9 @@ def test_segment_files_have_kafka_names_and_the_index_holds_entries(broker, topi
 
 
 def test_a_small_segment_size_rolls_the_log_and_reads_span_segments(broker, topic_name):
-    create_topic(broker.bootstrap, topic_name, 1, {"segment.bytes": str(5 * 1024 * 1024)})
+    create_topic(broker.bootstrap, topic_name, 1, {"segment.bytes": str(1024 * 1024)})
     producer = idempotent_producer(broker.bootstrap)
-    count = 20_000
+    count = 5_000  # 5 MB: five segments
     produce_all(producer, [(topic_name, 0, None, b"%08d" % i + b"y" * 992) for i in range(count)])
 
     logs = [f for f in _files(broker.data_dir, topic_name) if f.endswith(".log")]

@@ -1,5 +1,6 @@
 // An idempotent producer, a committed and an aborted transaction, then a read_committed
-// consumer in a group: prints one JSON line for the Python test to check.
+// consumer in a group read to the end of the topic, and a read_uncommitted one: prints one
+// JSON line for the Python test to check.
 const { Kafka, logLevel } = require('kafkajs')
 const fs = require('fs')
 const bs = process.argv[2]
@@ -20,14 +21,29 @@ async function main() {
   let txn = await tp.transaction(); await txn.send({ topic, messages: [{ value: 'committed', partition: 0 }] }); await txn.commit()
   txn = await tp.transaction(); await txn.send({ topic, messages: [{ value: 'aborted', partition: 0 }] }); await txn.abort()
   await tp.disconnect()
-  const c = kafka.consumer({ groupId: 'kjs-g-' + topic, readUncommitted: false }); await c.connect()
-  await c.subscribe({ topic, fromBeginning: true })
-  const got = []
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('timeout ' + got.length)), 30000)
-    c.run({ eachMessage: async ({ message }) => { got.push(message.value.toString()); if (got.length >= 51) { clearTimeout(timer); resolve() } } })
-  })
-  await c.disconnect()
-  console.log(JSON.stringify({ got }))
+  // The end of each partition: a last record after the transactions. A reader that has
+  // seen it on both partitions has read past the aborted record and its marker.
+  const last = kafka.producer(); await last.connect()
+  await last.send({ topic, messages: [{ value: 'end', partition: 0 }, { value: 'end', partition: 1 }] })
+  await last.disconnect()
+  const readToEnd = async (readUncommitted) => {
+    const c = kafka.consumer({ groupId: 'kjs-g-' + readUncommitted + '-' + topic, readUncommitted }); await c.connect()
+    await c.subscribe({ topic, fromBeginning: true })
+    const got = []
+    const ended = new Set()
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('timeout ' + got.length)), 30000)
+      c.run({ eachMessage: async ({ partition, message }) => {
+        const value = message.value.toString()
+        if (value === 'end') ended.add(partition); else got.push(value)
+        if (ended.size === 2) { clearTimeout(timer); resolve() }
+      } })
+    })
+    await c.disconnect()
+    return got
+  }
+  // read_committed (the group's answer) and read_uncommitted (the aborted record is in the log).
+  const [got, everything] = await Promise.all([readToEnd(false), readToEnd(true)])
+  console.log(JSON.stringify({ got, everything }))
 }
 main().catch(e => { console.error('FAILED', e); process.exit(1) })

@@ -8,7 +8,7 @@ Reads INPUT from the earliest offset in micro-batches of at most MAX_OFFSETS off
 checkpointing in CHECKPOINT.
 
     python -m tests.pipeline.streaming_copy [--master URL] [--conf KEY=VALUE ...] \\
-        BOOTSTRAP INPUT OUTPUT CHECKPOINT MAX_OFFSETS
+        [--hold-at-commit BATCH:PATH] BOOTSTRAP INPUT OUTPUT CHECKPOINT MAX_OFFSETS
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import BinaryType
 
 from ottla.pipeline.session import spark_session
+from tests.pipeline import held_sink
 
 def marked(mark_dir: str):
     """An identity on `value` that, in each task, leaves a file named
@@ -45,7 +46,9 @@ def marked(mark_dir: str):
 
 
 def start_copy(spark: SparkSession, bootstrap: str, source: str, sink: str, checkpoint: str,
-               max_offsets: int, mark_dir: str | None = None) -> StreamingQuery:
+               max_offsets: int, mark_dir: str | None = None, hold: str | None = None) -> StreamingQuery:
+    """The copy query; with `hold` ("<batch id>:<path>") through the sink held at the
+    driver's commit of that batch (tests/pipeline/held_sink.py)."""
     rows = (spark.readStream.format("ottla")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", source)
@@ -53,8 +56,14 @@ def start_copy(spark: SparkSession, bootstrap: str, source: str, sink: str, chec
             .option("maxOffsetsPerTrigger", str(max_offsets))
             .load())
     value = F.col("value") if mark_dir is None else marked(mark_dir)("value")
-    return (rows.select("key", F.concat(F.lit(b"copied:"), value).alias("value"))
-            .writeStream.format("ottla")
+    writer = rows.select("key", F.concat(F.lit(b"copied:"), value).alias("value")).writeStream
+    if hold is None:
+        writer = writer.format("ottla")
+    else:
+        held_sink.register(spark)
+        batch, _, signal = hold.partition(":")
+        writer = writer.format(held_sink.NAME).option("holdBatch", batch).option("holdSignal", signal)
+    return (writer
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", sink)
             .option("checkpointLocation", checkpoint)
@@ -66,12 +75,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting, KEY=VALUE")
+    parser.add_argument("--hold-at-commit", metavar="BATCH:PATH",
+                        help="hold the driver at the sink's commit of BATCH, creating PATH (held_sink.py)")
     for name in ("bootstrap", "source", "sink", "checkpoint"):
         parser.add_argument(name)
     parser.add_argument("max_offsets", type=int)
     args = parser.parse_args()
     spark = spark_session("ottla-streaming-copy", args.master, conf=dict(c.split("=", 1) for c in args.conf))
-    query = start_copy(spark, args.bootstrap, args.source, args.sink, args.checkpoint, args.max_offsets)
+    query = start_copy(spark, args.bootstrap, args.source, args.sink, args.checkpoint, args.max_offsets,
+                       hold=args.hold_at_commit)
     query.awaitTermination()
     # The batches as the test's assertions want them: the id and row count of each.
     for progress in query.recentProgress:

@@ -10,7 +10,6 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField, StructType)
 
-from ottla.pipeline.sink import TEST_HOLD_BEFORE_CHECKPOINT_ENV
 from tests.clients import consume_partitions, create_topic, read_all
 from tests.pipeline.exactly_once import assert_copied_exactly_once, kill_driver, produce_input, start_driver
 from tests.pipeline.streaming_copy import start_copy
@@ -56,8 +55,8 @@ def test_stream_sink_writes_once_when_the_driver_dies_before_the_checkpoint(spar
 
     # First run: hold the driver once batch 1's transactions are committed, before
     # Spark writes commits/1 to the checkpoint; then kill it there.
-    first = start_driver([broker.bootstrap, source, sink, str(checkpoint), "12"], log,
-                         {TEST_HOLD_BEFORE_CHECKPOINT_ENV: f"1:{held}"})
+    first = start_driver(["--hold-at-commit", f"1:{held}", broker.bootstrap, source, sink, str(checkpoint), "12"],
+                         log)
     deadline = time.monotonic() + 300
     while not held.exists():
         assert first.poll() is None, f"the driver exited early; log:\n{log.read_text()[-5000:]}"

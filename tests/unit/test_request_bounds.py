@@ -9,19 +9,25 @@ import pytest
 
 from ottla.protocol.codec import MalformedRequest, decode_request, request_class
 from ottla.protocol.request_bounds import LengthError, check_request_body
-from tests.schema_samples import every_supported_request, sample_body
+from tests.schema_samples import every_supported_request, sample_body, sample_request
 
 METADATA, PRODUCE = 3, 0
 
 
 @pytest.mark.parametrize(("api_key", "version"), every_supported_request())
 def test_every_well_formed_request_passes_and_decodes(api_key: int, version: int) -> None:
+    """The bounds check passes the body, and the decoder gives back the very request
+    that was encoded (not merely no error).
+
+    Checked by breaking it: with the compiled writer sending durations in seconds
+    (protocol/compiled_writers.py: `total_seconds()` without `* 1000`), 68 API versions
+    fail here, where the old "decodes without error" passed all 219."""
     cls = request_class(api_key, version)
     rng = random.Random(api_key * 100 + version)
     for _ in range(3):
-        body = sample_body(api_key, version, rng)
+        sample, body = sample_request(api_key, version, rng)
         check_request_body(cls, body, 0)
-        decode_request(cls, body, 0)
+        assert decode_request(cls, body, 0) == sample
 
 
 @pytest.mark.parametrize(("api_key", "version"), every_supported_request())
