@@ -53,6 +53,9 @@ public class WordTotals {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        // A thread fenced while the broker is down cannot leave the group: its old member
+        // holds the next rebalance until its session expires (Streams' 45 s by default).
+        props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 10000);
         if (transactionTimeoutMs != null) {
             props.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), transactionTimeoutMs);
         }
