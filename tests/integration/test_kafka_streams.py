@@ -195,7 +195,8 @@ def first_difference(got: Output, want: Output) -> str:
     for word in sorted(set(got) | set(want)):
         mine, theirs = got.get(word, []), want.get(word, [])
         if mine != theirs:
-            at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+            pairs = enumerate(zip(mine, theirs, strict=False))
+            at = next((i for i, (a, b) in pairs if a != b), min(len(mine), len(theirs)))
             lines.append(f"{word}: {len(mine)} records vs {len(theirs)}, first differing at #{at}: "
                          f"{mine[at:at + 3]} vs {theirs[at:at + 3]}")
     return "\n".join(lines)
