@@ -11,7 +11,7 @@ DATA_DIR ?= ./data
 # The admin endpoint (metrics, faults, the web console: `ottla console`), on 127.0.0.1.
 ADMIN_PORT ?= 9644
 
-.PHONY: run test bench fuzz soak clean kafka lint
+.PHONY: run test bench fuzz soak clean kafka spark-kafka lint
 
 # Apache Kafka 4.3.1, the reference the tests compare Ottla with, and the JVM programs run
 # against both brokers (Kafka's tools, Streams, Connect, MirrorMaker 2): copied once from
@@ -27,6 +27,19 @@ $(KAFKA_LIBS)/.complete: tests/reference/pom.xml
 	touch $@
 
 kafka: $(KAFKA_LIBS)/.complete
+
+# Spark's own Kafka connector (format("kafka")), which the pipeline tests run beside
+# format("ottla"): a pom of its own (tests/reference/spark-kafka-pom.xml says why), copied
+# once into an ignored cache and handed to Spark as local jars (spark.jars).
+SPARK_KAFKA_LIBS := .cache/spark-kafka/libs
+$(SPARK_KAFKA_LIBS)/.complete: tests/reference/spark-kafka-pom.xml
+	rm -rf $(SPARK_KAFKA_LIBS) $(SPARK_KAFKA_LIBS).partial
+	mvn -q -B -f tests/reference/spark-kafka-pom.xml $(MVN_DEPENDENCY):copy-dependencies \
+		-DoutputDirectory=$(abspath $(SPARK_KAFKA_LIBS)).partial -DincludeScope=runtime
+	mv $(SPARK_KAFKA_LIBS).partial $(SPARK_KAFKA_LIBS)
+	touch $@
+
+spark-kafka: $(SPARK_KAFKA_LIBS)/.complete
 
 # Each target installs only what it needs: the broker alone for `run`; the clients,
 # PySpark and the rest of the test tools for `test`; the peer brokers for `bench`.
@@ -56,7 +69,7 @@ $(VENV)/.installed-bench: $(VENV)/.installed-base
 run: $(VENV)/.installed-base
 	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) --admin-port $(ADMIN_PORT)
 
-test: $(VENV)/.installed-test $(KAFKA_LIBS)/.complete
+test: $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-bench $(KAFKA_LIBS)/.complete

@@ -16,13 +16,34 @@ tests prints the time spent in them, in starting sessions and in the cluster.
 
 from __future__ import annotations
 
+import glob
+import os
 import time
 
 import pytest
 from pyspark.sql import SparkSession
 
-from ottla.pipeline.session import local_session, spark_session
+from ottla.pipeline.session import spark_session
 from tests.pipeline.spark_cluster import APP_CONF, StandaloneCluster
+
+# Spark's own Kafka connector, format("kafka") (`make spark-kafka` copies its jars here;
+# tests/reference/spark-kafka-pom.xml lists them): the local session always has it, so
+# that one session serves every test of this directory.
+SPARK_KAFKA_LIBS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                ".cache", "spark-kafka", "libs")
+
+
+def spark_kafka_jars() -> list[str]:
+    """The connector's jars, or [] before `make spark-kafka` has copied them all."""
+    if not os.path.exists(os.path.join(SPARK_KAFKA_LIBS, ".complete")):
+        return []
+    return sorted(glob.glob(os.path.join(SPARK_KAFKA_LIBS, "*.jar")))
+
+
+def spark_kafka_conf() -> dict[str, str]:
+    jars = spark_kafka_jars()
+    return {"spark.jars": ",".join(jars)} if jars else {}
+
 
 _cost = {"session starts": 0.0, "cluster start": 0.0, "tests": 0.0, "count": 0}
 
@@ -49,7 +70,7 @@ class SparkSessions:
             self.release()
             started = time.monotonic()
             if kind == "local":
-                self.session = local_session("ottla-pipeline-tests")
+                self.session = spark_session("ottla-pipeline-tests", "local[2]", conf=spark_kafka_conf())
             else:
                 cluster: StandaloneCluster = self.request.getfixturevalue("spark_cluster")
                 self.session = spark_session("ottla-pipeline-tests", cluster.master_url, conf=APP_CONF)

@@ -1,0 +1,289 @@
+"""Kafka Streams 4.3.1 with processing.guarantee=exactly_once_v2 against Ottla and against
+Apache Kafka, the reference: tests/java/WordTotals.java re-keys its input (a repartition
+topic) and keeps a running count and sum per word (a state store and its changelog topic),
+Streams creating both internal topics with its own configs. The same input gives the same
+output on both brokers, record for record, read with read_committed; and it still does
+when Ottla is killed (SIGKILL) in the middle of the run and started again.
+
+Each input record gives exactly one output record "count,sum" (caching is off), and all
+of a word's records are in one input partition, in order, so every word's output is one
+fixed sequence: a record lost or processed twice shows as a missing or repeated count,
+and an aborted transaction read as committed as a surplus record.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+from tests.clients import create_topic, idempotent_producer, produce_all
+from tests.reference.kafka import ReferenceUnavailable, java_command
+
+APP = os.path.join(os.path.dirname(os.path.dirname(__file__)), "java", "WordTotals.java")
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
+         "kilo", "lima"]
+PARTITIONS = 3
+# Records in each half of the input: the second half is produced after the kill.
+HALF = 900
+APP_TIMEOUT = 240.0
+# The app's sleep per record in the run with the kill (about 10 s of work per half), so
+# that the kill finds it in the middle of its input.
+KILL_RUN_DELAY_MS = 10
+# The producers' transaction.timeout.ms in every run (Streams' default is 10 s): the second
+# kill keeps Ottla down longer than this.
+TRANSACTION_TIMEOUT_MS = 3000
+
+Output = dict[str, list[str]]
+
+
+def input_records(start: int, stop: int) -> list[tuple[int, bytes, bytes]]:
+    """(partition, key, value) for records start..stop-1: value "word,number", every
+    word's records in one partition."""
+    records = []
+    for number in range(start, stop):
+        index = number % len(WORDS)
+        records.append((index % PARTITIONS, b"r%d" % number, f"{WORDS[index]},{number}".encode()))
+    return records
+
+
+def expected_output(count: int) -> Output:
+    """Every word's "count,sum" updates, in order, for input records 0..count-1."""
+    totals: dict[str, tuple[int, int]] = {}
+    out: Output = {}
+    for number in range(count):
+        word = WORDS[number % len(WORDS)]
+        seen, total = totals.get(word, (0, 0))
+        totals[word] = (seen + 1, total + number)
+        out.setdefault(word, []).append(f"{seen + 1},{total + number}")
+    return out
+
+
+class StreamsApp:
+    """WordTotals in a JVM of its own; stdout lines (its state changes) are collected."""
+
+    def __init__(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,
+                 state_dir: str, log_path: str, delay_ms: int = 0) -> None:
+        args = [bootstrap, application_id, input_topic, output_topic, state_dir, str(delay_ms),
+                str(TRANSACTION_TIMEOUT_MS)]
+        try:
+            command = java_command(APP, args)
+        except ReferenceUnavailable as exc:
+            pytest.fail(f"Kafka Streams cannot run: {exc}", pytrace=False)
+        self.log_path = log_path
+        with open(log_path, "w") as log:  # the JVM keeps its own descriptor
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=log, text=True)
+        self.states: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.states.append(line.strip())
+
+    def stop(self) -> int:
+        """Ask for a clean close (stdin closed) and wait for the JVM to exit."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            code = self.process.wait(120)
+        finally:
+            self.kill()
+        self._reader.join(10)
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def stderr_tail(self, lines: int = 60) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+
+
+def read_output(bootstrap: str, topic: str) -> tuple[Output, dict[str, int]]:
+    """Every committed record of `topic` (read_committed, to the end of each partition):
+    each word's values in offset order, and the partition each word is in."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    out: Output = {}
+    placed: dict[str, int] = {}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + APP_TIMEOUT
+    try:
+        while len(at_end) < PARTITIONS:
+            assert time.monotonic() < deadline, f"{topic}: partitions {at_end} of {PARTITIONS} read to their end"
+            for message in consumer.consume(10000, 0.2):
+                error, partition = message.error(), message.partition()
+                assert partition is not None, str(error)
+                if error is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, str(error)
+                    at_end.add(partition)
+                    continue
+                key, value = message.key(), message.value()
+                assert key is not None and value is not None
+                at_end.discard(partition)
+                word = key.decode()
+                out.setdefault(word, []).append(value.decode())
+                assert placed.setdefault(word, partition) == partition
+    finally:
+        consumer.close()
+    return out, placed
+
+
+def committed_count(bootstrap: str, topic: str) -> int:
+    """How many records of `topic` a read_committed consumer sees now."""
+    return sum(len(values) for values in read_output(bootstrap, topic)[0].values())
+
+
+def wait_for_output(bootstrap: str, topic: str, count: int, app: StreamsApp) -> None:
+    """Wait until `count` records of `topic` are committed (each look reads until every
+    partition is read to its end, so it lasts as long as Streams keeps committing)."""
+    deadline = time.monotonic() + APP_TIMEOUT
+    while committed_count(bootstrap, topic) < count:
+        assert app.process.poll() is None, f"Streams exited early: {app.states}\n{app.stderr_tail()}"
+        assert time.monotonic() < deadline, \
+            f"Streams did not write {count} records to {topic}: {app.states}\n{app.stderr_tail()}"
+        time.sleep(0.5)
+
+
+def wait_for_written(bootstrap: str, topic: str, count: int, app: StreamsApp) -> int:
+    """Wait until the high watermarks of `topic` add up to `count` or more (records written,
+    committed or not, and transaction markers); returns their sum."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"watcher-{time.monotonic_ns()}",
+                         "log_level": 3})
+    deadline = time.monotonic() + APP_TIMEOUT
+    try:
+        while (written := sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                              for p in range(PARTITIONS))) < count:
+            assert app.process.poll() is None, f"Streams exited early: {app.states}\n{app.stderr_tail()}"
+            assert time.monotonic() < deadline, f"Streams did not start writing {topic}: {app.states}"
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+    return written
+
+
+def internal_topic_configs(bootstrap: str, application_id: str) -> dict[str, dict[str, str]]:
+    """The configs Streams set on its internal topics (by suffix): those not left at the default."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [name for name in admin.list_topics(timeout=10).topics if name.startswith(application_id + "-")]
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
+    configs = {}
+    for resource, future in admin.describe_configs(resources).items():
+        entries = future.result(15)
+        configs[resource.name[len(application_id) + 1:]] = {
+            name: entry.value for name, entry in entries.items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    return configs
+
+
+def first_difference(got: Output, want: Output) -> str:
+    """Where two outputs part, word by word (pytest's dict diff hides it)."""
+    lines = []
+    for word in sorted(set(got) | set(want)):
+        mine, theirs = got.get(word, []), want.get(word, [])
+        if mine != theirs:
+            pairs = enumerate(zip(mine, theirs, strict=False))
+            at = next((i for i, (a, b) in pairs if a != b), min(len(mine), len(theirs)))
+            lines.append(f"{word}: {len(mine)} records vs {len(theirs)}, first differing at #{at}: "
+                         f"{mine[at:at + 3]} vs {theirs[at:at + 3]}")
+    return "\n".join(lines)
+
+
+def run_app(bootstrap: str, tmp_path, name: str, *,
+            kills: Sequence[tuple[int, Callable[[], None]]] = ()) -> tuple[Output, dict[str, int], StreamsApp]:
+    """Input in two halves, WordTotals over it, its output read back. With `kills`
+    ((written, kill) pairs: `kill` kills the broker and starts it again once the output's
+    high watermarks add up to `written`), the app processes slowly, the kills come while it
+    works on the first half, and the second half is produced after them."""
+    input_topic, output_topic = f"words-{name}", f"totals-{name}"
+    create_topic(bootstrap, input_topic, PARTITIONS)
+    create_topic(bootstrap, output_topic, PARTITIONS)
+    produce_all(idempotent_producer(bootstrap), [(input_topic, p, k, v) for p, k, v in input_records(0, HALF)])
+    app = StreamsApp(bootstrap, name, input_topic, output_topic, str(tmp_path / f"{name}-state"),
+                     str(tmp_path / f"{name}.streams.log"), delay_ms=KILL_RUN_DELAY_MS if kills else 0)
+    try:
+        for threshold, kill in kills:
+            written = wait_for_written(bootstrap, output_topic, threshold, app)
+            kill()
+            # Records and markers: fewer than the first half's records means mid-run.
+            assert written < HALF, f"a kill came after the first half was processed ({written} written)"
+        produce_all(idempotent_producer(bootstrap),
+                    [(input_topic, p, k, v) for p, k, v in input_records(HALF, 2 * HALF)])
+        wait_for_output(bootstrap, output_topic, 2 * HALF, app)
+        code = app.stop()
+    finally:
+        app.kill()
+    assert code == 0, f"Streams ended with {code}: {app.states}\n{app.stderr_tail()}"
+    out, placed = read_output(bootstrap, output_topic)
+    return out, placed, app
+
+
+@pytest.fixture(scope="module")
+def kafka_run(kafka_reference, tmp_path_factory) -> Iterator[tuple[Output, dict[str, int], dict[str, dict[str, str]]]]:
+    """WordTotals on Apache Kafka: the output every Ottla run must equal."""
+    tmp_path = tmp_path_factory.mktemp("streams-kafka")
+    name = f"wt-kafka-{time.monotonic_ns()}"
+    out, placed, _ = run_app(kafka_reference.bootstrap, tmp_path, name)
+    yield out, placed, internal_topic_configs(kafka_reference.bootstrap, name)
+
+
+def test_streams_exactly_once_output_equals_kafkas(kafka_run, broker, tmp_path):
+    """One run on each broker: the same output, and the internal topics with the same
+    configs (checked to fail when Ottla drops one config of CreateTopics, retention.ms)."""
+    kafka_out, kafka_placed, kafka_configs = kafka_run
+    assert kafka_out == expected_output(2 * HALF), first_difference(kafka_out, expected_output(2 * HALF))
+
+    name = f"wt-ottla-{time.monotonic_ns()}"
+    out, placed, app = run_app(broker.bootstrap, tmp_path, name)
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    assert "STATE ERROR" not in app.states
+    # The internal topics, with the configs Streams gave them, as on Kafka.
+    configs = internal_topic_configs(broker.bootstrap, name)
+    assert set(configs) == {"by-word-repartition", "word-totals-changelog"}
+    assert configs == kafka_configs
+
+
+def test_streams_exactly_once_across_kills_of_ottla(kafka_run, fresh_broker, tmp_path):
+    """kill -9 of Ottla twice while Streams is in the middle of its input (transactions
+    open, repartition records not yet consumed): first started again at once (the clients
+    retry what was in flight: Ottla's recovered producer state must tell duplicates), then
+    kept down longer than the Streams producers' transaction timeout, so that the
+    coordinator aborts their open transactions when it is back and Streams, fenced, starts
+    its tasks again from the last commit (restoring its state store from the changelog).
+    Through both the output is every record exactly once, equal to Kafka's (checked to
+    fail when Ottla's read_committed Fetch lists no aborted transactions: aborted output
+    then shows as repeated counts)."""
+    kafka_out, kafka_placed, _ = kafka_run
+    ottla = fresh_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=200)
+
+    def kill_and_restart() -> None:
+        ottla.kill()
+        ottla.start()
+
+    def kill_past_the_transaction_timeout() -> None:
+        ottla.kill()
+        time.sleep(TRANSACTION_TIMEOUT_MS / 1000 + 1)
+        ottla.start()
+
+    name = f"wt-kill-{time.monotonic_ns()}"
+    out, placed, app = run_app(ottla.bootstrap, tmp_path, name,
+                               kills=[(HALF // 6, kill_and_restart), (HALF // 2, kill_past_the_transaction_timeout)])
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    assert "STATE ERROR" not in app.states
