@@ -40,10 +40,10 @@ log = structlog.get_logger("ottla.groups")
 
 
 class ClassicProtocol:
-    def __init__(self, config: GroupConfig, new_group: Callable[[str], ClassicGroup], write: Write,
+    def __init__(self, config: GroupConfig, register: Callable[[ClassicGroup], None], write: Write,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
         self.config = config
-        self.new_group = new_group
+        self.register = register
         self.write = write
         self.clock = clock
         self.wall_clock = wall_clock
@@ -54,22 +54,29 @@ class ClassicProtocol:
     # --- joining -------------------------------------------------------------------------
 
     async def join(self, request: JoinRequest, group: ClassicGroup | None) -> JoinResult:
-        """JoinGroup, for the group of that id (None if there is none yet)."""
+        """JoinGroup, for the group of that id (None if there is none yet). A request
+        refused raises KafkaError; the result's error is the group's answer
+        (MEMBER_ID_REQUIRED with the new member id, or why this member was dropped
+        while it waited)."""
         member_id = request.member_id
         if not self.config.min_session_timeout_ms <= request.session_timeout_ms <= self.config.max_session_timeout_ms:
-            return JoinResult(ErrorCode.invalid_session_timeout, member_id)
+            raise KafkaError(ErrorCode.invalid_session_timeout,
+                             f"session timeout {request.session_timeout_ms} ms is outside the broker's bounds")
         if group is None:
             if member_id and request.group_instance_id is None:
-                return JoinResult(ErrorCode.unknown_member_id, member_id)
-            group = self.new_group(request.group_id)
+                raise KafkaError(ErrorCode.unknown_member_id, f"group {request.group_id!r} does not exist")
+            group = ClassicGroup(request.group_id)
         if not group.supports(request.protocol_type, request.protocols):
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+            raise KafkaError(ErrorCode.inconsistent_group_protocol, "no protocol in common with the group's")
+        # A new group exists once a request was not refused (as in Kafka, the group of
+        # a rebalance that has not ended is in memory only).
+        self.register(group)
         now = self.clock()
 
         if request.group_instance_id is not None:
             known = group.static_members.get(request.group_instance_id)
             if member_id and known is not None and member_id != known:
-                return JoinResult(ErrorCode.fenced_instance_id, member_id)
+                raise KafkaError(ErrorCode.fenced_instance_id, f"{request.group_instance_id} now belongs to {known}")
             if not member_id:
                 # A static member (re)joining: it takes a new member id; the old one, if
                 # any, is replaced.
@@ -87,7 +94,7 @@ class ClassicProtocol:
         elif member_id in group.pending_members:
             del group.pending_members[member_id]
         elif member_id not in group.members:
-            return JoinResult(ErrorCode.unknown_member_id, member_id)
+            raise KafkaError(ErrorCode.unknown_member_id, f"{member_id!r} is not a member of {group.group_id!r}")
 
         member = group.members.get(member_id)
         if member is None:

@@ -52,7 +52,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore(logs, create_offsets_topic, config.num_partitions, config.max_metadata_bytes,
                                    wall_clock)
-        self.classic = ClassicProtocol(config, self._new_classic_group, self.offsets.write, clock, wall_clock)
+        self.classic = ClassicProtocol(config, self._register, self.offsets.write, clock, wall_clock)
         self.consumer = ConsumerProtocol(config, lambda: logs.topics, clock)
 
     def partition_for(self, group_id: str) -> int:
@@ -107,6 +107,9 @@ class GroupCoordinator:
         group = self.groups[group_id] = ClassicGroup(group_id)
         return group
 
+    def _register(self, group: Group) -> None:
+        self.groups[group.group_id] = group
+
     def _classic_group(self, group_id: str) -> ClassicGroup | None:
         """The group a classic-protocol request names, or None if there is none."""
         self._require_loaded(group_id)
@@ -157,7 +160,7 @@ class GroupCoordinator:
             # A new group (or one converted from an empty classic group): the classic
             # group's records go in the same batch, and the group is registered with it.
             result = CoordinatorResult(replaced + result.records, result.response, result.apply).and_then(
-                lambda _: self.groups.__setitem__(group_id, group))
+                lambda _: self._register(group))
         return self.offsets.write(group_id, result)
 
     def _consumer_group(self, group_id: str, create: bool) -> tuple[ConsumerGroup, Records]:
@@ -263,7 +266,7 @@ class GroupCoordinator:
         """`result`, which also registers `group` if it is new."""
         if self.groups.get(group.group_id) is group:
             return result
-        return result.and_then(lambda _: self.groups.__setitem__(group.group_id, group))
+        return result.and_then(lambda _: self._register(group))
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
         self.offsets.on_marker(topic, partition, producer_id, committed)

@@ -66,8 +66,8 @@ class Client:
 
     def commit(self, group: str, member: str, generation: int, offset: int, version: int = 8) -> ErrorCode:
         """OffsetCommit (v9 for a member of a consumer group)."""
-        answer = self.wire.call(request(OFFSET_COMMIT, version, group_id=group, generation_id_or_member_epoch=generation,
-                                        member_id=member, group_instance_id=None, topics=[
+        answer = self.wire.call(request(OFFSET_COMMIT, version, group_id=group, member_id=member,
+                                        generation_id_or_member_epoch=generation, group_instance_id=None, topics=[
                                             {"name": self.topic, "partitions": [
                                                 {"partition_index": 0, "committed_offset": offset,
                                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]))
