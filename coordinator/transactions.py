@@ -184,8 +184,18 @@ class TransactionCoordinator:
                 if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                     self._complete(txn_id, txn)
                 elif txn.state is TxnState.PREPARE_EPOCH_FENCE:
-                    self._abort(txn_id, txn)
+                    self._finish_fence(txn_id, txn)
         return len(self.transactions)
+
+    def _finish_fence(self, txn_id: str, txn: TxnRecord) -> None:
+        """Abort a transaction whose fence a stop interrupted (a PrepareEpochFence
+        record, as older versions wrote it); if PrepareAbort cannot be written, the
+        timeout check tries again."""
+        try:
+            self._abort(txn_id, txn)
+        except KafkaError as exc:
+            log.warning("fenced transaction not aborted: its record cannot be written", transactional_id=txn_id,
+                        error=exc.code.name)
 
     @property
     def loading(self) -> bool:
@@ -453,9 +463,13 @@ class TransactionCoordinator:
     # --- timeouts ------------------------------------------------------------------------
 
     def abort_timed_out(self) -> list[str]:
-        """Fence and abort every Ongoing transaction older than its timeout. One whose
-        record cannot be written stays Ongoing, and the next check tries again."""
+        """Fence and abort every Ongoing transaction older than its timeout (and finish
+        a fence left half done, see `_finish_fence`). One whose record cannot be
+        written stays as it is, and the next check tries again."""
         now = self._now_ms()
+        for txn_id, txn in list(self.transactions.items()):
+            if txn.state is TxnState.PREPARE_EPOCH_FENCE:
+                self._finish_fence(txn_id, txn)
         expired = [txn_id for txn_id, txn in self.transactions.items()
                    if txn.state is TxnState.ONGOING and txn.start_ms + txn.timeout_ms < now]
         aborted = []
