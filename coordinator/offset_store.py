@@ -116,7 +116,7 @@ class OffsetStore:
         except KafkaError as exc:
             if producer_id >= 0 and exc.code == ErrorCode.invalid_producer_epoch:
                 raise KafkaError(ErrorCode.producer_fenced, exc.message) from exc
-            raise append_error(exc) from None
+            raise append_error(exc, f"{TOPIC}-{self.partition_for(group_id)}") from None
         return result.base_offset
 
     def write(self, group_id: str, result: CoordinatorResult[T], producer_id: int = -1,

@@ -208,14 +208,15 @@ class TransactionCoordinator:
                              f"the __transaction_state partition of {txn_id!r} is still loading")
 
     def _append(self, txn_id: str, records: Records) -> int:
-        log = self.logs.partition(TOPIC, partition_for(txn_id, self.num_partitions))
-        assert log is not None
+        partition = partition_for(txn_id, self.num_partitions)
+        state_log = self.logs.partition(TOPIC, partition)
+        assert state_log is not None
         batch = build_batch([encode_record(key, value, offset_delta=i) for i, (key, value) in enumerate(records)],
                             timestamp=self._now_ms())
         try:
-            return log.append_batch(batch, BatchHeader.parse(batch)).base_offset
+            return state_log.append_batch(batch, BatchHeader.parse(batch)).base_offset
         except KafkaError as exc:
-            raise append_error(exc) from None
+            raise append_error(exc, f"{TOPIC}-{partition}") from None
 
     def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
         """Make `record` (made by `transition`, or the first of a transactional id) the

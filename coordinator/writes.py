@@ -16,10 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Generic, TypeVar
 
+import structlog
+
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 Records = list[tuple[bytes, bytes | None]]  # (key, value); a None value is a tombstone
 T = TypeVar("T")
+
+log = structlog.get_logger("ottla.coordinators")
 
 
 def _nothing(offset: int) -> None:
@@ -55,19 +59,24 @@ def write(result: CoordinatorResult[T], append: Callable[[Records], int]) -> T:
     return result.response
 
 
-def append_error(exc: KafkaError) -> KafkaError:
-    """What the client is told when the coordinator's log refuses a write, as Kafka's
-    coordinators map it (GroupCoordinatorService.handleOperationException,
-    TransactionStateManager's append callback): a storage error says NOT_COORDINATOR,
-    so the client looks the coordinator up again and retries; a missing partition says
-    COORDINATOR_NOT_AVAILABLE; a batch too large is the broker's own failure,
-    UNKNOWN_SERVER_ERROR. Anything else (a fenced producer epoch...) is the client's
-    own answer and passes through."""
+def append_error(exc: KafkaError, partition: str) -> KafkaError:
+    """What the client is told when the coordinator's log (`partition`, for the log
+    line) refuses a write, as Kafka's coordinators map it
+    (GroupCoordinatorService.handleOperationException, TransactionStateManager's append
+    callback): a storage error says NOT_COORDINATOR, so the client looks the coordinator
+    up again and retries; a missing partition says COORDINATOR_NOT_AVAILABLE; a batch
+    too large is the broker's own failure, UNKNOWN_SERVER_ERROR. These carry no message
+    to the client (Kafka sends none with them); the reason is logged here. Anything else
+    (a fenced producer epoch...) is the client's own answer and passes through."""
     if exc.code in (ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower):
-        return KafkaError(ErrorCode.not_coordinator, f"the coordinator's log refused the write: {exc.message}")
-    if exc.code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-                    ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
-        return KafkaError(ErrorCode.coordinator_not_available, exc.message)
-    if exc.code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
-        return KafkaError(ErrorCode.unknown_server_error, exc.message)
-    return exc
+        answer = ErrorCode.not_coordinator
+    elif exc.code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+                      ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+        answer = ErrorCode.coordinator_not_available
+    elif exc.code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        answer = ErrorCode.unknown_server_error
+    else:
+        return exc
+    log.warning("coordinator write failed: nothing changed", partition=partition, error=exc.code.name,
+                reason=exc.message, answered=answer.name)
+    return KafkaError(answer)

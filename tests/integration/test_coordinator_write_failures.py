@@ -207,6 +207,8 @@ def test_requests_whose_writes_fail_are_answered_not_coordinator_and_change_noth
                           "listed": [g if g[0] != "syncing" else ("syncing", "PreparingRebalance", "classic")
                                      for g in before["listed"]]}
         broker.admin.clear_faults()
+    assert "coordinator write failed: nothing changed" in broker.log()
+    assert "handler failed" not in broker.log()
 
     broker.restart()
     with WireClient(broker.bootstrap) as wire:

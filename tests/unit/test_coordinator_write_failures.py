@@ -464,7 +464,7 @@ async def test_a_complete_record_that_cannot_be_written_leaves_the_transaction_p
     (ErrorCode.invalid_producer_epoch, ErrorCode.invalid_producer_epoch),
 ])
 def test_append_errors_are_answered_as_kafkas_coordinators_answer_them(refused, answered):
-    assert append_error(KafkaError(refused, "refused")).code == answered
+    assert append_error(KafkaError(refused, "refused"), "__consumer_offsets-0").code == answered
 
 
 async def test_a_fence_a_stop_left_half_done_is_finished_once_its_abort_can_be_written(tmp_path):
