@@ -35,11 +35,10 @@ from .consumer_group import (
     ConsumerGroup,
     ConsumerMember,
     MemberState,
-    Records,
     reconcile,
 )
 from .group import GroupConfig
-from .writes import CoordinatorResult
+from .writes import CoordinatorResult, Records
 
 T = TypeVar("T")
 
