@@ -59,15 +59,7 @@ class ClassicProtocol:
         (MEMBER_ID_REQUIRED with the new member id, or why this member was dropped
         while it waited)."""
         member_id = request.member_id
-        if not self.config.min_session_timeout_ms <= request.session_timeout_ms <= self.config.max_session_timeout_ms:
-            raise KafkaError(ErrorCode.invalid_session_timeout,
-                             f"session timeout {request.session_timeout_ms} ms is outside the broker's bounds")
-        if group is None:
-            if member_id and request.group_instance_id is None:
-                raise KafkaError(ErrorCode.unknown_member_id, f"group {request.group_id!r} does not exist")
-            group = ClassicGroup(request.group_id)
-        if not group.supports(request.protocol_type, request.protocols):
-            raise KafkaError(ErrorCode.inconsistent_group_protocol, "no protocol in common with the group's")
+        group = self.joinable(request, group)
         # A new group exists once a request was not refused (as in Kafka, the group of
         # a rebalance that has not ended is in memory only).
         self.register(group)
@@ -119,6 +111,20 @@ class ClassicProtocol:
         member.join_waiter = waiter
         self._maybe_complete_join(group)
         return await waiter
+
+    def joinable(self, request: JoinRequest, group: ClassicGroup | None) -> ClassicGroup:
+        """The group a JoinGroup joins (a new one, not registered, for None), or the
+        KafkaError that refuses the request whatever the group's members do."""
+        if not self.config.min_session_timeout_ms <= request.session_timeout_ms <= self.config.max_session_timeout_ms:
+            raise KafkaError(ErrorCode.invalid_session_timeout,
+                             f"session timeout {request.session_timeout_ms} ms is outside the broker's bounds")
+        if group is None:
+            if request.member_id and request.group_instance_id is None:
+                raise KafkaError(ErrorCode.unknown_member_id, f"group {request.group_id!r} does not exist")
+            group = ClassicGroup(request.group_id)
+        if not group.supports(request.protocol_type, request.protocols):
+            raise KafkaError(ErrorCode.inconsistent_group_protocol, "no protocol in common with the group's")
+        return group
 
     @staticmethod
     def _join_result(group: ClassicGroup, member: Member) -> JoinResult:

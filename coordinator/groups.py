@@ -136,7 +136,9 @@ class GroupCoordinator:
                 # group cannot serve.
                 raise KafkaError(ErrorCode.inconsistent_group_protocol,
                                  f"group {request.group_id!r} is a consumer group with members")
-            # An empty consumer group becomes a classic one: its records go first.
+            # An empty consumer group becomes a classic one, if the join is not refused:
+            # its records go first.
+            self.classic.joinable(request, None)
             self.offsets.write(request.group_id, CoordinatorResult(
                 current.tombstones(), None, lambda _: self._new_classic_group(request.group_id)))
         return await self.classic.join(request, self._classic_group(request.group_id))

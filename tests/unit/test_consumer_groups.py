@@ -5,6 +5,7 @@ a restart brings back from `__consumer_offsets`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import uuid
 
@@ -381,3 +382,16 @@ def test_records_are_written_in_kafkas_formats():
     encoded = encode_member_metadata(metadata)
     assert encoded == bytes.fromhex("0000 00 00 0263 0268 02 0274 00 00007530 08") + b"uniform" + b"\x00"
     assert decode_member_metadata(encoded) == metadata
+
+
+def test_a_refused_join_does_not_convert_an_empty_consumer_group(harness):
+    """The conversion and the join are one change: a JoinGroup refused (here, its
+    session timeout) leaves the consumer group and its records as they were. (Checked:
+    without the `joinable` check before the conversion, the group is classic after.)"""
+    harness.beat("m1", 0)
+    harness.beat("m1", -1)
+    refused = dataclasses.replace(join_request(), session_timeout_ms=1)
+    assert error_of(lambda: asyncio.run(harness.coordinator.join(refused))) == ErrorCode.invalid_session_timeout
+    assert isinstance(harness.coordinator.groups["g"], ConsumerGroup)
+    harness.reopen()
+    assert isinstance(harness.coordinator.groups["g"], ConsumerGroup)
