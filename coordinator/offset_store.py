@@ -231,7 +231,8 @@ class OffsetStore:
 
     def commit(self, group_id: str,
                offsets: dict[TopicPartition, CommittedOffset]) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
-        """OffsetCommit, once the membership allowed it: an error code per partition."""
+        """The write of an OffsetCommit the membership allowed (see `write`); its answer
+        is an error code per partition."""
         codes, accepted = self._accept(offsets)
 
         def apply(first: int) -> None:
@@ -294,8 +295,8 @@ class OffsetStore:
         return result
 
     def delete(self, group_id: str, partitions: list[TopicPartition]) -> CoordinatorResult[None]:
-        """OffsetDelete, once the group allowed it: tombstones for the partitions that
-        have a committed offset."""
+        """The write of an OffsetDelete the group allowed: tombstones for the partitions
+        that have a committed offset."""
         offsets = self.groups.get(group_id)
         doomed = [tp for tp in partitions if offsets is not None and tp in offsets.committed]
 
@@ -309,8 +310,9 @@ class OffsetStore:
         return CoordinatorResult([(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed], None, apply)
 
     def delete_group(self, group_id: str, group_tombstones: Records) -> CoordinatorResult[None]:
-        """DeleteGroups: one batch with a tombstone for each committed offset, then the
-        group's own tombstones (so a replay meets the group's deletion last)."""
+        """The write of a DeleteGroups: one batch with a tombstone for each committed
+        offset, then the group's own tombstones (so a replay meets the group's deletion
+        last)."""
         offsets = self.groups.get(group_id)
         committed = offsets.committed if offsets is not None else {}
         tombstones: Records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in committed]
