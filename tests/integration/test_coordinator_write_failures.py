@@ -5,8 +5,9 @@ would have changed is changed, and a restart rebuilds from the log what the brok
 described before.
 
 Evidence: with `result.apply(offset)` moved above the append in coordinator/writes.py's
-`write` (memory changed before the log), the requests are answered NONE and the broker
-describes groups, offsets and transactions the restart does not bring back.
+`write` (memory changed before the log), the first refused write, the SyncGroup, is
+answered NONE and the test fails there; on 6820359, before the coordinators had that
+rule, the broker closed the connection at that SyncGroup.
 """
 
 from __future__ import annotations
