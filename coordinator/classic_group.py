@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .group import Group, GroupType
+from .writes import Records
 from .offsets_log import (
     GroupKey,
     GroupRecord,
@@ -206,18 +207,25 @@ class ClassicGroup(Group):
 
     # --- records -------------------------------------------------------------------------
 
-    def record(self, timestamp_ms: int) -> tuple[bytes, bytes]:
-        """The GroupMetadata record (key, value) of the group as it is now."""
+    def record(self, timestamp_ms: int, assignments: dict[str, bytes] | None = None) -> tuple[bytes, bytes]:
+        """The GroupMetadata record (key, value) of the group as it is now, or with the
+        members' `assignments` (member id -> assignment) when given."""
         members = tuple(
             MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                         m.session_timeout_ms, m.metadata(self.protocol_name), m.assignment)
+                         m.session_timeout_ms, m.metadata(self.protocol_name),
+                         m.assignment if assignments is None else assignments[m.member_id])
             for m in self.members.values()
         )
         record = GroupRecord(self.protocol_type or "", self.generation, self.protocol_name, self.leader_id,
                              timestamp_ms, members)
         return encode_group_key(GroupKey(self.group_id)), encode_group_value(record)
 
-    def tombstones(self) -> list[tuple[bytes, None]]:
+    def empty_record(self, timestamp_ms: int) -> tuple[bytes, bytes]:
+        """The GroupMetadata record of the group's next generation, with no member."""
+        record = GroupRecord(self.protocol_type or "", self.generation + 1, None, None, timestamp_ms, ())
+        return encode_group_key(GroupKey(self.group_id)), encode_group_value(record)
+
+    def tombstones(self) -> Records:
         return [(encode_group_key(GroupKey(self.group_id)), None)]
 
     @classmethod

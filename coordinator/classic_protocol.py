@@ -13,7 +13,9 @@ periodically for each classic group.
 
 The protocol holds no groups: the registry (groups.py) looks them up and hands them in,
 and gives it the two things it needs from outside, a way to register a new group and a
-way to append the group's records.
+way to write the group's records (writes.py: appended, then applied). The two changes
+that write are a generation's assignment (the leader's SyncGroup) and a generation that
+ends with no member; each is decided first, and made only once its record is in.
 """
 
 from __future__ import annotations
@@ -21,48 +23,52 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Callable
+from typing import Any, Callable
+
+import structlog
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .classic_group import ClassicGroup, GroupState, JoinRequest, JoinResult, Member, SyncResult
 from .group import GroupConfig
+from .writes import CoordinatorResult
 
-# Appends records (key, value or None) to the group's `__consumer_offsets` partition.
-AppendRecords = Callable[[str, list[tuple[bytes, bytes | None]]], int]
+# Writes a result to the group's `__consumer_offsets` partition (records, then the change).
+Write = Callable[[str, CoordinatorResult[Any]], Any]
+
+log = structlog.get_logger("ottla.groups")
 
 
 class ClassicProtocol:
-    def __init__(self, config: GroupConfig, new_group: Callable[[str], ClassicGroup], append_records: AppendRecords,
+    def __init__(self, config: GroupConfig, register: Callable[[ClassicGroup], None], write: Write,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
         self.config = config
-        self.new_group = new_group
-        self.append_records = append_records
+        self.register = register
+        self.write = write
         self.clock = clock
         self.wall_clock = wall_clock
 
-    def _store(self, group: ClassicGroup) -> None:
-        self.append_records(group.group_id, [group.record(int(self.wall_clock() * 1000))])
+    def _now_ms(self) -> int:
+        return int(self.wall_clock() * 1000)
 
     # --- joining -------------------------------------------------------------------------
 
     async def join(self, request: JoinRequest, group: ClassicGroup | None) -> JoinResult:
-        """JoinGroup, for the group of that id (None if there is none yet)."""
+        """JoinGroup, for the group of that id (None if there is none yet). A request
+        refused raises KafkaError; the result's error is the group's answer
+        (MEMBER_ID_REQUIRED with the new member id, or why this member was dropped
+        while it waited)."""
         member_id = request.member_id
-        if not self.config.min_session_timeout_ms <= request.session_timeout_ms <= self.config.max_session_timeout_ms:
-            return JoinResult(ErrorCode.invalid_session_timeout, member_id)
-        if group is None:
-            if member_id and request.group_instance_id is None:
-                return JoinResult(ErrorCode.unknown_member_id, member_id)
-            group = self.new_group(request.group_id)
-        if not group.supports(request.protocol_type, request.protocols):
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
+        group = self.joinable(request, group)
+        # A new group exists once a request was not refused (as in Kafka, the group of
+        # a rebalance that has not ended is in memory only).
+        self.register(group)
         now = self.clock()
 
         if request.group_instance_id is not None:
             known = group.static_members.get(request.group_instance_id)
             if member_id and known is not None and member_id != known:
-                return JoinResult(ErrorCode.fenced_instance_id, member_id)
+                raise KafkaError(ErrorCode.fenced_instance_id, f"{request.group_instance_id} now belongs to {known}")
             if not member_id:
                 # A static member (re)joining: it takes a new member id; the old one, if
                 # any, is replaced.
@@ -80,7 +86,7 @@ class ClassicProtocol:
         elif member_id in group.pending_members:
             del group.pending_members[member_id]
         elif member_id not in group.members:
-            return JoinResult(ErrorCode.unknown_member_id, member_id)
+            raise KafkaError(ErrorCode.unknown_member_id, f"{member_id!r} is not a member of {group.group_id!r}")
 
         member = group.members.get(member_id)
         if member is None:
@@ -105,6 +111,20 @@ class ClassicProtocol:
         member.join_waiter = waiter
         self._maybe_complete_join(group)
         return await waiter
+
+    def joinable(self, request: JoinRequest, group: ClassicGroup | None) -> ClassicGroup:
+        """The group a JoinGroup joins (a new one, not registered, for None), or the
+        KafkaError that refuses the request whatever the group's members do."""
+        if not self.config.min_session_timeout_ms <= request.session_timeout_ms <= self.config.max_session_timeout_ms:
+            raise KafkaError(ErrorCode.invalid_session_timeout,
+                             f"session timeout {request.session_timeout_ms} ms is outside the broker's bounds")
+        if group is None:
+            if request.member_id and request.group_instance_id is None:
+                raise KafkaError(ErrorCode.unknown_member_id, f"group {request.group_id!r} does not exist")
+            group = ClassicGroup(request.group_id)
+        if not group.supports(request.protocol_type, request.protocols):
+            raise KafkaError(ErrorCode.inconsistent_group_protocol, "no protocol in common with the group's")
+        return group
 
     @staticmethod
     def _join_result(group: ClassicGroup, member: Member) -> JoinResult:
@@ -143,17 +163,15 @@ class ClassicProtocol:
         everyone_joined = all(m.join_waiter is not None and not m.join_waiter.done() for m in group.members.values())
         if not (everyone_joined and not group.pending_members) and not deadline_passed:
             return
-        for member_id, member in list(group.members.items()):
-            if member.join_waiter is None or member.join_waiter.done():
-                self._remove_member(group, member_id, ErrorCode.unknown_member_id)
+        late = [member_id for member_id, member in group.members.items()
+                if member.join_waiter is None or member.join_waiter.done()]
+        if len(late) == len(group.members):
+            self.write(group.group_id, self._emptied(group, late))
+            return
+        for member_id in late:
+            self._remove_member(group, member_id, ErrorCode.unknown_member_id)
         group.pending_members.clear()
         group.generation += 1
-        if not group.members:
-            group.state = GroupState.EMPTY
-            group.protocol_name = None
-            group.leader_id = None
-            self._store(group)
-            return
         group.state = GroupState.COMPLETING_REBALANCE
         group.protocol_name = group.select_protocol()
         if group.leader_id not in group.members:
@@ -165,6 +183,33 @@ class ClassicProtocol:
             member.join_waiter = None
             if waiter is not None and not waiter.done():
                 waiter.set_result(self._join_result(group, member))
+
+    def _emptied(self, group: ClassicGroup, leaving: list[str]) -> CoordinatorResult[None]:
+        """The generation ends with no member: `leaving` (every member the group has)
+        go, and the group's next generation, empty, is recorded."""
+        def apply(_: int) -> None:
+            for member_id in leaving:
+                self._remove_member(group, member_id, ErrorCode.unknown_member_id)
+            group.pending_members.clear()
+            group.generation += 1
+            group.state = GroupState.EMPTY
+            group.protocol_name = None
+            group.leader_id = None
+
+        return CoordinatorResult([group.empty_record(self._now_ms())], None, apply)
+
+    def _departure(self, group: ClassicGroup, leaving: list[str], reason: str) -> CoordinatorResult[None]:
+        """Members that left or whose session expired: the group rebalances without
+        them, or ends its generation empty when none is left."""
+        if leaving and set(group.members) <= set(leaving):
+            return self._emptied(group, leaving)
+
+        def apply(_: int) -> None:
+            for member_id in leaving:
+                self._remove_member(group, member_id, ErrorCode.unknown_member_id)
+                self._after_departure(group, f"member {member_id} {reason}")
+
+        return CoordinatorResult([], None, apply)
 
     def _remove_member(self, group: ClassicGroup, member_id: str, error: ErrorCode) -> None:
         member = group.members.pop(member_id, None)
@@ -196,67 +241,82 @@ class ClassicProtocol:
     async def sync(self, group: ClassicGroup | None, member_id: str, group_instance_id: str | None, generation: int,
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> SyncResult:
-        try:
-            group, member = self._member(group, member_id, group_instance_id, generation)
-        except KafkaError as exc:
-            return SyncResult(exc.code)
+        group, member = self._member(group, member_id, group_instance_id, generation)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
                 protocol_name is not None and protocol_name != group.protocol_name):
-            return SyncResult(ErrorCode.inconsistent_group_protocol)
+            raise KafkaError(ErrorCode.inconsistent_group_protocol, "protocol differs from the group's")
         member.last_heartbeat = self.clock()
         if group.is_(GroupState.PREPARING_REBALANCE):
-            return SyncResult(ErrorCode.rebalance_in_progress)
+            raise KafkaError(ErrorCode.rebalance_in_progress, "the group is rebalancing")
         if group.is_(GroupState.STABLE):
             return SyncResult(ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name)
         waiter: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         member.sync_waiter = waiter
         if member_id == group.leader_id:
-            for m in group.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-            self._store(group)
-            group.state = GroupState.STABLE
-            for m in group.members.values():
-                self._resolve_sync(m, SyncResult(ErrorCode.none, m.assignment, group.protocol_type,
-                                                 group.protocol_name))
+            assigned = {m: assignments.get(m, b"") for m in group.members}
+            try:
+                self.write(group.group_id, CoordinatorResult([group.record(self._now_ms(), assigned)], None,
+                                                             lambda _: self._stabilize(group, assigned)))
+            except KafkaError as exc:
+                # As Kafka: every member waiting for this generation's assignment gets
+                # the error, and the group rebalances.
+                for m in group.members.values():
+                    m.assignment = b""
+                    self._resolve_sync(m, SyncResult(exc.code))
+                self._prepare_rebalance(group, f"the assignment could not be written: {exc.code.name}")
         return await waiter
 
+    def _stabilize(self, group: ClassicGroup, assigned: dict[str, bytes]) -> None:
+        """The generation's assignment is in the log: hand every member its part."""
+        group.state = GroupState.STABLE
+        for m in group.members.values():
+            m.assignment = assigned[m.member_id]
+            self._resolve_sync(m, SyncResult(ErrorCode.none, m.assignment, group.protocol_type, group.protocol_name))
+
     def heartbeat(self, group: ClassicGroup | None, member_id: str, group_instance_id: str | None,
-                  generation: int) -> ErrorCode:
-        try:
-            group, member = self._member(group, member_id, group_instance_id, generation)
-        except KafkaError as exc:
-            return exc.code
+                  generation: int) -> None:
+        """Heartbeat: raises KafkaError unless the member is current and the group not
+        rebalancing. (It writes nothing, as in Kafka.)"""
+        group, member = self._member(group, member_id, group_instance_id, generation)
         member.last_heartbeat = self.clock()
         if group.is_(GroupState.PREPARING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
+            raise KafkaError(ErrorCode.rebalance_in_progress, "the group is rebalancing")
 
     def leave(self, group: ClassicGroup | None, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
-        """LeaveGroup for (member id, group instance id) pairs; an error code for each."""
+        """LeaveGroup for (member id, group instance id) pairs: an error code for each.
+        The departures are one change: if their record cannot be written, none is made
+        and the KafkaError is raised."""
         if group is None:
-            return [ErrorCode.unknown_member_id for _ in members]
+            raise KafkaError(ErrorCode.unknown_member_id, "no such group")
         codes = []
+        leaving: list[str] = []
+        pending: list[str] = []
         for member_id, instance_id in members:
             if instance_id is not None:
                 known = group.static_members.get(instance_id)
-                if known is None:
+                if known is None or known in leaving:
                     codes.append(ErrorCode.unknown_member_id)
                     continue
                 if member_id and member_id != known:
                     codes.append(ErrorCode.fenced_instance_id)
                     continue
                 member_id = known
-            if member_id in group.pending_members:
-                del group.pending_members[member_id]
+            if member_id in group.pending_members and member_id not in pending:
+                pending.append(member_id)
                 codes.append(ErrorCode.none)
-                continue
-            if member_id not in group.members:
+            elif member_id in group.members and member_id not in leaving:
+                leaving.append(member_id)
+                codes.append(ErrorCode.none)
+            else:
                 codes.append(ErrorCode.unknown_member_id)
-                continue
-            self._remove_member(group, member_id, ErrorCode.unknown_member_id)
-            codes.append(ErrorCode.none)
-            self._after_departure(group, f"member {member_id} left")
-        return codes
+        departure = self._departure(group, leaving, "left")
+
+        def apply(offset: int) -> None:
+            for member_id in pending:
+                group.pending_members.pop(member_id, None)
+            departure.apply(offset)
+
+        return self.write(group.group_id, CoordinatorResult(departure.records, codes, apply))
 
     def _after_departure(self, group: ClassicGroup, reason: str) -> None:
         if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -265,17 +325,21 @@ class ClassicProtocol:
 
     def tick(self, group: ClassicGroup) -> list[str]:
         """Expire the group's members whose session ran out and finish its rebalance if
-        the window closed. Returns the member ids expired."""
+        the window closed. Returns the member ids expired. A change whose record cannot
+        be written is not made: the next tick tries again."""
         now = self.clock()
         expired = []
         for member_id, deadline in list(group.pending_members.items()):
             if deadline < now:
                 del group.pending_members[member_id]
-        for member_id, member in list(group.members.items()):
-            if not member.awaiting and member.last_heartbeat + member.session_timeout_ms / 1000 < now:
-                self._remove_member(group, member_id, ErrorCode.unknown_member_id)
-                expired.append(member_id)
-                self._after_departure(group, f"member {member_id} session expired")
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            self._maybe_complete_join(group, deadline_passed=now >= group.rebalance_deadline)
+        try:
+            for member_id, member in list(group.members.items()):
+                if not member.awaiting and member.last_heartbeat + member.session_timeout_ms / 1000 < now:
+                    self.write(group.group_id, self._departure(group, [member_id], "session expired"))
+                    expired.append(member_id)
+            if group.is_(GroupState.PREPARING_REBALANCE):
+                self._maybe_complete_join(group, deadline_passed=now >= group.rebalance_deadline)
+        except KafkaError as exc:
+            log.warning("group not changed: its record cannot be written", group=group.group_id,
+                        error=exc.code.name)
         return expired

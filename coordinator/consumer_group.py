@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -46,8 +46,8 @@ from .consumer_group_records import (
     encode_target_assignment,
 )
 from .group import Group, GroupType
+from .writes import Records
 
-Records = list[tuple[bytes, bytes | None]]
 
 # A static member that left for a while (ConsumerGroupHeartbeat epoch -2): it keeps its
 # partitions until it comes back or its session expires. (Epoch -1: a member leaving.)
@@ -134,17 +134,18 @@ class ConsumerGroup(Group):
                 return "Reconciling"
         return "Stable"
 
-    # --- a change that could not be written ----------------------------------------------
+    # --- a change decided before it is made ----------------------------------------------
 
-    def snapshot(self) -> tuple:
-        """What a heartbeat may change, to put back if its records cannot be appended
-        (members are replaced, never changed in place, so shallow copies do)."""
-        return (self.group_epoch, self.assignment_epoch, dict(self.members), dict(self.static_members),
-                dict(self.target), dict(self.owners), self.subscribed_metadata)
+    def working_copy(self) -> ConsumerGroup:
+        """A copy for an operation to change while it decides what to do; `adopt` makes
+        it the group once its records are in the log (members are replaced, never
+        changed in place, so shallow copies of the maps do)."""
+        return replace(self, members=dict(self.members), static_members=dict(self.static_members),
+                       target=dict(self.target), owners=dict(self.owners))
 
-    def restore(self, saved: tuple) -> None:
-        (self.group_epoch, self.assignment_epoch, self.members, self.static_members, self.target, self.owners,
-         self.subscribed_metadata) = saved
+    def adopt(self, working: ConsumerGroup) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(working, f.name))
 
     # --- members -------------------------------------------------------------------------
 

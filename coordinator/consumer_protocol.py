@@ -9,8 +9,10 @@ Every heartbeat does what Kafka's GroupMetadataManager does, in its order:
 3. if the group epoch is ahead of the assignment epoch, compute a new target
    assignment with the group's assignor (assignors.py);
 4. move the member one step towards its target (consumer_group.reconcile).
-The records of whatever changed are appended to `__consumer_offsets` in one batch, so a
-restart rebuilds the group (consumer_group.ConsumerGroup.replay).
+The heartbeat works on a copy of the group and returns the records of whatever changed
+with the change itself (writes.py): the registry appends them to `__consumer_offsets`
+in one batch and only then makes the copy the group, so a restart rebuilds the group
+clients were told about (consumer_group.ConsumerGroup.replay).
 
 Subscriptions name topics or give an RE2 regex (Kafka compiles them with RE2/J; here
 google-re2), matched against whole topic names; internal topics never match a regex.
@@ -20,9 +22,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator, Mapping, Protocol
+from typing import Callable, Mapping, Protocol, TypeVar
 
 import re2
 
@@ -34,12 +35,12 @@ from .consumer_group import (
     ConsumerGroup,
     ConsumerMember,
     MemberState,
-    Records,
     reconcile,
 )
 from .group import GroupConfig
+from .writes import CoordinatorResult, Records
 
-AppendRecords = Callable[[str, Records], int]
+T = TypeVar("T")
 
 # What a client may ask of the broker in one subscription (Kafka sets no such bounds;
 # these are far beyond any real subscription and keep one member's heartbeat cheap).
@@ -150,10 +151,9 @@ def _is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
 
 class ConsumerProtocol:
     def __init__(self, config: GroupConfig, topics: Callable[[], Mapping[str, TopicInfo]],
-                 append_records: AppendRecords, clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.topics = topics
-        self.append_records = append_records
         self.clock = clock
         self.assignors = tuple(name for name in config.consumer_assignors if name in ASSIGNORS)
         # regex -> the topic names it matches, while the set of topics is `_regex_names`
@@ -195,23 +195,19 @@ class ConsumerProtocol:
     # --- the heartbeat -------------------------------------------------------------------
 
     @staticmethod
-    @contextmanager
-    def _all_or_nothing(group: ConsumerGroup) -> Iterator[None]:
-        """A change whose records cannot be appended (a full disk), or that ends in an
-        error, leaves the group as it was: memory never gets ahead of the log."""
-        saved = group.snapshot()
-        try:
-            yield
-        except KafkaError:
-            group.restore(saved)
-            raise
+    def _decided(group: ConsumerGroup, change: Callable[[ConsumerGroup], tuple[Records, T]]) -> CoordinatorResult[T]:
+        """Run `change` on a copy of the group: its records and answer, and the copy to
+        become the group once they are written. An error it raises leaves the group
+        untouched."""
+        working = group.working_copy()
+        records, response = change(working)
+        return CoordinatorResult(records, response, lambda _: group.adopt(working))
 
-    def heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
+    def heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> CoordinatorResult[HeartbeatResult]:
         """A heartbeat of a joining or joined member (epoch >= 0)."""
-        with self._all_or_nothing(group):
-            return self._heartbeat(group, request)
+        return self._decided(group, lambda working: self._heartbeat(working, request))
 
-    def _heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
+    def _heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> tuple[Records, HeartbeatResult]:
         now = self.clock()
         if request.owned:
             # Partitions of a topic deleted meanwhile count as given up (as in Kafka):
@@ -278,8 +274,6 @@ class ConsumerProtocol:
             reconciled = replace(reconciled, revocation_deadline=None)
         reconciled.last_heartbeat = now
         group.put_member(reconciled)
-        if records:
-            self.append_records(group.group_id, records)
 
         # The assignment is sent on a full request (joining, or after an error) and
         # whenever it changed.
@@ -287,9 +281,9 @@ class ConsumerProtocol:
             request.rebalance_timeout_ms != -1 and request.owned is not None
             and (request.subscribed_topic_names is not None or request.subscribed_topic_regex is not None))
         changed = reconciled.assigned != member.assigned
-        return HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
-                               heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-                               assignment=reconciled.assigned if full or changed else None)
+        return records, HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
+                                        heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+                                        assignment=reconciled.assigned if full or changed else None)
 
     def _member(self, group: ConsumerGroup, request: HeartbeatRequest, member_id: str,
                 records: Records) -> tuple[ConsumerMember, bool]:
@@ -365,12 +359,11 @@ class ConsumerProtocol:
 
     # --- leaving and expiring -------------------------------------------------------------
 
-    def leave(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
+    def leave(self, group: ConsumerGroup, request: HeartbeatRequest) -> CoordinatorResult[HeartbeatResult]:
         """A heartbeat with epoch -1 (leaving) or -2 (a static member leaving for a while)."""
-        with self._all_or_nothing(group):
-            return self._leave(group, request)
+        return self._decided(group, lambda working: self._leave(working, request))
 
-    def _leave(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
+    def _leave(self, group: ConsumerGroup, request: HeartbeatRequest) -> tuple[Records, HeartbeatResult]:
         instance_id = request.instance_id
         if instance_id is None:
             member = group.member(request.member_id)
@@ -389,33 +382,33 @@ class ConsumerProtocol:
             away = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={},
                            revocation_deadline=None)
             group.put_member(away)
-            self.append_records(group.group_id, [group.current_assignment_record(away)])
+            records: Records = [group.current_assignment_record(away)]
         else:
-            self.fence(group, member.member_id)
-        return HeartbeatResult(member_id=request.member_id, member_epoch=request.member_epoch)
+            records = self._fence(group, member.member_id)
+        return records, HeartbeatResult(member_id=request.member_id, member_epoch=request.member_epoch)
 
-    def fence(self, group: ConsumerGroup, member_id: str) -> None:
-        """Remove a member (it left, its session expired, or it held partitions past its
-        rebalance timeout): its partitions are free, and the group epoch moves on."""
+    def fence(self, group: ConsumerGroup, member_id: str) -> CoordinatorResult[None]:
+        """Remove a member (its session expired, or it held partitions past its
+        rebalance timeout)."""
+        return self._decided(group, lambda working: (self._fence(working, member_id), None))
+
+    @staticmethod
+    def _fence(group: ConsumerGroup, member_id: str) -> Records:
+        """A member leaves the group: its partitions are free, and the group epoch moves on."""
         records = group.member_tombstones(member_id)
         group.remove_member(member_id)
         group.group_epoch += 1
         records.append(group.epoch_record())
-        self.append_records(group.group_id, records)
+        return records
 
-    def tick(self, group: ConsumerGroup) -> list[str]:
-        """Fence the members whose session expired, or who kept partitions to revoke past
-        their rebalance timeout. Returns their ids."""
+    def expired(self, group: ConsumerGroup) -> list[str]:
+        """The members to fence: their session expired, or they kept partitions to
+        revoke past their rebalance timeout."""
         now = self.clock()
         session = self.config.consumer_session_timeout_ms / 1000
-        expired = []
-        for member in list(group.members.values()):
-            late = member.revocation_deadline is not None and now > member.revocation_deadline
-            if now > member.last_heartbeat + session or late:
-                with self._all_or_nothing(group):
-                    self.fence(group, member.member_id)
-                expired.append(member.member_id)
-        return expired
+        return [m.member_id for m in group.members.values()
+                if now > m.last_heartbeat + session
+                or (m.revocation_deadline is not None and now > m.revocation_deadline)]
 
     def restored(self, group: ConsumerGroup) -> None:
         """A group rebuilt at start-up: its members' sessions (and revocation timeouts)

@@ -17,6 +17,8 @@ import abc
 import enum
 from dataclasses import dataclass
 
+from .writes import Records
+
 
 class GroupType(enum.Enum):
     """The kinds of group, under the names ListGroups reports and filters on."""
@@ -75,5 +77,5 @@ class Group(abc.ABC):
         """Topics the live members consume: OffsetDelete must not delete their offsets."""
 
     @abc.abstractmethod
-    def tombstones(self) -> list[tuple[bytes, None]]:
+    def tombstones(self) -> Records:
         """The `__consumer_offsets` records that delete this group's own records."""

@@ -14,13 +14,19 @@ consumer groups (consumer_protocol.py, ConsumerGroupHeartbeat) live side by side
 empty group of one type becomes a group of the other when a member of the other
 protocol joins it (Kafka's conversions of empty groups); a member of one protocol
 cannot join a group of the other that has members.
+
+Every change follows writes.py's rule: its records are appended to the group's
+partition before it is applied, so a write that fails changes nothing; errors are
+raised (KafkaError) and the request handlers turn them into error codes.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Callable
+from typing import Callable, TypeVar
+
+import structlog
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_manager import LogManager
@@ -33,6 +39,10 @@ from .consumer_protocol import ConsumerProtocol, HeartbeatRequest, HeartbeatResu
 from .group import Group, GroupConfig
 from .offset_store import OffsetStore, TopicPartition
 from .offsets_log import CommittedOffset, GroupKey, decode_group_value
+from .writes import CoordinatorResult, Records
+
+log = structlog.get_logger("ottla.groups")
+T = TypeVar("T")
 
 
 class GroupCoordinator:
@@ -42,9 +52,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore(logs, create_offsets_topic, config.num_partitions, config.max_metadata_bytes,
                                    wall_clock)
-        self.classic = ClassicProtocol(config, self._new_classic_group, self.offsets.append_group_records,
-                                       clock, wall_clock)
-        self.consumer = ConsumerProtocol(config, lambda: logs.topics, self.offsets.append_group_records, clock)
+        self.classic = ClassicProtocol(config, self._register, self.offsets.write, clock, wall_clock)
+        self.consumer = ConsumerProtocol(config, lambda: logs.topics, clock)
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition that holds the group's records."""
@@ -98,6 +107,9 @@ class GroupCoordinator:
         group = self.groups[group_id] = ClassicGroup(group_id)
         return group
 
+    def _register(self, group: Group) -> None:
+        self.groups[group.group_id] = group
+
     def _classic_group(self, group_id: str) -> ClassicGroup | None:
         """The group a classic-protocol request names, or None if there is none."""
         self._require_loaded(group_id)
@@ -111,51 +123,58 @@ class GroupCoordinator:
     # --- membership (classic protocol) ---------------------------------------------------
 
     async def join(self, request: JoinRequest) -> JoinResult:
+        """JoinGroup. Raises KafkaError for what stops the request before it reaches
+        the group; the group's own answers (MEMBER_ID_REQUIRED...) are in the result."""
         if not request.group_id:
-            return JoinResult(ErrorCode.invalid_group_id, request.member_id)
-        try:
-            self._require_loaded(request.group_id)
-            current = self.groups.get(request.group_id)
-            if isinstance(current, ConsumerGroup):
-                if current.members:
-                    # Kafka 4 would take the classic member into the consumer group (a
-                    # mixed group); Ottla refuses it, as Kafka does for protocols the
-                    # group cannot serve.
-                    raise KafkaError(ErrorCode.inconsistent_group_protocol,
-                                     f"group {request.group_id!r} is a consumer group with members")
-                # An empty consumer group becomes a classic one: its records go.
-                self.offsets.append_group_records(request.group_id, current.tombstones())
-                del self.groups[request.group_id]
-            group = self._classic_group(request.group_id)
-        except KafkaError as exc:
-            return JoinResult(exc.code, request.member_id)
-        return await self.classic.join(request, group)
+            raise KafkaError(ErrorCode.invalid_group_id, "empty group id")
+        self._require_loaded(request.group_id)
+        current = self.groups.get(request.group_id)
+        if isinstance(current, ConsumerGroup):
+            if current.members:
+                # Kafka 4 would take the classic member into the consumer group (a
+                # mixed group); Ottla refuses it, as Kafka does for protocols the
+                # group cannot serve.
+                raise KafkaError(ErrorCode.inconsistent_group_protocol,
+                                 f"group {request.group_id!r} is a consumer group with members")
+            # An empty consumer group becomes a classic one, if the join is not refused:
+            # its records go first.
+            self.classic.joinable(request, None)
+            self.offsets.write(request.group_id, CoordinatorResult(
+                current.tombstones(), None, lambda _: self._new_classic_group(request.group_id)))
+        return await self.classic.join(request, self._classic_group(request.group_id))
 
     # --- membership (consumer protocol, KIP-848) -------------------------------------------
 
     def consumer_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat: errors are answered in the result, as Kafka answers them."""
-        try:
-            validate(request, self.consumer.assignors)
-            self._require_loaded(request.group_id)
-            if request.member_epoch < 0:
-                group = self.groups.get(request.group_id)
-                if not isinstance(group, ConsumerGroup):
-                    raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {request.group_id} not found.")
-                return self.consumer.leave(group, request)
-            return self.consumer.heartbeat(self._consumer_group(request.group_id, request.member_epoch == 0),
-                                           request)
-        except KafkaError as exc:
-            return HeartbeatResult(exc.code, exc.message)
+        """ConsumerGroupHeartbeat; errors are raised, with Kafka's messages."""
+        validate(request, self.consumer.assignors)
+        group_id = request.group_id
+        self._require_loaded(group_id)
+        if request.member_epoch < 0:
+            group = self.groups.get(group_id)
+            if not isinstance(group, ConsumerGroup):
+                raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
+            return self.offsets.write(group_id, self.consumer.leave(group, request))
+        existing = self.groups.get(group_id)
+        group, replaced = self._consumer_group(group_id, request.member_epoch == 0)
+        result = self.consumer.heartbeat(group, request)
+        if group is not existing:
+            # A new group (or one converted from an empty classic group): the classic
+            # group's records go in the same batch, and the group is registered with it.
+            result = CoordinatorResult(replaced + result.records, result.response, result.apply).and_then(
+                lambda _: self._register(group))
+        return self.offsets.write(group_id, result)
 
-    def _consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _consumer_group(self, group_id: str, create: bool) -> tuple[ConsumerGroup, Records]:
         """The consumer group of that id; a member joining (epoch 0) creates it, or turns
-        an empty classic group into one."""
+        an empty classic group into one. A new group is not registered here; with it
+        come the records that remove the classic group it replaces."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            return group
+            return group, []
         if group is None and not create:
             raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
+        tombstones: Records = []
         if group is not None:
             assert isinstance(group, ClassicGroup)
             if not create or group.members or group.pending_members:
@@ -164,9 +183,8 @@ class GroupCoordinator:
                 # cannot upgrade.
                 raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group")
             if group.generation > 0:  # it has a GroupMetadata record: it goes
-                self.offsets.append_group_records(group_id, group.tombstones())
-        consumer_group = self.groups[group_id] = ConsumerGroup(group_id)
-        return consumer_group
+                tombstones = group.tombstones()
+        return ConsumerGroup(group_id), tombstones
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroup:
         """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for no group or one of another type."""
@@ -185,30 +203,21 @@ class GroupCoordinator:
     async def sync(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> SyncResult:
-        try:
-            group = self._classic_group(group_id)
-        except KafkaError as exc:
-            return SyncResult(exc.code)
-        return await self.classic.sync(group, member_id, group_instance_id, generation, protocol_type,
-                                       protocol_name, assignments)
+        return await self.classic.sync(self._classic_group(group_id), member_id, group_instance_id, generation,
+                                       protocol_type, protocol_name, assignments)
 
-    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> ErrorCode:
-        try:
-            group = self._classic_group(group_id)
-        except KafkaError as exc:
-            return exc.code
-        return self.classic.heartbeat(group, member_id, group_instance_id, generation)
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> None:
+        """Heartbeat: returns if the member is current, raises KafkaError otherwise."""
+        self.classic.heartbeat(self._classic_group(group_id), member_id, group_instance_id, generation)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
-        try:
-            group = self._classic_group(group_id)
-        except KafkaError as exc:
-            return [exc.code for _ in members]
-        return self.classic.leave(group, members)
+        """LeaveGroup: an error code per member; what fails the whole request raises."""
+        return self.classic.leave(self._classic_group(group_id), members)
 
     def tick(self) -> list[tuple[str, str]]:
         """Expire members whose session ran out and finish rebalances whose window
-        closed. Returns the (group, member) pairs expired."""
+        closed. Returns the (group, member) pairs expired. A change whose records
+        cannot be written is not made, and is tried again at the next tick."""
         expired = []
         for group in list(self.groups.values()):
             if self.offsets.loading(group.group_id):
@@ -217,7 +226,14 @@ class GroupCoordinator:
             if isinstance(group, ClassicGroup):
                 expired += [(group.group_id, member_id) for member_id in self.classic.tick(group)]
             elif isinstance(group, ConsumerGroup):
-                expired += [(group.group_id, member_id) for member_id in self.consumer.tick(group)]
+                for member_id in self.consumer.expired(group):
+                    try:
+                        self.offsets.write(group.group_id, self.consumer.fence(group, member_id))
+                    except KafkaError as exc:
+                        log.warning("group member not fenced: its records cannot be written", group=group.group_id,
+                                    member=member_id, error=exc.code.name)
+                        continue
+                    expired.append((group.group_id, member_id))
         return expired
 
     # --- offsets -------------------------------------------------------------------------
@@ -233,21 +249,26 @@ class GroupCoordinator:
             if generation >= 0:
                 raise KafkaError(ErrorCode.illegal_generation, f"group {group_id!r} has no generation {generation}")
             # A consumer outside any membership commits: the group is created for it,
-            # a classic one, as Kafka does.
-            group = self._new_classic_group(group_id)
+            # a classic one, as Kafka does (once the commit is in the log).
+            group = ClassicGroup(group_id)
         group.validate_offset_commit(member_id, instance_id, generation, api_version)
-        return self.offsets.commit(group_id, offsets)
+        return self.offsets.write(group_id, self._registering(group, self.offsets.commit(group_id, offsets)))
 
     def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, generation: int,
                            offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
         """Offsets that take effect when the producer's transaction commits."""
         self._require_loaded(group_id)
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self._new_classic_group(group_id)
+        group = self.groups.get(group_id) or ClassicGroup(group_id)
         group.validate_txn_offset_commit(member_id, instance_id, generation)
-        return self.offsets.commit_transactional(group_id, producer_id, producer_epoch, offsets)
+        return self.offsets.write(group_id, self._registering(
+            group, self.offsets.commit_transactional(group_id, producer_id, offsets)), producer_id, producer_epoch)
+
+    def _registering(self, group: Group, result: CoordinatorResult[T]) -> CoordinatorResult[T]:
+        """`result`, which also registers `group` if it is new."""
+        if self.groups.get(group.group_id) is group:
+            return result
+        return result.and_then(lambda _: self._register(group))
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
         self.offsets.on_marker(topic, partition, producer_id, committed)
@@ -286,19 +307,15 @@ class GroupCoordinator:
     def count_by_state(self) -> Counter[str]:
         return Counter(g.state_name for g in self.groups.values())
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        if self.offsets.loading(group_id):
-            return ErrorCode.coordinator_load_in_progress
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups, for one group: raises KafkaError if it cannot be deleted."""
+        self._require_loaded(group_id)
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.group_id_not_found
-        try:
-            group.validate_delete()
-        except KafkaError as exc:
-            return exc.code
-        self.offsets.delete_group(group_id, group.tombstones())
-        del self.groups[group_id]
-        return ErrorCode.none
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        group.validate_delete()
+        self.offsets.write(group_id, self.offsets.delete_group(group_id, group.tombstones()).and_then(
+            lambda _: self.groups.pop(group_id, None)))
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         self._require_loaded(group_id)
@@ -308,5 +325,6 @@ class GroupCoordinator:
         # Offsets of topics the live members consume cannot be deleted under them.
         in_use = group.topics_in_use()
         codes = {tp: ErrorCode.group_subscribed_to_topic if tp[0] in in_use else ErrorCode.none for tp in partitions}
-        self.offsets.delete(group_id, [tp for tp, code in codes.items() if code is ErrorCode.none])
+        self.offsets.write(group_id, self.offsets.delete(
+            group_id, [tp for tp, code in codes.items() if code is ErrorCode.none]))
         return codes

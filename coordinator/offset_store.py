@@ -3,8 +3,9 @@ own records.
 
 Every record of a group goes to the partition abs(hashCode(group id)) % partitions of
 `__consumer_offsets` (the rule transactional ids follow in `__transaction_state`). The
-store appends its offset records there, and appends for a group's membership protocol
-whatever records that protocol keeps about the group (`append_group_records`). At
+store writes there its offset records, and for a group's membership protocol whatever
+records that protocol keeps about the group (`write`: appended, then applied, as
+writes.py has every coordinator do). At
 start-up it replays the topic: offset records rebuild the offsets, every other record
 is handed back to the registry, which knows the group types.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
 from ottla.protocol.control import ControlType, parse_marker
@@ -31,7 +32,6 @@ from ottla.protocol.records import keys_and_values
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager
 
-from .append_errors import coordinator_append_error
 from .consumer_group_records import GROUP_METADATA as CONSUMER_GROUP_METADATA
 from .consumer_group_records import ConsumerGroupKey
 from .consumer_group_records import decode_key as decode_consumer_group_key
@@ -47,9 +47,10 @@ from .offsets_log import (
     encode_offset_value,
 )
 from .transaction_log import partition_for
+from .writes import CoordinatorResult, Records, append_error, write
 
 TopicPartition = tuple[str, int]
-Records = list[tuple[bytes, bytes | None]]  # (key, value); a None value is a tombstone
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +100,11 @@ class OffsetStore:
         assert log is not None
         return log
 
-    def _append(self, group_id: str, records: Records, producer_id: int = -1, producer_epoch: int = -1) -> int:
+    def append(self, group_id: str, records: Records, producer_id: int = -1, producer_epoch: int = -1) -> int:
         """Append records to the group's partition; returns the first record's offset.
         With a producer id they form a transactional batch, checked against the
-        producer's epoch in that partition (stale epochs are refused)."""
+        producer's epoch in that partition (stale epochs are refused). A refused append
+        raises the error a coordinator answers (writes.append_error)."""
         now = int(self.wall_clock() * 1000)
         batch = build_batch(
             [encode_record(k, v, offset_delta=i) for i, (k, v) in enumerate(records)],
@@ -112,12 +114,16 @@ class OffsetStore:
         try:
             result = self._log(group_id).append_batch(batch, BatchHeader.parse(batch), from_coordinator=True)
         except KafkaError as exc:
-            raise coordinator_append_error(exc) from None
+            if producer_id >= 0 and exc.code == ErrorCode.invalid_producer_epoch:
+                raise KafkaError(ErrorCode.producer_fenced, exc.message) from exc
+            raise append_error(exc, f"{TOPIC}-{self.partition_for(group_id)}") from None
         return result.base_offset
 
-    def append_group_records(self, group_id: str, records: Records) -> int:
-        """Append records a membership protocol keeps about the group (not offsets)."""
-        return self._append(group_id, records)
+    def write(self, group_id: str, result: CoordinatorResult[T], producer_id: int = -1,
+              producer_epoch: int = -1) -> T:
+        """Append the result's records to the group's partition (in a transactional
+        batch of the producer, if one is given), then apply it (writes.write)."""
+        return write(result, lambda records: self.append(group_id, records, producer_id, producer_epoch))
 
     def open(self) -> None:
         """Note the `__consumer_offsets` partitions `load` has to read (none when the
@@ -223,31 +229,32 @@ class OffsetStore:
     def _commit_records(group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> Records:
         return [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(o)) for (t, p), o in offsets.items()]
 
-    def commit(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
-        """OffsetCommit, once the membership allowed it: an error code per partition."""
+    def commit(self, group_id: str,
+               offsets: dict[TopicPartition, CommittedOffset]) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
+        """The write of an OffsetCommit the membership allowed (see `write`); its answer
+        is an error code per partition."""
         codes, accepted = self._accept(offsets)
-        if accepted:
-            first = self._append(group_id, self._commit_records(group_id, accepted))
+
+        def apply(first: int) -> None:
             committed = self._offsets(group_id).committed
             for i, (tp, o) in enumerate(accepted.items()):
                 committed[tp] = StoredOffset(o, first + i)
-        return codes
 
-    def commit_transactional(self, group_id: str, producer_id: int, producer_epoch: int,
-                             offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
-        """Offsets that take effect when the producer's transaction commits."""
+        return CoordinatorResult(self._commit_records(group_id, accepted), codes, apply)
+
+    def commit_transactional(
+            self, group_id: str, producer_id: int,
+            offsets: dict[TopicPartition, CommittedOffset]) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
+        """Offsets that take effect when the producer's transaction commits: written in
+        a transactional batch of the producer (see `write`), then pending in memory."""
         codes, accepted = self._accept(offsets)
-        if accepted:
-            try:
-                first = self._append(group_id, self._commit_records(group_id, accepted), producer_id, producer_epoch)
-            except KafkaError as exc:
-                if exc.code == ErrorCode.invalid_producer_epoch:
-                    raise KafkaError(ErrorCode.producer_fenced, exc.message) from exc
-                raise
+
+        def apply(first: int) -> None:
             pending = self._offsets(group_id).pending_txn.setdefault(producer_id, {})
             for i, (tp, o) in enumerate(accepted.items()):
                 pending[tp] = StoredOffset(o, first + i)
-        return codes
+
+        return CoordinatorResult(self._commit_records(group_id, accepted), codes, apply)
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
         """A transaction ended in a `__consumer_offsets` partition: its offsets take
@@ -287,25 +294,32 @@ class OffsetStore:
             result[tp] = (committed.offset if committed else None, ErrorCode.none)
         return result
 
-    def delete(self, group_id: str, partitions: list[TopicPartition]) -> None:
-        """OffsetDelete, once the group allowed it: tombstones for the partitions that
-        have a committed offset."""
+    def delete(self, group_id: str, partitions: list[TopicPartition]) -> CoordinatorResult[None]:
+        """The write of an OffsetDelete the group allowed: tombstones for the partitions
+        that have a committed offset."""
         offsets = self.groups.get(group_id)
         doomed = [tp for tp in partitions if offsets is not None and tp in offsets.committed]
-        if not doomed:
-            return
-        assert offsets is not None
-        self._append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed])
-        for tp in doomed:
-            del offsets.committed[tp]
 
-    def delete_group(self, group_id: str, group_tombstones: Records) -> None:
-        """DeleteGroups: one batch with a tombstone for each committed offset, then the
-        group's own tombstones (so a replay meets the group's deletion last)."""
-        offsets = self.groups.pop(group_id, None)
+        def apply(_: int) -> None:
+            assert offsets is not None
+            for tp in doomed:
+                del offsets.committed[tp]
+
+        if not doomed:
+            return CoordinatorResult([], None)
+        return CoordinatorResult([(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed], None, apply)
+
+    def delete_group(self, group_id: str, group_tombstones: Records) -> CoordinatorResult[None]:
+        """The write of a DeleteGroups: one batch with a tombstone for each committed
+        offset, then the group's own tombstones (so a replay meets the group's deletion
+        last)."""
+        offsets = self.groups.get(group_id)
         committed = offsets.committed if offsets is not None else {}
         tombstones: Records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in committed]
-        self._append(group_id, tombstones + group_tombstones)
+        return CoordinatorResult(tombstones + group_tombstones, None, lambda _: self._forget(group_id))
+
+    def _forget(self, group_id: str) -> None:
+        self.groups.pop(group_id, None)
 
 
 # An offset commit's key starts with its version, 0 or 1 (the same fields).

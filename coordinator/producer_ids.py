@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from ottla.protocol.errors import ErrorCode, KafkaError
+
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
 
@@ -28,13 +30,21 @@ class ProducerIdAllocator:
             return 0
 
     def _reserve_block(self) -> None:
+        """Persist the end of the next block, then take it. A block that cannot be
+        written is not taken: the request is answered as Kafka answers a producer id
+        asked for while no block is available (COORDINATOR_LOAD_IN_PROGRESS, which
+        clients retry)."""
         end = self._next + self.block_size
         tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{end}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w") as f:
+                f.write(f"{end}\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             f"no producer id block: it could not be written ({exc})") from exc
         self._block_end = end
 
     def allocate(self) -> int:

@@ -2,11 +2,12 @@
 
     Empty ──AddPartitions──▶ Ongoing ──EndTxn(commit)──▶ PrepareCommit ──markers──▶ CompleteCommit
       ▲                        │    ──EndTxn(abort)───▶ PrepareAbort  ──markers──▶ CompleteAbort
-      │                        │    ──InitProducerId / timeout──▶ PrepareEpochFence ──▶ PrepareAbort
+      │                        │    ──InitProducerId / timeout──▶ (PrepareEpochFence) ──▶ PrepareAbort
       └──InitProducerId── Complete* / Empty (epoch + 1)
 
 Every transition is appended to `__transaction_state` before it takes effect in
-memory, so a restart rebuilds exactly the state clients were told about. Ending a
+memory (writes.py's rule), so a restart rebuilds exactly the state clients were told
+about; a transition whose record cannot be written is not made. Ending a
 transaction is two-phase as in Kafka: Prepare* is written, the markers go to every
 partition of the transaction (through `MarkerWriter`, the path WriteTxnMarkers also
 uses), and Complete* is written once every partition has its marker: a marker that is
@@ -40,11 +41,20 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import keys_and_values
 from ottla.storage.log_manager import LogManager
 
-from .append_errors import coordinator_append_error
 from .loading import replay
 from .markers import MarkerWriter
 from .producer_ids import ProducerIdAllocator
-from .transaction_log import TOPIC, TxnRecord, TxnState, decode_key, decode_value, encode_key, encode_value, partition_for
+from .transaction_log import (
+    TOPIC,
+    TxnRecord,
+    TxnState,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    partition_for,
+)
+from .writes import CoordinatorResult, Records, append_error, write
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -174,8 +184,18 @@ class TransactionCoordinator:
                 if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                     self._complete(txn_id, txn)
                 elif txn.state is TxnState.PREPARE_EPOCH_FENCE:
-                    self._abort(txn_id, txn)
+                    self._finish_fence(txn_id, txn)
         return len(self.transactions)
+
+    def _finish_fence(self, txn_id: str, txn: TxnRecord) -> None:
+        """Abort a transaction whose fence a stop interrupted (a PrepareEpochFence
+        record, as older versions wrote it); if PrepareAbort cannot be written, the
+        timeout check tries again."""
+        try:
+            self._abort(txn_id, txn)
+        except KafkaError as exc:
+            log.warning("fenced transaction not aborted: its record cannot be written", transactional_id=txn_id,
+                        error=exc.code.name)
 
     @property
     def loading(self) -> bool:
@@ -187,18 +207,23 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.coordinator_load_in_progress,
                              f"the __transaction_state partition of {txn_id!r} is still loading")
 
-    def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
-        """Append `record` (made by `transition`, or the first of a transactional id),
-        then make it the current state. Returns it."""
-        log = self.logs.partition(TOPIC, partition_for(txn_id, self.num_partitions))
-        assert log is not None
-        batch = build_batch([encode_record(encode_key(txn_id), encode_value(record))], timestamp=record.last_update_ms)
+    def _append(self, txn_id: str, records: Records) -> int:
+        partition = partition_for(txn_id, self.num_partitions)
+        state_log = self.logs.partition(TOPIC, partition)
+        assert state_log is not None
+        batch = build_batch([encode_record(key, value, offset_delta=i) for i, (key, value) in enumerate(records)],
+                            timestamp=self._now_ms())
         try:
-            log.append_batch(batch, BatchHeader.parse(batch))
+            return state_log.append_batch(batch, BatchHeader.parse(batch)).base_offset
         except KafkaError as exc:
-            raise coordinator_append_error(exc) from None  # and the state stays as it was
-        self.transactions[txn_id] = record
-        return record
+            raise append_error(exc, f"{TOPIC}-{partition}") from None
+
+    def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
+        """Make `record` (made by `transition`, or the first of a transactional id) the
+        state of `txn_id`: appended, then applied (writes.py). Returns it."""
+        return write(CoordinatorResult([(encode_key(txn_id), encode_value(record))], record,
+                                       lambda _: self.transactions.__setitem__(txn_id, record)),
+                     lambda records: self._append(txn_id, records))
 
     # --- InitProducerId ------------------------------------------------------------------
 
@@ -424,10 +449,12 @@ class TransactionCoordinator:
 
     def _fence_and_abort(self, txn_id: str, txn: TxnRecord) -> None:
         """Bump the epoch past the open transaction's producer and abort it with the new
-        epoch, so the partitions refuse anything more from the old one."""
+        epoch, so the partitions refuse anything more from the old one. As in Kafka,
+        PrepareEpochFence is a step in memory only: the one record written is
+        PrepareAbort at the bumped epoch, so the fence and the abort are in the log
+        together or not at all."""
         # Bumps stop at MAX_EPOCH, so one more always fits in an int16.
-        fenced = self._persist(txn_id, transition(txn, TxnState.PREPARE_EPOCH_FENCE, self._now_ms(),
-                                                  producer_epoch=txn.producer_epoch + 1))
+        fenced = transition(txn, TxnState.PREPARE_EPOCH_FENCE, self._now_ms(), producer_epoch=txn.producer_epoch + 1)
         self._abort(txn_id, fenced)
 
     def _abort(self, txn_id: str, txn: TxnRecord) -> None:
@@ -437,28 +464,49 @@ class TransactionCoordinator:
     # --- timeouts ------------------------------------------------------------------------
 
     def abort_timed_out(self) -> list[str]:
-        """Fence and abort every Ongoing transaction older than its timeout."""
+        """Fence and abort every Ongoing transaction older than its timeout (and finish
+        a fence left half done, see `_finish_fence`). One whose record cannot be
+        written stays as it is, and the next check tries again."""
         now = self._now_ms()
+        for txn_id, txn in list(self.transactions.items()):
+            if txn.state is TxnState.PREPARE_EPOCH_FENCE:
+                self._finish_fence(txn_id, txn)
         expired = [txn_id for txn_id, txn in self.transactions.items()
                    if txn.state is TxnState.ONGOING and txn.start_ms + txn.timeout_ms < now]
+        aborted = []
         for txn_id in expired:
-            self._fence_and_abort(txn_id, self.transactions[txn_id])
-        return expired
+            try:
+                self._fence_and_abort(txn_id, self.transactions[txn_id])
+            except KafkaError as exc:
+                log.warning("timed-out transaction not aborted: its record cannot be written",
+                            transactional_id=txn_id, error=exc.code.name)
+                continue
+            aborted.append(txn_id)
+        return aborted
 
     def expire_transactional_ids(self, expiration_ms: int) -> list[str]:
         """Forget transactional ids unused for `transactional.id.expiration.ms` (a
-        tombstone in the log), unless a transaction of theirs is in flight."""
+        tombstone in the log), unless a transaction of theirs is in flight. One whose
+        tombstone cannot be written is kept, and the next run tries again."""
         now = self._now_ms()
         idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-        expired = [txn_id for txn_id, txn in self.transactions.items()
-                   if txn.state in idle and txn.last_update_ms < now - expiration_ms]
-        for txn_id in expired:
-            log = self.logs.partition(TOPIC, partition_for(txn_id, self.num_partitions))
-            assert log is not None
-            batch = build_batch([encode_record(encode_key(txn_id), None)], timestamp=now)
-            log.append_batch(batch, BatchHeader.parse(batch))
-            del self.transactions[txn_id]
+        due = [txn_id for txn_id, txn in self.transactions.items()
+               if txn.state in idle and txn.last_update_ms < now - expiration_ms]
+        expired = []
+        for txn_id in due:
+            try:
+                self._forget(txn_id)
+            except KafkaError as exc:
+                log.warning("transactional id not expired: its tombstone cannot be written",
+                            transactional_id=txn_id, error=exc.code.name)
+                continue
+            expired.append(txn_id)
         return expired
+
+    def _forget(self, txn_id: str) -> None:
+        """Write the tombstone of `txn_id`, then forget it."""
+        write(CoordinatorResult([(encode_key(txn_id), None)], None, lambda _: self.transactions.pop(txn_id, None)),
+              lambda records: self._append(txn_id, records))
 
     # --- admin views ---------------------------------------------------------------------
 

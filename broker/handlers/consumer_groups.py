@@ -7,7 +7,7 @@ from typing import Any
 
 from ottla.coordinator.assignors import Assignment
 from ottla.coordinator.consumer_group import ConsumerGroup
-from ottla.coordinator.consumer_protocol import HeartbeatRequest
+from ottla.coordinator.consumer_protocol import HeartbeatRequest, HeartbeatResult
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..security.authorizer import Operation, ResourceType
@@ -30,21 +30,24 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, member_epoch=0, heartbeat_interval=0)
     if names is not None and not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
         return ctx.respond(error_code=ErrorCode.topic_authorization_failed, member_epoch=0, heartbeat_interval=0)
-    result = ctx.services.groups.consumer_heartbeat(HeartbeatRequest(
-        group_id=request.group_id,
-        member_id=request.member_id,
-        member_epoch=request.member_epoch,
-        instance_id=request.instance_id,
-        rack_id=request.rack_id,
-        rebalance_timeout_ms=int(request.rebalance_timeout.total_seconds() * 1000),
-        subscribed_topic_names=None if names is None else tuple(names),
-        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
-        server_assignor=request.server_assignor,
-        owned=_assignment(request.topic_partitions),
-        client_id=ctx.header.client_id or "",
-        client_host=ctx.host,
-        member_id_required=ctx.version >= 1,
-    ))
+    try:
+        result = ctx.services.groups.consumer_heartbeat(HeartbeatRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            instance_id=request.instance_id,
+            rack_id=request.rack_id,
+            rebalance_timeout_ms=int(request.rebalance_timeout.total_seconds() * 1000),
+            subscribed_topic_names=None if names is None else tuple(names),
+            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+            server_assignor=request.server_assignor,
+            owned=_assignment(request.topic_partitions),
+            client_id=ctx.header.client_id or "",
+            client_host=ctx.host,
+            member_id_required=ctx.version >= 1,
+        ))
+    except KafkaError as exc:
+        result = HeartbeatResult(exc.code, exc.message)
     assignment = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}

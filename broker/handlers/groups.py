@@ -1,14 +1,16 @@
 """The group APIs of the classic protocol and those every group type shares: JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit, ListGroups,
 DescribeGroups, DeleteGroups, OffsetDelete. Each translates to and from the group
-coordinator (KIP-848's own APIs: consumer_groups.py)."""
+coordinator (KIP-848's own APIs: consumer_groups.py), which raises its errors
+(KafkaError, a write to `__consumer_offsets` that failed included): here they become
+the response's error codes, so a client always gets an answer."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from ottla.coordinator.classic_group import GroupState, JoinRequest
+from ottla.coordinator.classic_group import GroupState, JoinRequest, JoinResult, SyncResult
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -34,18 +36,21 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
                            members=[])
     session_ms = _ms(request.session_timeout)
     rebalance_ms = _ms(request.rebalance_timeout) if hasattr(request, "rebalance_timeout") else session_ms
-    result = await ctx.services.groups.join(JoinRequest(
-        group_id=request.group_id,
-        member_id=request.member_id,
-        group_instance_id=getattr(request, "group_instance_id", None),
-        client_id=ctx.header.client_id or "",
-        client_host=ctx.peer.rsplit(":", 1)[0],
-        session_timeout_ms=session_ms,
-        rebalance_timeout_ms=rebalance_ms,
-        protocol_type=request.protocol_type,
-        protocols=[(p.name, p.metadata) for p in request.protocols],
-        require_known_member_id=ctx.version >= 4,
-    ))
+    try:
+        result = await ctx.services.groups.join(JoinRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            client_id=ctx.header.client_id or "",
+            client_host=ctx.peer.rsplit(":", 1)[0],
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            protocol_type=request.protocol_type,
+            protocols=[(p.name, p.metadata) for p in request.protocols],
+            require_known_member_id=ctx.version >= 4,
+        ))
+    except KafkaError as exc:
+        result = JoinResult(exc.code, request.member_id)
     return ctx.respond(
         error_code=result.error, generation_id=result.generation, protocol_type=result.protocol_type,
         protocol_name=result.protocol_name if ctx.version >= 7 or result.protocol_name else "",
@@ -57,11 +62,14 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
     if _group_refused(ctx, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, assignment=b"")
-    result = await ctx.services.groups.sync(
-        request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
-        getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
-        {a.member_id: a.assignment for a in request.assignments},
-    )
+    try:
+        result = await ctx.services.groups.sync(
+            request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
+            getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
+            {a.member_id: a.assignment for a in request.assignments},
+        )
+    except KafkaError as exc:
+        result = SyncResult(exc.code)
     return ctx.respond(error_code=result.error, assignment=result.assignment, protocol_type=result.protocol_type,
                        protocol_name=result.protocol_name)
 
@@ -69,19 +77,28 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
 def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     if _group_refused(ctx, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed)
-    code = ctx.services.groups.heartbeat(request.group_id, request.member_id,
-                                       getattr(request, "group_instance_id", None), request.generation_id)
-    return ctx.respond(error_code=code)
+    try:
+        ctx.services.groups.heartbeat(request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+                                      request.generation_id)
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code)
+    return ctx.respond(error_code=ErrorCode.none)
 
 
 def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     if _group_refused(ctx, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, members=[])
+    members = [(request.member_id, None)] if ctx.version <= 2 else \
+        [(m.member_id, m.group_instance_id) for m in request.members]
+    try:
+        codes = ctx.services.groups.leave(request.group_id, members)
+    except KafkaError as exc:
+        if ctx.version <= 2 or exc.code != ErrorCode.unknown_member_id:
+            return ctx.respond(error_code=exc.code, members=[])
+        # No such group: as Kafka, each member is answered UNKNOWN_MEMBER_ID.
+        codes = [exc.code for _ in members]
     if ctx.version <= 2:
-        codes = ctx.services.groups.leave(request.group_id, [(request.member_id, None)])
         return ctx.respond(error_code=codes[0])
-    members = [(m.member_id, m.group_instance_id) for m in request.members]
-    codes = ctx.services.groups.leave(request.group_id, members)
     return ctx.respond(error_code=ErrorCode.none, members=[
         {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes)
     ])
@@ -256,9 +273,16 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
-    return ctx.respond(results=[{"group_id": g, "error_code": ErrorCode.group_authorization_failed
-                                 if _group_refused(ctx, g, Operation.DELETE) else ctx.services.groups.delete_group(g)}
-                                for g in request.groups_names])
+    def delete(group_id: str) -> ErrorCode:
+        if _group_refused(ctx, group_id, Operation.DELETE):
+            return ErrorCode.group_authorization_failed
+        try:
+            ctx.services.groups.delete_group(group_id)
+        except KafkaError as exc:
+            return exc.code
+        return ErrorCode.none
+
+    return ctx.respond(results=[{"group_id": g, "error_code": delete(g)} for g in request.groups_names])
 
 
 def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:

@@ -27,11 +27,12 @@ def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
                            producer_epoch=-1)
     if request.transactional_id is None and not _may_write_idempotently(ctx):
         return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
-    if request.transactional_id is None:
-        # An idempotent producer gets a fresh id with epoch 0 every time it asks, also
-        # when it asks to bump the epoch of the id it has (KIP-360): Kafka does the same.
-        return ctx.respond(error_code=ErrorCode.none, producer_id=services.producer_ids.allocate(), producer_epoch=0)
     try:
+        if request.transactional_id is None:
+            # An idempotent producer gets a fresh id with epoch 0 every time it asks, also
+            # when it asks to bump the epoch of the id it has (KIP-360): Kafka does the same.
+            return ctx.respond(error_code=ErrorCode.none, producer_id=services.producer_ids.allocate(),
+                               producer_epoch=0)
         producer_id, epoch = services.transactions.init_producer_id(
             request.transactional_id,
             int(request.transaction_timeout.total_seconds() * 1000),

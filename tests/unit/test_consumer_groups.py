@@ -5,6 +5,8 @@ a restart brings back from `__consumer_offsets`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import errno
 import uuid
 
 import pytest
@@ -24,7 +26,7 @@ from ottla.coordinator.consumer_group_records import (
     encode_key,
     encode_member_metadata,
 )
-from ottla.coordinator.consumer_protocol import HeartbeatRequest
+from ottla.coordinator.consumer_protocol import HeartbeatRequest, HeartbeatResult
 from ottla.coordinator.group import GroupConfig, GroupType
 from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.offsets_log import TOPIC, CommittedOffset
@@ -32,7 +34,7 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 
-from .test_group_coordinator import Clock, join_request
+from .test_group_coordinator import Clock, error_of, join_request
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 CONFIG = GroupConfig(num_partitions=5, consumer_session_timeout_ms=45_000, consumer_max_size=3)
@@ -150,8 +152,11 @@ class Harness:
             fields.setdefault("subscribed_topic_names", ("orders",))
             owned = {} if owned is None else owned
         fields.setdefault("group_id", "g")
-        return self.coordinator.consumer_heartbeat(
-            HeartbeatRequest(member_id=member_id, member_epoch=epoch, owned=owned, **fields))
+        try:
+            return self.coordinator.consumer_heartbeat(
+                HeartbeatRequest(member_id=member_id, member_epoch=epoch, owned=owned, **fields))
+        except KafkaError as exc:  # as the handler answers it
+            return HeartbeatResult(exc.code, exc.message)
 
     def group(self) -> ConsumerGroup:
         group = self.coordinator.groups["g"]
@@ -283,10 +288,9 @@ def test_empty_groups_change_type_and_members_of_the_other_protocol_are_refused(
     assert isinstance(coordinator.groups["g"], ConsumerGroup)
     assert coordinator.fetch_offsets("g", [("orders", 1)], False)[("orders", 1)][0].offset == 3
     # A classic member cannot join it while it has members, nor speak for one of them...
-    result = asyncio.run(coordinator.join(join_request()))
-    assert result.error == ErrorCode.inconsistent_group_protocol
-    assert coordinator.heartbeat("g", "m1", None, 1) == ErrorCode.unknown_member_id
-    assert coordinator.leave("g", [("m1", None)]) == [ErrorCode.unknown_member_id]
+    assert error_of(lambda: asyncio.run(coordinator.join(join_request()))) == ErrorCode.inconsistent_group_protocol
+    assert error_of(lambda: coordinator.heartbeat("g", "m1", None, 1)) == ErrorCode.unknown_member_id
+    assert error_of(lambda: coordinator.leave("g", [("m1", None)])) == ErrorCode.unknown_member_id
     # ...and can once it is empty: it becomes a classic group again.
     harness.beat("m1", -1)
     assert harness.group().state_name == "Empty"
@@ -323,7 +327,7 @@ def test_a_restart_rebuilds_the_group_from_its_records(harness):
     assert list(harness.group().members) == ["m1"]
     # Deleting the (emptied) group tombstones all of it.
     harness.beat("m1", -1, instance_id="app-1")
-    assert harness.coordinator.delete_group("g") == ErrorCode.none
+    assert error_of(lambda: harness.coordinator.delete_group("g")) == ErrorCode.none
     harness.reopen()
     assert "g" not in harness.coordinator.groups
 
@@ -331,16 +335,15 @@ def test_a_restart_rebuilds_the_group_from_its_records(harness):
 def test_a_change_whose_records_cannot_be_written_is_not_made(harness):
     harness.beat("m1", 0)
     before = (harness.group().group_epoch, dict(harness.group().members), dict(harness.group().target))
-    append = harness.coordinator.consumer.append_records
 
-    def disk_full(group_id, records):
-        raise KafkaError(ErrorCode.not_coordinator, "the disk is full")
+    def disk_full(topic, partition):
+        raise OSError(errno.ENOSPC, "the disk is full")
 
-    harness.coordinator.consumer.append_records = disk_full
+    harness.logs.set_write_check(disk_full)
     assert harness.beat("m2", 0).error == ErrorCode.not_coordinator
     assert harness.beat("m1", -1).error == ErrorCode.not_coordinator
     assert (harness.group().group_epoch, harness.group().members, harness.group().target) == before
-    harness.coordinator.consumer.append_records = append
+    harness.logs.set_write_check(None)
     assert harness.beat("m2", 0).error == ErrorCode.none
     harness.reopen()
     assert sorted(harness.group().members) == ["m1", "m2"]
@@ -379,3 +382,16 @@ def test_records_are_written_in_kafkas_formats():
     encoded = encode_member_metadata(metadata)
     assert encoded == bytes.fromhex("0000 00 00 0263 0268 02 0274 00 00007530 08") + b"uniform" + b"\x00"
     assert decode_member_metadata(encoded) == metadata
+
+
+def test_a_refused_join_does_not_convert_an_empty_consumer_group(harness):
+    """The conversion and the join are one change: a JoinGroup refused (here, its
+    session timeout) leaves the consumer group and its records as they were. (Checked:
+    without the `joinable` check before the conversion, the group is classic after.)"""
+    harness.beat("m1", 0)
+    harness.beat("m1", -1)
+    refused = dataclasses.replace(join_request(), session_timeout_ms=1)
+    assert error_of(lambda: asyncio.run(harness.coordinator.join(refused))) == ErrorCode.invalid_session_timeout
+    assert isinstance(harness.coordinator.groups["g"], ConsumerGroup)
+    harness.reopen()
+    assert isinstance(harness.coordinator.groups["g"], ConsumerGroup)

@@ -63,9 +63,10 @@ def end_txn(store: OffsetStore, markers: MarkerWriter, group: str, producer_id: 
 
 def test_commits_are_fetched_and_survive_a_restart(data):
     store, _, _ = data.open()
-    codes = store.commit("g", {TP: CommittedOffset(10, 3, "ok"), ("orders", 1): CommittedOffset(11, -1, "x" * 17)})
+    codes = store.write("g", store.commit("g", {TP: CommittedOffset(10, 3, "ok"),
+                                                ("orders", 1): CommittedOffset(11, -1, "x" * 17)}))
     assert codes == {TP: ErrorCode.none, ("orders", 1): ErrorCode.offset_metadata_too_large}
-    store.commit("g", {TP: CommittedOffset(12, 3, "later")})
+    store.write("g", store.commit("g", {TP: CommittedOffset(12, 3, "later")}))
     assert store.fetch("g", None, False) == {TP: (CommittedOffset(12, 3, "later"), ErrorCode.none)}
     assert store.fetch("nobody", [TP], True) == {TP: (None, ErrorCode.none)}
 
@@ -75,41 +76,41 @@ def test_commits_are_fetched_and_survive_a_restart(data):
 
 def test_a_transactional_commit_waits_for_its_marker(data):
     store, markers, _ = data.open()
-    store.commit("g", {TP: CommittedOffset(5)})
-    store.commit_transactional("g", 7, 0, {TP: CommittedOffset(10)})
+    store.write("g", store.commit("g", {TP: CommittedOffset(5)}))
+    store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(10)}), 7, 0)
     assert committed(store, "g") == (5, ErrorCode.none)
     assert committed(store, "g", require_stable=True) == (None, ErrorCode.unstable_offset_commit)
 
     end_txn(store, markers, "g", 7, commit=True)
     assert committed(store, "g", require_stable=True) == (10, ErrorCode.none)
 
-    store.commit_transactional("g", 7, 0, {TP: CommittedOffset(20)})
+    store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(20)}), 7, 0)
     end_txn(store, markers, "g", 7, commit=False)
     assert committed(store, "g", require_stable=True) == (10, ErrorCode.none)
 
 
 def test_a_plain_commit_written_after_a_transactional_one_wins(data):
     store, markers, _ = data.open()
-    store.commit_transactional("g", 7, 0, {TP: CommittedOffset(20)})
-    store.commit("g", {TP: CommittedOffset(15)})
+    store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(20)}), 7, 0)
+    store.write("g", store.commit("g", {TP: CommittedOffset(15)}))
     end_txn(store, markers, "g", 7, commit=True)
     assert committed(store, "g") == (15, ErrorCode.none)
 
 
 def test_a_stale_producer_epoch_is_fenced(data):
     store, markers, _ = data.open()
-    store.commit_transactional("g", 7, 1, {TP: CommittedOffset(20)})
+    store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(20)}), 7, 1)
     end_txn(store, markers, "g", 7, commit=False, epoch=1)
     with pytest.raises(KafkaError) as raised:
-        store.commit_transactional("g", 7, 0, {TP: CommittedOffset(21)})
+        store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(21)}), 7, 0)
     assert raised.value.code == ErrorCode.producer_fenced
 
 
 def test_a_restart_replays_markers_and_keeps_open_transactions_pending(data):
     store, markers, _ = data.open()
-    store.commit_transactional("committed", 7, 0, {TP: CommittedOffset(10)})
-    store.commit_transactional("aborted", 8, 0, {TP: CommittedOffset(20)})
-    store.commit_transactional("open", 9, 0, {TP: CommittedOffset(30)})
+    store.write("committed", store.commit_transactional("committed", 7, {TP: CommittedOffset(10)}), 7, 0)
+    store.write("aborted", store.commit_transactional("aborted", 8, {TP: CommittedOffset(20)}), 8, 0)
+    store.write("open", store.commit_transactional("open", 9, {TP: CommittedOffset(30)}), 9, 0)
     end_txn(store, markers, "committed", 7, commit=True)
     end_txn(store, markers, "aborted", 8, commit=False)
 
@@ -124,17 +125,17 @@ def test_a_restart_replays_markers_and_keeps_open_transactions_pending(data):
 def test_group_records_are_handed_back_in_order_and_deletions_tombstone_the_offsets(data):
     store, _, _ = data.open()
     key = encode_group_key(GroupKey("g"))
-    store.append_group_records("g", [(key, b"first")])
-    store.commit("g", {TP: CommittedOffset(1), ("orders", 1): CommittedOffset(2)})
-    store.append_group_records("g", [(key, b"second")])
-    store.delete("g", [("orders", 1), ("orders", 9)])  # a partition without an offset is no error
-    store.commit("other", {TP: CommittedOffset(3)})
+    store.append("g", [(key, b"first")])
+    store.write("g", store.commit("g", {TP: CommittedOffset(1), ("orders", 1): CommittedOffset(2)}))
+    store.append("g", [(key, b"second")])
+    store.write("g", store.delete("g", [("orders", 1), ("orders", 9)]))  # a partition without an offset is no error
+    store.write("other", store.commit("other", {TP: CommittedOffset(3)}))
 
     store, _, replayed = data.open()
     assert replayed == [(GroupKey("g"), b"first"), (GroupKey("g"), b"second")]
     assert store.fetch("g", None, False) == {TP: (CommittedOffset(1), ErrorCode.none)}
 
-    store.delete_group("g", [(key, None)])
+    store.write("g", store.delete_group("g", [(key, None)]))
     assert store.fetch("g", None, False) == {}
     store, _, replayed = data.open()
     assert replayed[-1] == (GroupKey("g"), None)
