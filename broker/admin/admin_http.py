@@ -32,9 +32,11 @@ Reads: /healthz answers anyone who reaches the port (a container health check). 
 other read (/metrics names topics; the console shows records) answers only requests
 that name this endpoint in their Host header (a loopback address, or the `admin.host` it
 listens on), so a DNS-rebinding page cannot read them through the operator's browser,
-or that carry the token (Prometheus from another container: its bearer token). Who may
-read what (the broker's SASL users, the authorizer, the console kept to this machine on
-a broker without security) is access.py's.
+or that carry the token (Prometheus from another container: its bearer token). On a
+broker with SASL listeners or an authorizer, the console asks every reader to sign in
+(HTTP Basic with the broker's own users, or the token), and /metrics and /faults ask it
+of readers on other machines. Who may read what (the authorizer as that principal, the
+console kept to this machine on a broker without security) is access.py's.
 
 Every answer of ours carries the security headers below, and no header or body of a
 request may be repeated where one is meant (a second Host, Authorization...): 400.
@@ -157,10 +159,15 @@ class AdminServer:
             refused = self._refuse_read(path, host, peer, principal)
         if refused is not None:
             return refused
-        if access.secured and principal is None:
+        console = path == "/console" or path.startswith("/console/")
+        # The console shows records: on a secured broker, only to a principal the
+        # authorizer can judge. /metrics and /faults are the operator's, under the rules
+        # of changes: from this machine, or with the token (or a principal with CLUSTER
+        # DESCRIBE/ALTER) from elsewhere.
+        if access.secured and principal is None and (console or not _is_loopback(peer)):
             return _json(401, {"error": "this broker has SASL users or ACLs: sign in as one of its users "
                                         "(HTTP Basic) or with admin.token"}, {"WWW-Authenticate": _REALM})
-        if not path.startswith("/console"):
+        if not console and principal is not None:
             operation = Operation.ALTER if request.method in _CHANGES else Operation.DESCRIBE
             if not access.allows(principal, operation, ResourceType.CLUSTER, CLUSTER_NAME, peer):
                 return _json(403, {"error": f"{principal} may not {operation.name} the cluster"})
