@@ -23,7 +23,7 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..security.authorizer import Operation, ResourceType
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
@@ -32,7 +32,6 @@ from ..security.scram_credentials import credential_from_password
 if TYPE_CHECKING:
     from ..security.authorizer import Authorizer
     from ..security.scram_credentials import ScramCredentials
-    from ..server import Broker
 
 # A verified Basic header is remembered this long, so that a page's every request (the
 # page, its script, its style sheet, the charts' polls) does not cost a PBKDF2 of the
@@ -131,9 +130,10 @@ class AdminAccess:
         return self.authorizer.authorize(principal.name, host, operation, resource_type, name)
 
 
-def admin_access(broker: "Broker") -> AdminAccess:
-    """The endpoint's access rules from the broker's config: its token, its authorizer,
-    and the users of its SASL listeners (PLAIN users of every listener, SCRAM users)."""
+def admin_access(broker: Any) -> AdminAccess:
+    """The endpoint's access rules from the broker (server.Broker: its config, listeners'
+    security, authorizer and SCRAM users): the users are the SASL listeners' (PLAIN users
+    of every listener) and the SCRAM users."""
     sasl = [security.sasl for security in broker.security.values() if security.uses_sasl and security.sasl]
     plain_users: dict[str, str] = {}
     for settings in sasl:

@@ -124,6 +124,7 @@ class AdminServer:
         app = web.Application(middlewares=[_answer_headers, self._guard], client_max_size=_MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
+                                     logger=_ProtocolLog(),
                                      keepalive_timeout=_READ_TIMEOUT, max_headers=_MAX_HEADERS,
                                      max_line_size=_MAX_HEADER_BYTES, max_field_size=_MAX_HEADER_BYTES)
         await self._runner.setup()
@@ -255,6 +256,22 @@ class AdminServer:
         return _json_body(404, {"error": f"no route {method} {path}"})
 
 
+class _ProtocolLog:
+    """aiohttp's server logger: a request it could not parse (answered 400) is one line
+    with the reason, not a traceback a client could fill the log with."""
+
+    def exception(self, message: str, *args: Any, exc_info: BaseException | None = None, **_: Any) -> None:
+        log.warning("admin request refused", reason=str(exc_info or "").strip().replace("\n", " ")[:200],
+                    what=message % args if args else message)
+
+    error = warning = exception
+
+    def info(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    debug = info
+
+
 @web.middleware
 async def _answer_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The security headers on every answer, the library's own errors (413...) included."""
@@ -263,6 +280,7 @@ async def _answer_headers(request: web.Request, handler: Handler) -> web.StreamR
     except web.HTTPException as exc:
         response = exc
     response.headers.update(SECURITY_HEADERS)
+    response.headers["Server"] = "Ottla"  # not the library's name and version
     return response
 
 
