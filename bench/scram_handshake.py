@@ -1,7 +1,7 @@
 """How long a SCRAM SASL handshake takes on the broker (issue 35: the server side moved
 to the scramp library; nothing may be slower).
 
-    python -m bench.scram_handshake [--handshakes 200] [--rounds 5]
+    python -m bench.scram_handshake [--handshakes 200] [--rounds 5] [--in-process]
 
 One broker with a SASL_PLAINTEXT listener and a user for SCRAM-SHA-256 and SCRAM-SHA-512
 (4096 iterations, Kafka's default). Each handshake is a new TCP connection, SaslHandshake
@@ -10,6 +10,9 @@ message. The client side is the same in every run (scramp's client, which derive
 salted password on every handshake as a real client does), so what changes between two
 commits is the broker's side. Median and 95th percentile per
 mechanism, over interleaved rounds.
+
+--in-process times the broker's side alone, without a socket: ScramServer's two steps
+per handshake (the client's messages are computed between them, untimed).
 """
 
 from __future__ import annotations
@@ -57,11 +60,42 @@ def handshake(address: tuple[str, int], mechanism: str) -> float:
     return time.perf_counter() - started
 
 
+def server_side(mechanism: str, handshakes: int) -> list[float]:
+    """Seconds ScramServer spends on each handshake (its two steps), the client untimed."""
+    from ottla.broker.security.sasl import ScramServer
+    from ottla.broker.security.scram_credentials import ScramCredentials, credential_from_password
+
+    store = ScramCredentials(tempfile.mkdtemp(prefix="bench-scram-"))
+    store.change([(USER, mechanism, credential_from_password(mechanism, PASSWORD))], [])
+    times = []
+    for _ in range(handshakes):
+        client = ScramClient([mechanism], USER, PASSWORD)
+        first = client.get_client_first().encode()
+        server = ScramServer(mechanism, store)
+        started = time.perf_counter()
+        server_first = server.step(first)
+        spent = time.perf_counter() - started
+        client.set_server_first(server_first.decode())
+        final = client.get_client_final().encode()
+        started = time.perf_counter()
+        client.set_server_final(server.step(final).decode())
+        times.append(spent + time.perf_counter() - started)
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scram_handshake")
     parser.add_argument("--handshakes", type=int, default=200, help="per mechanism and round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--in-process", action="store_true", help="the broker's side alone, no socket")
     args = parser.parse_args(argv)
+    if args.in_process:
+        print(f"| mechanism (broker side, {args.rounds} x {args.handshakes}) | median | p95 |\n|---|---:|---:|")
+        for mechanism in MECHANISMS:
+            values = sorted(t for _ in range(args.rounds) for t in server_side(mechanism, args.handshakes))
+            print(f"| {mechanism} | {statistics.median(values) * 1e6:.0f} us | "
+                  f"{values[int(len(values) * 0.95)] * 1e6:.0f} us |")
+        return 0
     properties = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                   "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
                   "sasl.enabled.mechanisms": ",".join(MECHANISMS)}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -130,6 +131,9 @@ class PlainServer:
         return b""
 
 
+_MECHANISMS = {name: ScramMechanism(name) for name in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
+
+
 class ScramServer:
     """SCRAM-SHA-256/512 on the scramp library, from the stored keys (salt, iterations,
     StoredKey, ServerKey: scram_credentials.py); the password is never known here.
@@ -143,7 +147,10 @@ class ScramServer:
     def __init__(self, mechanism: str, credentials: "Credentials") -> None:
         self.mechanism = mechanism
         self._credentials = credentials
-        self._exchange = ScramMechanism(mechanism).make_server(self._auth_info)
+        # 18 random bytes, as long as Kafka's server nonce (130 bits in base 36) or so:
+        # scramp's own default (64 hex digits) costs more to check, char by char, for
+        # nothing an attacker could use.
+        self._exchange = _MECHANISMS[mechanism].make_server(self._auth_info, s_nonce=secrets.token_urlsafe(18))
         self._known = False
         self._state = "first"
         self.complete = False
@@ -185,7 +192,8 @@ class ScramServer:
             if not nonce.endswith(str(self._exchange.nonce)):
                 raise AuthenticationFailed("Invalid client nonce in the final client message.", self.user)
             try:
-                self._exchange.nonce = Nonce(nonce)
+                if nonce != str(self._exchange.nonce):
+                    self._exchange.nonce = Nonce(nonce)
                 self._exchange.set_client_final(message)
                 final = self._exchange.get_server_final()
             except ScramException as exc:
