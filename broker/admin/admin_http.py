@@ -150,11 +150,13 @@ class AdminServer:
         host = request.headers.get("Host", "")
         access = self.access
         principal = access.principal(request.headers.get("Authorization", ""))
-        if request.method in _CHANGES:
+        body = b""
+        if request.body_exists:  # read here, in time or not at all; the handlers get it from aiohttp's cache
             try:
                 body = await asyncio.wait_for(request.read(), _READ_TIMEOUT)
             except asyncio.TimeoutError:
-                return _json(408, {"error": "the body did not arrive in time"})
+                return _json(408, {"error": "the body did not arrive in time"}, {"Connection": "close"})
+        if request.method in _CHANGES:
             refused = self._refuse_change(request, host, peer, body)
         else:
             refused = self._refuse_read(path, host, peer, principal)
