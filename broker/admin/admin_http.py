@@ -279,8 +279,8 @@ async def _answer_headers(request: web.Request, handler: Handler) -> web.StreamR
     """The security headers on every answer, the library's own errors (413...) included."""
     try:
         response = await handler(request)
-    except web.HTTPException as exc:
-        response = exc
+    except web.HTTPException as exc:  # the library's refusals (a body over 64 KiB: 413) as JSON, as ours
+        response = _json(exc.status, {"error": exc.text or exc.reason}) if exc.status >= 400 else exc
     response.headers.update(SECURITY_HEADERS)
     response.headers["Server"] = "Ottla"  # not the library's name and version
     return response

@@ -165,6 +165,15 @@ def test_duplicate_and_oversized_headers_get_an_answer(broker):
     assert _status(_raw(broker, f"GET /healthz HTTP/1.1\r\n{host}X-Big: {'a' * 20_000}\r\n\r\n".encode())) in (400, 431)
     many = "".join(f"X-H{i}: v\r\n" for i in range(200))
     assert _status(_raw(broker, f"GET /healthz HTTP/1.1\r\n{host}{many}\r\n".encode())) in (400, 431)
+    # A body over 64 KiB, plain or chunked: 413, as JSON like every refusal of ours.
+    big = b'{"kind": "close", "pad": "' + b"x" * 70_000 + b'"}'
+    answer = _raw(broker, b"POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(big) + big)
+    assert _status(answer) == 413 and b'{"error": ' in answer and b"X-Frame-Options: DENY" in answer
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (big[:40_000], big[40_000:])) + b"0\r\n\r\n"
+    answer = _raw(broker, b"POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
+    assert _status(answer) == 413
     assert broker.admin.faults() == []
 
 
