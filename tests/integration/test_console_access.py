@@ -212,3 +212,46 @@ def test_without_security_the_console_answers_this_machine_unless_opened(tmp_pat
             assert response.status == 200
     finally:
         broker.cleanup()
+
+
+def test_in_chromium_a_signed_in_user_creates_only_the_topics_its_acls_allow(tmp_path):
+    """Without admin.token, a change on a secured broker comes from this machine and is
+    authorized as the signed-in user: CREATE, as CreateTopics asks. The page's script
+    sends no credentials of its own; the browser adds the user's."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.integration.test_web_console import CHROMIUM, CHROMIUM_ARGS
+
+    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            + " ".join(f'user_{name}="{password}"' for name, password in PLAIN_USERS.items()) + ";")
+    broker = BrokerProcess(str(tmp_path / "data"), {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin", "admin.port": "0"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                             "sasl.password": PLAIN_USERS["admin"]})
+        for future in admin.create_acls([AclBinding(ResourceType.TOPIC, "alices-", ResourcePatternType.PREFIXED,
+                                                    "User:alice", "*", AclOperation.CREATE,
+                                                    AclPermissionType.ALLOW)]).values():
+            future.result(10)
+        with sync_playwright() as p:
+            chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            context = chromium.new_context(http_credentials={"username": "alice", "password": PLAIN_USERS["alice"]})
+            page = context.new_page()
+            page.goto(f"{broker.admin_url}/console/topics")
+            page.fill("#create-topic input[name=name]", "someone-elses")
+            page.click("#create-topic button[type=submit]")
+            page.wait_for_selector("#notice.error")
+            assert "403" in page.inner_text("#notice") and "CREATE" in page.inner_text("#notice")
+            page.fill("#create-topic input[name=name]", "alices-topic")
+            page.click("#create-topic button[type=submit]")
+            page.wait_for_url("**/console/topic?name=alices-topic")
+            context.close()
+            chromium.close()
+        topics = admin.list_topics(timeout=10).topics
+        assert "alices-topic" in topics and "someone-elses" not in topics
+    finally:
+        broker.cleanup()
