@@ -58,6 +58,7 @@ def secured(tmp_path_factory):
         allow("User:alice", AclOperation.READ, ResourceType.TOPIC, "visible"),
         allow("User:alice", AclOperation.DESCRIBE, ResourceType.GROUP, "alice-group"),
         allow("User:alice", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "alice-txn"),
+        allow("User:alice", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "mixed-txn"),
         allow(f"User:{SCRAM_USER}", AclOperation.DESCRIBE, ResourceType.TOPIC, "visible"),
     ]).values():
         future.result(10)
@@ -67,12 +68,20 @@ def secured(tmp_path_factory):
         producer.begin_transaction()
         producer.produce(topic, key=b"k", value=f"record of {topic}".encode(), partition=0)
         producer.commit_transaction(20)
+    # Left open, so that its partitions are listed: one topic alice may see, one she may not.
+    mixed = Producer({**conf, "transactional.id": "mixed-txn", "transaction.timeout.ms": 600_000})
+    mixed.init_transactions(20)
+    mixed.begin_transaction()
+    for topic in ("visible", "hidden"):
+        mixed.produce(topic, value=b"open", partition=0)
+    assert mixed.flush(20) == 0
     for group in ("alice-group", "hidden-group"):
         consumer = Consumer({**conf, "group.id": group, "log_level": 3})
         consumer.commit(offsets=[TopicPartition("visible", 0, 1), TopicPartition("hidden", 0, 1)],
                         asynchronous=False)
         consumer.close()
     yield broker
+    mixed.abort_transaction(20)
     broker.cleanup()
 
 
@@ -120,6 +129,10 @@ def test_a_principal_sees_what_its_acls_let_it(secured):
     assert status == 200 and ">visible<" in page and ">hidden<" not in page  # offsets of DESCRIBEd topics only
     status, page, _ = _get(secured, "/console/transactions", ALICE)
     assert "alice-txn" in page and "hidden-txn" not in page
+    # An open transaction over a topic she may see and one she may not: the first only.
+    assert "mixed-txn" in page and ">visible-0<" in page and ">hidden-0<" not in page
+    status, page, _ = _get(secured, "/console/transaction?id=mixed-txn", ALICE)
+    assert status == 200 and ">visible-0<" in page and "hidden" not in page
     assert _get(secured, "/console/transaction?id=alice-txn", ALICE)[0] == 200
     # /metrics names every topic: a signed-in principal needs the cluster's DESCRIBE.
     assert _get(secured, "/metrics", ALICE)[0] == 403

@@ -12,7 +12,7 @@ rendered (app.py), with the operation Kafka's API for it asks.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ...security.authorizer import Operation, ResourceType
 
@@ -34,6 +34,12 @@ class PrincipalView(_Delegate):
     @cached_property
     def services(self) -> Any:
         return _Services(self._inner.services, self._allows)
+
+    def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Of these partitions, those of topics the principal may DESCRIBE (the pages ask
+        it where they read partitions from records, as a transaction's history)."""
+        return [(topic, partition) for topic, partition in partitions
+                if self._allows(Operation.DESCRIBE, ResourceType.TOPIC, topic)]
 
 
 class _Services(_Delegate):
@@ -73,5 +79,19 @@ class _Groups(_Delegate):
 class _Transactions(_Delegate):
     @cached_property
     def transactions(self) -> dict[str, Any]:
-        return {txn_id: txn for txn_id, txn in self._inner.transactions.items()
+        return {txn_id: _Transaction(txn, self._allows) for txn_id, txn in self._inner.transactions.items()
                 if self._allows(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)}
+
+    def describe(self, txn_id: str) -> Any:
+        txn = self._inner.describe(txn_id)
+        return None if txn is None else _Transaction(txn, self._allows)
+
+
+class _Transaction(_Delegate):
+    """A transaction with the partitions of the topics the principal may DESCRIBE only,
+    as Kafka's DescribeTransactions filters them."""
+
+    @cached_property
+    def partitions(self) -> set[tuple[str, int]]:
+        return {(topic, partition) for topic, partition in self._inner.partitions
+                if self._allows(Operation.DESCRIBE, ResourceType.TOPIC, topic)}
