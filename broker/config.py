@@ -147,6 +147,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("admin.host", "admin_host", str, "interface of the admin endpoint (127.0.0.1 unless set)"),
     Property("admin.token", "admin_token", str,
              "a secret every change through the admin endpoint must carry (Authorization: Bearer)"),
+    Property("admin.console.remote", "admin_console_remote", _bool,
+             "serve the web console to other machines on a broker without SASL listeners or ACLs"),
     Property("authorizer.class.name", "authorizer_class_name", _authorizer,
              "org.apache.kafka.metadata.authorizer.StandardAuthorizer switches ACLs on (empty: off)"),
     Property("super.users", "super_users", str, "principals allowed everything: User:admin;User:ops"),
@@ -266,6 +268,9 @@ class BrokerConfig:
     # unless the operator opens it (with a token, best).
     admin_host: str = "127.0.0.1"
     admin_token: str | None = None
+    # Without SASL users or ACLs nobody can sign in to the console: it answers this
+    # machine only unless this opens it (issue 28).
+    admin_console_remote: bool = False
     # ACLs (broker/security/authorizer.py): on when authorizer.class.name names Kafka's authorizer.
     authorizer_class_name: str = ""
     super_users: str = ""

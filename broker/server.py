@@ -24,6 +24,7 @@ from ottla.coordinator.transactions import TransactionCoordinator
 from ottla.storage import compaction
 from ottla.storage.log_manager import LogManager, Topic, write_snapshots
 
+from .admin.access import admin_access
 from .admin.admin_http import AdminServer
 from .config import BrokerConfig, Listener, listener_text
 from .network.connection import Connection
@@ -106,7 +107,8 @@ class Broker:
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
         self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
-                                 console=WebConsole(self)) if config.admin_port is not None else None
+                                 console=WebConsole(self), access=admin_access(self)) \
+            if config.admin_port is not None else None
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
         self._stopped = asyncio.Event()

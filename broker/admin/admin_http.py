@@ -8,8 +8,10 @@
     DELETE /faults/<id>     remove one
     /console/...            the web console (broker/admin/web_console/), when the broker has one
 
-A few routes for health checks, Prometheus and test harnesses do not need a framework:
-this is a minimal HTTP/1.1 server on asyncio, one request per connection.
+HTTP itself is aiohttp's server, on the broker's own event loop: keep-alive, chunked
+bodies, percent-decoding, header limits and the parser's errors (400) are the library's,
+not ours. What is ours is who may do what, written once in `_guard` (a middleware every
+request passes):
 
 Faults can close every client connection, so a request that changes anything (POST,
 DELETE) must come from someone entitled to it, not from a web page the operator happens
@@ -26,55 +28,77 @@ to have open:
   cross-site form or a "simple" fetch cannot send without a preflight that this
   endpoint never approves.
 
-GET routes change nothing and answer anyone who can reach the port (Prometheus, a
-container health check). The console's pages (/console) show records, so they answer
-only requests that name this endpoint in their Host header (a loopback address, or the
-`admin.host` it listens on): a DNS-rebinding page cannot read them through the
-operator's browser.
+Reads: /healthz answers anyone who reaches the port (a container health check). Every
+other read (/metrics names topics; the console shows records) answers only requests
+that name this endpoint in their Host header (a loopback address, or the `admin.host` it
+listens on), so a DNS-rebinding page cannot read them through the operator's browser,
+or that carry the token (Prometheus from another container: its bearer token). On a
+broker with SASL listeners or an authorizer, the console asks every reader to sign in
+(HTTP Basic with the broker's own users, or the token), and /metrics and /faults ask it
+of readers on other machines. Who may read what (the authorizer as that principal, the
+console kept to this machine on a broker without security) is access.py's.
+
+Every answer of ours carries the security headers below, and no header or body of a
+request may be repeated where one is meant (a second Host, Authorization...): 400.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ipaddress
 import json
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from .faults import Faults, FaultSpecError
+from aiohttp import web
+
 from ..logging import get_logger
+from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from .access import AdminAccess, Principal
+from .faults import Faults, FaultSpecError
 
 if TYPE_CHECKING:
     from .web_console.app import WebConsole
 
 log = get_logger("ottla.admin")
 
-
 _MAX_BODY = 64 * 1024
+# How long a client has to send a request's headers (from connecting, or from the last
+# answer on a kept-alive connection), and its body: a slow client is closed, not waited for.
 _READ_TIMEOUT = 10
 _MAX_HEADERS = 100
-_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
-            404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large", 415: "Unsupported Media Type",
-            431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
+_MAX_HEADER_BYTES = 8190  # of a request line or one header line
 # Sent with every answer: the console's pages run no script but their own (no inline
 # script, nothing from elsewhere, whatever a record's value holds), cannot be framed by
 # another page (clickjacking a delete button), and no answer is sniffed into HTML.
-_SECURITY_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n"
-                     "Content-Security-Policy: default-src 'self'; frame-ancestors 'none'; form-action 'self'\r\n"
-                     "Referrer-Policy: no-referrer\r\n")
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
+    "Referrer-Policy": "no-referrer",
+}
 _CHANGES = ("POST", "DELETE", "PUT", "PATCH")
+# Headers a request may carry once: two Hosts (or two tokens) would let two readers of
+# the request see two different ones.
+_SINGLE_HEADERS = ("Host", "Origin", "Authorization", "Content-Type", "Content-Length", "Transfer-Encoding")
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+_REALM = 'Basic realm="Ottla", charset="UTF-8"'
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass
 class HttpRequest:
+    """What the console reads of a request, past the guard."""
+
     method: str
-    path: str
+    path: str  # percent-decoded, without a trailing "/"
     peer: str  # the client's address
-    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+    query: str = ""  # the raw query string (params.py decodes it)
     body: bytes = b""
-    query: str = ""  # after the "?" of the target
-PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+    principal: Principal | None = None
+    # (operation, resource type, name) -> allowed, for this principal from this peer
+    allows: Callable[[Operation, ResourceType, str], bool] = lambda *_: True
 
 
 class AdminServer:
@@ -82,90 +106,127 @@ class AdminServer:
     text, and whether it is stopping."""
 
     def __init__(self, faults: Faults, metrics_text: Callable[[], str], stopping: Callable[[], bool],
-                 token: str | None = None, console: "WebConsole | None" = None) -> None:
+                 token: str | None = None, console: "WebConsole | None" = None,
+                 access: AdminAccess | None = None) -> None:
         self.faults = faults
         self.console = console
         self.metrics_text = metrics_text
         self.stopping = stopping
         self.token = token
+        self.access = access or AdminAccess(token, authorizer=None, sasl=False, plain_users={}, scram=None,
+                                            remote_console=False)
         self.host = ""
         self.port = 0
-        self._server: asyncio.AbstractServer | None = None
+        self._runner: web.AppRunner | None = None
 
     async def start(self, host: str, port: int) -> None:
         self.host = host
-        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+        app = web.Application(middlewares=[_answer_headers, self._guard], client_max_size=_MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
+                                     logger=_ProtocolLog(),
+                                     keepalive_timeout=_READ_TIMEOUT, max_headers=_MAX_HEADERS,
+                                     max_line_size=_MAX_HEADER_BYTES, max_field_size=_MAX_HEADER_BYTES)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        if self._runner is not None:
+            await self._runner.cleanup()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            peer = (writer.get_extra_info("peername") or ("",))[0]
-            status, content_type, body = await asyncio.wait_for(self._answer(reader, peer), _READ_TIMEOUT)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError):
-            writer.close()
-            return
-        head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\n{_SECURITY_HEADERS}Connection: close\r\n\r\n")
-        writer.write(head.encode() + body)
-        try:
-            await writer.drain()
-        except ConnectionError:
-            pass
-        writer.close()
+    # --- the rules, once for every request ----------------------------------------------------
 
-    async def _answer(self, reader: asyncio.StreamReader, peer: str) -> tuple[int, str, bytes]:
-        request_line = (await reader.readline()).decode("latin-1").split()
-        if len(request_line) != 3:
-            raise ValueError("not an HTTP request")
-        method, target, _version = request_line
-        path, _, query = target.partition("?")
-        request = HttpRequest(method.upper(), path.rstrip("/") or "/", peer, query=query)
-        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            if len(request.headers) >= _MAX_HEADERS:
-                return _json(431, {"error": "too many headers"})
-            name, _, value = line.decode("latin-1").partition(":")
-            request.headers[name.strip().lower()] = value.strip()
-        length = int(request.headers.get("content-length", "0"))
-        if length > _MAX_BODY:
-            return _json(413, {"error": "body too large"})
-        request.body = await reader.readexactly(length) if length > 0 else b""
-        if request.method in _CHANGES:
-            refused = self._refuse_change(request)
-            if refused is not None:
-                return refused
-        if self.console is not None and (request.path == "/console" or request.path.startswith("/console/")):
-            host = request.headers.get("host", "")
-            if not (_is_loopback(host) or _host_of(host) == self.host):
-                return _json(403, {"error": f"the console answers requests addressed to this endpoint, not {host!r}"})
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        for name in _SINGLE_HEADERS:
+            if len(request.headers.getall(name, ())) > 1:
+                return _json(400, {"error": f"a repeated {name} header"})
+        path = request.path.rstrip("/") or "/"
+        if path == "/healthz":
+            return await handler(request)
+        peer = request.remote or ""
+        host = request.headers.get("Host", "")
+        access = self.access
+        principal = access.principal(request.headers.get("Authorization", ""))
+        body = b""
+        if request.body_exists:  # read here, in time or not at all; the handlers get it from aiohttp's cache
             try:
-                return self.console.handle(request)
-            except Exception:  # a page's bug must not cost more than that page
-                log.exception("console page failed", path=request.path)
-                return _json(500, {"error": "the console failed on this page; see the broker's log"})
-        return self.route(request.method, request.path, request.body)
+                body = await asyncio.wait_for(request.read(), _READ_TIMEOUT)
+            except asyncio.TimeoutError:
+                return _json(408, {"error": "the body did not arrive in time"}, {"Connection": "close"})
+        if request.method in _CHANGES:
+            refused = self._refuse_change(request, host, peer, body)
+        else:
+            refused = self._refuse_read(path, host, peer, principal)
+        if refused is not None:
+            return refused
+        console = path == "/console" or path.startswith("/console/")
+        # The console shows records: on a secured broker, only to a principal the
+        # authorizer can judge. /metrics and /faults are the operator's, under the rules
+        # of changes: from this machine, or with the token (or a principal with CLUSTER
+        # DESCRIBE/ALTER) from elsewhere.
+        if access.secured and principal is None and (console or not _is_loopback(peer)):
+            return _json(401, {"error": "this broker has SASL users or ACLs: sign in as one of its users "
+                                        "(HTTP Basic) or with admin.token"}, {"WWW-Authenticate": _REALM})
+        if not console and principal is not None:
+            operation = Operation.ALTER if request.method in _CHANGES else Operation.DESCRIBE
+            if not access.allows(principal, operation, ResourceType.CLUSTER, CLUSTER_NAME, peer):
+                return _json(403, {"error": f"{principal} may not {operation.name} the cluster"})
+        request["principal"] = principal
+        return await handler(request)
 
-    def _refuse_change(self, request: HttpRequest) -> tuple[int, str, bytes] | None:
+    def _names_this_endpoint(self, host: str) -> bool:
+        return _is_loopback(host) or _host_of(host) == self.host
+
+    def _refuse_read(self, path: str, host: str, peer: str, principal: Principal | None) -> web.Response | None:
+        operator = principal is not None and principal.operator
+        if not operator and not self._names_this_endpoint(host):
+            return _json(403, {"error": f"this endpoint answers requests addressed to it, not {host!r}"})
+        if path.startswith("/console") and not self.access.secured and not self.access.remote_console \
+                and not operator and not _is_loopback(peer):
+            return _json(403, {"error": "the console of a broker without SASL users or ACLs answers this machine "
+                                        "only (admin.console.remote=true opens it, admin.token lets a holder in)"})
+        return None
+
+    def _refuse_change(self, request: web.Request, host: str, peer: str, body: bytes) -> web.Response | None:
         """Why a request that changes something may not, or None if it may."""
         headers = request.headers
-        host = headers.get("host", "")
-        origin = headers.get("origin")
+        origin = headers.get("Origin")
         if origin is not None and origin.partition("://")[2].rstrip("/") != host:
             return _json(403, {"error": f"a change from another origin ({origin}) is refused"})
         if self.token is not None:
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            scheme, _, _given = headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not self.access.holds_token(headers.get("Authorization", "")):
                 return _json(401, {"error": "a change needs Authorization: Bearer <admin.token>"})
-        elif not (_is_loopback(request.peer) and _is_loopback(host)):
+        elif not (_is_loopback(peer) and _is_loopback(host)):
             return _json(403, {"error": "without admin.token, changes are accepted from this machine only "
-                                        f"(from {request.peer}, addressed to {host!r})"})
-        if request.body and headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+                                        f"(from {peer}, addressed to {host!r})"})
+        if body and headers.get("Content-Type", "").split(";")[0].strip().lower() != "application/json":
             return _json(415, {"error": "a body must be application/json"})
         return None
+
+    # --- the routes ---------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        body = await request.read() if request.body_exists else b""
+        if self.console is not None and (path == "/console" or path.startswith("/console/")):
+            principal: Principal | None = request.get("principal")
+            peer = request.remote or ""
+            access = self.access
+            console_request = HttpRequest(
+                request.method, path, peer, query=request.rel_url.raw_query_string, body=body, principal=principal,
+                allows=lambda operation, resource_type, name: access.allows(principal, operation, resource_type,
+                                                                            name, peer))
+            try:
+                status, content_type, answer = self.console.handle(console_request)
+            except Exception:  # a page's bug must not cost more than that page
+                log.exception("console page failed", path=path)
+                return _json(500, {"error": "the console failed on this page; see the broker's log"})
+            return _response(status, content_type, answer)
+        return _response(*self.route(request.method, path, body))
 
     def route(self, method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
         faults = self.faults
@@ -175,7 +236,7 @@ class AdminServer:
             return 200, PROMETHEUS_TEXT, self.metrics_text().encode()
         if path == "/faults":
             if method == "GET":
-                return _json(200, {"faults": [f.describe() for f in faults.active()]})
+                return _json_body(200, {"faults": [f.describe() for f in faults.active()]})
             if method == "POST":
                 try:
                     spec = json.loads(body or b"{}")
@@ -183,18 +244,46 @@ class AdminServer:
                         raise FaultSpecError("a fault is a JSON object")
                     fault = faults.add(spec)
                 except (ValueError, FaultSpecError) as exc:
-                    return _json(400, {"error": str(exc)})
-                return _json(201, fault.describe())
+                    return _json_body(400, {"error": str(exc)})
+                return _json_body(201, fault.describe())
             if method == "DELETE":
                 faults.clear()
-                return _json(200, {"faults": []})
-            return _json(405, {"error": f"{method} /faults"})
+                return _json_body(200, {"faults": []})
+            return _json_body(405, {"error": f"{method} /faults"})
         if path.startswith("/faults/") and method == "DELETE":
             fault_id = path[len("/faults/"):]
             if fault_id.isdigit() and faults.remove(int(fault_id)):
-                return _json(200, {"removed": int(fault_id)})
-            return _json(404, {"error": f"no fault {fault_id}"})
-        return _json(404, {"error": f"no route {method} {path}"})
+                return _json_body(200, {"removed": int(fault_id)})
+            return _json_body(404, {"error": f"no fault {fault_id}"})
+        return _json_body(404, {"error": f"no route {method} {path}"})
+
+
+class _ProtocolLog:
+    """aiohttp's server logger: a request it could not parse (answered 400) is one line
+    with the reason, not a traceback a client could fill the log with."""
+
+    def exception(self, message: str, *args: Any, exc_info: BaseException | None = None, **_: Any) -> None:
+        log.warning("admin request refused", reason=str(exc_info or "").strip().replace("\n", " ")[:200],
+                    what=message % args if args else message)
+
+    error = warning = exception
+
+    def info(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    debug = info
+
+
+@web.middleware
+async def _answer_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The security headers on every answer, the library's own errors (413...) included."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:  # the library's refusals (a body over 64 KiB: 413) as JSON, as ours
+        response = _json(exc.status, {"error": exc.text or exc.reason}) if exc.status >= 400 else exc
+    response.headers.update(SECURITY_HEADERS)
+    response.headers["Server"] = "Ottla"  # not the library's name and version
+    return response
 
 
 def _host_of(address: str) -> str:
@@ -216,5 +305,16 @@ def _is_loopback(address: str) -> bool:
         return False
 
 
-def _json(status: int, value: Any) -> tuple[int, str, bytes]:
+def _response(status: int, content_type: str, body: bytes) -> web.Response:
+    return web.Response(status=status, body=body, headers={"Content-Type": content_type})
+
+
+def _json_body(status: int, value: Any) -> tuple[int, str, bytes]:
     return status, "application/json", (json.dumps(value) + "\n").encode()
+
+
+def _json(status: int, value: Any, headers: dict[str, str] | None = None) -> web.Response:
+    response = _response(*_json_body(status, value))
+    if headers:
+        response.headers.update(headers)
+    return response

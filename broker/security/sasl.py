@@ -9,8 +9,8 @@ connection, as Kafka's SaslServerAuthenticator does.
 Mechanisms:
 - PLAIN (RFC 4616): one token, `authzid NUL user NUL password`, checked against the
   listener's JAAS users.
-- SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677): two round trips; the broker
-  holds only the salted keys (broker/security/scram_credentials.py).
+- SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) on the scramp library: two round
+  trips; the broker holds only the salted keys (broker/security/scram_credentials.py).
 - OAUTHBEARER with Kafka's unsecured-JWS validation, for development.
 A failure is SASL_AUTHENTICATION_FAILED with Kafka's message (which never says whether
 the user exists), a log line without the secret, a metric, and the connection closed.
@@ -19,17 +19,18 @@ the user exists), a log line without the secret, a metric, and the connection cl
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import json
-import re
 import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scramp import ScramException, ScramMechanism
+from scramp.core import Nonce
+from scramp.utils import ServerError
+
 from ..logging import get_logger
-from .scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 from .security_config import PLAINTEXT, ListenerSecurity
 
 if TYPE_CHECKING:
@@ -130,103 +131,80 @@ class PlainServer:
         return b""
 
 
-_SCRAM_ATTRIBUTE = re.compile(rb"^([a-zA-Z])=(.*)$", re.S)
-
-
-def _attributes(message: bytes) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    for part in message.split(b","):
-        match = _SCRAM_ATTRIBUTE.match(part)
-        if match is None:
-            raise AuthenticationFailed("Invalid SCRAM message: " + part[:40].decode("utf-8", "replace"))
-        out[match.group(1).decode()] = match.group(2)
-    return out
-
-
-def _unescape_name(raw: bytes) -> str:
-    # RFC 5802: ',' and '=' in a name are written =2C and =3D; any other '=' is invalid.
-    if re.search(rb"=(?!2C|3D)", raw):
-        raise AuthenticationFailed("Invalid SCRAM username")
-    return raw.replace(b"=2C", b",").replace(b"=3D", b"=").decode("utf-8")
+_MECHANISMS = {name: ScramMechanism(name) for name in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
 
 
 class ScramServer:
+    """SCRAM-SHA-256/512 on the scramp library, from the stored keys (salt, iterations,
+    StoredKey, ServerKey: scram_credentials.py); the password is never known here.
+
+    An unknown user is answered with made-up credentials derived from the user's name
+    under the broker's secret (ScramCredentials.unknown_user): the exchange runs to the
+    proof and fails there as a wrong password does, and the salt it showed is the same on
+    every attempt but cannot be computed by anyone without the secret, so the exchange
+    does not tell who exists (Kafka's own server does tell)."""
+
     def __init__(self, mechanism: str, credentials: "Credentials") -> None:
         self.mechanism = mechanism
-        self._digest = SCRAM_MECHANISMS[mechanism][0]
         self._credentials = credentials
+        # 18 random bytes, as long as Kafka's server nonce (130 bits in base 36) or so:
+        # scramp's own default (64 hex digits) costs more to check, char by char, for
+        # nothing an attacker could use.
+        self._exchange = _MECHANISMS[mechanism].make_server(self._auth_info, s_nonce=secrets.token_urlsafe(18))
+        self._known = False
         self._state = "first"
         self.complete = False
         self.user: str | None = None
 
-    def step(self, token: bytes) -> bytes:
-        if self._state == "first":
-            return self._client_first(token)
-        if self._state == "final":
-            return self._client_final(token)
-        raise AuthenticationFailed("Unexpected SCRAM message after the exchange ended")
-
-    def _client_first(self, message: bytes) -> bytes:
-        # gs2-header: "n,," or "n,a=authzid," (no channel binding; "y"/"p" are refused,
-        # as Kafka refuses them).
-        match = re.match(rb"^(n|y|p=[^,]*),(a=[^,]*)?,(.*)$", message, re.S)
-        if match is None or not match.group(1) == b"n":
-            raise AuthenticationFailed("Invalid SCRAM client first message")
-        self._gs2_header = message[: len(message) - len(match.group(3))]
-        self._client_first_bare = match.group(3)
-        attributes = _attributes(self._client_first_bare)
-        if "n" not in attributes or "r" not in attributes or not attributes["r"]:
-            raise AuthenticationFailed("Invalid SCRAM client first message")
-        user = _unescape_name(attributes["n"])
+    def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
         self.user = user
-        authzid = match.group(2)
-        if authzid and _unescape_name(authzid[2:]) != user:
-            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
-                                       "different from username", user)
         credential = self._credentials.get(user, self.mechanism)
-        self._credential = credential
+        self._known = credential is not None
         if credential is None:
-            # Go on with made-up values: the failure comes at the proof, as for a wrong
-            # password, so the exchange does not tell who exists.
-            salt, iterations = hashlib.sha256(b"ottla" + user.encode()).digest(), 4096
-        else:
-            salt, iterations = credential.salt, credential.iterations
-        self._nonce = attributes["r"] + base64.b64encode(secrets.token_bytes(18)).replace(b"=", b"")
-        self._server_first = b"r=%s,s=%s,i=%d" % (self._nonce, base64.b64encode(salt), iterations)
-        self._state = "final"
-        return self._server_first
+            credential = self._credentials.unknown_user(user, self.mechanism)
+        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
-    def _client_final(self, message: bytes) -> bytes:
-        self._state = "done"
-        proof_at = message.rfind(b",p=")
-        if proof_at < 0:
-            raise AuthenticationFailed("Invalid SCRAM client final message", self.user)
-        without_proof = message[:proof_at]
-        attributes = _attributes(message)
-        # Kafka checks that the nonce ends with the server's (its ScramSaslServer), which
-        # librdkafka before 1.7 relies on: it repeats its own nonce in front.
-        if not attributes.get("r", b"").endswith(self._nonce):
-            raise AuthenticationFailed("Invalid client nonce in the final client message.", self.user)
-        if attributes.get("c") != base64.b64encode(self._gs2_header):
-            raise AuthenticationFailed("Invalid SCRAM client final message: channel binding mismatch", self.user)
+    def step(self, token: bytes) -> bytes:
         try:
-            proof = base64.b64decode(attributes.get("p", b""), validate=True)
-        except ValueError:
-            raise AuthenticationFailed("Invalid SCRAM client final message: proof", self.user) from None
-        failure = AuthenticationFailed("Authentication failed during authentication due to invalid credentials with "
-                                       f"SASL mechanism {self.mechanism}", self.user)
-        credential = self._credential
-        if credential is None:
-            raise failure
-        auth_message = self._client_first_bare + b"," + self._server_first + b"," + without_proof
-        signature = hmac.digest(credential.stored_key, auth_message, self._digest)
-        if len(proof) != len(signature):
-            raise failure
-        client_key = bytes(a ^ b for a, b in zip(proof, signature))
-        if not hmac.compare_digest(hashlib.new(self._digest, client_key).digest(), credential.stored_key):
-            raise failure
-        self.complete = True
-        return b"v=" + base64.b64encode(hmac.digest(credential.server_key, auth_message, self._digest))
+            message = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Invalid SCRAM message: not UTF-8", self.user) from None
+        if self._state == "first":
+            self._state = "final"
+            # Kafka's server takes "n" only: no channel binding, and not "y" (a client
+            # that thinks the server cannot bind) either.
+            if not message.startswith("n,"):
+                raise AuthenticationFailed("Invalid SCRAM client first message")
+            try:
+                self._exchange.set_client_first(message)
+                return self._exchange.get_server_first().encode()
+            except ScramException as exc:
+                raise AuthenticationFailed(f"Invalid SCRAM client first message: {exc}", self.user) from None
+        if self._state == "final":
+            self._state = "done"
+            failure = AuthenticationFailed("Authentication failed during authentication due to invalid credentials "
+                                           f"with SASL mechanism {self.mechanism}", self.user)
+            # Kafka checks that the client's nonce ends with the server's
+            # (ScramSaslServer), and librdkafka relies on it: before 1.7, and still in
+            # Debian's 2.0.2 (kcat), it repeats its own nonce in front. scramp wants the two
+            # equal; the proof covers the nonce as the client sent it either way.
+            nonce = next((part[2:] for part in message.split(",") if part.startswith("r=")), "")
+            if not nonce.endswith(str(self._exchange.nonce)):
+                raise AuthenticationFailed("Invalid client nonce in the final client message.", self.user)
+            try:
+                if nonce != str(self._exchange.nonce):
+                    self._exchange.nonce = Nonce(nonce)
+                self._exchange.set_client_final(message)
+                final = self._exchange.get_server_final()
+            except ScramException as exc:
+                if exc.server_error is ServerError.INVALID_PROOF:
+                    raise failure from None
+                raise AuthenticationFailed(f"Invalid SCRAM client final message: {exc}", self.user) from None
+            if not self._known:  # made-up keys: no proof can match them, and none may pass
+                raise failure
+            self.complete = True
+            return final.encode()
+        raise AuthenticationFailed("Unexpected SCRAM message after the exchange ended")
 
 
 @dataclass(slots=True)

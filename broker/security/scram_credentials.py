@@ -7,6 +7,15 @@ They change through AlterUserScramCredentials (what `kafka-configs --alter --add
 `ottla serve --add-scram` (kafka-storage's `--add-scram` syntax). The file is
 `scram-credentials.json`, rewritten whole and renamed into place on each change, so a
 crash leaves the old set or the new one.
+
+Beside it, `scram-unknown-user.key`: 32 random bytes (0600) made the first time someone
+tries a user that does not exist. The made-up credentials such a user is answered with
+are derived from the name under this key, so they are the same on every attempt (as a
+real user's are) and nobody without the key can tell them from a real user's.
+
+Passwords are turned into keys as Kafka's ScramFormatter does (the UTF-8 bytes of the
+password as given, no SASLprep), so the keys of a password set through Kafka's tools and
+through Ottla's are the same.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from dataclasses import dataclass
 from ..json_files import read_json, write_json
 
 FILE_NAME = "scram-credentials.json"
+UNKNOWN_USER_KEY_FILE = "scram-unknown-user.key"
 # Kafka's names and its ApiMessage codes (ScramMechanism: 1, 2).
 MECHANISMS = {"SCRAM-SHA-256": ("sha256", 1), "SCRAM-SHA-512": ("sha512", 2)}
 BY_CODE = {code: name for name, (_, code) in MECHANISMS.items()}
@@ -55,6 +65,8 @@ def credential_from_password(mechanism: str, password: str, iterations: int = MI
 class ScramCredentials:
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, FILE_NAME)
+        self._data_dir = data_dir
+        self._key: bytes | None = None
         self._users: dict[str, dict[str, ScramCredential]] = {}
         stored = read_json(self.path, {})
         for user, mechanisms in stored.items():
@@ -66,6 +78,35 @@ class ScramCredentials:
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
+
+    def unknown_user(self, user: str, mechanism: str) -> ScramCredential:
+        """Credentials for a user who has none, shaped as the ones this broker makes (a
+        32-byte salt, the default iteration count), from the name under the broker's key."""
+        key = self._unknown_user_key()
+        digest = MECHANISMS[mechanism][0]
+        name = mechanism.encode() + b"\0" + user.encode("utf-8", "surrogateescape")
+        return ScramCredential(hmac.digest(key, b"salt\0" + name, "sha256"), MIN_ITERATIONS,
+                               hmac.digest(key, b"stored key\0" + name, digest),
+                               hmac.digest(key, b"server key\0" + name, digest))
+
+    def _unknown_user_key(self) -> bytes:
+        if self._key is None:
+            path = os.path.join(self._data_dir, UNKNOWN_USER_KEY_FILE)
+            try:
+                with open(path, "rb") as f:
+                    key = f.read()
+            except FileNotFoundError:
+                key = b""
+            if len(key) != 32:
+                key = secrets.token_bytes(32)
+                fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(key)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(path + ".tmp", path)
+            self._key = key
+        return self._key
 
     def of_user(self, user: str) -> dict[str, ScramCredential]:
         return dict(self._users.get(user, {}))

@@ -10,18 +10,17 @@ key) or `ssl.certificate.location` + `ssl.key.location`. The file `ottla serve
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import re
-import secrets
 import socket
 import ssl
 from dataclasses import dataclass
 from typing import Callable
 
+from scramp import ScramClient, ScramException
+
 from ..config import read_properties
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
+from ..security.scram_credentials import MIN_ITERATIONS
 from ..security.security_config import uses_sasl, uses_tls
 
 # A request/response exchange on the connection: SaslHandshake or SaslAuthenticate.
@@ -89,21 +88,20 @@ def authenticate(security: ClientSecurity, step: Exchange) -> None:
         return
     if security.mechanism not in SCRAM_MECHANISMS:
         raise SaslFailed(f"these tools speak PLAIN and SCRAM, not {security.mechanism}")
-    digest = SCRAM_MECHANISMS[security.mechanism][0]
-    name = security.username.replace("=", "=3D").replace(",", "=2C").encode()
-    first_bare = b"n=" + name + b",r=" + base64.b64encode(secrets.token_bytes(18))
-    server_first = step(b"n,," + first_bare)
-    attributes = dict(part.split(b"=", 1) for part in server_first.split(b",") if b"=" in part)
-    if not attributes.get(b"r", b"").startswith(first_bare.split(b",r=")[1]):
-        raise SaslFailed("the broker's SCRAM nonce does not extend ours")
-    salted = hashlib.pbkdf2_hmac(digest, security.password.encode(), base64.b64decode(attributes[b"s"]),
-                                 int(attributes[b"i"]))
-    client_key = hmac.digest(salted, b"Client Key", digest)
-    without_proof = b"c=biws,r=" + attributes[b"r"]
-    auth_message = first_bare + b"," + server_first + b"," + without_proof
-    signature = hmac.digest(hashlib.new(digest, client_key).digest(), auth_message, digest)
-    proof = bytes(a ^ b for a, b in zip(client_key, signature))
-    server_final = step(without_proof + b",p=" + base64.b64encode(proof))
-    expected = b"v=" + base64.b64encode(hmac.digest(hmac.digest(salted, b"Server Key", digest), auth_message, digest))
-    if not hmac.compare_digest(server_final, expected):
-        raise SaslFailed("the broker's SCRAM signature is wrong: it does not know this password")
+    try:
+        client = ScramClient([security.mechanism], security.username, security.password)
+        server_first = step(client.get_client_first().encode()).decode("utf-8")
+        # Kafka's client refuses a server that asks for fewer iterations than the
+        # mechanism's minimum: a weak count would let whoever answers (a rogue broker,
+        # a man in the middle without TLS) brute-force the password cheaply from the proof.
+        iterations = re.search(r"(?:^|,)i=(\d+)(?:,|$)", server_first)
+        if iterations is not None and int(iterations.group(1)) < MIN_ITERATIONS:
+            raise SaslFailed(f"Requested iterations {iterations.group(1)} is less than the minimum "
+                             f"{MIN_ITERATIONS} for {security.mechanism}")
+        client.set_server_first(server_first)
+        server_final = step(client.get_client_final().encode()).decode("utf-8")
+        client.set_server_final(server_final)
+    except UnicodeDecodeError:
+        raise SaslFailed("the broker's SCRAM message is not UTF-8") from None
+    except ScramException as exc:
+        raise SaslFailed(f"SCRAM with the broker failed: {exc}") from None

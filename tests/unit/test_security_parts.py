@@ -3,13 +3,14 @@ rules, the SCRAM exchange (against an RFC 5802 client written here), the config 
 
 from __future__ import annotations
 
+import base64
 
 import pytest
 import trustme
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from ottla.broker.tools.client_security import ClientSecurity, authenticate
+from ottla.broker.tools.client_security import ClientSecurity, SaslFailed, authenticate
 from ottla.broker.config import BrokerConfig, ConfigError
 from ottla.broker.security.sasl import AuthenticationFailed, PlainServer, ScramServer
 from ottla.broker.security.scram_credentials import ScramCredentials, credential_from_password, parse_add_scram
@@ -54,6 +55,54 @@ def test_scram_authenticates_with_the_stored_keys_only(tmp_path):
     for user, password in (("bob", "wrong"), ("nobody", "pencil")):
         with pytest.raises(AuthenticationFailed, match="invalid credentials"):
             _scram_client(ScramServer("SCRAM-SHA-512", store), user, password)
+
+
+def _server_first(mechanism: str, user: str, credentials: ScramCredentials) -> dict[str, str]:
+    server = ScramServer(mechanism, credentials)
+    answer = server.step(f"n,,n={user},r=fixed-client-nonce".encode()).decode()
+    return dict(part.split("=", 1) for part in answer.split(","))
+
+
+def test_an_unknown_users_salt_is_stable_and_keyed_by_the_brokers_secret(tmp_path):
+    """Issue 28 point 9: the made-up salt was sha256("ottla" + name), which anyone can
+    compute and compare with what the broker shows. Now it comes from a per-broker key
+    (0600 in the data directory); it is the same on every attempt, as a real user's is.
+    Checked by putting the public formula back: the first assertion fails."""
+    import hashlib
+    import os
+    import stat
+
+    store = ScramCredentials(str(tmp_path))
+    store.change([("bob", "SCRAM-SHA-512", credential_from_password("SCRAM-SHA-512", "pencil", 4096))], [])
+    first = _server_first("SCRAM-SHA-512", "nobody", store)
+    public_formula = base64.b64encode(hashlib.sha256(b"ottla" + b"nobody").digest()).decode()
+    assert first["s"] != public_formula
+    again = _server_first("SCRAM-SHA-512", "nobody", ScramCredentials(str(tmp_path)))  # after a restart
+    assert again["s"] == first["s"] and again["i"] == first["i"] == "4096"
+    assert len(base64.b64decode(first["s"])) == len(store.get("bob", "SCRAM-SHA-512").salt)  # shaped as a real one
+    assert _server_first("SCRAM-SHA-256", "nobody", store)["s"] != first["s"]
+    key_file = tmp_path / "scram-unknown-user.key"
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    other_broker = tmp_path / "other"
+    other_broker.mkdir()
+    assert _server_first("SCRAM-SHA-512", "nobody", ScramCredentials(str(other_broker)))["s"] != first["s"]
+
+
+def test_the_tools_refuse_a_server_asking_for_fewer_than_4096_iterations():
+    """Issue 28 point 12, as Kafka's ScramSaslClient: the tools' client stops before
+    computing a proof for a weak count. (Ottla's broker cannot be made to ask for one: it
+    refuses such credentials itself, tests/integration/test_scram_credentials_kept.py.)
+    Checked by removing the check: the client then sends a proof."""
+    sent: list[bytes] = []
+
+    def weak_server(token: bytes) -> bytes:
+        sent.append(token)
+        nonce = token.decode().split("r=", 1)[1]
+        return f"r={nonce}server,s={base64.b64encode(b'0123456789abcdef').decode()},i=1000".encode()
+
+    with pytest.raises(SaslFailed, match="Requested iterations 1000 is less than the minimum 4096"):
+        authenticate(ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "bob", "pencil"), weak_server)
+    assert len(sent) == 1  # no proof sent
 
 
 def test_add_scram_reads_kafka_storage_syntax():

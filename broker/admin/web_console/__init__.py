@@ -2,7 +2,8 @@
 what exactly-once looks like in this broker: open transactions and the LSO they hold
 back, aborted records, producer ids and their sequences, groups and their lag.
 
-- `app.py`: the routes and the two changes (create, delete a topic);
+- `app.py`: the routes, the two changes (create, delete a topic) and what each page asks of
+  a signed-in principal; `view.py`: the broker as that principal may see it;
 - `pages.py`: each page, rendered from the broker's state when asked for;
 - `records.py`: a partition's records in bounded slices, marked committed/aborted/open;
 - `html.py`: escaping, the layout, tables, pagination; `params.py`: bounded query values;

@@ -14,7 +14,12 @@
     DELETE /console/topics/<name>        delete
 
 Every request reaches this module only if it names the endpoint in its Host header
-(admin_http: a DNS-rebinding page cannot read records through the operator's browser).
+(admin_http: a DNS-rebinding page cannot read records through the operator's browser),
+and, on a broker with SASL users or ACLs, only from a signed-in principal (access.py).
+Such a principal sees what the authorizer lets it (`view.py`): a topic listed with
+DESCRIBE, its records and producers with READ, a group or a transactional id with
+DESCRIBE on it, the Broker page with DESCRIBE_CONFIGS on the cluster; a topic is created
+with CREATE and deleted with DELETE, as CreateTopics and DeleteTopics ask.
 GET never changes anything. POST and DELETE reach this module only after the admin
 endpoint's own guard let them through (admin.token, or a same-origin request from this
 machine: admin_http.AdminServer._refuse_change); the fault controls of the Broker page
@@ -36,8 +41,10 @@ from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import KafkaError
 
 from ...handlers.topics import MAX_PARTITIONS_PER_REQUEST
+from ...security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from . import pages
 from .params import Params
+from .view import PrincipalView
 
 HTML = "text/html; charset=utf-8"
 JSON = "application/json"
@@ -53,6 +60,25 @@ class Request(Protocol):
     path: str
     query: str
     body: bytes
+    principal: Any  # access.Principal, None on a broker without security
+
+    def allows(self, operation: Operation, resource_type: ResourceType, name: str) -> bool: ...
+
+
+class Refused(Exception):
+    """The principal may not see or do this (403 with this message)."""
+
+
+# What a page asks of the principal, from its query: (parameter, operation, resource type).
+_PAGE_CHECKS: dict[str, tuple[str, Operation, ResourceType]] = {
+    "topic": ("name", Operation.DESCRIBE, ResourceType.TOPIC),
+    "messages": ("topic", Operation.READ, ResourceType.TOPIC),
+    "messages/rows": ("topic", Operation.READ, ResourceType.TOPIC),
+    "producers": ("topic", Operation.READ, ResourceType.TOPIC),
+    "transaction": ("id", Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID),
+    "group": ("id", Operation.DESCRIBE, ResourceType.GROUP),
+}
+_CLUSTER_PAGES = {"broker": Operation.DESCRIBE_CONFIGS, "stats": Operation.DESCRIBE}
 
 
 _PAGES: dict[str, Callable[[Any, Params], bytes]] = {
@@ -73,36 +99,54 @@ class WebConsole:
         path = request.path[len("/console"):].strip("/")
         try:
             if request.method == "GET":
-                return self._get(path, Params(request.query))
+                return self._get(path, Params(request.query), request)
             if path == "topics" and request.method == "POST":
-                return self._create_topic(request.body)
+                return self._create_topic(request.body, request)
             if path.startswith("topics/") and request.method == "DELETE":
-                return self._delete_topic(path[len("topics/"):])
+                return self._delete_topic(path[len("topics/"):], request)
             return _json(405, {"error": f"{request.method} {request.path}"})
+        except Refused as exc:
+            status = 403
+            if request.method == "GET" and not path.startswith(("messages/rows", "stats")):
+                return status, HTML, pages.error_page(status, str(exc))
+            return _json(status, {"error": str(exc)})
         except pages.NotFound as exc:  # or BadRequest
             return exc.status, HTML, pages.error_page(exc.status, str(exc))
         except KafkaError as exc:  # a coordinator still loading its topic
             return 503, HTML, pages.handle_kafka_error(exc)
 
-    def _get(self, path: str, params: Params) -> Response:
+    def _get(self, path: str, params: Params, request: Request) -> Response:
         if self.broker.services is None:
             return 503, HTML, pages.error_page(503, "the broker is starting")
+        check = _PAGE_CHECKS.get(path)
+        if check is not None and params.text(check[0]):
+            _require(request, check[1], check[2], params.text(check[0]))
+        if path in _CLUSTER_PAGES:
+            _require(request, _CLUSTER_PAGES[path], ResourceType.CLUSTER, CLUSTER_NAME)
+        broker = self._seen_by(request)
         render = _PAGES.get(path)
         if render is not None:
-            return 200, HTML, render(self.broker, params)
+            return 200, HTML, render(broker, params)
         if path == "messages/rows":
-            rows, next_offset = pages.messages_rows(self.broker, params)
+            rows, next_offset = pages.messages_rows(broker, params)
             return _json(200, {"rows": rows, "next": next_offset})
         if path == "stats":
-            return _json(200, pages.stats(self.broker))
+            return _json(200, pages.stats(broker))
         if path.startswith("static/") and path[len("static/"):] in self._static:
             name = path[len("static/"):]
             return 200, _STATIC_TYPES[name], self._static[name]
         return 404, HTML, pages.error_page(404, f"no page {path!r}")
 
+    def _seen_by(self, request: Request) -> Any:
+        """The broker, or the part of it the request's principal may see."""
+        principal = request.principal
+        if principal is None or principal.operator:
+            return self.broker
+        return PrincipalView(self.broker, request.allows)
+
     # --- changes (past the admin endpoint's guard) -------------------------------------------
 
-    def _create_topic(self, body: bytes) -> Response:
+    def _create_topic(self, body: bytes, request: Request) -> Response:
         try:
             spec = json.loads(body or b"{}")
             if not isinstance(spec, dict):
@@ -119,6 +163,9 @@ class WebConsole:
                                                         for k, v in configs.items()):
                 raise ValueError("configs: an object of strings")
             check_client_action(name, ClientAction.CREATE_TOPIC)
+            if not (request.allows(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                    or request.allows(Operation.CREATE, ResourceType.TOPIC, name)):
+                raise Refused(f"{request.principal} may not create topic {name!r} (CREATE)")
             self.broker.services.create_topic(name, partitions, configs)
         except KafkaError as exc:
             return _json(400, {"error": f"{exc.code.name.upper()}: {exc.message}"})
@@ -126,7 +173,8 @@ class WebConsole:
             return _json(400, {"error": str(exc)})
         return _json(201, {"created": name, "partitions": partitions})
 
-    def _delete_topic(self, name: str) -> Response:
+    def _delete_topic(self, name: str, request: Request) -> Response:
+        _require(request, Operation.DELETE, ResourceType.TOPIC, name)
         try:
             check_client_action(name, ClientAction.DELETE_TOPIC)
             self.broker.services.delete_topic(name)
@@ -134,6 +182,12 @@ class WebConsole:
             status = 404 if self.broker.services.logs.topic(name) is None else 400
             return _json(status, {"error": f"{exc.code.name.upper()}: {exc.message}"})
         return _json(200, {"deleted": name})
+
+
+def _require(request: Request, operation: Operation, resource_type: ResourceType, name: str) -> None:
+    if not request.allows(operation, resource_type, name):
+        what = "the cluster" if resource_type == ResourceType.CLUSTER else f"{resource_type.name.lower()} {name!r}"
+        raise Refused(f"{request.principal} may not {operation.name} {what}")
 
 
 def _json(status: int, value: Any) -> Response:

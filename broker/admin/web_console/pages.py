@@ -498,11 +498,19 @@ def _history(broker: "ConsoleBroker", txn_id: str) -> Markup:
             rows.append([record.offset, when(record.timestamp), "(tombstone: id expired)", "", "", "", ""])
         else:
             rows.append([record.offset, when(record.timestamp), value.state.kafka_name, value.producer_id,
-                         value.producer_epoch, _partition_links(sorted(value.partitions)), when(value.start_ms)])
+                         value.producer_epoch, _partition_links(sorted(_describable(broker, value.partitions))),
+                         when(value.start_ms)])
     older = f"; the newest {HISTORY_SHOWN} of its {count} records shown" if count > HISTORY_SHOWN else ""
     note = tag("p", f"{TXN_TOPIC}-{number}, from offset {start:,}{older}", class_="note")
     return join([note, table(["offset", "written", "state", "producer id", "epoch", "partitions", "started"],
                              rows, id_="history", empty="no record of this id")])
+
+
+def _describable(broker: "ConsoleBroker", partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The partitions whose topics the viewer may DESCRIBE (view.PrincipalView says; the
+    broker itself shows them all)."""
+    only = getattr(broker, "describable", None)
+    return list(partitions) if only is None else only(partitions)
 
 
 # --- Producers --------------------------------------------------------------------------------

@@ -20,12 +20,15 @@ function notice(text, isError) {
 }
 
 // A change: JSON body, the admin token if one was typed. Resolves to the parsed answer.
+// Same-origin credentials: on a broker with SASL users the browser adds the signed-in
+// user's (HTTP Basic), whose ACLs decide the change; a cross-site page still cannot send
+// this (JSON needs a preflight the endpoint never approves, and its Origin is refused).
 async function send(method, url, body) {
   const headers = {"Content-Type": "application/json"};
   const token = sessionStorage.getItem("ottla-admin-token");
   if (token) headers["Authorization"] = "Bearer " + token;
   const response = await fetch(url, {method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-                                     credentials: "omit"});
+                                     credentials: "same-origin"});
   let answer = {};
   try { answer = await response.json(); } catch (e) { /* not JSON */ }
   if (!response.ok) {
