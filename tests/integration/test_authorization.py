@@ -9,6 +9,7 @@ refused, `admin` the super user."""
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType)
 
@@ -140,3 +141,81 @@ def test_an_unknown_config_resource_type_is_refused_as_kafka_does(acl_broker, to
             {"resource_type": BROKER_LOGGER, "resource_name": "1", "configs": [{"name": "root", "value": "OFF"}]}]))
         assert answer.responses[0].error_code == ErrorCode.invalid_request
     assert "root" not in _loggers_off(acl_broker)
+
+
+DELETE_TOPICS, METADATA, ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS = 20, 3, 24, 65
+
+
+def _topic_id(broker, name: str):  # type: ignore[no-untyped-def]
+    with _authenticated(broker, "admin") as admin:
+        answer = admin.call(request(METADATA, 12, topics=[{"name": name, "topic_id": None}],
+                                    allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return answer.topics[0].topic_id
+
+
+def test_delete_topics_by_id_does_not_name_a_topic_the_principal_may_not_describe(acl_broker, topic_name):
+    """Point 6 (raw frames: confluent-kafka deletes by name only). Kafka's ControllerApis
+    answers TOPIC_AUTHORIZATION_FAILED with a null name to a principal without DESCRIBE,
+    and with the name to one that may describe but not delete. Broken by dropping the
+    `name = None`: bob was told the topic's name."""
+    _create_topic(acl_broker, topic_name)
+    topic_id = _topic_id(acl_broker, topic_name)
+    _create_acls(_allow("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, topic_name), broker=acl_broker)
+    for user, name in (("bob", None), ("alice", topic_name)):
+        with _authenticated(acl_broker, user) as client:
+            answer = client.call(request(DELETE_TOPICS, 6, timeout=10000, topics=[{"name": None,
+                                                                                      "topic_id": topic_id}]))
+        (result,) = answer.responses
+        assert (result.name, result.topic_id, result.error_code) == (
+            name, topic_id, ErrorCode.topic_authorization_failed), user
+    assert topic_name in _admin(acl_broker).list_topics(timeout=10).topics
+
+
+def test_describe_transactions_lists_only_the_topics_the_principal_may_describe(acl_broker, topic_name, tmp_path):
+    """Point 7, with Kafka's kafka-transactions tool. bob may describe the transactional
+    id but not the topic: the transaction is shown without it. Broken by removing the
+    DESCRIBE filter in handle_describe_transactions: bob saw the topic."""
+    _create_topic(acl_broker, topic_name)
+    txn_id = "txn-" + topic_name[::-1]  # not containing the topic name
+    producer = Producer({**_conf(acl_broker, "admin"), "transactional.id": txn_id})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"open")
+    producer.flush(10)
+    _create_acls(_allow("User:bob", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id),
+                 broker=acl_broker)
+    try:
+        def described(user: str) -> str:
+            out = run_java("org.apache.kafka.tools.TransactionsCommand",
+                           ["--bootstrap-server", acl_broker.bootstrap, "--command-config",
+                            _java_config(tmp_path, user), "describe", "--transactional-id", txn_id])
+            assert out.returncode == 0, out
+            return out.stdout
+
+        seen_by_admin = described("admin")
+        assert "Ongoing" in seen_by_admin and f"{topic_name}-0" in seen_by_admin
+        seen_by_bob = described("bob")
+        assert "Ongoing" in seen_by_bob and topic_name not in seen_by_bob
+        _create_acls(_allow("User:bob", AclOperation.DESCRIBE, ResourceType.TOPIC, topic_name), broker=acl_broker)
+        assert f"{topic_name}-0" in described("bob")
+    finally:
+        producer.abort_transaction(10)
+
+
+def test_broker_to_broker_add_partitions_to_txn_needs_cluster_action(acl_broker, topic_name):
+    """Point 8 (raw frames: only brokers send v4 and v5). Kafka answers a principal
+    without CLUSTER_ACTION with a top-level CLUSTER_AUTHORIZATION_FAILED. Broken by
+    removing the check: bob's verification was answered per partition."""
+    _create_topic(acl_broker, topic_name)
+    _create_acls(_allow("User:bob", AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, "bob-txn"),
+                 _allow("User:bob", AclOperation.WRITE, ResourceType.TOPIC, topic_name), broker=acl_broker)
+    for version in (4, 5):
+        body = request(ADD_PARTITIONS_TO_TXN, version, transactions=[{
+            "transactional_id": "bob-txn", "producer_id": 1, "producer_epoch": 0, "verify_only": True,
+            "topics": [{"name": topic_name, "partitions": [0]}]}])
+        with _authenticated(acl_broker, "bob") as bob:
+            refused = bob.call(body)
+        assert refused.error_code == ErrorCode.cluster_authorization_failed and not refused.results_by_transaction
+        with _authenticated(acl_broker, "admin") as admin:
+            served = admin.call(body)
+        assert served.error_code == ErrorCode.none and len(served.results_by_transaction) == 1
