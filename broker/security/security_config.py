@@ -215,13 +215,18 @@ def plain_users_of(key: str, jaas: str) -> dict[str, str]:
     rest = text[match.end():-1]
     users: dict[str, str] = {}
     pos = 0
+    last = ""
     while rest[pos:].strip():
         option = _JAAS_OPTION.match(rest, pos)
         if option is None:
-            raise SecurityConfigError(key, f"invalid value for {key}: cannot read the options at {rest[pos:pos + 20]!r}")
+            # Which option, never the text: it holds passwords.
+            after = f"after option {last!r}" if last else "at the first option"
+            raise SecurityConfigError(key, f"invalid value for {key}: cannot read the options {after} "
+                                           "(expected name=\"value\"; the value is not shown: it holds passwords)")
         name = option.group(1)
         value = option.group(2) if option.group(2) is not None else option.group(3)
         if name.startswith("user_"):
             users[name[len("user_"):]] = re.sub(r"\\(.)", r"\1", value)
+        last = name
         pos = option.end()
     return users
