@@ -4,6 +4,8 @@ other users whatever the umask."""
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 
@@ -44,3 +46,45 @@ def test_a_jaas_config_that_cannot_be_read_is_not_echoed(tmp_path):
     assert refused.returncode != 0 and "jaas.config" in refused.stderr and "user_alice" in refused.stderr, \
         refused.stderr
     assert SECRET[:6] not in refused.stderr + refused.stdout
+
+
+def test_acl_and_credential_files_and_the_data_dir_are_the_owners_alone_whatever_the_umask(tmp_path):
+    """Point 14. Under umask 000, in a data directory made world-writable beforehand, the
+    broker makes the directory 0700 and writes its ACL and SCRAM files 0600. Broken by
+    writing acls.json with write_json's default mode: it was 0644."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                       ResourceType, UserScramCredentialUpsertion, ScramCredentialInfo,
+                                       ScramMechanism)
+
+    from ottla.broker.testing import BrokerProcess
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o777)
+    os.chmod(data, 0o777)
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
+    previous = os.umask(0)
+    try:
+        broker = BrokerProcess(str(data), {
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin"}).start()
+    finally:
+        os.umask(previous)
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"})
+        for future in admin.create_acls([AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL,
+                                                    "User:bob", "*", AclOperation.READ,
+                                                    AclPermissionType.ALLOW)]).values():
+            future.result(10)
+        upsert = UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                              b"bob-secret")
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(10)
+        modes = {name: stat.S_IMODE(os.stat(data / name).st_mode) for name in os.listdir(data)
+                 if name.endswith(".json") and ("acl" in name or "scram" in name)}
+        assert len(modes) == 2 and set(modes.values()) == {0o600}, modes
+        assert stat.S_IMODE(os.stat(data).st_mode) == 0o700
+    finally:
+        broker.cleanup()
