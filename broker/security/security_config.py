@@ -20,6 +20,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .oauthbearer import PROPERTIES as OAUTHBEARER_PROPERTIES
+from .oauthbearer import JwtSettings, jwt_settings
+
 SSL_PROPERTIES = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
     "ssl.keystore.certificate.chain", "ssl.keystore.key",
@@ -31,7 +34,7 @@ SASL_PROPERTIES = frozenset({
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
     "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
     "security.inter.broker.protocol", "inter.broker.listener.name",
-})
+}) | OAUTHBEARER_PROPERTIES
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 CLIENT_AUTH = ("none", "requested", "required")
 _LISTENER_PREFIX = "listener.name."
@@ -77,6 +80,8 @@ class SslSettings:
 class SaslSettings:
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict)  # name -> password
+    # OAUTHBEARER: how tokens are validated (None: unsecured tokens, for development).
+    oauthbearer: JwtSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +161,20 @@ def listener_security(listener: str, protocol: str, properties: Mapping[str, str
                 raise SecurityConfigError(jaas_key, f"listener {listener} enables PLAIN but {jaas_key} is not set "
                                                     "(PlainLoginModule with user_NAME=\"password\" entries)")
             plain_users = plain_users_of(jaas_key, jaas)
-        sasl = SaslSettings(mechanisms, plain_users)
+        oauthbearer = None
+        if "OAUTHBEARER" in mechanisms:
+            # Kafka reads a mechanism's settings with listener.name.<l>.oauthbearer. first.
+            mechanism_prefix = f"{prefix}oauthbearer."
+
+            def get_oauth(key: str) -> str | None:
+                value = properties.get(mechanism_prefix + key)
+                return value if value is not None else get(key)
+
+            def key_of_oauth(key: str) -> str:
+                return mechanism_prefix + key if mechanism_prefix + key in properties else key_of(key)
+
+            oauthbearer = jwt_settings(get_oauth, key_of_oauth, SecurityConfigError)
+        sasl = SaslSettings(mechanisms, plain_users, oauthbearer)
     return ListenerSecurity(
         protocol=protocol, ssl=ssl, sasl=sasl,
         reauth_ms=integer("connections.max.reauth.ms", 0),
