@@ -219,3 +219,56 @@ def test_broker_to_broker_add_partitions_to_txn_needs_cluster_action(acl_broker,
         with _authenticated(acl_broker, "admin") as admin:
             served = admin.call(body)
         assert served.error_code == ErrorCode.none and len(served.results_by_transaction) == 1
+
+
+CONSUMER_GROUP_DESCRIBE = 69
+
+
+def _describe_consumer_group(broker, user: str, group: str):  # type: ignore[no-untyped-def]
+    with _authenticated(broker, user) as client:
+        answer = client.call(request(CONSUMER_GROUP_DESCRIBE, 0, group_ids=[group],
+                                     include_authorized_operations=False))
+    return answer.groups[0]
+
+
+def test_a_kip848_regex_matches_only_topics_the_member_may_describe(acl_broker, topic_name):
+    """Point 5. alice may read her group and one of two topics her regex matches:
+    librdkafka's KIP-848 consumer is assigned only that one; ConsumerGroupDescribe
+    names it to her, and answers TOPIC_AUTHORIZATION_FAILED to bob, who may describe the
+    group but not the topic, as Kafka does. Broken by dropping the regex filter in
+    ConsumerProtocol.subscriptions: alice was assigned the other topic too; and by
+    dropping the topic check in ConsumerGroupDescribe: bob saw the group."""
+    import time
+
+    from confluent_kafka import Consumer
+
+    mine, other, group = f"{topic_name}-mine", f"{topic_name}-other", f"alice-{topic_name}"
+    _create_topic(acl_broker, mine, 2)
+    _create_topic(acl_broker, other, 2)
+    _create_acls(_allow("User:alice", AclOperation.READ, ResourceType.GROUP, group),
+                 _allow("User:alice", AclOperation.READ, ResourceType.TOPIC, mine),
+                 _allow("User:bob", AclOperation.DESCRIBE, ResourceType.GROUP, group), broker=acl_broker)
+    consumer = Consumer({**_conf(acl_broker, "alice"), "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([f"^{topic_name}-.*"])
+    try:
+        deadline = time.monotonic() + 30
+        assigned: set[str] = set()
+        while time.monotonic() < deadline and len(assigned) < 2:
+            consumer.poll(0.2)
+            assigned = {f"{tp.topic}-{tp.partition}" for tp in consumer.assignment()}
+        # Give a wrong assignment of the other topic time to show up.
+        for _ in range(10):
+            consumer.poll(0.2)
+        assert {tp.topic for tp in consumer.assignment()} == {mine}
+        seen = _described_topics(_describe_consumer_group(acl_broker, "alice", group))
+        assert seen == {mine}
+        refused = _describe_consumer_group(acl_broker, "bob", group)
+        assert refused.error_code == ErrorCode.topic_authorization_failed and not refused.members
+    finally:
+        consumer.close()
+
+
+def _described_topics(group) -> set[str]:  # type: ignore[no-untyped-def]
+    assert group.error_code == ErrorCode.none, group
+    return {tp.topic_name for m in group.members for tp in m.assignment.topic_partitions}
