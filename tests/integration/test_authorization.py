@@ -8,12 +8,15 @@ refused, `admin` the super user."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType)
 
 from ottla.broker.testing import BrokerProcess
+from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
 from tests.reference.kafka import ReferenceUnavailable, run_java
 from tests.wire import WireClient, request
@@ -272,3 +275,188 @@ def test_a_kip848_regex_matches_only_topics_the_member_may_describe(acl_broker, 
 def _described_topics(group) -> set[str]:  # type: ignore[no-untyped-def]
     assert group.error_code == ErrorCode.none, group
     return {tp.topic_name for m in group.members for tp in m.assignment.topic_partitions}
+
+
+# --- every API, asked by a principal with no ACL -----------------------------------------
+
+E = ErrorCode
+WALK_TOPIC, WALK_GROUP, WALK_TXN = "walk-topic", "walk-group", "walk-txn"
+
+
+def _codes(value) -> list[ErrorCode]:  # type: ignore[no-untyped-def]
+    """Every error_code-like field anywhere in a response, depth first."""
+    from dataclasses import fields, is_dataclass
+
+    found: list[ErrorCode] = []
+    if isinstance(value, tuple):
+        for item in value:
+            found += _codes(item)
+    elif is_dataclass(value):
+        for f in fields(value):
+            item = getattr(value, f.name)
+            if f.name.endswith("error_code") and isinstance(item, ErrorCode):
+                found.append(item)
+            else:
+                found += _codes(item)
+    return found
+
+
+def _only(code: ErrorCode):  # type: ignore[no-untyped-def]
+    """Every error in the response is `code`, and there is at least one (a top-level
+    error_code may be NONE where Kafka answers per partition, as in Fetch)."""
+    def check(response) -> None:  # type: ignore[no-untyped-def]
+        codes = _codes(response)
+        if getattr(response, "error_code", None) == E.none and len(codes) > 1:
+            codes.remove(E.none)
+        assert codes and set(codes) == {code}, (code, codes, response)
+    check.__name__ = f"only {code.name}"
+    return check
+
+
+def _none_and_empty(field: str):  # type: ignore[no-untyped-def]
+    """Served, with nothing the principal may not see: no error, `field` empty."""
+    def check(response) -> None:  # type: ignore[no-untyped-def]
+        assert set(_codes(response)) <= {E.none} and not getattr(response, field), response
+    return check
+
+
+def _served(response) -> None:  # type: ignore[no-untyped-def]
+    assert set(_codes(response)) <= {E.none}, response
+
+
+def _walk_requests(batch: bytes) -> dict[int, Any]:
+    """api key -> (version, request fields, Kafka's answer to a principal without ACLs),
+    or a list of them where versions differ."""
+    partition = [{"partition_index": 0}]
+    t, g, x = WALK_TOPIC, WALK_GROUP, WALK_TXN
+    return {
+        0: (9, {"acks": -1, "timeout": 5000, "topic_data": [
+            {"name": t, "partition_data": [{"index": 0, "records": batch}]}]}, _only(E.topic_authorization_failed)),
+        1: (12, {"max_wait": 0, "min_bytes": 1, "max_bytes": 1000, "topics": [{"topic": t, "partitions": [
+            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}]}, _only(E.topic_authorization_failed)),
+        2: (7, {"replica_id": -1, "topics": [{"name": t, "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+            _only(E.topic_authorization_failed)),
+        3: (12, {"topics": [{"name": t, "topic_id": None}], "allow_auto_topic_creation": False},
+            _only(E.topic_authorization_failed)),
+        8: (8, {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+            {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]},
+            _only(E.group_authorization_failed)),
+        9: (8, {"groups": [{"group_id": g, "topics": None}]}, _only(E.group_authorization_failed)),
+        10: (4, {"key_type": 0, "coordinator_keys": [g]}, _only(E.group_authorization_failed)),
+        11: (5, {"group_id": g, "session_timeout": 10000, "rebalance_timeout": 10000, "member_id": "",
+                 "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]},
+             _only(E.group_authorization_failed)),
+        12: (4, {"group_id": g, "generation_id": 1, "member_id": "m"}, _only(E.group_authorization_failed)),
+        13: (3, {"group_id": g, "members": [{"member_id": "m"}]}, _only(E.group_authorization_failed)),
+        14: (5, {"group_id": g, "generation_id": 1, "member_id": "m", "assignments": []},
+             _only(E.group_authorization_failed)),
+        15: (5, {"groups": [g]}, _only(E.group_authorization_failed)),
+        16: (4, {"states_filter": []}, _none_and_empty("groups")),
+        # Authenticated, with no session expiry (connections.max.reauth.ms 0): no
+        # re-authentication, so Kafka's KafkaApis answers the handshake ILLEGAL_SASL_STATE.
+        17: (1, {"mechanism": "PLAIN"}, _only(E.illegal_sasl_state)),
+        18: (3, {"client_software_name": "walk", "client_software_version": "1"}, _served),
+        19: (5, {"topics": [{"name": f"{t}-new", "num_partitions": 1, "replication_factor": 1}], "timeout": 5000},
+             _only(E.topic_authorization_failed)),
+        20: (5, {"topic_names": [t], "timeout": 5000}, _only(E.topic_authorization_failed)),
+        21: (2, {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout": 5000},
+             _only(E.topic_authorization_failed)),
+        22: (4, {"transactional_id": x, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1},
+             _only(E.transactional_id_authorization_failed)),
+        23: (4, {"replica_id": -1, "topics": [{"topic": t, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}, _only(E.topic_authorization_failed)),
+        24: [(3, {"v3_and_below_transactional_id": x, "v3_and_below_producer_id": 1,
+                  "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": t, "partitions": [0]}]},
+              _only(E.transactional_id_authorization_failed)),
+             # v4+: brokers' verification requests, CLUSTER_ACTION first.
+             (4, {"transactions": [{"transactional_id": x, "producer_id": 1, "producer_epoch": 0,
+                                    "verify_only": True, "topics": [{"name": t, "partitions": [0]}]}]},
+              _only(E.cluster_authorization_failed))],
+        25: (3, {"transactional_id": x, "producer_id": 1, "producer_epoch": 0, "group_id": g},
+             _only(E.transactional_id_authorization_failed)),
+        26: (3, {"transactional_id": x, "producer_id": 1, "producer_epoch": 0, "committed": True},
+             _only(E.transactional_id_authorization_failed)),
+        27: (1, {"markers": [{"producer_id": 1, "producer_epoch": 0, "transaction_result": True,
+                              "coordinator_epoch": 0, "topics": [{"name": t, "partition_indexes": [0]}]}]},
+             _only(E.cluster_authorization_failed)),
+        28: (3, {"transactional_id": x, "group_id": g, "producer_id": 1, "producer_epoch": 0, "topics": [
+            {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]},
+            _only(E.transactional_id_authorization_failed)),
+        29: (3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                 "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
+             _only(E.cluster_authorization_failed)),
+        30: (3, {"creations": [{"resource_type": 2, "resource_name": t, "resource_pattern_type": 3,
+                                "principal": "User:bob", "host": "*", "operation": 2, "permission_type": 3}]},
+             _only(E.cluster_authorization_failed)),
+        31: (3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                              "principal_filter": None, "host_filter": None, "operation": 1,
+                              "permission_type": 1}]}, _only(E.cluster_authorization_failed)),
+        32: (4, {"resources": [{"resource_type": TOPIC, "resource_name": t, "configuration_keys": None}]},
+             _only(E.topic_authorization_failed)),
+        33: (2, {"resources": [{"resource_type": TOPIC, "resource_name": t, "configs": [
+            {"name": "retention.ms", "value": "1000"}]}], "validate_only": True}, _only(E.topic_authorization_failed)),
+        35: (4, {"topics": None}, _only(E.cluster_authorization_failed)),
+        # After authentication, a SaslAuthenticate that no handshake started.
+        36: (2, {"auth_bytes": b"\0bob\0bob-secret"}, _only(E.illegal_sasl_state)),
+        37: (3, {"topics": [{"name": t, "count": 3, "assignments": None}], "timeout": 5000, "validate_only": True},
+             _only(E.topic_authorization_failed)),
+        42: (2, {"groups_names": [g]}, _only(E.group_authorization_failed)),
+        43: (2, {"election_type": 0, "topic_partitions": None, "timeout": 5000}, _only(E.cluster_authorization_failed)),
+        44: (1, {"resources": [{"resource_type": TOPIC, "resource_name": t, "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": True},
+            _only(E.topic_authorization_failed)),
+        45: (0, {"timeout": 5000, "topics": [{"name": t, "partitions": [{"partition_index": 0, "replicas": [1]}]}]},
+             _only(E.cluster_authorization_failed)),
+        46: (0, {"timeout": 5000, "topics": None}, _only(E.cluster_authorization_failed)),
+        47: (0, {"group_id": g, "topics": [{"name": t, "partitions": partition}]}, _only(E.group_authorization_failed)),
+        48: (1, {"components": [], "strict": False}, _only(E.cluster_authorization_failed)),
+        49: (1, {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "c"}], "ops": [
+            {"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}], "validate_only": True},
+            _only(E.cluster_authorization_failed)),
+        50: (0, {"users": None}, _only(E.cluster_authorization_failed)),
+        51: (0, {"deletions": [{"name": "carol", "mechanism": 1}], "upsertions": []},
+             _only(E.cluster_authorization_failed)),
+        60: (1, {"include_cluster_authorized_operations": False, "endpoint_type": 1}, _served),
+        61: (0, {"topics": [{"name": t, "partition_indexes": [0]}]}, _only(E.topic_authorization_failed)),
+        65: (0, {"transactional_ids": [x]}, _only(E.transactional_id_authorization_failed)),
+        66: (1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+             _none_and_empty("transaction_states")),
+        68: (0, {"group_id": g, "member_id": "", "member_epoch": 0, "rebalance_timeout": 30000,
+                 "subscribed_topic_names": [t], "server_assignor": None, "topic_partitions": []},
+             _only(E.group_authorization_failed)),
+        69: (0, {"group_ids": [g], "include_authorized_operations": False}, _only(E.group_authorization_failed)),
+        75: (0, {"topics": [{"name": t}], "response_partition_limit": 100, "cursor": None},
+             _only(E.topic_authorization_failed)),
+    }
+
+
+def test_every_api_answers_a_principal_without_acls_as_kafka_does(acl_broker):
+    """The broker's own ApiVersions says which APIs it serves; each one must be in the
+    table above, with a request and Kafka's answer to a principal holding no ACL on
+    anything (allow.everyone.if.no.acl.found is false). A new API cannot ship without
+    saying how it is authorized. Broken by deleting the check of DescribeLogDirs (and,
+    before it was fixed, of AddPartitionsToTxn v4): this test failed on that key."""
+    import time
+
+    admin = _admin(acl_broker)
+    if WALK_TOPIC not in admin.list_topics(timeout=10).topics:
+        _create_topic(acl_broker, WALK_TOPIC)
+    batch = build_batch([encode_record(b"k", b"v", offset_delta=0)], timestamp=int(time.time() * 1000))
+    table = _walk_requests(batch)
+    with _authenticated(acl_broker, "bob") as bob:
+        served = bob.call(request(18, 3, client_software_name="walk", client_software_version="1")).api_keys
+    missing = sorted(api.api_key for api in served if api.api_key not in table)
+    assert not missing, f"APIs served with no authorization expectation in this test: {missing}"
+    failures = []
+    for api in served:
+        cases = table[api.api_key]
+        for version, values, check in cases if isinstance(cases, list) else [cases]:
+            assert api.min_version <= version <= api.max_version, (api.api_key, version)
+            with _authenticated(acl_broker, "bob") as bob:
+                try:
+                    check(bob.call(request(api.api_key, version, **values)))
+                except AssertionError as exc:
+                    failures.append(f"api {api.api_key} v{version}: {exc}")
+    assert not failures, "\n".join(failures)
+    # Nothing bob asked for happened.
+    assert f"{WALK_TOPIC}-new" not in admin.list_topics(timeout=10).topics
