@@ -20,13 +20,15 @@ class FrameError(Exception):
     """The stream can no longer be trusted to be split into frames: close the connection."""
 
 
-def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int) -> int:
-    """The body size announced by a 4-byte prefix, or FrameError when it is unacceptable."""
+def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int,
+               max_name: str = "socket.request.max.bytes") -> int:
+    """The body size announced by a 4-byte prefix, or FrameError when it is unacceptable
+    (`max_name`: the setting that bounds it, for the message)."""
     (size,) = SIZE.unpack_from(prefix)
     if size < 0:
         raise FrameError(f"negative frame size {size}")
     if size > max_bytes:
-        raise FrameError(f"frame of {size} bytes exceeds socket.request.max.bytes ({max_bytes})")
+        raise FrameError(f"frame of {size} bytes exceeds {max_name} ({max_bytes})")
     return size
 
 
@@ -40,6 +42,7 @@ class FrameReader:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
+        self.max_name = "socket.request.max.bytes"  # the setting max_bytes comes from
         self._prefix = bytearray()  # a size prefix split across chunks
         self._gather = bytearray()  # the part of a frame received so far
         self._size = -1  # the size of the frame being gathered, -1 when none
@@ -79,10 +82,10 @@ class FrameReader:
                 pos += take
                 if len(self._prefix) < SIZE_BYTES:
                     break
-                size = frame_size(self._prefix, self.max_bytes)
+                size = frame_size(self._prefix, self.max_bytes, self.max_name)
                 self._prefix.clear()
             else:
-                size = frame_size(view[pos : pos + SIZE_BYTES], self.max_bytes)
+                size = frame_size(view[pos : pos + SIZE_BYTES], self.max_bytes, self.max_name)
                 pos += SIZE_BYTES
             if end - pos >= size:
                 frames.append(view[pos : pos + size])

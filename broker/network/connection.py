@@ -91,6 +91,7 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.client_id: str | None = None
         self._reader = FrameReader(max_request_bytes)
+        self._max_request_bytes = max_request_bytes
         self._frames: deque[memoryview] = deque()
         self._max_queued_bytes = max_request_bytes
         self._queued_bytes = 0  # of the frames in _frames
@@ -131,6 +132,8 @@ class Connection(asyncio.Protocol):
         self._take(data)
 
     def _take(self, data: bytes) -> None:
+        if self._sasl:
+            self._bound_frames()
         try:
             # Over the broker-wide bound a connection that already holds requests
             # starts no new one: the bytes wait in the reader's backlog and it stops
@@ -189,6 +192,16 @@ class Connection(asyncio.Protocol):
         self._drained = None
 
     # --- what a connection may hold ------------------------------------------------------
+
+    def _bound_frames(self) -> None:
+        """Until the client has authenticated, frames are bounded by
+        sasl.server.max.receive.size (Kafka's SaslServerAuthenticator reads them so): a
+        larger size prefix closes the connection before a byte of the body is held."""
+        reader, security = self._reader, self.session.security
+        if self.session.needs_authentication:
+            reader.max_bytes, reader.max_name = security.max_receive_bytes, "sasl.server.max.receive.size"
+        else:
+            reader.max_bytes, reader.max_name = self._max_request_bytes, "socket.request.max.bytes"
 
     def _account(self) -> None:
         """Bring this connection's share of the request memory up to date."""

@@ -32,7 +32,7 @@ SSL_PROPERTIES = frozenset({
 })
 SASL_PROPERTIES = frozenset({
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
-    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size",
     "security.inter.broker.protocol", "inter.broker.listener.name",
 }) | OAUTHBEARER_PROPERTIES
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -96,6 +96,9 @@ class ListenerSecurity:
     reauth_ms: int = 0
     # Kafka answers a failed authentication only after this delay, to slow guessing.
     failed_auth_delay_ms: int = 100
+    # The largest frame read before the client has authenticated (Kafka's
+    # sasl.server.max.receive.size): a larger size prefix closes the connection.
+    max_receive_bytes: int = 524288
 
     @property
     def uses_tls(self) -> bool:
@@ -179,6 +182,7 @@ def listener_security(listener: str, protocol: str, properties: Mapping[str, str
         protocol=protocol, ssl=ssl, sasl=sasl,
         reauth_ms=integer("connections.max.reauth.ms", 0),
         failed_auth_delay_ms=integer("connection.failed.authentication.delay.ms", 100),
+        max_receive_bytes=integer("sasl.server.max.receive.size", 524288),
     )
 
 
