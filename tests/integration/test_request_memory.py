@@ -62,3 +62,70 @@ def test_after_authentication_frames_are_bounded_by_socket_request_max_bytes(sas
         client.send_raw(struct.pack(">i", 600_000) + b"\0" * 600_000)
         assert client.is_closed(timeout=5)
     assert "frame of 600000 bytes exceeds" not in sasl_broker.log()
+
+
+def _frame(topic: str, records_bytes: int) -> bytes:
+    from ottla.protocol.codec import encode_request
+
+    entity = request(0, 9, acks=1, timeout=5000, topic_data=[{"name": topic, "partition_data": [
+        {"index": 0, "records": b"\0" * records_bytes}]}])
+    return encode_request(7, "memory-test", entity)
+
+
+def test_no_request_is_read_while_the_pool_is_exhausted(fresh_broker, topic_name):
+    """Point 13. With queued.max.request.bytes at 8 MiB, a client that announces a 16 MiB
+    request and sends part of it holds the pool (counted whole from its size prefix, as
+    Kafka's MemoryPool allocates it): another client's 1 MiB request waits unread, and
+    is read and answered once the first client goes. Broken by letting a connection that
+    holds nothing start any request (the rule before): the 1 MiB request was answered
+    at once."""
+    broker = fresh_broker(queued_max_request_bytes=8 << 20)
+    broker.create_topic(topic_name, 1, {"max.message.bytes": str(4 << 20)})
+    hog = WireClient(broker.bootstrap)
+    hog.send_raw(struct.pack(">i", 16 << 20) + b"\0" * (1 << 20))
+    with WireClient(broker.bootstrap) as client:
+        client.send_raw(_frame(topic_name, 1 << 20))
+        client.sock.settimeout(2)
+        with pytest.raises(TimeoutError):
+            client.read_frame()  # not read, so not answered
+        hog.close()
+        client.sock.settimeout(10)
+        (_, response) = client.receive(0, 9)
+    assert response.responses[0].partition_responses[0].error_code != ErrorCode.none  # zeros: not a batch
+    # A small request is still read, the pool exhausted or not.
+    with WireClient(broker.bootstrap) as small:
+        assert small.call(request(18, 3, client_software_name="t", client_software_version="1")).error_code == 0
+
+
+def test_a_burst_of_large_frames_leaves_no_memory_behind(fresh_broker, topic_name):
+    """Point 13's acceptance: eight clients each send four 48 MB requests and vanish; the
+    broker is back under 150 MB resident within 10 s of the last leaving."""
+    import threading
+    import time
+
+    from tests.process_stats import resident_mib
+
+    broker = fresh_broker()
+    broker.create_topic(topic_name, 1, {"max.message.bytes": str(64 << 20)})
+    frame = _frame(topic_name, 48_000_000)
+
+    def client() -> None:
+        with WireClient(broker.bootstrap) as c:
+            try:
+                for _ in range(4):
+                    c.send_raw(frame)
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    pid = broker.process.pid
+    deadline = time.monotonic() + 10
+    resident = resident_mib(pid)
+    while resident >= 150 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        resident = resident_mib(pid)
+    assert resident < 150, f"{resident:.0f} MiB resident 10 s after the burst"
