@@ -139,7 +139,7 @@ class JwksKeys:
                 text = f.read()
             self._file_stamp = (info.st_mtime, info.st_size)
         else:
-            with urllib.request.urlopen(self._settings.jwks_url, timeout=10) as answer:  # noqa: S310 (http(s) only)
+            with urllib.request.urlopen(self._settings.jwks_url, timeout=10) as answer:  # http(s) only
                 text = answer.read(1 << 20)
         keys: dict[str | None, jwt.PyJWK] = {}
         try:

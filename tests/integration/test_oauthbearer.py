@@ -14,9 +14,9 @@ import jwt
 import pytest
 from confluent_kafka import Consumer, Producer
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
+
 from tests.reference.kafka import ReferenceUnavailable, run_java
 from tests.wire import WireClient, request
 

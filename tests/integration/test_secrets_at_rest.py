@@ -16,7 +16,7 @@ SECRET = "s3cret-Pw0rd"
 
 def _serve(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ottla.broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
-                           "--port", "0", *args], capture_output=True, text=True, timeout=60)
+                           "--port", "0", *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 @pytest.mark.parametrize("credential", [
@@ -52,10 +52,17 @@ def test_acl_and_credential_files_and_the_data_dir_are_the_owners_alone_whatever
     """Point 14. Under umask 000, in a data directory made world-writable beforehand, the
     broker makes the directory 0700 and writes its ACL and SCRAM files 0600. Broken by
     writing acls.json with write_json's default mode: it was 0644."""
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
-                                       ResourceType, UserScramCredentialUpsertion, ScramCredentialInfo,
-                                       ScramMechanism)
-
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
     from ottla.broker.testing import BrokerProcess
 
     data = tmp_path / "data"
