@@ -265,7 +265,8 @@ class Session:
         assert server is not None
         try:
             challenge = server.step(token)
-            lifetime = self.authenticated_as(server.user) if server.complete else 0  # type: ignore[arg-type]
+            lifetime = self.authenticated_as(server.user, getattr(server, "expires_at", None)) \
+                if server.complete else 0  # type: ignore[arg-type]
         except AuthenticationFailed as exc:
             self.close_after_response = True
             self.server = None
@@ -278,8 +279,10 @@ class Session:
             log.info("authenticated", mechanism=server.mechanism, principal=self.principal, peer=peer)
         return challenge, lifetime
 
-    def authenticated_as(self, user: str) -> int:
-        """Mark the session authenticated; the session lifetime to tell the client (ms, 0: none)."""
+    def authenticated_as(self, user: str, credential_expires_at: float | None = None) -> int:
+        """Mark the session authenticated; the session lifetime to tell the client (ms, 0: none).
+        With re-authentication on, a credential that expires sooner (an OAUTHBEARER
+        token's exp, seconds since the epoch) shortens it, as in Kafka."""
         if self.authenticated and user != self.user:
             # KIP-368: re-authentication may not change the principal.
             raise AuthenticationFailed("Cannot change principals during re-authentication from "
@@ -289,5 +292,7 @@ class Session:
         self.server = None
         self.raw_tokens = False
         lifetime = self.security.reauth_ms
+        if lifetime and credential_expires_at is not None:
+            lifetime = max(1, min(lifetime, int((credential_expires_at - time.time()) * 1000)))
         self.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
         return lifetime

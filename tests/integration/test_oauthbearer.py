@@ -191,3 +191,19 @@ def test_unsecured_tokens_are_refused_where_jwks_is_set_and_warned_about_where_n
     assert "OAUTHBEARER accepts unsecured tokens" in broker.log()
     answer, _ = _authenticate(broker, _unsigned("dev"))
     assert answer.error_code == ErrorCode.none
+
+
+def test_with_reauthentication_on_the_session_ends_when_the_token_does(fresh_broker, keys, tmp_path):
+    """As Kafka's SaslServerAuthenticator: connections.max.reauth.ms caps the session,
+    and a token expiring sooner shortens it. Broken by ignoring the token's exp in
+    Session.authenticated_as: the lifetime was the full hour."""
+    jwks = {"keys": [{**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(keys["good"].public_key())),
+                      "kid": "rsa-1", "use": "sig"}]}
+    (tmp_path / "jwks.json").write_text(json.dumps(jwks))
+    broker = fresh_broker(**{"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER",
+                             "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "jwks.json").as_uri(),
+                             "connections.max.reauth.ms": "3600000"})
+    now = int(time.time())
+    answer, _ = _authenticate(broker, _token(keys, aud=None, iss=None, exp=now + 120))
+    lifetime_ms = answer.session_lifetime.total_seconds() * 1000
+    assert answer.error_code == ErrorCode.none and 0 < lifetime_ms <= 120_000, answer
