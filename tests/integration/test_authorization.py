@@ -28,7 +28,8 @@ from ottla.protocol.errors import ErrorCode
 from tests.reference.kafka import ReferenceUnavailable, run_java
 from tests.wire import WireClient, request
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+# nobody: no test of this module ever gives it an ACL.
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "nobody": "nobody-secret"}
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 TOPIC, BROKER_LOGGER = 2, 8
@@ -393,7 +394,7 @@ def _walk_requests(batch: bytes) -> dict[int, Any]:
                  "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
              _only(E.cluster_authorization_failed)),
         30: (3, {"creations": [{"resource_type": 2, "resource_name": t, "resource_pattern_type": 3,
-                                "principal": "User:bob", "host": "*", "operation": 2, "permission_type": 3}]},
+                                "principal": "User:nobody", "host": "*", "operation": 2, "permission_type": 3}]},
              _only(E.cluster_authorization_failed)),
         31: (3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
                               "principal_filter": None, "host_filter": None, "operation": 1,
@@ -404,7 +405,7 @@ def _walk_requests(batch: bytes) -> dict[int, Any]:
             {"name": "retention.ms", "value": "1000"}]}], "validate_only": True}, _only(E.topic_authorization_failed)),
         35: (4, {"topics": None}, _only(E.cluster_authorization_failed)),
         # After authentication, a SaslAuthenticate that no handshake started.
-        36: (2, {"auth_bytes": b"\0bob\0bob-secret"}, _only(E.illegal_sasl_state)),
+        36: (2, {"auth_bytes": b"\0nobody\0nobody-secret"}, _only(E.illegal_sasl_state)),
         37: (3, {"topics": [{"name": t, "count": 3, "assignments": None}], "timeout": 5000, "validate_only": True},
              _only(E.topic_authorization_failed)),
         42: (2, {"groups_names": [g]}, _only(E.group_authorization_failed)),
@@ -450,8 +451,8 @@ def test_every_api_answers_a_principal_without_acls_as_kafka_does(acl_broker):
         _create_topic(acl_broker, WALK_TOPIC)
     batch = build_batch([encode_record(b"k", b"v", offset_delta=0)], timestamp=int(time.time() * 1000))
     table = _walk_requests(batch)
-    with _authenticated(acl_broker, "bob") as bob:
-        served = bob.call(request(18, 3, client_software_name="walk", client_software_version="1")).api_keys
+    with _authenticated(acl_broker, "nobody") as nobody:
+        served = nobody.call(request(18, 3, client_software_name="walk", client_software_version="1")).api_keys
     missing = sorted(api.api_key for api in served if api.api_key not in table)
     assert not missing, f"APIs served with no authorization expectation in this test: {missing}"
     failures = []
@@ -459,11 +460,11 @@ def test_every_api_answers_a_principal_without_acls_as_kafka_does(acl_broker):
         cases = table[api.api_key]
         for version, values, check in cases if isinstance(cases, list) else [cases]:
             assert api.min_version <= version <= api.max_version, (api.api_key, version)
-            with _authenticated(acl_broker, "bob") as bob:
+            with _authenticated(acl_broker, "nobody") as nobody:
                 try:
-                    check(bob.call(request(api.api_key, version, **values)))
+                    check(nobody.call(request(api.api_key, version, **values)))
                 except AssertionError as exc:
                     failures.append(f"api {api.api_key} v{version}: {exc}")
     assert not failures, "\n".join(failures)
-    # Nothing bob asked for happened.
+    # Nothing nobody asked for happened.
     assert f"{WALK_TOPIC}-new" not in admin.list_topics(timeout=10).topics
