@@ -207,3 +207,62 @@ def test_with_reauthentication_on_the_session_ends_when_the_token_does(fresh_bro
     answer, _ = _authenticate(broker, _token(keys, aud=None, iss=None, exp=now + 120))
     lifetime_ms = answer.session_lifetime.total_seconds() * 1000
     assert answer.error_code == ErrorCode.none and 0 < lifetime_ms <= 120_000, answer
+
+
+def _jwks(*entries: tuple[object, str]) -> str:
+    keys = []
+    for key, kid in entries:
+        algorithm = jwt.algorithms.ECAlgorithm if isinstance(key, ec.EllipticCurvePrivateKey) else \
+            jwt.algorithms.RSAAlgorithm
+        keys.append({**json.loads(algorithm.to_jwk(key.public_key())), "kid": kid, "use": "sig"})
+    return json.dumps({"keys": keys})
+
+
+def test_keys_rotate_without_a_restart_in_a_file_and_over_http(fresh_broker, keys, tmp_path):
+    """A JWKS file rewritten with a new key, and an HTTP JWKS that gains one, are read
+    again: a token signed with the new key is accepted without a restart (the HTTP set
+    is fetched again when a token names a key id it does not hold). Broken by never
+    re-reading the file: the rotated token stayed refused."""
+    import http.server
+    import threading
+
+    new_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    keys = {**keys, "new": new_key}
+    jwks_file = tmp_path / "jwks.json"
+    jwks_file.write_text(_jwks((keys["good"], "rsa-1")))
+    served = {"body": _jwks((keys["good"], "rsa-1")).encode()}
+
+    class Jwks(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(served["body"])
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for url, rotate in ((jwks_file.as_uri(), lambda: jwks_file.write_text(
+                                _jwks((keys["good"], "rsa-1"), (new_key, "rsa-2")))),
+                            (f"http://127.0.0.1:{server.server_address[1]}/jwks.json", lambda: served.update(
+                                body=_jwks((keys["good"], "rsa-1"), (new_key, "rsa-2")).encode()))):
+            broker = fresh_broker(**{"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                                     "sasl.enabled.mechanisms": "OAUTHBEARER",
+                                     "sasl.oauthbearer.jwks.endpoint.url": url})
+            rotated = _token(keys, key="new", kid="rsa-2", aud=None, iss=None)
+            answer, _ = _authenticate(broker, rotated)
+            assert answer.error_code == ErrorCode.sasl_authentication_failed, url
+            rotate()
+            deadline = time.monotonic() + 10
+            while True:
+                answer, _ = _authenticate(broker, rotated)
+                if answer.error_code == ErrorCode.none or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            assert answer.error_code == ErrorCode.none, url
+            broker.stop()
+    finally:
+        server.shutdown()
