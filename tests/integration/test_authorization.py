@@ -8,6 +8,7 @@ refused, `admin` the super user."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -180,6 +181,16 @@ def test_delete_topics_by_id_does_not_name_a_topic_the_principal_may_not_describ
         assert (result.name, result.topic_id, result.error_code) == (
             name, topic_id, ErrorCode.topic_authorization_failed), user
     assert topic_name in _admin(acl_broker).list_topics(timeout=10).topics
+    # By name: a missing topic the principal may describe does not exist; one it may
+    # not describe is refused, existing or not.
+    _create_acls(_allow("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, f"{topic_name}-gone"),
+                 broker=acl_broker)
+    with _authenticated(acl_broker, "alice") as alice:
+        answer = alice.call(request(DELETE_TOPICS, 6, timeout=10000, topics=[
+            {"name": f"{topic_name}-gone", "topic_id": uuid.UUID(int=0)},
+            {"name": f"{topic_name}-unseen", "topic_id": uuid.UUID(int=0)}]))
+    assert [r.error_code for r in answer.responses] == [ErrorCode.unknown_topic_or_partition,
+                                                        ErrorCode.topic_authorization_failed]
 
 
 def test_describe_transactions_lists_only_the_topics_the_principal_may_describe(acl_broker, topic_name, tmp_path):
