@@ -22,6 +22,7 @@ from .tools import admin_cli, console, open_console
 from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
 from .security.dev_security import DevSecurity, prepare
+from .security.oauthbearer import validator_for
 from .security.scram_credentials import parse_add_scram
 from .security.tls import server_context
 
@@ -151,12 +152,24 @@ def main(argv: list[str] | None = None) -> int:
                 security = resolved.config.listener_security(listener)
                 if security.ssl is not None:
                     server_context(security.ssl)
+                if security.sasl is not None and security.sasl.oauthbearer is not None:
+                    try:  # the JWKS: readable, holding keys
+                        validator_for(security.sasl.oauthbearer)
+                    except OSError as exc:
+                        raise ValueError(f"cannot read the JWKS {security.sasl.oauthbearer.jwks_url}: "
+                                         f"{exc.strerror or exc}") from None
         except ValueError as exc:
             parser.error(str(exc))
         config = resolved.config
         configure(config.log_level, config.log_format)
         for key, source in resolved.unknown.items():
             get_logger("ottla.config").warning("unknown setting ignored", key=key, source=source)
+        for listener in config.listeners:
+            sasl = config.listener_security(listener).sasl
+            if sasl is not None and "OAUTHBEARER" in sasl.mechanisms and sasl.oauthbearer is None:
+                get_logger("ottla.config").warning(
+                    "OAUTHBEARER accepts unsecured tokens: anyone may claim any principal; for development only "
+                    "(set sasl.oauthbearer.jwks.endpoint.url to validate signed tokens)", listener=listener.name)
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency; this is a fallback

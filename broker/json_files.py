@@ -23,6 +23,9 @@ def write_json(path: str, data: Any, mode: int = 0o644) -> None:
     """Replace the file with `data`; `mode` 0o600 for secrets."""
     temporary = path + ".tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    if not mode & 0o077:
+        # A secret's file is the owner's alone, even over a temporary file a crash left.
+        os.fchmod(fd, mode)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1, sort_keys=True)
         f.flush()

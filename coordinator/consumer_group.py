@@ -117,6 +117,10 @@ class ConsumerGroup(Group):
     subscribed_metadata: frozenset[tuple[str, uuid.UUID, int]] | None = None
     metadata_refresh_at: float = 0.0  # when a heartbeat next compares them (clock seconds)
     protocol_type: str | None = "consumer"
+    # member id -> which topics its regex may match: those its principal may describe, as
+    # its last heartbeat said (None: any). Not in the log: a member that has not sent a
+    # heartbeat since the group was loaded keeps matching any topic until it does.
+    regex_filters: dict[str, Callable[[str], bool] | None] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def type(self) -> GroupType:
@@ -141,7 +145,7 @@ class ConsumerGroup(Group):
         it the group once its records are in the log (members are replaced, never
         changed in place, so shallow copies of the maps do)."""
         return replace(self, members=dict(self.members), static_members=dict(self.static_members),
-                       target=dict(self.target), owners=dict(self.owners))
+                       target=dict(self.target), owners=dict(self.owners), regex_filters=dict(self.regex_filters))
 
     def adopt(self, working: ConsumerGroup) -> None:
         for f in fields(self):
@@ -168,6 +172,7 @@ class ConsumerGroup(Group):
 
     def remove_member(self, member_id: str) -> ConsumerMember | None:
         member = self.members.pop(member_id, None)
+        self.regex_filters.pop(member_id, None)
         if member is not None:
             self._release(member)
             if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:

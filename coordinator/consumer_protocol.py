@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Protocol, TypeVar
 
 import re2
@@ -82,6 +82,9 @@ class HeartbeatRequest:
     client_host: str = ""
     # v0 lets the coordinator choose the member id; from v1 the client must.
     member_id_required: bool = True
+    # Which topics the member's regex may match: those its principal may describe (as
+    # Kafka filters regex matches with the authorizer). None: any.
+    topic_filter: Callable[[str], bool] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -185,7 +188,9 @@ class ConsumerProtocol:
         for member in group.members.values():
             names = {n for n in member.subscribed_topic_names if n in topics}
             if member.subscribed_topic_regex:
-                names |= self._matching(member.subscribed_topic_regex, topics)
+                matched = self._matching(member.subscribed_topic_regex, topics)
+                may_describe = group.regex_filters.get(member.member_id)
+                names |= matched if may_describe is None else {n for n in matched if may_describe(n)}
             names_used |= names
             subscriptions[member.member_id] = frozenset(topics[n].topic_id for n in names)
         counts = {topics[n].topic_id: len(topics[n].partitions) for n in names_used}
@@ -245,6 +250,7 @@ class ConsumerProtocol:
         if new or updated.metadata() != member.metadata():
             records.append(group.member_record(updated))
         group.put_member(updated)
+        group.regex_filters[updated.member_id] = request.topic_filter
 
         resolved = None
         if subscription_changed or group.group_epoch == 0 or now >= group.metadata_refresh_at:

@@ -8,6 +8,7 @@ allocate more than `socket.request.max.bytes`.
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 SIZE = struct.Struct(">i")
 SIZE_BYTES = SIZE.size
@@ -20,13 +21,15 @@ class FrameError(Exception):
     """The stream can no longer be trusted to be split into frames: close the connection."""
 
 
-def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int) -> int:
-    """The body size announced by a 4-byte prefix, or FrameError when it is unacceptable."""
+def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int,
+               max_name: str = "socket.request.max.bytes") -> int:
+    """The body size announced by a 4-byte prefix, or FrameError when it is unacceptable
+    (`max_name`: the setting that bounds it, for the message)."""
     (size,) = SIZE.unpack_from(prefix)
     if size < 0:
         raise FrameError(f"negative frame size {size}")
     if size > max_bytes:
-        raise FrameError(f"frame of {size} bytes exceeds socket.request.max.bytes ({max_bytes})")
+        raise FrameError(f"frame of {size} bytes exceeds {max_name} ({max_bytes})")
     return size
 
 
@@ -34,43 +37,46 @@ class FrameReader:
     """Splits a byte stream, fed chunk by chunk, into frame bodies.
 
     A frame that arrives whole inside one chunk comes out as a read-only view of that
-    chunk, uncopied (most requests). One that spans chunks is gathered in a buffer the
-    reader keeps and reuses, then copied out once complete: allocating a fresh buffer
-    per frame costs more (page faults on every large request) than that copy."""
+    chunk, uncopied (most requests). One that spans chunks is kept as the list of the
+    chunks' pieces and joined once complete: one allocation of the frame's exact size,
+    where growing a buffer chunk by chunk left the allocator fragmented after a burst of
+    large frames (memory the process could not give back)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
+        self.max_name = "socket.request.max.bytes"  # the setting max_bytes comes from
         self._prefix = bytearray()  # a size prefix split across chunks
-        self._gather = bytearray()  # the part of a frame received so far
+        self._pieces: list[memoryview] = []  # the part of a frame received so far
+        self._received = 0  # bytes in _pieces
         self._size = -1  # the size of the frame being gathered, -1 when none
-        self.backlog = b""  # bytes not fed yet (see feed's start_new)
+        self.backlog = b""  # bytes not fed yet (see feed's may_start)
 
     @property
     def pending(self) -> int:
-        """Bytes held for later: the part of a frame received so far, and what `feed`
-        was told not to start on."""
-        return len(self._gather) + len(self._prefix) + len(self.backlog)
+        """Bytes held or promised: a frame begun counts whole from its size prefix on
+        (as Kafka's MemoryPool allocates a receive's buffer at its size), a split size
+        prefix, and what `feed` was told not to start on."""
+        return max(self._size, 0) + len(self._prefix) + len(self.backlog)
 
-    def feed(self, data: bytes | memoryview, start_new: bool = True) -> list[memoryview]:
+    def feed(self, data: bytes | memoryview, may_start: Callable[[int], bool] | None = None) -> list[memoryview]:
         """The frames `data` completes. Raises FrameError for an unacceptable size.
 
-        With `start_new` False, a frame already begun is finished but no new one is
-        started: the rest of `data` is kept in `backlog`, for the caller to feed again
-        once it may (a connection over its memory bound)."""
+        `may_start(size)` is asked at each new frame's size prefix; False keeps that
+        prefix and the rest of `data` in `backlog`, for the caller to feed again once it
+        may (a connection over its memory bound). A frame already begun is finished."""
         frames: list[memoryview] = []
         view = memoryview(data)
         pos, end = 0, len(data)
         while pos < end:
-            if not start_new and self._size < 0 and not self._prefix:
-                self.backlog = bytes(view[pos:])
-                break
             if self._size >= 0:
-                take = min(self._size - len(self._gather), end - pos)
-                self._gather += view[pos : pos + take]
+                take = min(self._size - self._received, end - pos)
+                self._pieces.append(view[pos : pos + take])
+                self._received += take
                 pos += take
-                if len(self._gather) == self._size:
-                    frames.append(memoryview(bytes(self._gather)))
-                    self._gather.clear()
+                if self._received == self._size:
+                    frames.append(memoryview(b"".join(self._pieces)))
+                    self._pieces.clear()
+                    self._received = 0
                     self._size = -1
                 continue
             if self._prefix or end - pos < SIZE_BYTES:
@@ -79,11 +85,16 @@ class FrameReader:
                 pos += take
                 if len(self._prefix) < SIZE_BYTES:
                     break
-                size = frame_size(self._prefix, self.max_bytes)
+                prefix = bytes(self._prefix)
                 self._prefix.clear()
             else:
-                size = frame_size(view[pos : pos + SIZE_BYTES], self.max_bytes)
+                prefix = bytes(view[pos : pos + SIZE_BYTES])
                 pos += SIZE_BYTES
+            size = frame_size(prefix, self.max_bytes, self.max_name)
+            if may_start is not None and not may_start(size):
+                # The prefix goes back in front of the rest, read again on the next feed.
+                self.backlog = prefix + bytes(view[pos:])
+                break
             if end - pos >= size:
                 frames.append(view[pos : pos + size])
                 pos += size

@@ -134,10 +134,14 @@ class LogManager:
         # The process's descriptor limit is known now (the broker raises it first): no
         # more segments keep their files open than it allows, however many are on disk.
         OPEN_FILES.budget = budget_from_limit()
-        os.makedirs(self.data_dir, exist_ok=True)
+        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
         # A directory Ottla has never started on (no meta.properties yet) holds nothing to
         # recover: its first start is as clean as one after a clean shutdown.
         first_start = not os.path.exists(os.path.join(self.data_dir, META_FILE))
+        if first_start:
+            # Records, ACLs and credentials are the owner's alone, whatever the umask or
+            # whoever made the directory; an operator may open it up later on purpose.
+            os.chmod(self.data_dir, 0o700)
         self._load_meta()
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)

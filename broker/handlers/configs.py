@@ -15,7 +15,9 @@ from ..dynamic_config import CLUSTER_DEFAULT, THIS_BROKER
 from ..logging import logger_levels, set_logger_level
 from .context import RequestContext
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+# The resource types Kafka 4 knows; any other is refused before anything is looked at.
+_KNOWN_TYPES = frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})
 # Kafka's ConfigSource ids.
 TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_BROKER_LOGGER_CONFIG = 4, 5, 6
@@ -113,14 +115,28 @@ def _check_broker(ctx: RequestContext, resource: Any) -> None:
 
 
 def _check_allowed(ctx: RequestContext, resource: Any, operation: Operation) -> None:
-    """A topic's configs need the operation on the topic, the broker's on the cluster."""
-    if resource.resource_type == TOPIC and not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
+    """Kafka's checks (ConfigHelper, ConfigAdminManager): a topic's configs need the
+    operation on the topic, a group's on the group, and the broker's, its loggers' and
+    the client metrics' on the cluster."""
+    kind = resource.resource_type
+    if kind == TOPIC and not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
         raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-    if resource.resource_type == BROKER and not ctx.allowed_on_cluster(operation):
+    if kind == GROUP and not ctx.allowed(operation, ResourceType.GROUP, resource.resource_name):
+        raise KafkaError(ErrorCode.group_authorization_failed, "Authorization failed.")
+    if kind in (BROKER, BROKER_LOGGER, CLIENT_METRICS) and not ctx.allowed_on_cluster(operation):
         raise KafkaError(ErrorCode.cluster_authorization_failed, "Authorization failed.")
+    if kind not in _KNOWN_TYPES:
+        raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {kind}")
 
 
 def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+    unknown = next((r for r in request.resources if r.resource_type not in _KNOWN_TYPES), None)
+    if unknown is not None:
+        # Kafka fails the whole request (ConfigHelper throws before authorizing any of it).
+        message = f"Unexpected resource type UNKNOWN for resource {unknown.resource_name}"
+        return ctx.respond(results=[{"resource_type": r.resource_type, "resource_name": r.resource_name,
+                                     "error_code": ErrorCode.invalid_request, "error_message": message,
+                                     "configs": []} for r in request.resources])
     results = []
     for resource in request.resources:
         result: dict[str, Any] = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
@@ -146,10 +162,14 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(results=results)
 
 
-def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: bool) -> dict[str, Any]:
+def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: bool,
+           legacy: bool = False) -> dict[str, Any]:
     answer = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
               "error_code": ErrorCode.none}
     try:
+        if legacy and resource.resource_type == BROKER_LOGGER:
+            # Kafka's AlterConfigs (the deprecated one) does not know loggers at all.
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {BROKER_LOGGER}")
         _check_allowed(ctx, resource, Operation.ALTER_CONFIGS)
         if resource.resource_type in (BROKER, BROKER_LOGGER):
             _check_broker(ctx, resource)
@@ -222,7 +242,7 @@ def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
     """AlterConfigs replaces a topic's whole set of overrides."""
     responses = [
         _alter(ctx, r, lambda topic, r=r, broker=False: {c.name: c.value for c in r.configs if c.value is not None},
-               request.validate_only)
+               request.validate_only, legacy=True)
         for r in request.resources
     ]
     return ctx.respond(responses=responses)

@@ -30,6 +30,10 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, member_epoch=0, heartbeat_interval=0)
     if names is not None and not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
         return ctx.respond(error_code=ErrorCode.topic_authorization_failed, member_epoch=0, heartbeat_interval=0)
+    authorizer = ctx.services.authorizer
+    principal, host = ctx.session.principal, ctx.host
+    topic_filter = None if authorizer is None else (
+        lambda name: authorizer.authorize(principal, host, Operation.DESCRIBE, ResourceType.TOPIC, name))
     try:
         result = ctx.services.groups.consumer_heartbeat(HeartbeatRequest(
             group_id=request.group_id,
@@ -45,6 +49,7 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
             client_id=ctx.header.client_id or "",
             client_host=ctx.host,
             member_id_required=ctx.version >= 1,
+            topic_filter=topic_filter,
         ))
     except KafkaError as exc:
         result = HeartbeatResult(exc.code, exc.message)
@@ -88,6 +93,16 @@ def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> dict
     }
 
 
+def _topics_of(described: dict[str, Any]) -> set[str]:
+    """The topics a described group names: subscribed, assigned, or in a target assignment."""
+    topics: set[str] = set()
+    for member in described["members"]:
+        topics.update(member["subscribed_topic_names"])
+        for assignment in (member["assignment"], member["target_assignment"]):
+            topics.update(tp["topic_name"] for tp in assignment["topic_partitions"])
+    return topics
+
+
 def handle_describe(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.services.groups
     names = coordinator.topic_names()
@@ -98,8 +113,14 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
             code, message = ErrorCode.group_authorization_failed, None
         else:
             try:
-                described.append(_described(coordinator.describe_consumer_group(group_id), names, default_assignor))
-                continue
+                group = _described(coordinator.describe_consumer_group(group_id), names, default_assignor)
+                if all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic) for topic in _topics_of(group)):
+                    described.append(group)
+                    continue
+                # As Kafka: a group whose members use a topic the client may not describe
+                # is not described at all.
+                code = ErrorCode.topic_authorization_failed
+                message = "The described group uses topics that the client is not authorized to describe."
             except KafkaError as exc:
                 code, message = exc.code, exc.message
         described.append({"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",

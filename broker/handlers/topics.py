@@ -96,6 +96,14 @@ def handle_delete(ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 raise KafkaError(ErrorCode.unknown_topic_id, f"no topic has id {topic_id}")
             if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name):
+                # As Kafka's ControllerApis: a topic named by id keeps its name from a
+                # principal that may not describe it, so its id tells nothing; one named
+                # by a principal that may describe it is said not to exist if it does not.
+                describable = ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
+                if topic_id is not None and not describable:
+                    name = None
+                if topic_id is None and describable and services.logs.topic(name) is None:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
                 raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             check_client_action(name, ClientAction.DELETE_TOPIC)
             deleted = services.delete_topic(name)

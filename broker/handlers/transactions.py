@@ -102,6 +102,10 @@ def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
         results = _add_partitions(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                                   request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
         return ctx.respond(results_by_topic_v3_and_below=results)
+    if not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
+        # v4 and later are the brokers' own verification requests (KIP-890): Kafka
+        # answers a client with one top-level error.
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=[])
     by_transaction = [
         {"transactional_id": txn.transactional_id,
          "topic_results": _add_partitions(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
@@ -194,6 +198,8 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(txn.partitions):
             by_topic.setdefault(topic, []).append(partition)
+        # Only the topics the principal may describe, as Kafka lists them.
+        by_topic = {t: ps for t, ps in by_topic.items() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t)}
         states.append({
             "error_code": ErrorCode.none,
             "transactional_id": txn_id,

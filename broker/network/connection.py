@@ -17,8 +17,8 @@ dispatcher (broker/network/dispatch.py) runs its handler with what the broker ad
 
 A connection holds at most 64 queued requests and one request's worth of bytes
 (socket.request.max.bytes) before it stops reading from its socket, and every
-connection's queued and half-received requests count against queued.max.request.bytes
-(broker/network/request_memory.py). A client that closes its end is closed at once, whatever
+connection's requests, from their size prefix until served, count against
+queued.max.request.bytes (broker/network/request_memory.py). A client that closes its end is closed at once, whatever
 it left queued or waiting (a long-polling Fetch): Kafka drops such requests too. A
 connection with no request in hand and no bytes in or out for connections.max.idle.ms
 is closed, as Kafka closes idle connections.
@@ -91,11 +91,13 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.client_id: str | None = None
         self._reader = FrameReader(max_request_bytes)
+        self._max_request_bytes = max_request_bytes
         self._frames: deque[memoryview] = deque()
         self._max_queued_bytes = max_request_bytes
         self._queued_bytes = 0  # of the frames in _frames
         self.memory = memory
-        self._held = 0  # what this connection counts in `memory`: queued + half-received
+        self._held = 0  # what this connection counts in `memory`: queued + in hand + being received
+        self._serving_bytes = 0  # the request the worker is serving: its frame is still held
         self._in_hand = False  # the worker is serving a request (a long-poll Fetch may wait)
         # A request served inline whose handler still has to wait (records checked in a
         # thread, a Fetch's long poll): the worker finishes it (its awaitable) before
@@ -131,12 +133,13 @@ class Connection(asyncio.Protocol):
         self._take(data)
 
     def _take(self, data: bytes) -> None:
+        if self._sasl:
+            self._bound_frames()
         try:
-            # Over the broker-wide bound a connection that already holds requests
-            # starts no new one: the bytes wait in the reader's backlog and it stops
-            # reading (below). One that holds none may, so clients that queue big
-            # requests and never let them be served cannot starve everyone else.
-            frames = self._reader.feed(data, start_new=not self._held or not self.memory.full)
+            # With the broker-wide pool exhausted no new request starts (but a small
+            # one on a connection holding nothing): the bytes wait in the reader's
+            # backlog and the connection stops reading (below).
+            frames = self._reader.feed(data, lambda size: self.memory.may_start(size, self._held))
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
@@ -169,6 +172,7 @@ class Connection(asyncio.Protocol):
         self.registry.discard(self)
         self._frames.clear()
         self._queued_bytes = 0
+        self._serving_bytes = 0  # the worker, cancelled below, lets go of it
         self._reader = FrameReader(0)  # drops a half-received frame
         self._account()
         self.memory.forget(self)
@@ -190,9 +194,19 @@ class Connection(asyncio.Protocol):
 
     # --- what a connection may hold ------------------------------------------------------
 
+    def _bound_frames(self) -> None:
+        """Until the client has authenticated, frames are bounded by
+        sasl.server.max.receive.size (Kafka's SaslServerAuthenticator reads them so): a
+        larger size prefix closes the connection before a byte of the body is held."""
+        reader, security = self._reader, self.session.security
+        if self.session.needs_authentication:
+            reader.max_bytes, reader.max_name = security.max_receive_bytes, "sasl.server.max.receive.size"
+        else:
+            reader.max_bytes, reader.max_name = self._max_request_bytes, "socket.request.max.bytes"
+
     def _account(self) -> None:
         """Bring this connection's share of the request memory up to date."""
-        held = self._queued_bytes + self._reader.pending
+        held = self._queued_bytes + self._serving_bytes + self._reader.pending
         if held != self._held:
             delta, self._held = held - self._held, held
             self.memory.adjust(delta)
@@ -287,7 +301,9 @@ class Connection(asyncio.Protocol):
                         continue  # the connection may have closed meanwhile
                     frame = self._frames.popleft()
                     self._queued_bytes -= len(frame)
-                    self._account()
+                    # Counted until served (Kafka releases a request's buffer after its
+                    # handler): its bytes and what decoding it makes are in memory.
+                    self._serving_bytes = len(frame)
                     self.resume_if_room()
                     self._in_hand = True
                     try:
@@ -295,6 +311,9 @@ class Connection(asyncio.Protocol):
                             return
                     finally:
                         self._in_hand = False
+                        self._serving_bytes = 0
+                        del frame
+                        self._account()
                     if self._drained is not None:
                         await self._drained
                 if self._closing or self.services.stopping:

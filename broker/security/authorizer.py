@@ -191,7 +191,7 @@ class Authorizer:
     def _save(self) -> None:
         data = [{key: (value.name if isinstance(value, IntEnum) else value) for key, value in asdict(acl).items()}
                 for acl in self._acls]
-        write_json(self.path, data)
+        write_json(self.path, data, mode=0o600)  # who may do what: the owner's alone
 
 
 def parse_super_users(text: str | None) -> frozenset[str]:

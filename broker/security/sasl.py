@@ -11,16 +11,15 @@ Mechanisms:
   listener's JAAS users.
 - SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) on the scramp library: two round
   trips; the broker holds only the salted keys (broker/security/scram_credentials.py).
-- OAUTHBEARER with Kafka's unsecured-JWS validation, for development.
+- OAUTHBEARER: signed JWTs checked against a JWKS, or Kafka's unsecured JWS for
+  development (broker/security/oauthbearer.py).
 A failure is SASL_AUTHENTICATION_FAILED with Kafka's message (which never says whether
 the user exists), a log line without the secret, a metric, and the connection closed.
 """
 
 from __future__ import annotations
 
-import base64
 import hmac
-import json
 import secrets
 import time
 from dataclasses import dataclass
@@ -31,6 +30,8 @@ from scramp.core import Nonce
 from scramp.utils import ServerError
 
 from ..logging import get_logger
+from .oauthbearer import INVALID_TOKEN, InvalidToken, JwtSettings
+from .oauthbearer import validate as validate_token
 from .security_config import PLAINTEXT, ListenerSecurity
 
 if TYPE_CHECKING:
@@ -50,16 +51,17 @@ class AuthenticationFailed(Exception):
 
 
 class OAuthBearerServer:
-    """OAUTHBEARER (RFC 7628, KIP-255) with Kafka's unsecured-JWS validation, for
-    development: a token whose header says `"alg": "none"`, with a `sub` claim (the
-    principal) and an `exp` claim in the future. Nothing is verified cryptographically,
-    exactly as Kafka's OAuthBearerUnsecuredValidatorCallbackHandler."""
+    """OAUTHBEARER (RFC 7628, KIP-255): the client's first message carries a bearer token,
+    validated as the listener says (broker/security/oauthbearer.py): a signed JWT checked
+    against a JWKS, or, for development, Kafka's unsecured JWS."""
 
     mechanism = "OAUTHBEARER"
 
-    def __init__(self) -> None:
+    def __init__(self, settings: JwtSettings | None) -> None:
+        self._settings = settings
         self.complete = False
         self.user: str | None = None
+        self.expires_at: float | None = None
 
     def step(self, token: bytes) -> bytes:
         # gs2-header, then %x01-separated key=value pairs ending with %x01%x01.
@@ -70,33 +72,19 @@ class OAuthBearerServer:
         auth = pairs.get(b"auth", b"")
         if not auth.lower().startswith(b"bearer "):
             raise AuthenticationFailed("Invalid OAUTHBEARER client first message: no bearer token")
-        claims = _unsecured_jws_claims(auth[7:].strip())
-        user = claims.get("sub")
-        if not isinstance(user, str) or not user:
-            raise AuthenticationFailed('{"status":"invalid_token"}: the token has no sub claim')
-        expires = claims.get("exp")
-        if not isinstance(expires, (int, float)) or expires <= time.time():
-            raise AuthenticationFailed('{"status":"invalid_token"}: the token has expired or has no exp claim', user)
+        try:
+            validated = validate_token(self._settings, auth[7:].strip().decode("ascii"))
+        except (InvalidToken, UnicodeDecodeError) as exc:
+            raise AuthenticationFailed(f"{INVALID_TOKEN}: {exc}") from None
+        user = validated.principal
         authzid = header[2:].rstrip(b",")
         if authzid.startswith(b"a=") and authzid[2:].decode("utf-8", "replace") != user:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from the token's principal", user)
         self.user = user
+        self.expires_at = validated.expires_at
         self.complete = True
         return b""
-
-
-def _unsecured_jws_claims(token: bytes) -> dict:  # type: ignore[type-arg]
-    parts = token.split(b".")
-    if len(parts) != 3 or parts[2]:
-        raise AuthenticationFailed('{"status":"invalid_token"}: not an unsecured JWS (header.claims.)')
-    try:
-        header, claims = (json.loads(base64.urlsafe_b64decode(p + b"=" * (-len(p) % 4))) for p in parts[:2])
-    except (ValueError, UnicodeDecodeError):
-        raise AuthenticationFailed('{"status":"invalid_token"}: the token is not base64url JSON') from None
-    if not isinstance(header, dict) or header.get("alg") != "none" or not isinstance(claims, dict):
-        raise AuthenticationFailed('{"status":"invalid_token"}: only unsecured tokens (alg none) are accepted')
-    return claims
 
 
 class PlainServer:
@@ -242,7 +230,7 @@ class Session:
         if mechanism == "PLAIN":
             self.server = PlainServer(dict(sasl.plain_users))
         elif mechanism == "OAUTHBEARER":
-            self.server = OAuthBearerServer()
+            self.server = OAuthBearerServer(sasl.oauthbearer)
         else:
             self.server = ScramServer(mechanism, credentials)
 
@@ -254,7 +242,8 @@ class Session:
         assert server is not None
         try:
             challenge = server.step(token)
-            lifetime = self.authenticated_as(server.user) if server.complete else 0  # type: ignore[arg-type]
+            lifetime = self.authenticated_as(server.user, getattr(server, "expires_at", None)) \
+                if server.complete else 0  # type: ignore[arg-type]
         except AuthenticationFailed as exc:
             self.close_after_response = True
             self.server = None
@@ -267,8 +256,10 @@ class Session:
             log.info("authenticated", mechanism=server.mechanism, principal=self.principal, peer=peer)
         return challenge, lifetime
 
-    def authenticated_as(self, user: str) -> int:
-        """Mark the session authenticated; the session lifetime to tell the client (ms, 0: none)."""
+    def authenticated_as(self, user: str, credential_expires_at: float | None = None) -> int:
+        """Mark the session authenticated; the session lifetime to tell the client (ms, 0: none).
+        With re-authentication on, a credential that expires sooner (an OAUTHBEARER
+        token's exp, seconds since the epoch) shortens it, as in Kafka."""
         if self.authenticated and user != self.user:
             # KIP-368: re-authentication may not change the principal.
             raise AuthenticationFailed("Cannot change principals during re-authentication from "
@@ -278,5 +269,7 @@ class Session:
         self.server = None
         self.raw_tokens = False
         lifetime = self.security.reauth_ms
+        if lifetime and credential_expires_at is not None:
+            lifetime = max(1, min(lifetime, int((credential_expires_at - time.time()) * 1000)))
         self.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
         return lifetime

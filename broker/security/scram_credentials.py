@@ -144,18 +144,21 @@ _ADD_SCRAM = re.compile(r"^\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*$")
 def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
     """`SCRAM-SHA-512=[name=alice,password=alice-secret]` (kafka-storage format's
     --add-scram; `iterations=` and `salt=` optional) as (user, mechanism, credential)."""
+    # The text holds a password: no message repeats any of it.
     match = _ADD_SCRAM.match(text)
     if match is None:
-        raise ValueError(f"expected SCRAM-SHA-256=[name=...,password=...] or SCRAM-SHA-512=[...], got {text!r}")
+        raise ValueError("--add-scram: expected SCRAM-SHA-256=[name=...,password=...] or SCRAM-SHA-512=[...] "
+                         "(the value is not shown: it holds a password)")
     mechanism = match.group(1)
     fields: dict[str, str] = {}
-    for part in match.group(2).split(","):
+    for number, part in enumerate(match.group(2).split(","), 1):
         key, sep, value = part.partition("=")
         if not sep:
-            raise ValueError(f"expected key=value in {text!r}, got {part!r}")
+            raise ValueError(f"--add-scram: item {number} of {mechanism}=[...] is not key=value "
+                             "(the value is not shown: it holds a password; a password may not hold a comma)")
         fields[key.strip()] = value.strip().strip('"')
     if not fields.get("name") or "password" not in fields:
-        raise ValueError(f"--add-scram needs name= and password=, got {text!r}")
+        raise ValueError(f"--add-scram: {mechanism}=[...] needs name= and password=")
     iterations = int(fields.get("iterations", MIN_ITERATIONS))
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"iterations must be from {MIN_ITERATIONS} to {MAX_ITERATIONS}, got {iterations}")

@@ -20,6 +20,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .oauthbearer import PROPERTIES as OAUTHBEARER_PROPERTIES
+from .oauthbearer import JwtSettings, jwt_settings
+
 SSL_PROPERTIES = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
     "ssl.keystore.certificate.chain", "ssl.keystore.key",
@@ -29,9 +32,9 @@ SSL_PROPERTIES = frozenset({
 })
 SASL_PROPERTIES = frozenset({
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
-    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size",
     "security.inter.broker.protocol", "inter.broker.listener.name",
-})
+}) | OAUTHBEARER_PROPERTIES
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 CLIENT_AUTH = ("none", "requested", "required")
 _LISTENER_PREFIX = "listener.name."
@@ -77,6 +80,8 @@ class SslSettings:
 class SaslSettings:
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict)  # name -> password
+    # OAUTHBEARER: how tokens are validated (None: unsecured tokens, for development).
+    oauthbearer: JwtSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,9 @@ class ListenerSecurity:
     reauth_ms: int = 0
     # Kafka answers a failed authentication only after this delay, to slow guessing.
     failed_auth_delay_ms: int = 100
+    # The largest frame read before the client has authenticated (Kafka's
+    # sasl.server.max.receive.size): a larger size prefix closes the connection.
+    max_receive_bytes: int = 524288
 
     @property
     def uses_tls(self) -> bool:
@@ -156,11 +164,25 @@ def listener_security(listener: str, protocol: str, properties: Mapping[str, str
                 raise SecurityConfigError(jaas_key, f"listener {listener} enables PLAIN but {jaas_key} is not set "
                                                     "(PlainLoginModule with user_NAME=\"password\" entries)")
             plain_users = plain_users_of(jaas_key, jaas)
-        sasl = SaslSettings(mechanisms, plain_users)
+        oauthbearer = None
+        if "OAUTHBEARER" in mechanisms:
+            # Kafka reads a mechanism's settings with listener.name.<l>.oauthbearer. first.
+            mechanism_prefix = f"{prefix}oauthbearer."
+
+            def get_oauth(key: str) -> str | None:
+                value = properties.get(mechanism_prefix + key)
+                return value if value is not None else get(key)
+
+            def key_of_oauth(key: str) -> str:
+                return mechanism_prefix + key if mechanism_prefix + key in properties else key_of(key)
+
+            oauthbearer = jwt_settings(get_oauth, key_of_oauth, SecurityConfigError)
+        sasl = SaslSettings(mechanisms, plain_users, oauthbearer)
     return ListenerSecurity(
         protocol=protocol, ssl=ssl, sasl=sasl,
         reauth_ms=integer("connections.max.reauth.ms", 0),
         failed_auth_delay_ms=integer("connection.failed.authentication.delay.ms", 100),
+        max_receive_bytes=integer("sasl.server.max.receive.size", 524288),
     )
 
 
@@ -215,13 +237,18 @@ def plain_users_of(key: str, jaas: str) -> dict[str, str]:
     rest = text[match.end():-1]
     users: dict[str, str] = {}
     pos = 0
+    last = ""
     while rest[pos:].strip():
         option = _JAAS_OPTION.match(rest, pos)
         if option is None:
-            raise SecurityConfigError(key, f"invalid value for {key}: cannot read the options at {rest[pos:pos + 20]!r}")
+            # Which option, never the text: it holds passwords.
+            after = f"after option {last!r}" if last else "at the first option"
+            raise SecurityConfigError(key, f"invalid value for {key}: cannot read the options {after} "
+                                           "(expected name=\"value\"; the value is not shown: it holds passwords)")
         name = option.group(1)
         value = option.group(2) if option.group(2) is not None else option.group(3)
         if name.startswith("user_"):
             users[name[len("user_"):]] = re.sub(r"\\(.)", r"\1", value)
+        last = name
         pos = option.end()
     return users

@@ -39,3 +39,26 @@ def test_sizes_are_checked_before_anything_is_buffered(prefix):
     reader.feed(prefix[:2])
     with pytest.raises(FrameError):
         reader.feed(prefix[2:])
+
+
+def test_a_frame_not_allowed_to_start_waits_in_the_backlog_prefix_and_all():
+    stream = framed(b"a" * 10) + framed(b"b" * 5000) + framed(b"c")
+    reader = FrameReader(1 << 20)
+    # The first fits, the 5000-byte one may not start: it and what follows wait.
+    got = reader.feed(stream[:3000], may_start=lambda size: size < 100)
+    assert [bytes(f) for f in got] == [b"a" * 10]
+    assert reader.backlog == stream[14:3000] and reader.pending == len(stream[14:3000])
+    backlog, reader.backlog = reader.backlog, b""
+    assert reader.feed(backlog, may_start=lambda size: True) == []
+    # A frame begun counts whole from its prefix on: what Kafka's pool allocates.
+    assert reader.pending == 5000
+    got = reader.feed(stream[3000:])
+    assert [bytes(f) for f in got] == [b"b" * 5000, b"c"] and reader.pending == 0
+
+
+def test_a_prefix_split_across_chunks_goes_back_whole_when_its_frame_may_not_start():
+    stream = framed(b"z" * 300)
+    reader = FrameReader(1 << 20)
+    assert reader.feed(stream[:2], may_start=lambda size: False) == []
+    assert reader.feed(stream[2:50], may_start=lambda size: False) == []
+    assert reader.backlog == stream[:50]
