@@ -12,7 +12,7 @@ from typing import Any
 
 from ottla.coordinator.internal_topics import is_internal
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.storage.log_manager import Topic
+from ottla.storage.log_manager import Topic, validate_topic_name
 
 from ..authorizer import Operation, ResourceType
 from .context import RequestContext
@@ -59,7 +59,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     topics.append({"error_code": exc.code, "name": name})
                     continue
             if topic is None:
-                code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+                code = ErrorCode.unknown_topic_id if name is None else _unknown_name_error(name)
                 topics.append({"error_code": code, "name": name,
                                "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 continue
@@ -72,6 +72,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         topics=topics,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
+
+
+def _unknown_name_error(name: str) -> ErrorCode:
+    """Kafka tells a name no topic could have (INVALID_TOPIC_EXCEPTION) from one no topic has."""
+    try:
+        validate_topic_name(name)
+    except KafkaError as exc:
+        return exc.code
+    return ErrorCode.unknown_topic_or_partition
 
 
 def _describe(topic: Topic, node_id: int) -> dict[str, Any]:
