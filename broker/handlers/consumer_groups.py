@@ -42,7 +42,7 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         server_assignor=request.server_assignor,
         owned=_assignment(request.topic_partitions),
         client_id=ctx.header.client_id or "",
-        client_host=ctx.host,
+        client_host="/" + ctx.host,  # Java's InetAddress.toString(), as Kafka reports it
         member_id_required=ctx.version >= 1,
     ))
     assignment = None
@@ -76,7 +76,7 @@ def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> dict
             "client_id": m.client_id,
             "client_host": m.client_host,
             "subscribed_topic_names": list(m.subscribed_topic_names),
-            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" when none
             "assignment": _described_assignment(m.assigned, names),
             "target_assignment": _described_assignment(group.target.get(m.member_id, {}), names),
             "member_type": CONSUMER_MEMBER,
