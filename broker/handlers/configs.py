@@ -229,6 +229,9 @@ def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
 
 
 def _incremental(topic: Any, changes: Any, broker: bool = False) -> dict[str, str]:
+    names = [change.name for change in changes]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
     configs = dict(topic.configs)
     for change in changes:
         if not broker and change.name not in TOPIC_CONFIGS:

@@ -162,9 +162,12 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     """DescribeCluster (the admin clients' describe_cluster): this broker, the cluster id
     and the controller, which is this broker too."""
     services = ctx.services
-    if getattr(request, "endpoint_type", 1) != 1:  # 2: controllers, which clients reach only in KRaft tools
-        return ctx.respond(error_code=ErrorCode.unsupported_endpoint_type, error_message="Unsupported endpoint type",
-                           cluster_id=services.logs.cluster_id, brokers=[])
+    endpoint_type = getattr(request, "endpoint_type", 1)
+    if endpoint_type != 1:
+        # 2 asks a controller's listener for the controllers (KRaft tools): a broker's
+        # listener is the wrong type. Kafka answers either error with an empty cluster id.
+        code = ErrorCode.mismatched_endpoint_type if endpoint_type == 2 else ErrorCode.unsupported_endpoint_type
+        return ctx.respond(error_code=code, error_message="Unsupported endpoint type", cluster_id="", brokers=[])
     host, port = ctx.advertised_address
     return ctx.respond(error_code=ErrorCode.none, error_message=None, cluster_id=services.logs.cluster_id,
                        controller_id=services.node_id,

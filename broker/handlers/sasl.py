@@ -44,7 +44,9 @@ def handle_handshake(ctx: RequestContext, request: Any) -> Any:
 async def handle_authenticate(ctx: RequestContext, request: Any) -> Any:
     session = ctx.session
     if session.server is None or session.raw_tokens:
-        session.close_after_response = True
+        # On a SASL listener this breaks the exchange; on a plaintext one Kafka's
+        # KafkaApis answers it and the connection goes on.
+        session.close_after_response = session.security.sasl is not None
         return ctx.respond(error_code=ErrorCode.illegal_sasl_state, auth_bytes=b"",
                            error_message="SaslAuthenticate without a SaslHandshake first", session_lifetime=0)
     try:
