@@ -55,9 +55,26 @@ KNOWN: list[Known] = [
     Known("api-versions-features", 18, r"(supported|finalized)_features.*"),
     # Kafka's controller records min.insync.replicas as a cluster-wide dynamic default.
     Known("min-insync-replicas-source", None, r".*configs\[(name|config_name)='min.insync.replicas'\]"
-          r"\.(config_source|source|is_default)"),
+          r"\.(config_source|source|is_default|synonyms.*)"),
+    Known("config-documentation-own-words", 32, r".*\.documentation",
+          lambda d: isinstance(d.ottla, str) and isinstance(d.kafka, str)),
+    Known("config-synonyms-null-defaults", 32,
+          r"results\[resource_name='[^']*'\]\.configs\[name='(retention|segment|flush|segment\.jitter)\.ms'\]"
+          r"\.synonyms(\[name='log\.(retention|roll|flush\.interval|roll\.jitter)\.ms'\])?"),
+    Known("broker-configs-describe", 32, r"results\[resource_name='1'\]\.configs.*"),
+    Known("broker-configs-read-only", 44, r"responses\[resource_name='1'\]\.error_code"),
+    Known("incremental-alter-unknown-operation", 44, r"responses\[resource_name='[^']*'\]\.error_code",
+          lambda d: (d.ottla, d.kafka) == ("invalid_request", "unknown_server_error")),
+    Known("negative-array-length", 3, r".*", step=r"metadata-negative-count"),
+    Known("internal-topic-create", 19, r"topics\[name='__consumer_offsets'\]\.error_code"),
     Known("metadata-auto-create-at-once", 3, r"topics\[name='[^']*'\]\.(error_code|topic_id|partitions)",
           step=r"auto-create.*"),
+    # EndTxn v5 is answered with transaction.version 1's rules (no epoch bump, no abort
+    # of an empty transaction).
+    Known("end-txn-v5-as-tv1", 26, r"error_code|producer_id|producer_epoch", lambda d: d.version >= 5),
+    Known("consumer-group-first-epoch", None, r"(.*\.)?(member_epoch|group_epoch|assignment_epoch)",
+          lambda d: (d.ottla, d.kafka) == (1, 2)),
+    Known("classic-member-in-consumer-group", 11, r"error_code|member_id", step=r"classic-join-into-consumer-group"),
     Known("authorized-operations-omitted", None, r".*authorized_operations",
           lambda d: d.ottla == -(2**31)),
 ]

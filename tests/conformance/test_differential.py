@@ -14,14 +14,24 @@ from __future__ import annotations
 
 import pytest
 
+from ottla.broker.testing import BrokerProcess
+
 from . import known
 from .scenarios import ALL
-from .suite import TABLE, Results, table, unlisted
+from .suite import OTTLA_PROPERTIES, TABLE, Results, table, unlisted
 
 
 @pytest.fixture(scope="module")
-def results(broker, kafka_reference) -> Results:
-    return Results(broker.bootstrap, kafka_reference.bootstrap)
+def ottla(tmp_path_factory: pytest.TempPathFactory):
+    """Ottla for this module, configured as the reference Kafka is."""
+    process = BrokerProcess(str(tmp_path_factory.mktemp("ottla-conformance")), OTTLA_PROPERTIES).start()
+    yield process
+    process.cleanup()
+
+
+@pytest.fixture(scope="module")
+def results(ottla, kafka_reference) -> Results:
+    return Results(ottla.bootstrap, kafka_reference.bootstrap)
 
 
 @pytest.mark.parametrize("scenario", ALL, ids=lambda s: s.name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..harness import Scenario
-from . import basic
+from . import admin, basic, groups, idempotence, malformed, transactions
 
-ALL: list[Scenario] = [*basic.SCENARIOS]
+ALL: list[Scenario] = [*basic.SCENARIOS, *idempotence.SCENARIOS, *transactions.SCENARIOS, *groups.SCENARIOS,
+                       *admin.SCENARIOS, *malformed.SCENARIOS]

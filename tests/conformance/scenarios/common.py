@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from ottla.protocol.batch import build_batch, encode_record
 
-from ..harness import Context, Step
+from ..harness import Step
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 10, 11, 12, 13, 14
@@ -47,6 +47,3 @@ def create(name: str, partitions: int = 1, configs: dict[str, str] | None = None
         "topics": [{"name": c.topic(suffix), "num_partitions": partitions, "replication_factor": 1,
                     "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}]})
 
-
-def body(fn: Callable[[Context], dict[str, Any]]) -> Callable[[Context], dict[str, Any]]:
-    return fn
