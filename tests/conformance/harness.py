@@ -223,7 +223,8 @@ def _decode_quietly(step: Step, frame: bytes) -> Any:
 
 def _has_error(tree: Any, names: tuple[str, ...]) -> bool:
     if isinstance(tree, dict):
-        return tree.get("error_code") in names or any(_has_error(v, names) for v in tree.values())
+        return any(k.endswith("error_code") and v in names for k, v in tree.items()) or any(
+            _has_error(v, names) for v in tree.values())
     if isinstance(tree, list):
         return any(_has_error(v, names) for v in tree)
     return False
@@ -399,7 +400,7 @@ class Normaliser:
             return out
         if isinstance(tree, list):
             items = [self(item, name) for item in tree]
-            return keyed(items)
+            return items if name == "records" else keyed(items)  # batches keep their log order
         return tree
 
     def _batch(self, batch: dict[str, Any]) -> None:

@@ -3,11 +3,10 @@ except for the differences listed with their reasons in "Where Ottla knowingly d
 from Kafka 4"; that list holds exactly the differences observed; docs/kafka-conformance.md
 is the verdict of the scenarios as they run today.
 
-Broken on purpose once (see the commit messages): with Fetch's error partitions given a
-real high watermark again, test_scenario[produce-fetch] fails on
-`high_watermark: ottla=19 kafka=-1`; with a bullet's id removed from the list, the same
-difference is reported as unlisted; with a rule's difference fixed, test_the_list_is_true
-names the id no longer observed.
+Broken on purpose once each: with Fetch's error partitions given a high watermark again,
+test_scenario[produce-fetch] fails on `high_watermark: ottla=5 kafka=-1`; with the id of
+`negative-array-length` taken out of the README, test_scenario[malformed] reports that
+difference as unlisted (rule: negative-array-length).
 """
 
 from __future__ import annotations

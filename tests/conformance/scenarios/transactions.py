@@ -11,6 +11,7 @@ from .common import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCE
                      FETCH, FIND_COORDINATOR, OFFSET_FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, LIST_TRANSACTIONS, PRODUCE,
                      TXN_OFFSET_COMMIT, WRITE_TXN_MARKERS, batch, create, produce)
 
+TIMEOUT_WAIT = 12.0
 NOT_YET = ("coordinator_not_available", "coordinator_load_in_progress", "not_coordinator")
 
 
@@ -169,6 +170,8 @@ SCENARIOS = [
         txn_offset_commit("txn-offset-commit-before-add-offsets", "init"),
         add_partitions("add", "init"),
         init("init-while-ongoing"),
+        # Once the abort the last step began is written, the id comes back with its epoch bumped.
+        init("init-after-abort", after_end=True),
         txn_produce("produce-fenced", "init", [b"x"], 0),
         # Kafka is still aborting the open transaction for a moment (see init's docstring).
         end("end-fenced", "init", True, retry=("concurrent_transactions",)),
@@ -187,6 +190,21 @@ SCENARIOS = [
         Step("describe-producers-unknown", DESCRIBE_PRODUCERS, 0, lambda c: {
             "topics": [{"name": c.topic("nope"), "partition_indexes": [0]}, {"name": c.topic(),
                                                                             "partition_indexes": [3]}]}),
+    ]),
+    # Both brokers look for timed-out transactions every 10 s (Kafka's default
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms): the wait covers one look.
+    Scenario("transaction-timeout", [
+        create("create"),
+        find("find", 1, tid),
+        init("init", timeout=1000),
+        add_partitions("add", "init"),
+        txn_produce("produce", "init", [b"late"], 0),
+        Step("describe-after-timeout", DESCRIBE_TRANSACTIONS, 0, lambda c: {"transactional_ids": [tid(c)]},
+             wait=TIMEOUT_WAIT),
+        end("commit-after-timeout", "init", True, retry=("concurrent_transactions",)),
+        add_partitions("add-after-timeout", "init", retry=("concurrent_transactions",)),
+        txn_produce("produce-after-timeout", "init", [b"later"], 1),
+        init("init-again", timeout=1000, after_end=True),
     ]),
     Scenario("write-txn-markers", [
         create("create"),
