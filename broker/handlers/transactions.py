@@ -184,13 +184,13 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
     for txn_id in request.transactional_ids:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
             states.append({"error_code": ErrorCode.transactional_id_authorization_failed, "transactional_id": txn_id,
-                           "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
+                           "transaction_state": "", "producer_id": 0, "producer_epoch": 0})
             continue
         try:
             txn = coordinator.describe(txn_id)
         except KafkaError as exc:  # its partition of __transaction_state is loading
             states.append({"error_code": exc.code, "transactional_id": txn_id,
-                           "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
+                           "transaction_state": "", "producer_id": 0, "producer_epoch": 0})
             continue
         if txn is None:
             # The schema's defaults (producer id and epoch 0, a start time of 0), as Kafka answers.
