@@ -74,9 +74,15 @@ class Step:
     # until its answer has none of them (Kafka creates its coordinators' topics, and
     # loads them, a moment after the first request that needs them).
     retry: tuple[str, ...] = ()
+    # Sent again, the same way, until this holds of its (plain) answer: a change Kafka
+    # applies a moment after acknowledging it (ACLs go through its metadata log).
+    until: Callable[[Any], bool] | None = None
     # A listing of the whole broker (ListTransactions, ListGroups): only the entries of
     # this run are compared (Kafka serves the whole session's tests).
     only_mine: bool = False
+    # The connection the step goes on: each name is a connection of its own (the SASL
+    # scenarios authenticate one per user).
+    user: str = ""
 
 
 @dataclass
@@ -84,6 +90,8 @@ class Scenario:
     name: str
     steps: list[Step]
     doc: str = ""
+    # Run against the brokers with SASL and ACLs (tests/conformance/secured.py).
+    secured: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,10 +168,11 @@ def run(bootstrap: str, scenario: Scenario, run_id: str) -> list[tuple[Step, Any
     """Every step's answer as a plain tree (see `plain`): {"closed": True} when the
     broker closed the connection instead of answering."""
     context = Context(run_id)
-    connection = _Connection(bootstrap)
+    connections: dict[str, _Connection] = {}
     answers: list[tuple[Step, Any]] = []
     try:
         for step in scenario.steps:
+            connection = connections.setdefault(step.user, _Connection(bootstrap))
             if step.wait:
                 time.sleep(step.wait)
             correlation_id = connection.correlation_id + 1
@@ -177,8 +186,11 @@ def run(bootstrap: str, scenario: Scenario, run_id: str) -> list[tuple[Step, Any
                 values = step.body(context) if callable(step.body) else (step.body or {})
                 payload = encode_request(correlation_id, CLIENT_ID, make(cls, **values))
             frame = connection.exchange(step.api, step.version, payload, step.expect_answer)
-            for _ in range(RETRIES if step.retry else 0):
-                if frame is None or not _has_error(plain(_decode_quietly(step, frame)), step.retry):
+            for _ in range(RETRIES if step.retry or step.until else 0):
+                if frame is None:
+                    break
+                answer = plain(_decode_quietly(step, frame))
+                if not _has_error(answer, step.retry) and (step.until is None or step.until(answer)):
                     break
                 time.sleep(0.1)
                 payload = encode_request(connection.correlation_id + 1, CLIENT_ID,
@@ -196,12 +208,13 @@ def run(bootstrap: str, scenario: Scenario, run_id: str) -> list[tuple[Step, Any
                     and not values.get("validate_only")):
                 _settle(connection, context.answers[step.name])
     finally:
-        connection.close()
+        for connection in connections.values():
+            connection.close()
     return answers
 
 
 RETRIES = 300
-_NAMED = ("transactional_id", "group_id", "name", "user")
+_NAMED = ("transactional_id", "group_id", "name", "user", "resource_name")
 
 
 def _mine(tree: Any, run_id: str) -> Any:

@@ -15,7 +15,10 @@ import pytest
 
 from ottla.broker.testing import BrokerProcess
 
+from tests.reference.kafka import ReferenceUnavailable
+
 from . import known
+from .secured import start_pair
 from .scenarios import ALL
 from .suite import OTTLA_PROPERTIES, TABLE, Results, table, unlisted
 
@@ -29,8 +32,24 @@ def ottla(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def results(ottla, kafka_reference) -> Results:
-    return Results(ottla.bootstrap, kafka_reference.bootstrap)
+def results(ottla, kafka_reference, tmp_path_factory: pytest.TempPathFactory):
+    """The scenarios' results; the secured pair (a second Kafka, with SASL and ACLs, and
+    Ottla configured alike) starts when the first secured scenario runs."""
+    started: list = []
+
+    def secured() -> tuple[str, str]:
+        if not started:
+            try:
+                started.extend(start_pair(str(tmp_path_factory.mktemp("kafka-secured")),
+                                          str(tmp_path_factory.mktemp("ottla-secured"))))
+            except ReferenceUnavailable as exc:
+                pytest.fail(f"Apache Kafka with SASL and ACLs did not start: {exc}", pytrace=False)
+        return started[3], started[2]
+
+    yield Results(ottla.bootstrap, kafka_reference.bootstrap, secured)
+    if started:
+        started[1].cleanup()
+        started[0].cleanup()
 
 
 @pytest.mark.parametrize("scenario", ALL, ids=lambda s: s.name)
