@@ -19,9 +19,10 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ottla.broker.client import recv_exactly
 from ottla.protocol.apis import SUPPORTED
@@ -289,7 +290,7 @@ def _decode(step: Step, frame: bytes, context: Context) -> Any:
     for version in versions:
         try:
             _correlation, body = decode_response(step.api, version, frame)
-        except Exception:  # noqa: BLE001 - the next version, or undecodable below
+        except Exception:  # noqa: BLE001, S112 - the next version, or undecodable below
             continue
         context.answers[step.name] = body
         tree = plain(body)

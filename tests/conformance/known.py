@@ -14,9 +14,9 @@ where the path alone says too little, by a predicate on the difference.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .harness import ABSENT, Difference
 

@@ -59,7 +59,8 @@ class SecuredKafka(KafkaBroker):
 
 def start_pair(kafka_dir: str | None = None, ottla_dir: str | None = None) -> tuple[Any, Any, str, str]:
     """(kafka, ottla, kafka's SASL bootstrap, ottla's), both started."""
-    kafka = SecuredKafka(kafka_dir).start()
+    kafka = SecuredKafka(kafka_dir)
+    kafka.start()
     try:
         ottla = BrokerProcess(ottla_dir, OTTLA_SECURED).start()
     except Exception:

@@ -14,8 +14,9 @@ import socket
 import struct
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ottla.broker.client import recv_exactly
 from ottla.protocol.apis import SUPPORTED
@@ -82,35 +83,35 @@ def unlisted(found: list[Difference]) -> list[Difference]:
 # commits say how); the differences kept are listed, with their reasons, under "Where
 # Ottla knowingly differs from Kafka 4".
 FIXED = [
-    "Fetch: a partition not read (offset out of range, unknown partition) answers its offsets as -1; "
-    "errors found before reading carry an empty aborted-transaction list",
-    "ListOffsets: a special timestamp older than the request's version, or an unknown negative one, is "
-    "UNSUPPORTED_VERSION",
+    ("Fetch: a partition not read (offset out of range, unknown partition) answers its offsets as -1; "
+    "errors found before reading carry an empty aborted-transaction list"),
+    ("ListOffsets: a special timestamp older than the request's version, or an unknown negative one, is "
+    "UNSUPPORTED_VERSION"),
     "Metadata: a topic name no topic may have is INVALID_TOPIC_EXCEPTION",
-    "ApiVersions: an unsupported version lists ApiVersions' own range only; a client software name or "
-    "version outside Kafka's pattern is INVALID_REQUEST",
-    "Produce: errors found against the log (sequence, epoch, records, timestamps, replicas) carry the log "
+    ("ApiVersions: an unsupported version lists ApiVersions' own range only; a client software name or "
+    "version outside Kafka's pattern is INVALID_REQUEST"),
+    ("Produce: errors found against the log (sequence, epoch, records, timestamps, replicas) carry the log "
     "start offset; a duplicate of a cached batch answers the batch's timestamp as its append time; empty or "
     "truncated records are INVALID_RECORD (CORRUPT_MESSAGE stays for damaged ones); transactional batches "
-    "without a transactional id are TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-    "InitProducerId: a producer id without an epoch (or the reverse), and an empty transactional id, are "
-    "INVALID_REQUEST",
+    "without a transactional id are TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    ("InitProducerId: a producer id without an epoch (or the reverse), and an empty transactional id, are "
+    "INVALID_REQUEST"),
     "DescribeTransactions: an unknown transactional id answers producer id and epoch 0 (the schema's defaults)",
     "ListTransactions v2: the transactional id pattern filters (an invalid one is INVALID_REGULAR_EXPRESSION)",
     "OffsetCommit, TxnOffsetCommit, OffsetDelete: partitions no topic has are UNKNOWN_TOPIC_OR_PARTITION",
-    "DescribeGroups, ConsumerGroupDescribe: client_host as Java prints it (\"/127.0.0.1\"); no subscribed "
-    "regex is \"\"",
-    "CreateTopics: error answers carry an empty config list; a name given twice is answered once with "
-    "INVALID_REQUEST; validate_only answers a topic id",
+    ("DescribeGroups, ConsumerGroupDescribe: client_host as Java prints it (\"/127.0.0.1\"); no subscribed "
+    "regex is \"\""),
+    ("CreateTopics: error answers carry an empty config list; a name given twice is answered once with "
+    "INVALID_REQUEST; validate_only answers a topic id"),
     "CreatePartitions: a name given twice is answered once",
     "DeleteTopics v6: a name and an id together are INVALID_REQUEST",
     "IncrementalAlterConfigs: a config named twice is INVALID_REQUEST",
     "OffsetForLeaderEpoch: only -1 means no current leader epoch (-2 is FENCED_LEADER_EPOCH)",
-    "DescribeCluster: the controllers' endpoint type asked of a broker is MISMATCHED_ENDPOINT_TYPE, with an "
-    "empty cluster id",
+    ("DescribeCluster: the controllers' endpoint type asked of a broker is MISMATCHED_ENDPOINT_TYPE, with an "
+    "empty cluster id"),
     "SaslAuthenticate on a plaintext listener: ILLEGAL_SASL_STATE, and the connection stays open",
-    "SaslHandshake and SaslAuthenticate on a connection already authenticated: ILLEGAL_SASL_STATE (no "
-    "mechanisms), and the connection stays open",
+    ("SaslHandshake and SaslAuthenticate on a connection already authenticated: ILLEGAL_SASL_STATE (no "
+    "mechanisms), and the connection stays open"),
     "DescribeUserScramCredentials refused for want of DESCRIBE on the cluster: one result per user asked for",
     "DescribeTransactions refused for want of DESCRIBE: producer id and epoch 0, the schema's defaults",
 ]

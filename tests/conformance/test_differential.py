@@ -12,14 +12,13 @@ difference as unlisted (rule: negative-array-length).
 from __future__ import annotations
 
 import pytest
-
 from ottla.broker.testing import BrokerProcess
 
 from tests.reference.kafka import ReferenceUnavailable
 
 from . import known
-from .secured import start_pair
 from .scenarios import ALL
+from .secured import start_pair
 from .suite import OTTLA_PROPERTIES, TABLE, Results, table, unlisted
 
 

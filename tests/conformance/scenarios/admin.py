@@ -7,12 +7,35 @@ import uuid
 from typing import Any
 
 from ..harness import Context, Scenario, Step, sweep
-from .common import (ALTER_CLIENT_QUOTAS, ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS,
-                     CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS, DELETE_RECORDS, DELETE_TOPICS,
-                     DESCRIBE_ACLS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS,
-                     DESCRIBE_TOPIC_PARTITIONS, DESCRIBE_USER_SCRAM_CREDENTIALS, ELECT_LEADERS,
-                     INCREMENTAL_ALTER_CONFIGS, LIST_PARTITION_REASSIGNMENTS, OFFSET_FOR_LEADER_EPOCH, PRODUCE,
-                     SASL_AUTHENTICATE, SASL_HANDSHAKE, batch, create, produce)
+from .common import (
+    ALTER_CLIENT_QUOTAS,
+    ALTER_CONFIGS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    ALTER_USER_SCRAM_CREDENTIALS,
+    CREATE_ACLS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_ACLS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    DESCRIBE_ACLS,
+    DESCRIBE_CLIENT_QUOTAS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_LOG_DIRS,
+    DESCRIBE_TOPIC_PARTITIONS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ELECT_LEADERS,
+    INCREMENTAL_ALTER_CONFIGS,
+    LIST_PARTITION_REASSIGNMENTS,
+    OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    batch,
+    create,
+    produce,
+)
 
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
 
@@ -122,7 +145,7 @@ SCENARIOS = [
                       validate_only=True),
         create_topics("duplicate-in-request", lambda c: [new_topic(c, "dup"), new_topic(c, "dup")]),
         create_topics("internal", lambda c: [{**new_topic(c, ""), "name": "__consumer_offsets"}]),
-        *[Step(f"delete@v{v}", DELETE_TOPICS, v, lambda c, v=v: {
+        *[Step(f"delete@v{v}", DELETE_TOPICS, v, lambda c, v=v: {  # type: ignore[misc]
             "timeout": 30000, "topic_names": [c.topic(f"v{v + 1}")],
             "topics": [{"name": c.topic(f"v{v + 1}"), "topic_id": None}]}) for v in range(1, 7) if v + 1 <= 7],
         Step("delete-v6-by-id", DELETE_TOPICS, 6, lambda c: {"timeout": 30000, "topics": [
@@ -150,13 +173,13 @@ SCENARIOS = [
         describe_configs("describe-bad-resource-type", 4, lambda c: [
             {"resource_type": 99, "resource_name": "x", "configuration_keys": None}]),
         *[alter(f"alter@v{v}", v, {"retention.ms": str(1000 * (v + 1)), "cleanup.policy": "delete"})
-          for v in range(0, 3)],
+          for v in range(3)],
         alter("alter-invalid", 2, {"retention.ms": "-7"}),
         alter("alter-unknown-config", 2, {"no.such.config": "1"}),
         alter("alter-unknown-topic", 2, {"retention.ms": "1"}, suffix="nope"),
         alter("alter-validate-only", 2, {"retention.ms": "999"}, validate_only=True),
         *[incremental(f"incremental@v{v}", v, [("retention.ms", SET, "424242"), ("segment.ms", SET, "600000")])
-          for v in range(0, 2)],
+          for v in range(2)],
         incremental("incremental-delete", 1, [("segment.ms", DELETE, None)]),
         incremental("incremental-append", 1, [("cleanup.policy", APPEND, "compact")]),
         incremental("incremental-subtract", 1, [("cleanup.policy", SUBTRACT, "delete")]),
@@ -173,9 +196,9 @@ SCENARIOS = [
     Scenario("partitions-and-records", [
         create("create", 1),
         Step("produce", PRODUCE, 9, lambda c: records(c, 5)),
-        *[Step(f"create-partitions@v{v}", CREATE_PARTITIONS, v, lambda c, v=v: {
+        *[Step(f"create-partitions@v{v}", CREATE_PARTITIONS, v, lambda c, v=v: {  # type: ignore[misc]
             "timeout": 30000, "validate_only": False,
-            "topics": [{"name": c.topic(), "count": 2 + v, "assignments": None}]}) for v in range(0, 4)],
+            "topics": [{"name": c.topic(), "count": 2 + v, "assignments": None}]}) for v in range(4)],
         Step("create-partitions-shrink", CREATE_PARTITIONS, 3, lambda c: {
             "timeout": 30000, "validate_only": False,
             "topics": [{"name": c.topic(), "count": 2, "assignments": None}]}),
@@ -194,8 +217,9 @@ SCENARIOS = [
             "timeout": 30000, "validate_only": False,
             "topics": [{"name": c.topic(), "count": 7, "assignments": None},
                        {"name": c.topic(), "count": 8, "assignments": None}]}),
-        *[Step(f"delete-records@v{v}", DELETE_RECORDS, v, lambda c, v=v: delete_records(c, 0, v + 1))
-          for v in range(0, 3)],
+        *[Step(f"delete-records@v{v}", DELETE_RECORDS, v,
+               lambda c, v=v: delete_records(c, 0, v + 1))  # type: ignore[misc]
+          for v in range(3)],
         Step("delete-records-beyond-end", DELETE_RECORDS, 2, lambda c: delete_records(c, 0, 50)),
         Step("delete-records-to-end", DELETE_RECORDS, 2, lambda c: delete_records(c, 0, -1)),
         Step("delete-records-backwards", DELETE_RECORDS, 2, lambda c: delete_records(c, 0, 1)),
@@ -220,7 +244,7 @@ SCENARIOS = [
             "cursor": {"topic_name": c.topic(), "partition_index": 3}}),
         *[Step(f"elect-leaders@v{v}", ELECT_LEADERS, v, lambda c: {
             "election_type": 0, "timeout": 30000,
-            "topic_partitions": [{"topic": c.topic(), "partitions": [0, 77]}]}) for v in range(0, 3)],
+            "topic_partitions": [{"topic": c.topic(), "partitions": [0, 77]}]}) for v in range(3)],
         Step("elect-unclean", ELECT_LEADERS, 2, lambda c: {
             "election_type": 1, "timeout": 30000, "topic_partitions": [{"topic": c.topic(), "partitions": [0]}]}),
         *[Step(f"alter-reassignments@v{v}", ALTER_PARTITION_REASSIGNMENTS, v, lambda c: {
@@ -228,7 +252,7 @@ SCENARIOS = [
             "topics": [{"name": c.topic(), "partitions": [{"partition_index": 0, "replicas": [1]},
                                                           {"partition_index": 1, "replicas": None},
                                                           {"partition_index": 66, "replicas": [1]}]}]})
-          for v in range(0, 2)],
+          for v in range(2)],
         Step("alter-reassignments-other-broker", ALTER_PARTITION_REASSIGNMENTS, 1, lambda c: {
             "timeout": 30000, "allow_replication_factor_change": True,
             "topics": [{"name": c.topic(), "partitions": [{"partition_index": 0, "replicas": [2]}]}]}),
@@ -243,9 +267,10 @@ SCENARIOS = [
                                                                    "endpoint_type": 2}),
         Step("describe-cluster-unknown-endpoint", DESCRIBE_CLUSTER, 1, {
             "include_cluster_authorized_operations": False, "endpoint_type": 9}),
-        *[Step(f"alter-quotas@v{v}", ALTER_CLIENT_QUOTAS, v, lambda c, v=v: {"validate_only": False, "entries": [
+        *[Step(f"alter-quotas@v{v}", ALTER_CLIENT_QUOTAS, v,
+               lambda c, v=v: {"validate_only": False, "entries": [  # type: ignore[misc]
             {"entity": [{"entity_type": "client-id", "entity_name": c.name("client", str(v))}],
-             "ops": [{"key": "producer_byte_rate", "value": 1024000.0, "remove": False}]}]}) for v in range(0, 2)],
+             "ops": [{"key": "producer_byte_rate", "value": 1024000.0, "remove": False}]}]}) for v in range(2)],
         Step("alter-quotas-unknown-key", ALTER_CLIENT_QUOTAS, 1, lambda c: {"validate_only": False, "entries": [
             {"entity": [{"entity_type": "client-id", "entity_name": c.name("client")}],
              "ops": [{"key": "no_such_quota", "value": 1.0, "remove": False}]}]}),
@@ -253,7 +278,7 @@ SCENARIOS = [
             {"entity": [{"entity_type": "planet", "entity_name": "x"}],
              "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}]}]}),
         *[Step(f"describe-quotas@v{v}", DESCRIBE_CLIENT_QUOTAS, v, lambda c: {"strict": False, "components": [
-            {"entity_type": "client-id", "match_type": 0, "match": c.name("client", "1")}]}) for v in range(0, 2)],
+            {"entity_type": "client-id", "match_type": 0, "match": c.name("client", "1")}]}) for v in range(2)],
         Step("alter-quotas-remove", ALTER_CLIENT_QUOTAS, 1, lambda c: {"validate_only": False, "entries": [
             {"entity": [{"entity_type": "client-id", "entity_name": c.name("client", "1")}],
              "ops": [{"key": "producer_byte_rate", "value": 0.0, "remove": True}]}]}),
@@ -273,8 +298,8 @@ SCENARIOS = [
         *[Step(f"describe-acls@v{v}", DESCRIBE_ACLS, v, ACL_FILTER) for v in range(1, 4)],
         *[Step(f"create-acls@v{v}", CREATE_ACLS, v, {"creations": [ACL]}) for v in range(1, 4)],
         *[Step(f"delete-acls@v{v}", DELETE_ACLS, v, {"filters": [ACL_FILTER]}) for v in range(1, 4)],
-        *[Step(f"sasl-handshake@v{v}", SASL_HANDSHAKE, v, {"mechanism": "PLAIN"}) for v in range(0, 2)],
+        *[Step(f"sasl-handshake@v{v}", SASL_HANDSHAKE, v, {"mechanism": "PLAIN"}) for v in range(2)],
         *[Step(f"sasl-authenticate@v{v}", SASL_AUTHENTICATE, v, {"auth_bytes": b"\x00alice\x00secret"})
-          for v in range(0, 3)],
+          for v in range(3)],
     ]),
 ]

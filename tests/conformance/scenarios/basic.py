@@ -37,7 +37,7 @@ SCENARIOS = [
         *sweep("produce-unknown-partition", PRODUCE, lambda c: produce(c.topic(), 7, batch([b"x"])), range(3, 12)),
         *sweep("produce-unknown-topic", PRODUCE, lambda c: produce(c.topic("nope"), 0, batch([b"x"])), range(3, 12)),
         *[Step(f"produce-v{v}-dropped", PRODUCE, v, raw=lambda c: produce_v0_to_v2(c.topic()))
-          for v in range(0, 3)],
+          for v in range(3)],
         Step("produce-acks-2", PRODUCE, 9, lambda c: {**produce(c.topic(), 0, batch([b"x"])), "acks": 2}),
         Step("produce-acks-0", PRODUCE, 9, lambda c: {**produce(c.topic(), 0, batch([b"y"])), "acks": 0},
              expect_answer=False),

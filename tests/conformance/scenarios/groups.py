@@ -6,9 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from ..harness import Context, Scenario, Step, sweep
-from .common import (CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, DELETE_GROUPS, DESCRIBE_GROUPS,
-                     FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS, OFFSET_COMMIT, OFFSET_DELETE,
-                     OFFSET_FETCH, SYNC_GROUP, create)
+from .common import (
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+    create,
+)
 
 NOT_YET = ("coordinator_not_available", "coordinator_load_in_progress", "not_coordinator")
 # A consumer's subscription as the classic "consumer" protocol encodes it (version 0,
@@ -97,12 +110,12 @@ SCENARIOS = [
     Scenario("classic-group", [
         create("create", 2),
         *[Step(f"find-coordinator@v{v}", FIND_COORDINATOR, v, lambda c: {
-            "key_type": 0, "key": g(c), "coordinator_keys": [g(c)]}, retry=NOT_YET) for v in range(0, 7)],
+            "key_type": 0, "key": g(c), "coordinator_keys": [g(c)]}, retry=NOT_YET) for v in range(7)],
         Step("find-bad-key-type", FIND_COORDINATOR, 4, lambda c: {"key_type": 7, "coordinator_keys": [g(c)]}),
         join("join-needs-member-id", 9),
         join("join", 9, "join-needs-member-id"),
-        *[sync(f"sync@v{v}", v, "join") for v in range(0, 6)],
-        *[heartbeat(f"heartbeat@v{v}", v, "join") for v in range(0, 5)],
+        *[sync(f"sync@v{v}", v, "join") for v in range(6)],
+        *[heartbeat(f"heartbeat@v{v}", v, "join") for v in range(5)],
         heartbeat("heartbeat-wrong-generation", 4, "join", generation_delta=3),
         heartbeat("heartbeat-unknown-member", 4, "join", member_id="nobody"),
         Step("heartbeat-unknown-group", HEARTBEAT, 4, lambda c: {"group_id": g(c, "none"), "generation_id": 1,
@@ -127,16 +140,16 @@ SCENARIOS = [
         Step("offset-delete-subscribed", OFFSET_DELETE, 0, lambda c: {
             "group_id": g(c), "topics": [{"name": c.topic(), "partitions": [{"partition_index": 0}]}]}),
         leave("leave-unknown-member", 5, None),
-        *[leave(f"leave@v{v}", v, "join") for v in range(0, 6)],
+        *[leave(f"leave@v{v}", v, "join") for v in range(6)],
         Step("offset-delete", OFFSET_DELETE, 0, lambda c: {
             "group_id": g(c), "topics": [{"name": c.topic(), "partitions": [{"partition_index": 0},
                                                                             {"partition_index": 5}]}]}),
         *[Step(f"delete@v{v}", DELETE_GROUPS, v, lambda c: {"groups_names": [g(c), g(c, "none")]})
-          for v in range(0, 3)],
+          for v in range(3)],
     ]),
     Scenario("classic-join-versions", [
         create("create"),
-        *[join(f"join@v{v}", v, n=f"v{v}") for v in range(0, 10)],
+        *[join(f"join@v{v}", v, n=f"v{v}") for v in range(10)],
     ]),
     Scenario("consumer-group", [
         create("create", 2),

@@ -7,9 +7,25 @@ from __future__ import annotations
 from typing import Any
 
 from ..harness import Context, Scenario, Step, sweep
-from .common import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, END_TXN,
-                     FETCH, FIND_COORDINATOR, OFFSET_FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, LIST_TRANSACTIONS, PRODUCE,
-                     TXN_OFFSET_COMMIT, WRITE_TXN_MARKERS, batch, create, produce)
+from .common import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
+    FETCH,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    LIST_TRANSACTIONS,
+    OFFSET_FETCH,
+    PRODUCE,
+    TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
+    batch,
+    create,
+    produce,
+)
 
 TIMEOUT_WAIT = 12.0
 NOT_YET = ("coordinator_not_available", "coordinator_load_in_progress", "not_coordinator")
@@ -113,10 +129,10 @@ LIST_ALL = {"state_filters": [], "producer_id_filters": [], "duration_filter": -
 SCENARIOS = [
     Scenario("transactions-happy-path", [
         create("create"),
-        *[find(f"find-coordinator@v{v}", 1, tid, version=v) for v in range(0, 7)],
-        *[init(f"init@v{v}", version=v) for v in range(0, 6)],
+        *[find(f"find-coordinator@v{v}", 1, tid, version=v) for v in range(7)],
+        *[init(f"init@v{v}", version=v) for v in range(6)],
         init("init"),
-        *[add_partitions(f"add-partitions@v{v}", "init", version=v) for v in range(0, 6)],
+        *[add_partitions(f"add-partitions@v{v}", "init", version=v) for v in range(6)],
         txn_produce("produce", "init", [b"a", b"b"], 0),
         txn_produce("produce-again", "init", [b"c"], 2),
         Step("describe-producers", DESCRIBE_PRODUCERS, 0, lambda c: {"topics": [{"name": c.topic(),
@@ -132,9 +148,9 @@ SCENARIOS = [
             "replica_id": -1, "isolation_level": 1,
             "topics": [{"name": c.topic(), "partitions": [{"partition_index": 0, "timestamp": -1}]}]}),
         fetch_committed("fetch-read-committed-open"),
-        *[add_offsets(f"add-offsets@v{v}", "init", version=v) for v in range(0, 5)],
+        *[add_offsets(f"add-offsets@v{v}", "init", version=v) for v in range(5)],
         txn_offset_commit("txn-offset-commit", "init"),
-        *[txn_offset_commit(f"txn-offset-commit@v{v}", "init", version=v) for v in range(0, 6)],
+        *[txn_offset_commit(f"txn-offset-commit@v{v}", "init", version=v) for v in range(6)],
         Step("offset-fetch-unstable", OFFSET_FETCH, 9, lambda c: {"groups": [
             {"group_id": group(c), "member_id": None, "member_epoch": -1,
              "topics": [{"name": c.topic(), "partition_indexes": [0]}]}], "require_stable": True}),
@@ -154,7 +170,7 @@ SCENARIOS = [
         fetch_committed("fetch-read-uncommitted", isolation=0),
         Step("describe-producers-after", DESCRIBE_PRODUCERS, 0, lambda c: {"topics": [{"name": c.topic(),
                                                                                        "partition_indexes": [0]}]}),
-        *[end(f"end@v{v}", "init-3", v % 2 == 0, version=v, retry=("concurrent_transactions",)) for v in range(0, 6)],
+        *[end(f"end@v{v}", "init-3", v % 2 == 0, version=v, retry=("concurrent_transactions",)) for v in range(6)],
     ]),
     Scenario("transactions-errors", [
         create("create"),
