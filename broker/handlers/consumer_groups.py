@@ -11,6 +11,7 @@ from ottla.coordinator.consumer_protocol import HeartbeatRequest
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..authorizer import Operation, ResourceType
+from .authorized_operations import authorized_operations
 from .context import RequestContext
 from .groups import AUTHORIZED_OPERATIONS_OMITTED
 
@@ -95,7 +96,10 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
             code, message = ErrorCode.group_authorization_failed, None
         else:
             try:
-                described.append(_described(coordinator.describe_consumer_group(group_id), names, default_assignor))
+                entry = _described(coordinator.describe_consumer_group(group_id), names, default_assignor)
+                entry["authorized_operations"] = authorized_operations(
+                    ctx, ResourceType.GROUP, group_id, getattr(request, "include_authorized_operations", False))
+                described.append(entry)
                 continue
             except KafkaError as exc:
                 code, message = exc.code, exc.message

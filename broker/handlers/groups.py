@@ -14,9 +14,9 @@ from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..authorizer import Operation, ResourceType
+from .authorized_operations import OMITTED as AUTHORIZED_OPERATIONS_OMITTED
+from .authorized_operations import authorized_operations
 from .context import RequestContext
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _ms(value: Any) -> int:
@@ -247,10 +247,15 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             described.append({"error_code": exc.code, "group_id": group_id, "group_state": "",
                               "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
+        # Kafka gives the authorized operations (when asked) of every group it answers
+        # without an error, a dead one too.
+        operations = authorized_operations(ctx, ResourceType.GROUP, group_id,
+                                           getattr(request, "include_authorized_operations", False))
         if group is None:
             code = ErrorCode.group_id_not_found if ctx.version >= 6 else ErrorCode.none
             described.append({"error_code": code, "group_id": group_id, "group_state": GroupState.DEAD.value,
-                              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                              "authorized_operations": operations if code == ErrorCode.none
+                              else AUTHORIZED_OPERATIONS_OMITTED})
             continue
         stable = group.state is GroupState.STABLE
         described.append({
@@ -264,7 +269,7 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                          "member_metadata": m.metadata(group.protocol_name) if stable else b"",
                          "member_assignment": m.assignment if stable else b""}
                         for m in group.members.values()],
-            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "authorized_operations": operations,
         })
     return ctx.respond(groups=described)
 

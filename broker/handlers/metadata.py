@@ -15,20 +15,20 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_manager import Topic, validate_topic_name
 
 from ..authorizer import Operation, ResourceType
+from .authorized_operations import OMITTED as AUTHORIZED_OPERATIONS_OMITTED
+from .authorized_operations import authorized_operations
 from .context import RequestContext
-
-# Kafka's value for "authorized operations not requested".
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     logs = services.logs
     requested = request.topics
+    topic_ops = getattr(request, "include_topic_authorized_operations", False)
     if requested is None or (ctx.version == 0 and not requested):
         # Every topic the client may describe; the others are left out, as Kafka does.
-        topics = [_describe(t, services.node_id) for t in logs.topics.values()
-                  if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
+        topics = [_describe(t, services.node_id, authorized_operations(ctx, ResourceType.TOPIC, t.name, topic_ops))
+                  for t in logs.topics.values() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and services.config.auto_create_topics_enable
         topics = []
@@ -63,14 +63,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append({"error_code": code, "name": name,
                                "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 continue
-            topics.append(_describe(topic, services.node_id))
+            topics.append(_describe(topic, services.node_id,
+                                    authorized_operations(ctx, ResourceType.TOPIC, topic.name, topic_ops)))
     host, port = ctx.advertised_address
     return ctx.respond(
         brokers=[{"node_id": services.node_id, "host": host, "port": port, "rack": None}],
         cluster_id=logs.cluster_id,
         controller_id=services.node_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            ctx, ResourceType.CLUSTER, "kafka-cluster", getattr(request, "include_cluster_authorized_operations", False)),
     )
 
 
@@ -83,7 +85,7 @@ def _unknown_name_error(name: str) -> ErrorCode:
     return ErrorCode.unknown_topic_or_partition
 
 
-def _describe(topic: Topic, node_id: int) -> dict[str, Any]:
+def _describe(topic: Topic, node_id: int, operations: int) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
@@ -101,7 +103,7 @@ def _describe(topic: Topic, node_id: int) -> dict[str, Any]:
             }
             for log in topic.partitions
         ],
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": operations,
     }
 
 
@@ -148,7 +150,8 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
                       for log in logs_here]
         budget -= len(partitions)
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
-                       "is_internal": topic.internal, "partitions": partitions})
+                       "is_internal": topic.internal, "partitions": partitions,
+                       "topic_authorized_operations": authorized_operations(ctx, ResourceType.TOPIC, name)})
         if first + len(partitions) < len(topic.partitions):
             next_cursor = {"topic_name": name, "partition_index": first + len(partitions)}
             break
@@ -172,4 +175,6 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(error_code=ErrorCode.none, error_message=None, cluster_id=services.logs.cluster_id,
                        controller_id=services.node_id,
                        brokers=[{"broker_id": services.node_id, "host": host, "port": port, "rack": None}],
-                       cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                       cluster_authorized_operations=authorized_operations(
+                           ctx, ResourceType.CLUSTER, "kafka-cluster",
+                           getattr(request, "include_cluster_authorized_operations", False)))
