@@ -75,8 +75,6 @@ KNOWN: list[Known] = [
     Known("consumer-group-first-epoch", None, r"(.*\.)?(member_epoch|group_epoch|assignment_epoch)",
           lambda d: (d.ottla, d.kafka) == (1, 2)),
     Known("classic-member-in-consumer-group", 11, r"error_code|member_id", step=r"classic-join-into-consumer-group"),
-    Known("authorized-operations-omitted", None, r".*authorized_operations",
-          lambda d: d.ottla == -(2**31)),
 ]
 
 

@@ -263,6 +263,8 @@ SCENARIOS = [
     Scenario("cluster-quotas-credentials-acls", [
         *sweep("describe-cluster", DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
                                                       "endpoint_type": 1}),
+        Step("describe-cluster-operations", DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True,
+                                                                  "endpoint_type": 1}),
         Step("describe-cluster-controllers", DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
                                                                    "endpoint_type": 2}),
         Step("describe-cluster-unknown-endpoint", DESCRIBE_CLUSTER, 1, {

@@ -25,9 +25,10 @@ SCENARIOS = [
                                                      "allow_auto_topic_creation": False}, range(4, 13)),
         *sweep("invalid-name", METADATA, lambda c: {"topics": [{"name": "bad name!"}],
                                                     "allow_auto_topic_creation": False}, range(4, 13)),
-        Step("authorized-operations", METADATA, 10, lambda c: {
+        *sweep("authorized-operations", METADATA, lambda c: {
             "topics": [{"name": c.topic()}], "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": True}),
+            "include_cluster_authorized_operations": True, "include_topic_authorized_operations": True},
+            range(8, 13)),
         Step("auto-create", METADATA, 12, lambda c: {"topics": [{"name": c.topic("auto")}],
                                                      "allow_auto_topic_creation": True}),
     ]),

@@ -133,6 +133,9 @@ SCENARIOS = [
         offset_fetch("offset-fetch-unknown-group", 9, n="none"),
         *sweep("describe", DESCRIBE_GROUPS, lambda c: {"groups": [g(c), g(c, "none")],
                                                        "include_authorized_operations": False}),
+        *sweep("describe-operations", DESCRIBE_GROUPS, lambda c: {"groups": [g(c), g(c, "none")],
+                                                                  "include_authorized_operations": True},
+               range(3, 6)),
         *sweep("list", LIST_GROUPS, {"states_filter": [], "types_filter": []}, only_mine=True),
         Step("list-by-state", LIST_GROUPS, 5, {"states_filter": ["Stable"], "types_filter": ["classic"]},
              only_mine=True),
@@ -169,6 +172,8 @@ SCENARIOS = [
         cg_heartbeat("join-bad-regex", 1, n="regex", topics=[], subscribed_topic_regex="(["),
         *sweep("describe", CONSUMER_GROUP_DESCRIBE, lambda c: {"group_ids": [g(c, "v0"), g(c, "none")],
                                                                "include_authorized_operations": False}),
+        Step("describe-operations", CONSUMER_GROUP_DESCRIBE, 1, lambda c: {
+            "group_ids": [g(c, "v0"), g(c, "none")], "include_authorized_operations": True}),
         Step("classic-join-into-consumer-group", JOIN_GROUP, 9, lambda c: {
             "group_id": g(c), "session_timeout": 30000, "rebalance_timeout": 30000, "member_id": "",
             "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range",

@@ -200,6 +200,10 @@ SCENARIOS = [
             "principal_filter": "User:alice", "host_filter": None, "operation": ANY, "permission_type": ANY},
             user="admin", only_mine=True, until=lambda answer: bool(answer.get("resources"))) for v in range(1, 4)],
         replace(alice("alice-metadata-granted", METADATA, 12, metadata), until=no_error),
+        alice("alice-metadata-operations", METADATA, 12, lambda c: {
+            **metadata(c), "include_topic_authorized_operations": True}),
+        alice("alice-describe-cluster-operations", DESCRIBE_CLUSTER, 1, {
+            "include_cluster_authorized_operations": True, "endpoint_type": 1}),
         alice("alice-fetch-granted", FETCH, 12, fetch),
         alice("alice-produce-read-only", PRODUCE, 9, lambda c: produce(c.topic(), 0, batch([b"no"]))),
         alice("alice-init-idempotent-with-write", INIT_PRODUCER_ID, 4, {
