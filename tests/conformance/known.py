@@ -58,9 +58,6 @@ KNOWN: list[Known] = [
           r"\.(config_source|source|is_default|synonyms.*)"),
     Known("config-documentation-own-words", 32, r".*\.documentation",
           lambda d: isinstance(d.ottla, str) and isinstance(d.kafka, str)),
-    Known("config-synonyms-null-defaults", 32,
-          r"results\[resource_name='[^']*'\]\.configs\[name='(retention|segment|flush|segment\.jitter)\.ms'\]"
-          r"\.synonyms(\[name='log\.(retention|roll|flush\.interval|roll\.jitter)\.ms'\])?"),
     Known("broker-configs-describe", 32, r"results\[resource_name='1'\]\.configs.*"),
     Known("broker-configs-read-only", 44, r"responses\[resource_name='1'\]\.error_code"),
     Known("incremental-alter-unknown-operation", 44, r"responses\[resource_name='[^']*'\]\.error_code",

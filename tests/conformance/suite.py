@@ -114,6 +114,10 @@ FIXED = [
     "mechanisms), and the connection stays open"),
     "DescribeUserScramCredentials refused for want of DESCRIBE on the cluster: one result per user asked for",
     "DescribeTransactions refused for want of DESCRIBE: producer id and epoch 0, the schema's defaults",
+    "Authorized operations (Metadata, DescribeCluster, DescribeGroups, ConsumerGroupDescribe, "
+    "DescribeTopicPartitions) computed when asked for, instead of 'not computed'",
+    "DescribeConfigs: a topic config's synonyms leave out the broker properties Kafka's defaults leave null "
+    "(log.retention.ms, log.roll.ms, log.roll.jitter.ms, log.flush.interval.ms)",
 ]
 
 
