@@ -146,13 +146,21 @@ def validate_produced_batch(records: bytes | memoryview, max_message_bytes: int)
     Produce v3+ carries exactly one v2 batch per partition. Raises InvalidBatch or
     BatchTooLarge; returns the parsed header."""
     size = len(records)
+    # Bytes that end before the batch they announce hold no batch at all for Kafka
+    # (INVALID_RECORD: "at least one record batch"); a length too small to be a batch
+    # is a damaged one (CORRUPT_MESSAGE).
+    if size < LOG_OVERHEAD:
+        raise InvalidBatch(f"{size} bytes hold no record batch", corrupt=False)
+    declared = OFFSET_AND_LENGTH.unpack_from(records)[1] + LOG_OVERHEAD
+    if declared > size:
+        raise InvalidBatch(f"the batch's {declared} bytes run past the {size} bytes sent", corrupt=False)
     if size < HEADER_SIZE:
         raise InvalidBatch(f"{size} bytes is shorter than a batch header", corrupt=True)
     header = BatchHeader.parse(records)
     if header.magic != CURRENT_MAGIC:
         raise InvalidBatch(f"magic {header.magic}: only v2 record batches are accepted", corrupt=False)
     if header.size != size:
-        if header.size < HEADER_SIZE or header.size > size:
+        if header.size < HEADER_SIZE:
             raise InvalidBatch(f"batch length {header.batch_length} does not match the {size} bytes sent", corrupt=True)
         raise InvalidBatch("produce requests carry exactly one record batch per partition", corrupt=False)
     if size > max_message_bytes:

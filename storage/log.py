@@ -46,6 +46,8 @@ class AppendResult:
     base_offset: int
     last_offset: int
     duplicate: bool = False
+    # A duplicate's cached batch timestamp: Kafka answers it as the log append time.
+    timestamp: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +269,8 @@ class PartitionLog:
                 verdict, duplicate = self.producer_state.check(header, self.log_end_offset)
                 if verdict is Verdict.DUPLICATE:
                     assert duplicate is not None
-                    return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate=True)
+                    return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate=True,
+                                        timestamp=duplicate.timestamp)
         base_offset = self.log_end_offset
         self._write(records, header, base_offset)
         if header.has_producer_id:

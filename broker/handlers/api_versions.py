@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .context import RequestContext
@@ -46,7 +47,15 @@ FINALIZED_FEATURES_EPOCH = 1
 _ANSWERS: dict[int, Any] = {}
 
 
+# What Kafka accepts as client_software_name and _version (KIP-511); anything else is
+# INVALID_REQUEST with no API list.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version >= 3 and not (_SOFTWARE.fullmatch(request.client_software_name)
+                                 and _SOFTWARE.fullmatch(request.client_software_version)):
+        return ctx.respond(error_code=ErrorCode.invalid_request, api_keys=[])
     answer = _ANSWERS.get(ctx.version)
     if answer is None:
         answer = _ANSWERS[ctx.version] = _answer(ctx)
@@ -66,6 +75,8 @@ def _answer(ctx: RequestContext) -> Any:
 
 
 def unsupported_version_response() -> Any:
-    """The v0 answer to an ApiVersions version we do not know: UNSUPPORTED_VERSION and
-    the list of what we do support, so the client can pick a version and retry."""
-    return make(response_class(18, 0), error_code=ErrorCode.unsupported_version, api_keys=_api_keys())
+    """The v0 answer to an ApiVersions version we do not know: UNSUPPORTED_VERSION and,
+    as Kafka (KIP-511), ApiVersions' own version range only, so the client can pick a
+    version and retry."""
+    own = [k for k in _api_keys() if k["api_key"] == 18]
+    return make(response_class(18, 0), error_code=ErrorCode.unsupported_version, api_keys=own)

@@ -47,6 +47,12 @@ def _type_of(name: str) -> int:
     return LONG
 
 
+# Broker properties whose Kafka default is null (the value comes from another property,
+# log.retention.hours or log.roll.hours, or is unset): Kafka lists them as a topic
+# config's synonym only when they are set.
+_NULL_BY_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"})
+
+
 def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
     services = ctx.services
     topic = services.logs.topic(name)
@@ -63,7 +69,8 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
         chain = []
         if overridden:
             chain.append({"name": config_name, "value": topic.config.value_text(config_name), "source": TOPIC_CONFIG})
-        if definition.broker_property is not None:
+        if definition.broker_property is not None and not (
+                broker_source == DEFAULT_CONFIG and definition.broker_property in _NULL_BY_DEFAULT):
             chain.append({"name": definition.broker_property, "value": broker_value, "source": broker_source})
         entries.append({
             "name": config_name,
@@ -249,6 +256,9 @@ def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
 
 
 def _incremental(topic: Any, changes: Any, broker: bool = False) -> dict[str, str]:
+    names = [change.name for change in changes]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
     configs = dict(topic.configs)
     for change in changes:
         if not broker and change.name not in TOPIC_CONFIGS:

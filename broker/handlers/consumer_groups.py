@@ -11,6 +11,7 @@ from ottla.coordinator.consumer_protocol import HeartbeatRequest, HeartbeatResul
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..security.authorizer import Operation, ResourceType
+from .authorized_operations import authorized_operations
 from .context import RequestContext
 from .groups import AUTHORIZED_OPERATIONS_OMITTED
 
@@ -47,7 +48,7 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
             server_assignor=request.server_assignor,
             owned=_assignment(request.topic_partitions),
             client_id=ctx.header.client_id or "",
-            client_host=ctx.host,
+            client_host="/" + ctx.host,  # Java's InetAddress.toString(), as Kafka reports it
             member_id_required=ctx.version >= 1,
             topic_filter=topic_filter,
         ))
@@ -84,7 +85,7 @@ def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> dict
             "client_id": m.client_id,
             "client_host": m.client_host,
             "subscribed_topic_names": list(m.subscribed_topic_names),
-            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" when none
             "assignment": _described_assignment(m.assigned, names),
             "target_assignment": _described_assignment(group.target.get(m.member_id, {}), names),
             "member_type": CONSUMER_MEMBER,
@@ -115,6 +116,8 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
             try:
                 group = _described(coordinator.describe_consumer_group(group_id), names, default_assignor)
                 if all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic) for topic in _topics_of(group)):
+                    group["authorized_operations"] = authorized_operations(
+                        ctx, ResourceType.GROUP, group_id, getattr(request, "include_authorized_operations", False))
                     described.append(group)
                     continue
                 # As Kafka: a group whose members use a topic the client may not describe

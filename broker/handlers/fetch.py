@@ -140,7 +140,8 @@ def _collect(ctx: RequestContext, request: Any, wanted: list[Wanted],
         try:
             got = log.read(w.fetch_offset, min(w.max_bytes, max(budget, 0)), read_committed, min_one=size == 0)
         except KafkaError as exc:
-            answers.append((w, _error(w.partition, exc.code, log.high_watermark, log.log_start_offset)))
+            # Kafka's read error (OFFSET_OUT_OF_RANGE...) carries no offsets either.
+            answers.append((w, _error(w.partition, exc.code, aborted=None)))
             errors = True
             continue
         n = len(got.records) if got.records is not None else 0
@@ -175,14 +176,17 @@ def _by_topic(answers: list[tuple[Wanted, dict[str, Any]]], by_id: bool) -> list
     return responses
 
 
-def _error(partition: int, code: ErrorCode, high_watermark: int = -1, log_start_offset: int = -1) -> dict[str, Any]:
+def _error(partition: int, code: ErrorCode, aborted: tuple[Any, ...] | None = ()) -> dict[str, Any]:
+    """A partition that is not read: no offsets, as Kafka answers it. Kafka's errors found
+    before reading (unknown topic or partition, authorization) carry an empty aborted
+    transaction list, those of the read itself none."""
     return {
         "partition_index": partition,
         "error_code": code,
-        "high_watermark": high_watermark,
+        "high_watermark": -1,
         "last_stable_offset": -1,
-        "log_start_offset": log_start_offset,
-        "aborted_transactions": None,
+        "log_start_offset": -1,
+        "aborted_transactions": aborted,
         "preferred_read_replica": -1,
         "records": b"",
     }

@@ -16,9 +16,9 @@ from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..security.authorizer import Operation, ResourceType
+from .authorized_operations import OMITTED as AUTHORIZED_OPERATIONS_OMITTED
+from .authorized_operations import authorized_operations
 from .context import RequestContext
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def _ms(value: Any) -> int:
@@ -42,7 +42,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
             member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None),
             client_id=ctx.header.client_id or "",
-            client_host=ctx.peer.rsplit(":", 1)[0],
+            client_host=_client_host(ctx.peer.rsplit(":", 1)[0]),
             session_timeout_ms=session_ms,
             rebalance_timeout_ms=rebalance_ms,
             protocol_type=request.protocol_type,
@@ -129,11 +129,22 @@ def _unreadable_topics(ctx: RequestContext, offsets: dict) -> dict[tuple[str, in
             if not ctx.allowed(Operation.READ, ResourceType.TOPIC, tp[0])}
 
 
+def _client_host(address: str) -> str:
+    """The member's address as Kafka reports it: Java's InetAddress.toString(), "/" first."""
+    return "/" + address.strip("[]")
+
+
+def _unknown_partitions(ctx: RequestContext, offsets: dict) -> dict[tuple[str, int], ErrorCode]:
+    """UNKNOWN_TOPIC_OR_PARTITION for partitions no topic has: Kafka stores no offsets for them."""
+    logs = ctx.services.logs
+    return {tp: ErrorCode.unknown_topic_or_partition for tp in offsets if logs.partition(*tp) is None}
+
+
 def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     offsets = _offsets(request.topics)
     if _group_refused(ctx, request.group_id):
         return _commit_response(ctx, request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
-    refused = _unreadable_topics(ctx, offsets)
+    refused = {**_unknown_partitions(ctx, offsets), **_unreadable_topics(ctx, offsets)}
     allowed = {tp: o for tp, o in offsets.items() if tp not in refused}
     try:
         codes = ctx.services.groups.commit_offsets(request.group_id, request.member_id,
@@ -157,17 +168,20 @@ def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     if refused:
         return _commit_response(ctx, request.topics, {tp: refused.get(tp, ErrorCode.operation_not_attempted)
                                                       for tp in offsets})
+    unknown = _unknown_partitions(ctx, offsets)
+    offsets = {tp: o for tp, o in offsets.items() if tp not in unknown}
     try:
         partition = services.groups.partition_for(request.group_id)
         services.transactions.verify(request.transactional_id, request.producer_id, request.producer_epoch,
                                    OFFSETS_TOPIC, partition)
         codes = services.groups.commit_txn_offsets(
             request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
-            getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), offsets)
+            getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1),
+            offsets) if offsets else {}
     except KafkaError as exc:
         code = ErrorCode.producer_fenced if exc.code == ErrorCode.invalid_producer_epoch else exc.code
         codes = {tp: code for tp in offsets}
-    return _commit_response(ctx, request.topics, codes)
+    return _commit_response(ctx, request.topics, {**codes, **unknown})
 
 
 def _fetched_topics(result: dict) -> list[dict[str, Any]]:
@@ -250,10 +264,15 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             described.append({"error_code": exc.code, "group_id": group_id, "group_state": "",
                               "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
+        # Kafka gives the authorized operations (when asked) of every group it answers
+        # without an error, a dead one too.
+        operations = authorized_operations(ctx, ResourceType.GROUP, group_id,
+                                           getattr(request, "include_authorized_operations", False))
         if group is None:
             code = ErrorCode.group_id_not_found if ctx.version >= 6 else ErrorCode.none
             described.append({"error_code": code, "group_id": group_id, "group_state": GroupState.DEAD.value,
-                              "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                              "authorized_operations": operations if code == ErrorCode.none
+                              else AUTHORIZED_OPERATIONS_OMITTED})
             continue
         stable = group.state is GroupState.STABLE
         described.append({
@@ -267,7 +286,7 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                          "member_metadata": m.metadata(group.protocol_name) if stable else b"",
                          "member_assignment": m.assignment if stable else b""}
                         for m in group.members.values()],
-            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "authorized_operations": operations,
         })
     return ctx.respond(groups=described)
 
@@ -289,7 +308,7 @@ def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     if _group_refused(ctx, request.group_id, Operation.DELETE):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, topics=[])
-    refused = _unreadable_topics(ctx, dict.fromkeys(wanted))
+    refused = {**_unknown_partitions(ctx, dict.fromkeys(wanted)), **_unreadable_topics(ctx, dict.fromkeys(wanted))}
     try:
         allowed = [tp for tp in wanted if tp not in refused]
         codes = {**(ctx.services.groups.delete_offsets(request.group_id, allowed) if allowed else {}), **refused}

@@ -14,7 +14,12 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 READ_COMMITTED = 1
+# The first version that may ask for each special timestamp (KIP-734, KIP-405, KIP-1005):
+# Kafka answers one asked for in an older version, or an unknown negative one,
+# UNSUPPORTED_VERSION on its partition.
+SPEC_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -30,6 +35,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 partitions.append({"partition_index": p.partition_index,
                                    "error_code": ErrorCode.unknown_topic_or_partition if describable
                                    else ErrorCode.topic_authorization_failed,
+                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
+            if p.timestamp < 0 and ctx.version < SPEC_SINCE.get(p.timestamp, ctx.version + 1):
+                partitions.append({"partition_index": p.partition_index, "error_code": ErrorCode.unsupported_version,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
             timestamp, offset = -1, -1

@@ -52,7 +52,8 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
                 results.append({"error_code": ErrorCode.topic_authorization_failed, "partition": p.partition})
             elif log is None:
                 results.append({"error_code": ErrorCode.unknown_topic_or_partition, "partition": p.partition})
-            elif p.current_leader_epoch >= 0 and p.current_leader_epoch != log.leader_epoch:
+            elif p.current_leader_epoch != -1 and p.current_leader_epoch != log.leader_epoch:
+                # Only -1 means "no epoch to check" (Kafka's Optional.empty()).
                 # The client's view of the leader is older or newer than ours.
                 code = ErrorCode.fenced_leader_epoch if p.current_leader_epoch < log.leader_epoch \
                     else ErrorCode.unknown_leader_epoch

@@ -12,23 +12,23 @@ from typing import Any
 
 from ottla.coordinator.internal_topics import is_internal
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.storage.log_manager import Topic
+from ottla.storage.log_manager import Topic, validate_topic_name
 
 from ..security.authorizer import Operation, ResourceType
+from .authorized_operations import OMITTED as AUTHORIZED_OPERATIONS_OMITTED
+from .authorized_operations import authorized_operations
 from .context import RequestContext
-
-# Kafka's value for "authorized operations not requested".
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     logs = services.logs
     requested = request.topics
+    topic_ops = getattr(request, "include_topic_authorized_operations", False)
     if requested is None or (ctx.version == 0 and not requested):
         # Every topic the client may describe; the others are left out, as Kafka does.
-        topics = [_describe(t, services.node_id) for t in logs.topics.values()
-                  if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
+        topics = [_describe(t, services.node_id, authorized_operations(ctx, ResourceType.TOPIC, t.name, topic_ops))
+                  for t in logs.topics.values() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and services.config.auto_create_topics_enable
         topics = []
@@ -59,22 +59,33 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     topics.append({"error_code": exc.code, "name": name})
                     continue
             if topic is None:
-                code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+                code = ErrorCode.unknown_topic_id if name is None else _unknown_name_error(name)
                 topics.append({"error_code": code, "name": name,
                                "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 continue
-            topics.append(_describe(topic, services.node_id))
+            topics.append(_describe(topic, services.node_id,
+                                    authorized_operations(ctx, ResourceType.TOPIC, topic.name, topic_ops)))
     host, port = ctx.advertised_address
     return ctx.respond(
         brokers=[{"node_id": services.node_id, "host": host, "port": port, "rack": None}],
         cluster_id=logs.cluster_id,
         controller_id=services.node_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            ctx, ResourceType.CLUSTER, "kafka-cluster", getattr(request, "include_cluster_authorized_operations", False)),
     )
 
 
-def _describe(topic: Topic, node_id: int) -> dict[str, Any]:
+def _unknown_name_error(name: str) -> ErrorCode:
+    """Kafka tells a name no topic could have (INVALID_TOPIC_EXCEPTION) from one no topic has."""
+    try:
+        validate_topic_name(name)
+    except KafkaError as exc:
+        return exc.code
+    return ErrorCode.unknown_topic_or_partition
+
+
+def _describe(topic: Topic, node_id: int, operations: int) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
@@ -92,7 +103,7 @@ def _describe(topic: Topic, node_id: int) -> dict[str, Any]:
             }
             for log in topic.partitions
         ],
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": operations,
     }
 
 
@@ -139,7 +150,8 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
                       for log in logs_here]
         budget -= len(partitions)
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
-                       "is_internal": topic.internal, "partitions": partitions})
+                       "is_internal": topic.internal, "partitions": partitions,
+                       "topic_authorized_operations": authorized_operations(ctx, ResourceType.TOPIC, name)})
         if first + len(partitions) < len(topic.partitions):
             next_cursor = {"topic_name": name, "partition_index": first + len(partitions)}
             break
@@ -153,11 +165,16 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     """DescribeCluster (the admin clients' describe_cluster): this broker, the cluster id
     and the controller, which is this broker too."""
     services = ctx.services
-    if getattr(request, "endpoint_type", 1) != 1:  # 2: controllers, which clients reach only in KRaft tools
-        return ctx.respond(error_code=ErrorCode.unsupported_endpoint_type, error_message="Unsupported endpoint type",
-                           cluster_id=services.logs.cluster_id, brokers=[])
+    endpoint_type = getattr(request, "endpoint_type", 1)
+    if endpoint_type != 1:
+        # 2 asks a controller's listener for the controllers (KRaft tools): a broker's
+        # listener is the wrong type. Kafka answers either error with an empty cluster id.
+        code = ErrorCode.mismatched_endpoint_type if endpoint_type == 2 else ErrorCode.unsupported_endpoint_type
+        return ctx.respond(error_code=code, error_message="Unsupported endpoint type", cluster_id="", brokers=[])
     host, port = ctx.advertised_address
     return ctx.respond(error_code=ErrorCode.none, error_message=None, cluster_id=services.logs.cluster_id,
                        controller_id=services.node_id,
                        brokers=[{"broker_id": services.node_id, "host": host, "port": port, "rack": None}],
-                       cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                       cluster_authorized_operations=authorized_operations(
+                           ctx, ResourceType.CLUSTER, "kafka-cluster",
+                           getattr(request, "include_cluster_authorized_operations", False)))

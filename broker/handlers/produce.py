@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
-from ottla.protocol.batch import (BatchHeader, BatchTooLarge, InvalidBatch, recompressed, validate_produced_batch,
+from ottla.protocol.batch import (ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG, BatchHeader, BatchTooLarge, InvalidBatch,
+                                  recompressed, validate_produced_batch,
                                   with_log_append_time)
 from ottla.protocol.compression import EXPANSION_LIMIT, GZIP, LZ4, ZSTD, DecompressionError
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -65,8 +66,11 @@ class _Checked:
 def handle(ctx: RequestContext, request: Any) -> Any:
     """The response, or an awaitable of it when some records are checked in a thread."""
     acks = request.acks
-    if request.transactional_id is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                                request.transactional_id):
+    # Kafka refuses the whole request when it carries transactional batches without a
+    # transactional id, or one the client may not write.
+    if (request.transactional_id is None and _has_transactional_batch(request)) or (
+            request.transactional_id is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                                     request.transactional_id)):
         responses = [
             {"name": t.name, "partition_responses": [_error(p.index, ErrorCode.transactional_id_authorization_failed)
                                                      for p in t.partition_data]}
@@ -127,6 +131,12 @@ def _append_all(ctx: RequestContext, request: Any, checked: list) -> Any:
     return ctx.respond(responses=responses, throttle_time=ctx.throttle_ms)
 
 
+def _has_transactional_batch(request: Any) -> bool:
+    return any(p.records and len(p.records) > ATTRIBUTES_OFFSET + 1
+               and p.records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG
+               for t in request.topic_data for p in t.partition_data)
+
+
 def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | None,
            acks: int) -> _Checked | dict[str, Any]:
     """What can be checked at once: the partition, the batch's header and CRC, and its
@@ -146,12 +156,12 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
     config = partition_log.config
     if acks == -1 and config.min_insync_replicas > 1:
         # One broker, one replica: acks=all cannot be met, as on a one-broker Kafka.
-        return _error(partition, ErrorCode.not_enough_replicas,
-                      f"The size of the current ISR Set(1) is insufficient to satisfy the min.isr requirement "
+        return _error(partition, ErrorCode.not_enough_replicas, log_start_offset=partition_log.log_start_offset,
+                      message=f"The size of the current ISR Set(1) is insufficient to satisfy the min.isr requirement "
                       f"of {config.min_insync_replicas} for partition {topic}-{partition}")
     try:
         if not records:
-            raise InvalidBatch("no record batch", corrupt=True)
+            raise InvalidBatch("no record batch", corrupt=False)  # Kafka: INVALID_RECORD
         header = validate_produced_batch(records, config.max_message_bytes)
         if header.size > config.segment_bytes:
             return _error(partition, ErrorCode.record_list_too_large,
@@ -165,7 +175,7 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
     except KafkaError as exc:
         log.info("produce refused", topic=topic, partition=partition, error=exc.code.name, reason=exc.message,
                  client_id=ctx.header.client_id)
-        return _error(partition, exc.code, exc.message)
+        return _error(partition, exc.code, exc.message, log_start_offset=partition_log.log_start_offset)
     checked = _Checked(topic, partition, partition_log, records, header, records_checked=False)
     if header.record_count > INLINE_RECORDS or (header.compression and header.size > INLINE_DECOMPRESSED_BYTES):
         return checked
@@ -216,7 +226,8 @@ def _check_records(c: _Checked, client_id: str | None, peer: str,
     except InvalidRecords as exc:
         log.warning("produce refused", topic=c.topic, partition=c.partition, error="INVALID_RECORD",
                     reason=str(exc)[:500], client_id=client_id, peer=peer)
-        return _error(c.partition, ErrorCode.invalid_record, str(exc), exc.record_errors)
+        return _error(c.partition, ErrorCode.invalid_record, str(exc), exc.record_errors,
+                      log_start_offset=c.log.log_start_offset)
     return None
 
 
@@ -230,24 +241,29 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
         append_time = int(time.time() * 1000)
         c.batch = with_log_append_time(c.batch, append_time)
         header = BatchHeader.parse(c.batch)
+    # Kafka verifies a transactional batch against its coordinator before the log sees
+    # it (KIP-890): a refusal there carries no log start offset, one by the log does.
+    log_start_offset = -1
     try:
         if header.is_transactional:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
             ctx.services.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
                                              c.topic, c.partition)
+        log_start_offset = c.log.log_start_offset
         result = c.log.append_batch(c.batch, header)
     except InvalidBatch as exc:
         return _refused_batch(ctx, c.topic, c.partition, exc)
     except KafkaError as exc:
         log.info("produce refused", topic=c.topic, partition=c.partition, error=exc.code.name, reason=exc.message,
                  client_id=ctx.header.client_id)
-        return _error(c.partition, exc.code, exc.message)
+        return _error(c.partition, exc.code, exc.message, log_start_offset=log_start_offset)
     return {
         "index": c.partition,
         "error_code": ErrorCode.none,
         "base_offset": result.base_offset,
-        "log_append_time": append_time,
+        # Kafka answers a duplicate with its cached batch's timestamp as the append time.
+        "log_append_time": result.timestamp if result.duplicate else append_time,
         "log_start_offset": c.log.log_start_offset,
     }
 
@@ -279,13 +295,17 @@ def _refused_batch_logged(topic: str, partition: int, exc: InvalidBatch, client_
 
 
 def _error(partition: int, code: ErrorCode, message: str | None = None,
-           record_errors: list[tuple[int, str]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+           record_errors: list[tuple[int, str]] = (),  # type: ignore[assignment]
+           log_start_offset: int = -1) -> dict[str, Any]:
+    """A refused partition. Kafka gives the log start offset with the errors of a batch
+    it read against the log (sequence, epoch, transaction state, record and timestamp
+    checks, not enough replicas), -1 with the others (unknown partition, sizes, CRC)."""
     return {
         "index": partition,
         "error_code": code,
         "base_offset": -1,
         "log_append_time": None,
-        "log_start_offset": -1,
+        "log_start_offset": log_start_offset,
         # Produce v8+ says which records of the batch were refused.
         "record_errors": [{"batch_index": index, "batch_index_error_message": text} for index, text in record_errors],
         "error_message": message,

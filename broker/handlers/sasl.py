@@ -27,9 +27,10 @@ def handle_handshake(ctx: RequestContext, request: Any) -> Any:
         # Not a SASL listener: Kafka answers ILLEGAL_SASL_STATE and goes on.
         return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled)
     if session.authenticated and (ctx.version == 0 or not session.security.reauth_ms):
-        # Only KIP-368 re-authentication (handshake v1+) may start a second exchange.
-        session.close_after_response = True
-        return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled)
+        # Only KIP-368 re-authentication (handshake v1+) may start a second exchange; an
+        # authenticated connection is answered as Kafka's KafkaApis does: ILLEGAL_SASL_STATE,
+        # no mechanisms, and the connection goes on.
+        return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=[])
     mechanism = request.mechanism
     if mechanism not in enabled or (session.authenticated and mechanism != session.mechanism):
         log.warning("sasl mechanism refused", mechanism=mechanism[:64], enabled=enabled, peer=ctx.peer)
@@ -43,8 +44,15 @@ def handle_handshake(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_authenticate(ctx: RequestContext, request: Any) -> Any:
     session = ctx.session
+    if session.authenticated and session.server is None:
+        # After a successful exchange: Kafka's KafkaApis answers it and goes on.
+        return ctx.respond(error_code=ErrorCode.illegal_sasl_state, auth_bytes=b"",
+                           error_message="SaslAuthenticate request received after successful authentication",
+                           session_lifetime=0)
     if session.server is None or session.raw_tokens:
-        session.close_after_response = True
+        # On a SASL listener this breaks the exchange; on a plaintext one Kafka's
+        # KafkaApis answers it and the connection goes on.
+        session.close_after_response = session.security.sasl is not None
         return ctx.respond(error_code=ErrorCode.illegal_sasl_state, auth_bytes=b"",
                            error_message="SaslAuthenticate without a SaslHandshake first", session_lifetime=0)
     try:

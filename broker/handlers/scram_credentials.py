@@ -23,7 +23,9 @@ log = get_logger("ottla.scram")
 def handle_describe(ctx: RequestContext, request: Any) -> Any:
     store = ctx.services.scram
     if not ctx.allowed_on_cluster(Operation.DESCRIBE):
-        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=[])
+        # Kafka's error answer: one result per user asked for, the error but no name.
+        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=[
+            _described("", ErrorCode.cluster_authorization_failed, None) for _ in request.users or ()])
     # Null or empty: every user (Kafka's "describe all").
     names = [u.name for u in request.users] if request.users else store.users()
     counts = Counter(names)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
@@ -14,6 +16,7 @@ from .context import RequestContext
 
 log = get_logger("ottla.topics")
 
+ZERO_UUID = uuid.UUID(int=0)
 DEFAULT = -1  # num_partitions / replication_factor: "use the broker's default"
 # Kafka's ConfigSource ids.
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
@@ -31,13 +34,21 @@ def handle_create(ctx: RequestContext, request: Any) -> Any:
         log.warning("create topics refused", partitions=requested, limit=MAX_PARTITIONS_PER_REQUEST,
                     client_id=ctx.header.client_id, peer=ctx.peer)
         return ctx.respond(topics=[
-            {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None,
+            {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": [],
              "error_code": ErrorCode.policy_violation,
              "error_message": "Excessively large number of partitions per request."}
             for t in request.topics])
     results = []
+    # A name given twice is refused once, and neither is created (Kafka's controller).
+    counts = Counter(t.name for t in request.topics)
+    for name in sorted(n for n, count in counts.items() if count > 1):
+        results.append({"name": name, "num_partitions": -1, "replication_factor": -1, "configs": [],
+                        "error_code": ErrorCode.invalid_request, "error_message": "Duplicate topic name."})
     for t in request.topics:
-        result: dict[str, Any] = {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None}
+        if counts[t.name] > 1:
+            continue
+        # Kafka's error answers carry the schema's defaults: an empty config list.
+        result: dict[str, Any] = {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
             if not (ctx.allowed_on_cluster(Operation.CREATE) or ctx.allowed(Operation.CREATE, ResourceType.TOPIC,
                                                                             t.name)):
@@ -56,7 +67,8 @@ def handle_create(ctx: RequestContext, request: Any) -> Any:
                 )
             configs = {c.name: c.value for c in t.configs}
             topic = services.create_topic(t.name, partitions, configs, validate_only=request.validate_only)
-            topic_id = topic.topic_id if topic is not None else None
+            # validate_only: Kafka's controller answers the id it would have given the topic.
+            topic_id = topic.topic_id if topic is not None else uuid.uuid4()
             # v5+: the topic's whole config, with sources, as DescribeConfigs would give it.
             result.update(error_code=ErrorCode.none, topic_id=topic_id, num_partitions=partitions,
                           replication_factor=1, configs=_created_configs(services, configs))
@@ -89,10 +101,13 @@ def handle_delete(ctx: RequestContext, request: Any) -> Any:
     entries = [(name, None) for name in names] if names is not None else \
         [(t.name, t.topic_id) for t in request.topics]
     for name, topic_id in entries:
+        both = name is not None and topic_id not in (None, ZERO_UUID)
         if name is None and topic_id is not None:
             topic = services.logs.topic_by_id(topic_id)
             name = topic.name if topic is not None else None
         try:
+            if both:
+                raise KafkaError(ErrorCode.invalid_request, "You may not specify both topic name and topic id.")
             if name is None:
                 raise KafkaError(ErrorCode.unknown_topic_id, f"no topic has id {topic_id}")
             if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name):
@@ -149,12 +164,15 @@ def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     """CreatePartitions: more partitions for existing topics, as Kafka's controller
     checks it (a one-broker cluster: assignments may name only this broker)."""
     services = ctx.services
-    names = [t.name for t in request.topics]
-    results = []
+    counts = Counter(t.name for t in request.topics)
+    # A name given twice is answered once, refused (Kafka's controller).
+    results: list[dict[str, Any]] = [{"name": name, "error_code": ErrorCode.invalid_request,
+                                      "error_message": "Duplicate topic name."}
+                                     for name in sorted(n for n, count in counts.items() if count > 1)]
     for t in request.topics:
+        if counts[t.name] > 1:
+            continue
         try:
-            if names.count(t.name) > 1:
-                raise KafkaError(ErrorCode.invalid_request, "Duplicate topic name.")
             if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, t.name):
                 raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             check_client_action(t.name, ClientAction.CREATE_PARTITIONS)

@@ -4,6 +4,8 @@ DescribeProducers. Each is a translation to and from the transaction coordinator
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from ottla.coordinator.transaction_log import TxnState
@@ -25,6 +27,11 @@ def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
                                                                 request.transactional_id):
         return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1,
                            producer_epoch=-1)
+    if (getattr(request, "producer_id", -1) == -1) != (getattr(request, "producer_epoch", -1) == -1):
+        # Kafka: a producer id and an epoch come together or not at all.
+        return ctx.respond(error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+    if request.transactional_id == "":
+        return ctx.respond(error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is None and not _may_write_idempotently(ctx):
         return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
     try:
@@ -182,18 +189,18 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
     for txn_id in request.transactional_ids:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
             states.append({"error_code": ErrorCode.transactional_id_authorization_failed, "transactional_id": txn_id,
-                           "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
+                           "transaction_state": "", "producer_id": 0, "producer_epoch": 0})
             continue
         try:
             txn = coordinator.describe(txn_id)
         except KafkaError as exc:  # its partition of __transaction_state is loading
             states.append({"error_code": exc.code, "transactional_id": txn_id,
-                           "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
+                           "transaction_state": "", "producer_id": 0, "producer_epoch": 0})
             continue
         if txn is None:
-            # The schema's defaults elsewhere (a start time of 0), as Kafka answers.
+            # The schema's defaults (producer id and epoch 0, a start time of 0), as Kafka answers.
             states.append({"error_code": ErrorCode.transactional_id_not_found, "transactional_id": txn_id,
-                           "transaction_state": "", "producer_id": -1, "producer_epoch": -1})
+                           "transaction_state": "", "producer_id": 0, "producer_epoch": 0})
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(txn.partitions):
@@ -224,6 +231,14 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond(error_code=exc.code, unknown_state_filters=unknown, transaction_states=[])
     if wanted_states and not wanted_states & _ALL_STATES:
         listed = []
+    pattern_text = getattr(request, "transactional_id_pattern", None)
+    if pattern_text:  # v2 (KIP-1152): the ids the whole pattern matches, as Java's matches()
+        try:
+            pattern = re.compile(pattern_text)
+        except re.error:
+            return ctx.respond(error_code=ErrorCode.invalid_regular_expression, unknown_state_filters=unknown,
+                               transaction_states=[])
+        listed = [(txn_id, txn) for txn_id, txn in listed if pattern.fullmatch(txn_id)]
     # Only the transactions the client may describe (Kafka filters them the same way).
     listed = [(txn_id, txn) for txn_id, txn in listed
               if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)]

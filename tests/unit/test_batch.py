@@ -81,9 +81,16 @@ def test_validation_refuses_bad_batches(captured):
         validate_produced_batch(bytes(corrupt), 10_000)
     assert crc.value.corrupt
 
+    # Bytes that stop before the batch they announce hold no batch (INVALID_RECORD, as
+    # Kafka's batch iterator finds none); a length too small for a batch is damage.
     with pytest.raises(InvalidBatch) as short:
         validate_produced_batch(captured[:HEADER_SIZE - 1], 10_000)
-    assert short.value.corrupt
+    assert not short.value.corrupt
+    tiny = bytearray(captured)
+    tiny[8:12] = (20).to_bytes(4, "big")
+    with pytest.raises(InvalidBatch) as damaged:
+        validate_produced_batch(bytes(tiny[:32]), 10_000)
+    assert damaged.value.corrupt
 
     with pytest.raises(InvalidBatch) as two:
         validate_produced_batch(captured + captured, 10_000)

@@ -1,0 +1,10 @@
+"""Every scenario of the differential suite, by area."""
+
+from __future__ import annotations
+
+from ..harness import Scenario
+from . import admin, basic, groups, idempotence, malformed, sasl_acls, transactions
+
+ALL: list[Scenario] = [*basic.SCENARIOS, *idempotence.SCENARIOS, *transactions.SCENARIOS, *groups.SCENARIOS,
+                       *admin.SCENARIOS, *malformed.SCENARIOS,
+                       *sasl_acls.SCENARIOS]
