@@ -19,7 +19,7 @@ import sys
 from dataclasses import replace
 
 from .tools import admin_cli, console, open_console
-from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig, ResolvedConfig, resolve_config
+from .config import LOG_DEFAULTS, PROPERTIES, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
 from .security.dev_security import DevSecurity, prepare
 from .security.scram_credentials import parse_add_scram

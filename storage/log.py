@@ -17,6 +17,7 @@ import time
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Callable, Iterator
 
 import structlog
@@ -406,7 +407,7 @@ class PartitionLog:
             raise KafkaError(ErrorCode.offset_out_of_range,
                              f"offset {offset} is outside [0, {self.high_watermark}]")
         self.log_start_offset = max(self.log_start_offset, offset)
-        whole = [s for s, after in zip(self.segments, self.segments[1:]) if after.base_offset <= self.log_start_offset]
+        whole = [s for s, after in pairwise(self.segments) if after.base_offset <= self.log_start_offset]
         self.delete_oldest_segments(whole)
         return self.log_start_offset
 

@@ -83,7 +83,7 @@ def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     members = [(m.member_id, m.group_instance_id) for m in request.members]
     codes = ctx.services.groups.leave(request.group_id, members)
     return ctx.respond(error_code=ErrorCode.none, members=[
-        {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes)
+        {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes, strict=True)
     ])
 
 

@@ -30,8 +30,9 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
     results = []
     for name in dict.fromkeys(names):
         if counts[name] > 1:
-            results.append(_described(name, ErrorCode.duplicate_resource, f"Cannot describe SCRAM credentials for the "
-                                                                          f"same user twice in a single request: {name}"))
+            results.append(_described(name, ErrorCode.duplicate_resource,
+                                      f"Cannot describe SCRAM credentials for the same user twice in a single request: "
+                                      f"{name}"))
             continue
         credentials = store.of_user(name)
         if not credentials:

@@ -131,7 +131,8 @@ def listener_security(listener: str, protocol: str, properties: Mapping[str, str
         try:
             value = int(text)
         except ValueError:
-            raise SecurityConfigError(key_of(key), f"invalid value for {key_of(key)}: {text!r} is not a number") from None
+            raise SecurityConfigError(key_of(key),
+                                      f"invalid value for {key_of(key)}: {text!r} is not a number") from None
         if value < 0:
             raise SecurityConfigError(key_of(key), f"invalid value for {key_of(key)}: {value} is negative")
         return value
@@ -208,7 +209,8 @@ def plain_users_of(key: str, jaas: str) -> dict[str, str]:
     text = jaas.strip()
     match = re.match(r"([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\b", text)
     if match is None or not text.endswith(";"):
-        raise SecurityConfigError(key, f"invalid value for {key}: expected 'LoginModuleClass required option=\"value\" ...;'")
+        raise SecurityConfigError(
+            key, f"invalid value for {key}: expected 'LoginModuleClass required option=\"value\" ...;'")
     if not match.group(1).endswith("PlainLoginModule"):
         raise SecurityConfigError(key, f"invalid value for {key}: PLAIN needs "
                                        "org.apache.kafka.common.security.plain.PlainLoginModule")
@@ -218,7 +220,8 @@ def plain_users_of(key: str, jaas: str) -> dict[str, str]:
     while rest[pos:].strip():
         option = _JAAS_OPTION.match(rest, pos)
         if option is None:
-            raise SecurityConfigError(key, f"invalid value for {key}: cannot read the options at {rest[pos:pos + 20]!r}")
+            raise SecurityConfigError(
+                key, f"invalid value for {key}: cannot read the options at {rest[pos:pos + 20]!r}")
         name = option.group(1)
         value = option.group(2) if option.group(2) is not None else option.group(3)
         if name.startswith("user_"):

@@ -112,7 +112,7 @@ def print_table(headers: list[str], rows: Iterable[list[Any]]) -> None:
     rows = [["-" if value is None else str(value) for value in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     for row in [headers, *rows]:
-        print(" ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip())
+        print(" ".join(value.ljust(width) for value, width in zip(row, widths, strict=False)).rstrip())
 
 
 # --- topics ------------------------------------------------------------------------------

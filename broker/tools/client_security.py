@@ -102,7 +102,7 @@ def authenticate(security: ClientSecurity, step: Exchange) -> None:
     without_proof = b"c=biws,r=" + attributes[b"r"]
     auth_message = first_bare + b"," + server_first + b"," + without_proof
     signature = hmac.digest(hashlib.new(digest, client_key).digest(), auth_message, digest)
-    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
     server_final = step(without_proof + b",p=" + base64.b64encode(proof))
     expected = b"v=" + base64.b64encode(hmac.digest(hmac.digest(salted, b"Server Key", digest), auth_message, digest))
     if not hmac.compare_digest(server_final, expected):
