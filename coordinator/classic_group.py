@@ -217,7 +217,7 @@ class ClassicGroup(Group):
                              timestamp_ms, members)
         return encode_group_key(GroupKey(self.group_id)), encode_group_value(record)
 
-    def tombstones(self) -> list[tuple[bytes, None]]:
+    def tombstones(self) -> list[tuple[bytes, bytes | None]]:
         return [(encode_group_key(GroupKey(self.group_id)), None)]
 
     @classmethod

@@ -75,5 +75,5 @@ class Group(abc.ABC):
         """Topics the live members consume: OffsetDelete must not delete their offsets."""
 
     @abc.abstractmethod
-    def tombstones(self) -> list[tuple[bytes, None]]:
+    def tombstones(self) -> list[tuple[bytes, bytes | None]]:
         """The `__consumer_offsets` records that delete this group's own records."""

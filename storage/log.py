@@ -18,7 +18,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import structlog
 
@@ -182,8 +182,9 @@ class PartitionLog:
             return  # the snapshot is at the log end (a clean shutdown wrote it there)
         # Every batch before the first checked one ends before it, so if that one
         # starts at or before the snapshot, the checked batches hold all to replay.
-        from_recovery = bool(checked) and checked[0][2].base_offset <= start
-        for segment, position, header in checked if from_recovery else self._batches_after(start):
+        batches: Iterable[tuple[LogSegment, int, BatchHeader]] = (
+            checked if checked and checked[0][2].base_offset <= start else self._batches_after(start))
+        for segment, position, header in batches:
             if header.last_offset < start or not header.has_producer_id:
                 continue
             state.record(header, header.base_offset)
