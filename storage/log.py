@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Callable, Iterable, Iterator
 
-import structlog
-
 from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
 from ottla.protocol.compression import EXPANSION_LIMIT
 from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.loggers import get_logger
 
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict
@@ -39,7 +38,7 @@ _READ_POSITIONS_KEPT = 16
 # (about 330 bytes each): a longer unflushed tail is walked again instead.
 _REPLAY_HEADERS_KEPT = 50_000
 
-_log = structlog.get_logger("ottla.log")
+_log = get_logger("ottla.log")
 
 
 @dataclass(frozen=True, slots=True)
