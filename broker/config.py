@@ -235,20 +235,24 @@ def _parse_listeners(listeners: str, advertised: str | None, protocol_map: str |
                               f"invalid value for listener.security.protocol.map: {pair!r} is not NAME:PROTOCOL")
         protocols[name.strip().upper()] = protocol.strip().upper()
     for name in bound:
-        protocol = protocols.get(name)
-        if protocol is None:
+        listener_protocol = protocols.get(name)
+        if listener_protocol is None:
             raise ConfigError("listeners", f"invalid value for listeners: no security protocol for listener {name}; "
                                            "give it one in listener.security.protocol.map")
-        if protocol not in SECURITY_PROTOCOLS:
+        if listener_protocol not in SECURITY_PROTOCOLS:
             raise ConfigError("listener.security.protocol.map",
-                              f"invalid value for listener.security.protocol.map: {protocol} is not one of "
+                              f"invalid value for listener.security.protocol.map: {listener_protocol} is not one of "
                               f"{', '.join(SECURITY_PROTOCOLS)}")
     for name in told:
         if name not in bound:
             raise ConfigError("advertised.listeners",
                               f"invalid value for advertised.listeners: {name} is not one of the listeners")
-    return tuple(Listener(name, host, port, *told.get(name, (None, None)), security_protocol=protocols[name])
-                 for name, (host, port) in bound.items())
+    result: list[Listener] = []
+    for name, (host, port) in bound.items():
+        advertised_host, advertised_port = told.get(name, (None, None))
+        result.append(Listener(name, host, port, advertised_host, advertised_port,
+                               security_protocol=protocols[name]))
+    return tuple(result)
 
 
 def listener_text(listeners: Iterable[Listener]) -> str:

@@ -68,4 +68,6 @@ def _answer(ctx: RequestContext) -> Any:
 def unsupported_version_response() -> Any:
     """The v0 answer to an ApiVersions version we do not know: UNSUPPORTED_VERSION and
     the list of what we do support, so the client can pick a version and retry."""
-    return make(response_class(18, 0), error_code=ErrorCode.unsupported_version, api_keys=_api_keys())
+    v0 = response_class(18, 0)
+    assert v0 is not None, "kio has every version of ApiVersions"
+    return make(v0, error_code=ErrorCode.unsupported_version, api_keys=_api_keys())

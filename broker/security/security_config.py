@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 SSL_PROPERTIES = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -165,7 +165,7 @@ def listener_security(listener: str, protocol: str, properties: Mapping[str, str
     )
 
 
-def _ssl_settings(get, key_of) -> SslSettings:  # type: ignore[no-untyped-def]
+def _ssl_settings(get: Callable[[str], str | None], key_of: Callable[[str], str]) -> SslSettings:
     client_auth = (get("ssl.client.auth") or "none").strip().lower()
     if client_auth not in CLIENT_AUTH:
         raise SecurityConfigError(key_of("ssl.client.auth"),

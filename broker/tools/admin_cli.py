@@ -27,7 +27,7 @@ import base64
 import struct
 import sys
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from ottla.protocol import apis
 
@@ -351,7 +351,7 @@ def _acls_remove(cluster: Cluster, args: argparse.Namespace) -> None:
 
 
 def _acls_list(cluster: Cluster, args: argparse.Namespace) -> None:
-    resources = _resources(args) or [(ResourceType.ANY, None)]
+    resources: Sequence[tuple[ResourceType, str | None]] = _resources(args) or [(ResourceType.ANY, None)]
     pattern = PatternType[(args.resource_pattern_type or ("any" if resources[0][1] is None else "literal")).upper()]
     rows = []
     for rt, name in resources:

@@ -24,7 +24,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from ottla.protocol import apis
 from ottla.protocol.batch import BatchHeader, HEADER_SIZE, LOG_OVERHEAD, build_batch, encode_record, iter_records
@@ -106,7 +106,7 @@ class Line:
     value: bytes
 
 
-def _parse_lines(stream: IO[bytes], parse_key: bool, separator: bytes) -> Iterator[Line]:
+def _parse_lines(stream: Iterable[bytes], parse_key: bool, separator: bytes) -> Iterator[Line]:
     for raw in stream:
         line = raw.rstrip(b"\r\n")
         if parse_key:
