@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Iterator
 
 from ottla.protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, build_batch, encode_record, iter_records
 from ottla.protocol.compression import EXPANSION_LIMIT
@@ -82,7 +83,7 @@ def plan(log: PartitionLog, first_dirty: int, now_ms: int) -> CleanPlan | None:
 # --- the worker thread ---------------------------------------------------------------------
 
 
-def _batches(path: str):
+def _batches(path: str) -> Iterator[tuple[BatchHeader, bytes]]:
     """(header, bytes) of each batch of a segment file, read through a descriptor of our
     own: the live segment may be closed or deleted meanwhile."""
     fd = os.open(path, os.O_RDONLY)

@@ -440,7 +440,7 @@ class PartitionLog:
         return FetchResult(records, self.high_watermark, lso, self.log_start_offset,
                            aborted if read_committed else None)
 
-    def batches(self, start_offset: int = 0):
+    def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """(header, bytes) of every batch holding offsets >= `start_offset`, oldest first.
         For loading internal topics and for tools, not for the fetch path. The first
         segment is entered where its offset index points, so a reader that stops and
