@@ -69,7 +69,8 @@ $(VENV)/.installed-bench: $(VENV)/.installed-base
 run: $(VENV)/.installed-base
 	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) --admin-port $(ADMIN_PORT)
 
-test: $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
+# The checkers first: a finding fails the run before the long suite starts.
+test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-bench $(KAFKA_LIBS)/.complete

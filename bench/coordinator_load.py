@@ -111,7 +111,8 @@ def write_history(data_dir: str, transactions: int, commits: int) -> int:
             txns.add(partition, key, value)
     txns.flush()
     offsets = _Appender(logs, OFFSETS_TOPIC)
-    keys = [(partition_for(f"bench-group-{g}", PARTITIONS), encode_offset_key(OffsetKey(f"bench-group-{g}", ORDINARY, p)))
+    keys = [(partition_for(f"bench-group-{g}", PARTITIONS),
+             encode_offset_key(OffsetKey(f"bench-group-{g}", ORDINARY, p)))
             for g in range(GROUPS) for p in range(100)]
     for n in range(commits):
         partition, key = keys[n % len(keys)]

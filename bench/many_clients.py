@@ -501,7 +501,7 @@ def median_rate(outcomes: list[ProducersResult | str]) -> float | None:
 
 def producers_ratio(produced: dict[str, list[ProducersResult | str]]) -> float | None:
     """Ottla / noida-db: the median of the per-round ratios, over rounds where both ran."""
-    per_round = [o.rate / n.rate for o, n in zip(produced.get("Ottla", []), produced.get("noida-db", []))
+    per_round = [o.rate / n.rate for o, n in zip(produced.get("Ottla", []), produced.get("noida-db", []), strict=False)
                  if not isinstance(o, str) and not isinstance(n, str)]
     return statistics.median(per_round) if per_round else None
 
@@ -521,7 +521,7 @@ def consumer_figures(consumed: dict[tuple[str, int], list[ConsumerResult | str]]
     """None unless both cases have figures. A round's two reads are paired for its ratio."""
     one = consumed.get((name, 1), [])
     many = consumed.get((name, group_partitions), [])
-    pairs = [(a, b) for a, b in zip(one, many) if not isinstance(a, str) and not isinstance(b, str)]
+    pairs = [(a, b) for a, b in zip(one, many, strict=False) if not isinstance(a, str) and not isinstance(b, str)]
     if not pairs:
         return None
     median = statistics.median

@@ -110,10 +110,11 @@ def median_ratio(run: Run, workload: str, peer: str) -> float | None:
 def markdown_table(header: list[str], rows: list[list[str]], numbers: bool = True) -> str:
     """A Markdown table padded to line up in a terminal too; the first column left-aligned,
     the others right-aligned if they hold `numbers`, else left-aligned too."""
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
 
     def line(cells: list[str]) -> str:
-        padded = [cell.rjust(w) if i and numbers else cell.ljust(w) for i, (cell, w) in enumerate(zip(cells, widths))]
+        padded = [cell.rjust(w) if i and numbers else cell.ljust(w)
+                  for i, (cell, w) in enumerate(zip(cells, widths, strict=False))]
         return "| " + " | ".join(padded) + " |"
 
     rule = "|" + "|".join("-" * (w + 1) + (":" if i and numbers else "-") for i, w in enumerate(widths)) + "|"
@@ -409,7 +410,7 @@ def _scale_targets(run: Run) -> list[Target]:
     keys = ("scale clean start", "scale recovery", "scale RSS")
     if run.scale_skipped:
         return [Target(key, target, "not measured (see Scale above)", NOT_JUDGED)
-                for key, target in zip(keys, (start, recovery, rss))]
+                for key, target in zip(keys, (start, recovery, rss), strict=True)]
     if run.scale is None:
         return []
     half, full = run.scale.half, run.scale.full

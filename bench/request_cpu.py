@@ -113,11 +113,11 @@ def measure(trees: list[str | None], rounds: int, warmup: int) -> list[tuple[flo
         for broker in brokers:
             broker.stop()
     results = []
-    for path, seconds in zip(paths, cpu):
+    for path, seconds in zip(paths, cpu, strict=True):
         with open(path) as saved:
             times = json.load(saved)
 
-        def median_us(key: int) -> float:
+        def median_us(key: int, times: dict[str, list[float]] = times) -> float:
             # A request the worker served only now and then does not count (none should be).
             got = times.get(str(key), [])
             return statistics.median(got[-rounds:]) / 1000 if len(got) > rounds // 2 else 0.0
@@ -139,14 +139,14 @@ def main() -> None:
     trees = [args.base, None] if args.base else [None]
     results: list[list[tuple[float, dict[str, float]]]] = [[] for _ in trees]
     for _ in range(args.runs):
-        for tree, runs, result in zip(trees, results, measure(trees, args.rounds, args.warmup)):
+        for tree, runs, result in zip(trees, results, measure(trees, args.rounds, args.warmup), strict=True):
             runs.append(result)
             print(f"{tree or 'working tree'}: {result[0]:,.0f} us a round;",
                   ", ".join(f"{name} {us:.0f}" for name, us in result[1].items()), flush=True)
     print(f"\nmedians of {args.runs} runs, microseconds of broker CPU")
     print("| code | a round (/proc) | " + " | ".join(REQUEST_KEYS) + " |")
     print("|---" * (2 + len(REQUEST_KEYS)) + "|")
-    for tree, runs in zip(trees, results):
+    for tree, runs in zip(trees, results, strict=True):
         print(f"| {tree or 'working tree'} | {statistics.median(r[0] for r in runs):,.0f} | "
               + " | ".join(f"{statistics.median(r[1][name] for r in runs):.0f}" for name in REQUEST_KEYS) + " |")
 

@@ -161,7 +161,7 @@ def run_round_trips(say: Callable[[str], None], rounds: int = ROUNDS, warmup: in
         with running_on(halves[1] if halves else None):
             times, rss = _session(contenders, rounds, warmup, halves[0] if halves else None)
         results[0].rss_peak = max(results[0].rss_peak or 0, rss)
-        for result, measured in zip(results, times):
+        for result, measured in zip(results, times, strict=True):
             for name, seconds in measured.items():
                 result.times[name] += seconds
                 result.session_p50[name].append(_percentile(seconds, 0.5))
@@ -222,7 +222,7 @@ def round_trip_lines(results: list[RoundTrips] | None) -> list[str]:
         row = f"| {name} | {ottla.percentile(name, 0.5) * 1e6:,.0f} | {ottla.percentile(name, 0.99) * 1e6:,.0f} |"
         for other in others:
             ratio = session_ratio(ottla, other, name)
-            each = [a / b for a, b in zip(ottla.session_p50[name], other.session_p50[name])]
+            each = [a / b for a, b in zip(ottla.session_p50[name], other.session_p50[name], strict=False)]
             judged = "-" if other.broker == CONTROL else "met" if ratio <= TARGET else "**missed**"
             row += (f" {other.percentile(name, 0.5) * 1e6:,.0f} | {other.percentile(name, 0.99) * 1e6:,.0f} |"
                     f" {ratio:.2f}x ({min(each):.2f}-{max(each):.2f}) | {judged} |")

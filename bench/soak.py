@@ -134,8 +134,9 @@ async def _probe(host: str, port: int, stop: asyncio.Event, latencies: list[floa
 
 def _consumers(bootstrap: str, stop: threading.Event, consumed: list[int]) -> None:
     """Two members of one group reading the transactional topic, read_committed."""
-    members = [Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-readers", "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest", "log_level": 0}) for _ in range(2)]
+    members = [Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-readers",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest", "log_level": 0})
+               for _ in range(2)]
     for member in members:
         member.subscribe([TXN])
     while not stop.is_set():

@@ -19,11 +19,11 @@ import sys
 from dataclasses import replace
 
 from .tools import admin_cli, console, open_console
-from .config import LOG_DEFAULTS, PROPERTIES, BrokerConfig, ResolvedConfig, resolve_config
+from .config import LOG_DEFAULTS, PROPERTIES, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
 from .security.dev_security import DevSecurity, prepare
 from .security.oauthbearer import validator_for
-from .security.scram_credentials import parse_add_scram
+from .security.scram_credentials import ScramCredential, parse_add_scram
 from .security.tls import server_context
 
 
@@ -87,7 +87,8 @@ def build_config(args: argparse.Namespace) -> ResolvedConfig:
     return ResolvedConfig(config, resolved.unknown, resolved.sources)
 
 
-async def _serve(resolved: ResolvedConfig, add_scram: list, dev: DevSecurity | None) -> None:  # type: ignore[type-arg]
+async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, ScramCredential]],
+                 dev: DevSecurity | None) -> None:
     from .server import Broker
 
     broker = Broker(resolved.config, add_scram + (dev.scram if dev is not None else []),

@@ -143,7 +143,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("log.level", "log_level", _one_of("debug", "info", "warning", "error"), "Ottla's own log level"),
     Property("log.format", "log_format", _one_of("console", "json"),
              "Ottla's log lines: console for people, json for machines"),
-    Property("admin.port", "admin_port", _port, "port of the admin HTTP endpoint (/healthz, /metrics, /faults); off if unset"),
+    Property("admin.port", "admin_port", _port,
+             "port of the admin HTTP endpoint (/healthz, /metrics, /faults); off if unset"),
     Property("admin.host", "admin_host", str, "interface of the admin endpoint (127.0.0.1 unless set)"),
     Property("admin.token", "admin_token", str,
              "a secret every change through the admin endpoint must carry (Authorization: Bearer)"),
@@ -236,20 +237,24 @@ def _parse_listeners(listeners: str, advertised: str | None, protocol_map: str |
                               f"invalid value for listener.security.protocol.map: {pair!r} is not NAME:PROTOCOL")
         protocols[name.strip().upper()] = protocol.strip().upper()
     for name in bound:
-        protocol = protocols.get(name)
-        if protocol is None:
+        listener_protocol = protocols.get(name)
+        if listener_protocol is None:
             raise ConfigError("listeners", f"invalid value for listeners: no security protocol for listener {name}; "
                                            "give it one in listener.security.protocol.map")
-        if protocol not in SECURITY_PROTOCOLS:
+        if listener_protocol not in SECURITY_PROTOCOLS:
             raise ConfigError("listener.security.protocol.map",
-                              f"invalid value for listener.security.protocol.map: {protocol} is not one of "
+                              f"invalid value for listener.security.protocol.map: {listener_protocol} is not one of "
                               f"{', '.join(SECURITY_PROTOCOLS)}")
     for name in told:
         if name not in bound:
             raise ConfigError("advertised.listeners",
                               f"invalid value for advertised.listeners: {name} is not one of the listeners")
-    return tuple(Listener(name, host, port, *told.get(name, (None, None)), security_protocol=protocols[name])
-                 for name, (host, port) in bound.items())
+    result: list[Listener] = []
+    for name, (host, port) in bound.items():
+        advertised_host, advertised_port = told.get(name, (None, None))
+        result.append(Listener(name, host, port, advertised_host, advertised_port,
+                               security_protocol=protocols[name]))
+    return tuple(result)
 
 
 def listener_text(listeners: Iterable[Listener]) -> str:

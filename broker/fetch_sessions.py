@@ -38,8 +38,9 @@ FETCH_SESSION_ID_NOT_FOUND and it starts a new session, as after a Kafka restart
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable
+from typing import Any, Iterable
 
 from ottla.protocol.errors import ErrorCode
 
@@ -53,7 +54,7 @@ TOPIC_ID_VERSION = 13  # Fetch names topics by id from this version on
 # About 60 MB of cached partitions at most: a thousand consumers of 200 partitions.
 MAX_CACHED_PARTITIONS = 200_000
 
-TopicKey = Hashable  # a topic's name (Fetch v7-v12) or id (v13+)
+TopicKey = str | uuid.UUID  # a topic's name (Fetch v7-v12) or id (v13+)
 PartitionKey = tuple[TopicKey, int]
 
 

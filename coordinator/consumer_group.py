@@ -156,7 +156,8 @@ class ConsumerGroup(Group):
     def member(self, member_id: str) -> ConsumerMember:
         member = self.members.get(member_id)
         if member is None:
-            raise KafkaError(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {self.group_id}.")
+            raise KafkaError(ErrorCode.unknown_member_id,
+                             f"Member {member_id} is not a member of group {self.group_id}.")
         return member
 
     def put_member(self, member: ConsumerMember) -> None:
@@ -213,7 +214,8 @@ class ConsumerGroup(Group):
         self.member(member_id)
         if api_version is not None and api_version < 9:
             raise KafkaError(ErrorCode.unsupported_version,
-                             "OffsetCommit version 9 or above must be used by members using the consumer group protocol")
+                             "OffsetCommit version 9 or above must be used by members using "
+                             "the consumer group protocol")
         self._validate_member_epoch(member_id, generation)
 
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:

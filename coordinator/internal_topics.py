@@ -35,7 +35,8 @@ class ClientAction(enum.Enum):
     ALTER_CONFIGS = (ErrorCode.policy_violation, "The configs of internal topic {} cannot be changed")
     CREATE_TOPIC = (ErrorCode.invalid_request, "Creation of internal topic {} is prohibited")
     # The coordinators map ids to partitions by the partition count: it may not change.
-    CREATE_PARTITIONS = (ErrorCode.invalid_partitions, "The number of partitions of internal topic {} cannot be changed")
+    CREATE_PARTITIONS = (ErrorCode.invalid_partitions,
+                         "The number of partitions of internal topic {} cannot be changed")
 
 
 def is_internal(topic: str) -> bool:

@@ -165,11 +165,11 @@ class OffsetStore:
             if header.is_control:
                 entries = pending.pop(header.producer_id, {})
                 if parse_marker(batch).type is ControlType.COMMIT:
-                    for key, entry in entries.items():
-                        current = committed.get(key)
+                    for offset_key, entry in entries.items():
+                        current = committed.get(offset_key)
                         # As `on_marker`: a plain commit written after the transactional one wins.
                         if current is None or current[1] < entry[1]:
-                            committed[key] = entry
+                            committed[offset_key] = entry
                 return
             for offset, key, value in keys_and_values(batch):
                 if key is None:
@@ -193,7 +193,8 @@ class OffsetStore:
                         # offsets stay). Offsets of open transactions go.
                         for entries in pending.values():
                             _drop_group(entries, group_key.group)
-                if group_key is not None:
+                # Offset keys (versions 0 and 1) were taken above.
+                if group_key is not None and not isinstance(group_key, OffsetKey):
                     replay_group_record(group_key, value)
 
         await replay(log, apply)
@@ -285,7 +286,7 @@ class OffsetStore:
             return {tp: (None, ErrorCode.none) for tp in partitions or []}
         unstable = offsets.unstable() if require_stable else set()
         wanted = partitions if partitions is not None else sorted(offsets.committed)
-        result = {}
+        result: dict[TopicPartition, tuple[CommittedOffset | None, ErrorCode]] = {}
         for tp in wanted:
             if tp in unstable:
                 result[tp] = (None, ErrorCode.unstable_offset_commit)

@@ -48,7 +48,7 @@ def bounds(client_config: dict[str, str], subscription: Subscription, read_commi
     subscribed topic that does not exist has no partitions yet, as with Spark's Kafka
     source: a stream picks it up when it appears (from its earliest offset), and a
     partition that disappears is a matter for failOnDataLoss."""
-    admin = AdminClient(client_config)
+    admin = AdminClient({**client_config})
     metadata = admin.list_topics(timeout=TIMEOUT_S)
     partitions = [TopicPartition(name, p) for name, topic in metadata.topics.items()
                   if subscription.matches(name) and topic.error is None for p in topic.partitions]

@@ -79,7 +79,7 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     pattern = options.get("subscribepattern")
     if (topics is None) == (pattern is None):
         raise ValueError("exactly one of the options subscribe and subscribePattern is required")
-    if pattern is not None:
+    if topics is None:
         return Subscription(pattern=pattern)
     names = tuple(t.strip() for t in topics.split(",") if t.strip())
     if not names:

@@ -42,12 +42,10 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 @dataclass(frozen=True)
 class Columns:
-    """Which of the optional columns the written DataFrame has, and whether `key` and
-    `value` arrive as strings (encoded as UTF-8) or bytes."""
+    """Which of the optional columns the written DataFrame has. `key` and `value` arrive
+    as str (a string column, encoded as UTF-8) or bytearray (a binary column)."""
 
     key: bool
-    key_is_string: bool
-    value_is_string: bool
     topic: bool
     partition: bool
     headers: bool
@@ -66,9 +64,8 @@ class Columns:
                                  f"{' or '.join(t.simpleString() for t in allowed)}")
         if topic_option is None and "topic" not in types:
             raise ValueError("set the topic option or give the DataFrame a topic column")
-        return cls(key="key" in types, key_is_string=types.get("key") == StringType(),
-                   value_is_string=types["value"] == StringType(), topic="topic" in types,
-                   partition="partition" in types, headers="headers" in types)
+        return cls(key="key" in types, topic="topic" in types, partition="partition" in types,
+                   headers="headers" in types)
 
 
 def _same_type(actual: object, expected: object) -> bool:
@@ -118,11 +115,11 @@ def _produce_rows(producer: Producer, rows: Iterator[Row], columns: Columns, top
 
 
 def _message(row: Row, columns: Columns, topic_option: str | None) -> dict:
-    message: dict = {"topic": topic_option or row["topic"], "value": _bytes(row["value"], columns.value_is_string)}
+    message: dict = {"topic": topic_option or row["topic"], "value": _bytes(row["value"])}
     if message["topic"] is None:
         raise ValueError(f"a row has no topic: {row}")
     if columns.key:
-        message["key"] = _bytes(row["key"], columns.key_is_string)
+        message["key"] = _bytes(row["key"])
     if columns.partition and row["partition"] is not None:
         message["partition"] = row["partition"]
     if columns.headers and row["headers"]:
@@ -130,10 +127,24 @@ def _message(row: Row, columns: Columns, topic_option: str | None) -> dict:
     return message
 
 
-def _bytes(data: str | bytes | bytearray | None, is_string: bool) -> bytes | None:
+def _bytes(data: str | bytes | bytearray | None) -> bytes | None:
     if data is None:
         return None
-    return data.encode() if is_string else bytes(data)
+    return data.encode() if isinstance(data, str) else bytes(data)
+
+
+def _task() -> TaskContext:
+    task = TaskContext.get()
+    if task is None:
+        raise RuntimeError("a Spark writer's write runs only inside a Spark task")
+    return task
+
+
+def _local_property(task: TaskContext, name: str) -> str:
+    value = task.getLocalProperty(name)
+    if value is None:  # Spark sets both of Ottla's properties on every streaming task
+        raise RuntimeError(f"the Spark task has no local property {name}")
+    return value
 
 
 def _producer_config(options: SinkOptions) -> dict:
@@ -148,7 +159,7 @@ class OttlaBatchWriter(DataSourceWriter):
     def write(self, rows: Iterator[Row]) -> TaskReport:
         producer = Producer(_producer_config(self.options))
         count = _produce_rows(producer, rows, self.columns, self.options.topic)
-        return TaskReport(TaskContext.get().partitionId(), count)
+        return TaskReport(_task().partitionId(), count)
 
 
 class OttlaStreamWriter(DataSourceStreamWriter):
@@ -171,9 +182,9 @@ class OttlaStreamWriter(DataSourceStreamWriter):
         self.columns = columns
 
     def write(self, rows: Iterator[Row]) -> TaskReport:
-        task = TaskContext.get()
-        query_id = task.getLocalProperty(QUERY_ID_PROPERTY)
-        batch_id = int(task.getLocalProperty(BATCH_ID_PROPERTY))
+        task = _task()
+        query_id = _local_property(task, QUERY_ID_PROPERTY)
+        batch_id = int(_local_property(task, BATCH_ID_PROPERTY))
         task_partition = task.partitionId()
         rows = iter(rows)
         first = next(rows, None)

@@ -96,10 +96,12 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[tu
             message = consumer.poll(POLL_INTERVAL_S)
             error = message.error() if message is not None else None
             if message is not None and error is None:
-                if message.offset() >= offset_range.end:
+                offset = message.offset()
+                assert offset is not None, "a consumed message has its offset"
+                if offset >= offset_range.end:
                     break
                 yield _row(message)
-                position = message.offset() + 1
+                position = offset + 1
                 last_progress = time.monotonic()
             elif error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
                 position = _skip_lost_offsets(consumer, offset_range, position, options.fail_on_data_loss)
@@ -212,5 +214,7 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                       self.options.fail_on_data_loss)
         return ranges(begin, planned_end)
 
-    def read(self, partition: OffsetRange) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        if not isinstance(partition, OffsetRange):  # Spark hands back what partitions() planned
+            raise TypeError(f"not an Ottla offset range: {partition!r}")
         return read_range(self.options, partition)

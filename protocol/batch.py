@@ -131,7 +131,7 @@ class BatchHeader:
         return self.producer_id >= 0
 
 
-def compute_crc(batch: bytes | memoryview) -> int:
+def compute_crc(batch: bytes | bytearray | memoryview) -> int:
     with memoryview(batch) as view:  # a view: slicing bytes would copy the whole batch
         return crc32c.crc32c(view[ATTRIBUTES_OFFSET:])
 

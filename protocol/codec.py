@@ -19,6 +19,8 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from kio.static.protocol import Entity, Payload
+
 from .apis import API_VERSIONS
 from .compiled_writers import compiled_writer
 from .kio_schema import (
@@ -55,7 +57,7 @@ class RequestHeader:
 
 
 @cache
-def request_class(api_key: int, version: int) -> type | None:
+def request_class(api_key: int, version: int) -> type[Entity] | None:
     try:
         return load_request_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):
@@ -63,7 +65,7 @@ def request_class(api_key: int, version: int) -> type | None:
 
 
 @cache
-def response_class(api_key: int, version: int) -> type | None:
+def response_class(api_key: int, version: int) -> type[Entity] | None:
     try:
         return load_response_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):
@@ -71,7 +73,7 @@ def response_class(api_key: int, version: int) -> type | None:
 
 
 @cache
-def _reader(cls: type) -> Any:
+def _reader(cls: type[Entity]) -> Any:
     return entity_reader(cls)
 
 
@@ -113,7 +115,7 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, offset)
 
 
-def decode_request(cls: type, frame: bytes | memoryview, offset: int) -> Any:
+def decode_request(cls: type[Entity], frame: bytes | memoryview, offset: int) -> Any:
     """The request body at `offset` as an instance of `cls`.
 
     Every length and count is checked against the frame first (request_bounds.py): kio
@@ -148,15 +150,15 @@ def decode_request(cls: type, frame: bytes | memoryview, offset: int) -> Any:
 # --- unknown tagged fields ---------------------------------------------------------------
 
 
-def _strip_unknown_tags(cls: type, buf: bytes | memoryview, offset: int, out: bytearray) -> int:
+def _strip_unknown_tags(cls: type[Entity], buf: bytes | memoryview, offset: int, out: bytearray) -> int:
     """Copy the entity at `offset` into `out`, dropping tagged fields `cls` does not
     declare. Returns the offset after the entity in `buf`."""
     flexible = cls.__flexible__
     known_tags = set()
     for f in fields(cls):
-        tag = get_field_tag(f)
-        if tag is not None:
-            known_tags.add(int(tag))
+        declared = get_field_tag(f)
+        if declared is not None:
+            known_tags.add(int(declared))
             continue
         kind = classify_field(f)
         if isinstance(kind, EntityField):
@@ -246,7 +248,7 @@ class ChunkWriter:
         return chunks
 
 
-def response_header_is_flexible(api_key: int, version: int, cls: type) -> bool:
+def response_header_is_flexible(api_key: int, version: int, cls: type[Entity]) -> bool:
     # ApiVersions responses always use header v0, so that a client that does not yet
     # know the broker's versions can read the answer.
     return cls.__flexible__ and api_key != API_VERSIONS.key
@@ -254,7 +256,7 @@ def response_header_is_flexible(api_key: int, version: int, cls: type) -> bool:
 
 def encode_response(correlation_id: int, response: Any, api_key: int | None = None) -> list:
     """Size prefix + response header + body, as chunks for `transport.writelines`."""
-    cls = type(response)
+    cls: type[Payload] = type(response)
     key = cls.__api_key__ if api_key is None else api_key
     out = ChunkWriter()
     header = _INT32.pack(correlation_id)
@@ -271,7 +273,7 @@ def encode_response(correlation_id: int, response: Any, api_key: int | None = No
 def encode_request(correlation_id: int, client_id: str, request: Any) -> bytes:
     """A whole request frame, size prefix included: header v1, or v2 (with its empty
     tagged fields) for a flexible request, then the body."""
-    cls = type(request)
+    cls: type[Payload] = type(request)
     raw_id = client_id.encode()
     out = ChunkWriter()
     out.write(_HEADER_PREFIX.pack(cls.__api_key__, cls.__version__, correlation_id, len(raw_id)) + raw_id)
@@ -284,6 +286,8 @@ def encode_request(correlation_id: int, client_id: str, request: Any) -> bytes:
 def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
     """A response frame (without its size prefix): (correlation id, body entity)."""
     cls = response_class(api_key, version)
+    if cls is None:
+        raise ValueError(f"no schema for version {version} of API {api_key} responses")
     (correlation_id,) = _INT32.unpack_from(frame)
     offset = _INT32.size
     if response_header_is_flexible(api_key, version, cls):

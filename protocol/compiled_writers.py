@@ -28,6 +28,8 @@ from functools import cache
 from typing import Any, Callable
 from uuid import UUID
 
+from kio.static.protocol import Entity
+
 from .kio_schema import (
     EntityField,
     EntityTupleField,
@@ -171,7 +173,7 @@ def _array(src: _Source, f: Field, kind: Any, flexible: bool, indent: int) -> No
     src.flush(indent + 2)
 
 
-def _tagged(cls: type) -> list[tuple[int, Field, Any, Any]]:
+def _tagged(cls: type[Entity]) -> list[tuple[int, Field, Any, Any]]:
     """(tag, field, kio's writer, implicit default) of each tagged field, by tag."""
     tagged = []
     for f in fields(cls):
@@ -197,7 +199,7 @@ def _write_tags(write: Write, entity: Any, tagged: list[tuple[int, Field, Any, A
 
 
 @cache
-def compiled_writer(cls: type) -> EntityWriter:
+def compiled_writer(cls: type[Entity]) -> EntityWriter:
     """The writer of kio class `cls` (a message, or an entity nested in one)."""
     flexible = cls.__flexible__
     namespace: dict[str, Any] = {"_uvarint": write_uvarint, "_UUID_ZERO": _UUID_ZERO, "_struct_pack": struct.pack,

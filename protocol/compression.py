@@ -24,6 +24,7 @@ from __future__ import annotations
 import mmap
 import struct
 import threading
+from typing import Callable
 
 import cramjam
 
@@ -115,7 +116,7 @@ def _snappy(data: bytes, limit: int) -> bytes:
 _scratch = threading.local()
 
 
-def _into_scratch(decompress_into, data: bytes | memoryview, limit: int) -> bytes:  # type: ignore[no-untyped-def]
+def _into_scratch(decompress_into: Callable[[bytes, memoryview], int], data: bytes | memoryview, limit: int) -> bytes:
     """Decompress into this thread's scratch buffer of `limit` + 1 bytes; more than
     `limit` (the codec fails to write its whole output) is refused."""
     buffer: mmap.mmap | None = getattr(_scratch, "buffer", None)

@@ -102,8 +102,8 @@ def _plan(cls: type) -> tuple[tuple[str, Callable[[Any], Any], Any], ...]:
         optional = is_optional(f)
         if f.default is not MISSING:
             default = f.default
-        elif f.default_factory is not MISSING:  # type: ignore[misc]
-            default = f.default_factory()  # type: ignore[misc]
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
         else:
             default = MISSING
         convert: Callable[[Any], Any]

@@ -39,10 +39,12 @@ def _by_partition(topics_field: str, name_field: str, partitions_field: str,
     def named(request: Any) -> Named:
         out: Named = {}
         for topic in getattr(request, topics_field) or ():
-            name = getattr(topic, name_field, None) or getattr(topic, "topic_id", None)
+            # A topic named by neither name nor id answers under the empty name: a null
+            # would not encode in a response's non-nullable name.
+            name = getattr(topic, name_field, None) or getattr(topic, "topic_id", None) or ""
             entries = getattr(topic, partitions_field)
             indexes = list(entries) if index_field is None else [getattr(p, index_field) for p in entries]
-            out.setdefault(name, []).extend(indexes)  # type: ignore[union-attr]
+            out[name] = [*(out.get(name) or ()), *indexes]  # a topic may be named twice
         return out
 
     return named
@@ -212,7 +214,7 @@ def _top_level(api: apis.Api) -> Callable[[Any, ErrorCode], dict[str, Any]]:
 
     def build(request: Any, code: ErrorCode) -> dict[str, Any]:
         names = field_names_of_any_version(load_response_schema(api.key, api.max_version))
-        values = {"error_code": code, **{name: value for name, value in none.items() if name in names}}
+        values: dict[str, Any] = {"error_code": code, **{name: value for name, value in none.items() if name in names}}
         if "member_id" in names:
             values["member_id"] = getattr(request, "member_id", "") or ""
         return values

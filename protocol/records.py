@@ -78,7 +78,7 @@ class RecordsSummary:
     null_keys: int = 0  # how many records have a null key, listed or not
 
 
-def _varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+def _varint(data: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
     """The slow path: a zigzag varint of up to `max_bytes` bytes at `pos`."""
     raw = shift = 0
     for i in range(max_bytes):

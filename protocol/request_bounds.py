@@ -26,6 +26,8 @@ from dataclasses import fields
 from functools import cache
 from typing import Any, Callable, Union
 
+from kio.static.protocol import Entity
+
 from .kio_schema import (
     EntityField,
     EntityTupleField,
@@ -62,7 +64,7 @@ class LengthError(ValueError):
     """A length or count that claims more than the frame holds."""
 
 
-def check_request_body(cls: type, buf: Union[bytes, memoryview], offset: int) -> None:
+def check_request_body(cls: type[Entity], buf: Union[bytes, memoryview], offset: int) -> None:
     """Raise LengthError unless every length and count of the `cls` body at `offset`
     fits in `buf`."""
     try:
@@ -74,7 +76,7 @@ def check_request_body(cls: type, buf: Union[bytes, memoryview], offset: int) ->
 
 
 @cache
-def _checker(cls: type) -> Callable[[Any, int, int], int]:
+def _checker(cls: type[Entity]) -> Callable[[Any, int, int], int]:
     """The walk of `cls`'s plan as straight-line Python, compiled once: this runs
     before every request, and interpreting the plan step by step cost more than kio's
     own decoding."""
@@ -178,7 +180,7 @@ def _check_tags(buf: Any, offset: int, end: int, known: dict[int, Callable[[Any,
 
 
 @cache
-def _plan(cls: type) -> Plan:
+def _plan(cls: type[Entity]) -> Plan:
     flexible = cls.__flexible__
     steps: list[Step] = []
     tagged: dict[int, Plan] = {}

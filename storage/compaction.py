@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from itertools import pairwise
+from typing import Iterator
 
 from ottla.protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, build_batch, encode_record, iter_records
 from ottla.protocol.compression import EXPANSION_LIMIT
@@ -61,10 +63,12 @@ def plan(log: PartitionLog, first_dirty: int, now_ms: int) -> CleanPlan | None:
     if not log.config.compact:
         return None
     end = _first_uncleanable(log, now_ms)
-    segments = [s for s, after in zip(log.segments, log.segments[1:]) if after.base_offset <= end]
+    segments = [s for s, after in pairwise(log.segments) if after.base_offset <= end]
     if not segments:
         return None
-    dirty_segments = [s for s, after in zip(segments, log.segments[1:]) if after.base_offset > first_dirty]
+    # `segments` is a prefix of log.segments that leaves out at least the active one.
+    dirty_segments = [s for s, after in zip(segments, log.segments[1:], strict=False)
+                      if after.base_offset > first_dirty]
     if not dirty_segments:
         return None
     total = sum(s.size for s in segments)
@@ -79,7 +83,7 @@ def plan(log: PartitionLog, first_dirty: int, now_ms: int) -> CleanPlan | None:
 # --- the worker thread ---------------------------------------------------------------------
 
 
-def _batches(path: str):
+def _batches(path: str) -> Iterator[tuple[BatchHeader, bytes]]:
     """(header, bytes) of each batch of a segment file, read through a descriptor of our
     own: the live segment may be closed or deleted meanwhile."""
     fd = os.open(path, os.O_RDONLY)
@@ -119,7 +123,7 @@ def clean(p: CleanPlan) -> list[LogSegment]:
         target = LogSegment(segment.directory, segment.base_offset, suffix=CLEANED)
         # Read (created) now: the copy must have a time index file even if it keeps no
         # batch, for the swap to put it over the live one.
-        target.time_index
+        _ = target.time_index
         for entry in segment.txn_index.entries:
             target.txn_index.append(entry)
         for header, batch in _batches(segment.log_path):
@@ -156,7 +160,8 @@ def _filter(header: BatchHeader, batch: bytes, latest: dict[bytes, int], horizon
     records = list(iter_records(batch, max_decompressed))
     keep = [
         r for r in records
-        if r.key is None or (latest.get(r.key, r.offset) <= r.offset and not (r.value is None and r.timestamp < horizon))
+        if r.key is None
+        or (latest.get(r.key, r.offset) <= r.offset and not (r.value is None and r.timestamp < horizon))
     ]
     if len(keep) == len(records) and header.compression == 0:
         return batch

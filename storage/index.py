@@ -82,7 +82,7 @@ class _SparseIndex:
 
     def _entries_bytes(self) -> bytes:
         columns = [getattr(self, name) for name in self.COLUMNS]
-        return b"".join(self.ENTRY.pack(*fields) for fields in zip(*columns))
+        return b"".join(self.ENTRY.pack(*fields) for fields in zip(*columns, strict=True))
 
     def start_rebuild(self, keep: int) -> None:
         """Keep the first `keep` entries and take new ones in memory only, until

@@ -17,14 +17,14 @@ import time
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterator
-
-import structlog
+from itertools import pairwise
+from typing import Callable, Iterable, Iterator
 
 from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
 from ottla.protocol.compression import EXPANSION_LIMIT
 from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.loggers import get_logger
 
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict
@@ -38,7 +38,7 @@ _READ_POSITIONS_KEPT = 16
 # (about 330 bytes each): a longer unflushed tail is walked again instead.
 _REPLAY_HEADERS_KEPT = 50_000
 
-_log = structlog.get_logger("ottla.log")
+_log = get_logger("ottla.log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +183,9 @@ class PartitionLog:
             return  # the snapshot is at the log end (a clean shutdown wrote it there)
         # Every batch before the first checked one ends before it, so if that one
         # starts at or before the snapshot, the checked batches hold all to replay.
-        from_recovery = bool(checked) and checked[0][2].base_offset <= start
-        for segment, position, header in checked if from_recovery else self._batches_after(start):
+        batches: Iterable[tuple[LogSegment, int, BatchHeader]] = (
+            checked if checked and checked[0][2].base_offset <= start else self._batches_after(start))
+        for segment, position, header in batches:
             if header.last_offset < start or not header.has_producer_id:
                 continue
             state.record(header, header.base_offset)
@@ -409,7 +410,7 @@ class PartitionLog:
             raise KafkaError(ErrorCode.offset_out_of_range,
                              f"offset {offset} is outside [0, {self.high_watermark}]")
         self.log_start_offset = max(self.log_start_offset, offset)
-        whole = [s for s, after in zip(self.segments, self.segments[1:]) if after.base_offset <= self.log_start_offset]
+        whole = [s for s, after in pairwise(self.segments) if after.base_offset <= self.log_start_offset]
         self.delete_oldest_segments(whole)
         return self.log_start_offset
 
@@ -442,7 +443,7 @@ class PartitionLog:
         return FetchResult(records, self.high_watermark, lso, self.log_start_offset,
                            aborted if read_committed else None)
 
-    def batches(self, start_offset: int = 0):
+    def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """(header, bytes) of every batch holding offsets >= `start_offset`, oldest first.
         For loading internal topics and for tools, not for the fetch path. The first
         segment is entered where its offset index points, so a reader that stops and

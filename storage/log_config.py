@@ -10,7 +10,7 @@ command-line defaults.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -77,7 +77,7 @@ class LogConfig:
     def delete(self) -> bool:
         return DELETE in self.cleanup_policy
 
-    def with_topic_configs(self, configs: dict[str, str | None]) -> "LogConfig":
+    def with_topic_configs(self, configs: Mapping[str, str | None]) -> "LogConfig":
         """A copy with topic configs (Kafka names, text values) applied. INVALID_CONFIG
         names the config for an unknown name or a bad value."""
         changes = {}

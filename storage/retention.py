@@ -32,7 +32,8 @@ def expired_segments(log: PartitionLog, now_ms: int) -> list[LogSegment]:
         if active and segment.size == 0:
             break
         below_start = not active and segments[i + 1].base_offset <= log.log_start_offset
-        too_old = config.delete and config.retention_ms >= 0 and 0 <= segment.max_timestamp < now_ms - config.retention_ms
+        too_old = (config.delete and config.retention_ms >= 0
+                   and 0 <= segment.max_timestamp < now_ms - config.retention_ms)
         too_big = config.delete and config.retention_bytes >= 0 and total - segment.size >= config.retention_bytes
         if not (below_start or too_old or too_big):
             break

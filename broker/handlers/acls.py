@@ -11,7 +11,8 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from ..security.authorizer import (CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType)
+from ..security.authorizer import (CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission,
+                                   ResourceType)
 from ..logging import get_logger
 from .context import RequestContext
 
@@ -63,7 +64,8 @@ def handle_create(ctx: RequestContext, request: Any) -> Any:
     if not ctx.allowed_on_cluster(Operation.ALTER):
         return ctx.respond(results=[{"error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
                                     for _ in request.creations])
-    results, created = [], []
+    results: list[dict[str, Any]] = []
+    created: list[AclBinding] = []
     for creation in request.creations:
         try:
             created.append(_binding(creation))
@@ -105,7 +107,8 @@ def handle_delete(ctx: RequestContext, request: Any) -> Any:
     if not ctx.allowed_on_cluster(Operation.ALTER):
         return ctx.respond(filter_results=[{"error_code": ErrorCode.cluster_authorization_failed,
                                             "error_message": None, "matching_acls": []} for _ in request.filters])
-    filters, results = [], []
+    filters: list[AclFilter] = []
+    results: list[dict[str, Any] | None] = []
     for f in request.filters:
         try:
             filters.append(_filter(f))

@@ -78,5 +78,7 @@ def unsupported_version_response() -> Any:
     """The v0 answer to an ApiVersions version we do not know: UNSUPPORTED_VERSION and,
     as Kafka (KIP-511), ApiVersions' own version range only, so the client can pick a
     version and retry."""
+    v0 = response_class(18, 0)
+    assert v0 is not None, "kio has every version of ApiVersions"
     own = [k for k in _api_keys() if k["api_key"] == 18]
-    return make(response_class(18, 0), error_code=ErrorCode.unsupported_version, api_keys=own)
+    return make(v0, error_code=ErrorCode.unsupported_version, api_keys=own)

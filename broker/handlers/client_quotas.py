@@ -37,4 +37,4 @@ def handle_alter(ctx: RequestContext, request: Any) -> Any:
          for entry in request.entries],
         request.validate_only)
     return ctx.respond(entries=[{"error_code": code, "error_message": message, "entity": entity}
-                                for (code, message), entity in zip(results, entities)])
+                                for (code, message), entity in zip(results, entities, strict=True)])

@@ -7,12 +7,12 @@ from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.loggers import logger_levels, set_logger_level
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from ..security.authorizer import Operation, ResourceType
 from ..config import BrokerConfig
 from ..dynamic_config import CLUSTER_DEFAULT, THIS_BROKER
-from ..logging import logger_levels, set_logger_level
 from .context import RequestContext
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32

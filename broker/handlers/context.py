@@ -36,7 +36,10 @@ class RequestContext:
 
     @property
     def response_class(self) -> type:
-        return response_class(self.header.api_key, self.header.api_version)
+        cls = response_class(self.header.api_key, self.header.api_version)
+        if cls is None:  # the request was read with this version's schema, so it has one
+            raise LookupError(f"no response schema for API {self.header.api_key} v{self.header.api_version}")
+        return cls
 
     def after_response(self, work: Callable[[], None]) -> None:
         """Run `work` right after the response is handed to the socket, before this

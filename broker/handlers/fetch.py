@@ -18,6 +18,7 @@ partition of the session, and its answer names only the partitions with news.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -98,8 +99,10 @@ def _context(ctx: RequestContext, request: Any) -> FetchContext:
 def _resolve(ctx: RequestContext, wanted: list[Wanted]) -> dict[Any, Any]:
     """The topic (None if unknown) of each topic name or id among `wanted`."""
     logs = ctx.services.logs
-    find = logs.topic_by_id if ctx.version >= TOPIC_ID_VERSION else logs.topic
-    return {key: find(key) for key in {w.topic for w in wanted}}
+    keys = {w.topic for w in wanted}
+    if ctx.version >= TOPIC_ID_VERSION:
+        return {key: logs.topic_by_id(key) if isinstance(key, uuid.UUID) else None for key in keys}
+    return {key: logs.topic(key) if isinstance(key, str) else None for key in keys}
 
 
 def _collect(ctx: RequestContext, request: Any, wanted: list[Wanted],

@@ -88,7 +88,7 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
 def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     if _group_refused(ctx, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, members=[])
-    members = [(request.member_id, None)] if ctx.version <= 2 else \
+    members: list[tuple[str, str | None]] = [(request.member_id, None)] if ctx.version <= 2 else \
         [(m.member_id, m.group_instance_id) for m in request.members]
     try:
         codes = ctx.services.groups.leave(request.group_id, members)
@@ -100,7 +100,7 @@ def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     if ctx.version <= 2:
         return ctx.respond(error_code=codes[0])
     return ctx.respond(error_code=ErrorCode.none, members=[
-        {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes)
+        {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes, strict=True)
     ])
 
 

@@ -72,7 +72,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         controller_id=services.node_id,
         topics=topics,
         cluster_authorized_operations=authorized_operations(
-            ctx, ResourceType.CLUSTER, "kafka-cluster", getattr(request, "include_cluster_authorized_operations", False)),
+            ctx, ResourceType.CLUSTER, "kafka-cluster",
+            getattr(request, "include_cluster_authorized_operations", False)),
     )
 
 

@@ -100,7 +100,7 @@ async def _append_after_checks(ctx: RequestContext, request: Any, checked: list,
     threads = ctx.services.threads
     errors = await asyncio.gather(*(threads.run(_check_records, c, ctx.header.client_id, ctx.peer)
                                     for c in in_thread))
-    for c, error in zip(in_thread, errors):
+    for c, error in zip(in_thread, errors, strict=True):
         if error is not None:
             _replace(checked, c, error)
         else:

@@ -42,11 +42,13 @@ def handle_alter_partition_reassignments(ctx: RequestContext, request: Any) -> A
         for p in t.partitions:
             code, message = ErrorCode.none, None
             if services.logs.partition(t.name, p.partition_index) is None:
-                code, message = ErrorCode.unknown_topic_or_partition, f"Unable to find partition {t.name}-{p.partition_index}."
+                code = ErrorCode.unknown_topic_or_partition
+                message = f"Unable to find partition {t.name}-{p.partition_index}."
             elif p.replicas is None:
                 code, message = ErrorCode.no_reassignment_in_progress, "No ongoing reassignment for this partition."
             elif len(set(p.replicas)) != len(p.replicas) or not p.replicas:
-                code, message = ErrorCode.invalid_replica_assignment, "The replica assignment is empty or has duplicates."
+                code = ErrorCode.invalid_replica_assignment
+                message = "The replica assignment is empty or has duplicates."
             elif any(r != node for r in p.replicas):
                 other = next(r for r in p.replicas if r != node)
                 code, message = (ErrorCode.invalid_replica_assignment,

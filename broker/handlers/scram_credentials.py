@@ -32,8 +32,9 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
     results = []
     for name in dict.fromkeys(names):
         if counts[name] > 1:
-            results.append(_described(name, ErrorCode.duplicate_resource, f"Cannot describe SCRAM credentials for the "
-                                                                          f"same user twice in a single request: {name}"))
+            results.append(_described(name, ErrorCode.duplicate_resource,
+                                      f"Cannot describe SCRAM credentials for the same user twice in a single request: "
+                                      f"{name}"))
             continue
         credentials = store.of_user(name)
         if not credentials:
@@ -53,9 +54,9 @@ def _described(user: str, code: ErrorCode, message: str | None, infos: list | No
 def handle_alter(ctx: RequestContext, request: Any) -> Any:
     store = ctx.services.scram
     if not ctx.allowed_on_cluster(Operation.ALTER):
-        users = dict.fromkeys(x.name for x in (*request.deletions, *request.upsertions))
+        named = dict.fromkeys(x.name for x in (*request.deletions, *request.upsertions))
         return ctx.respond(results=[{"user": u, "error_code": ErrorCode.cluster_authorization_failed,
-                                     "error_message": None} for u in users])
+                                     "error_message": None} for u in named])
     # Every user named more than once for one mechanism fails whole, as in Kafka.
     seen = Counter((x.name, x.mechanism) for x in (*request.deletions, *request.upsertions))
     users = list(dict.fromkeys(x.name for x in (*request.deletions, *request.upsertions)))

@@ -73,7 +73,8 @@ CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
 FILE_NAME = "acls.json"
 # The class names that switch authorization on (Kafka 4's, and the ZooKeeper-era one).
-AUTHORIZER_CLASSES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer")
+AUTHORIZER_CLASSES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                      "kafka.security.authorizer.AclAuthorizer")
 # ALLOW of these grants the key too.
 _IMPLIED_BY = {
     Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from .oauthbearer import PROPERTIES as OAUTHBEARER_PROPERTIES
 from .oauthbearer import JwtSettings, jwt_settings
@@ -139,7 +139,8 @@ def listener_security(listener: str, protocol: str, properties: Mapping[str, str
         try:
             value = int(text)
         except ValueError:
-            raise SecurityConfigError(key_of(key), f"invalid value for {key_of(key)}: {text!r} is not a number") from None
+            raise SecurityConfigError(key_of(key),
+                                      f"invalid value for {key_of(key)}: {text!r} is not a number") from None
         if value < 0:
             raise SecurityConfigError(key_of(key), f"invalid value for {key_of(key)}: {value} is negative")
         return value
@@ -186,7 +187,7 @@ def listener_security(listener: str, protocol: str, properties: Mapping[str, str
     )
 
 
-def _ssl_settings(get, key_of) -> SslSettings:  # type: ignore[no-untyped-def]
+def _ssl_settings(get: Callable[[str], str | None], key_of: Callable[[str], str]) -> SslSettings:
     client_auth = (get("ssl.client.auth") or "none").strip().lower()
     if client_auth not in CLIENT_AUTH:
         raise SecurityConfigError(key_of("ssl.client.auth"),
@@ -230,7 +231,8 @@ def plain_users_of(key: str, jaas: str) -> dict[str, str]:
     text = jaas.strip()
     match = re.match(r"([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\b", text)
     if match is None or not text.endswith(";"):
-        raise SecurityConfigError(key, f"invalid value for {key}: expected 'LoginModuleClass required option=\"value\" ...;'")
+        raise SecurityConfigError(
+            key, f"invalid value for {key}: expected 'LoginModuleClass required option=\"value\" ...;'")
     if not match.group(1).endswith("PlainLoginModule"):
         raise SecurityConfigError(key, f"invalid value for {key}: PLAIN needs "
                                        "org.apache.kafka.common.security.plain.PlainLoginModule")

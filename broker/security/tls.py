@@ -142,7 +142,8 @@ def _truststore(settings: SslSettings) -> str | None:
         try:
             _, certificate, extra = pkcs12.load_key_and_certificates(data, password)
         except ValueError as exc:
-            raise SecurityConfigError("ssl.truststore.location", f"the PKCS12 truststore cannot be read: {exc}") from None
+            raise SecurityConfigError("ssl.truststore.location",
+                                      f"the PKCS12 truststore cannot be read: {exc}") from None
         certificates = [c for c in (certificate, *extra) if c is not None]
         return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certificates)
     if settings.truststore_type not in ("PEM", "JKS") or b"-----BEGIN CERTIFICATE-----" not in data:

@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 from ottla.protocol.apis import CREATE_TOPICS
 
@@ -117,7 +117,7 @@ class BrokerProcess:
         self.process: subprocess.Popen[str] | None = None
         # Set once the broker prints that its coordinators are loaded (see `start`).
         self.coordinators_loaded = threading.Event()
-        self._log_file = None
+        self._log_file: IO[str] | None = None
 
     @property
     def bootstrap_servers(self) -> str:

@@ -27,7 +27,7 @@ import base64
 import struct
 import sys
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from ottla.protocol import apis
 
@@ -112,7 +112,7 @@ def print_table(headers: list[str], rows: Iterable[list[Any]]) -> None:
     rows = [["-" if value is None else str(value) for value in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     for row in [headers, *rows]:
-        print(" ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip())
+        print(" ".join(value.ljust(width) for value, width in zip(row, widths, strict=False)).rstrip())
 
 
 # --- topics ------------------------------------------------------------------------------
@@ -351,7 +351,7 @@ def _acls_remove(cluster: Cluster, args: argparse.Namespace) -> None:
 
 
 def _acls_list(cluster: Cluster, args: argparse.Namespace) -> None:
-    resources = _resources(args) or [(ResourceType.ANY, None)]
+    resources: Sequence[tuple[ResourceType, str | None]] = _resources(args) or [(ResourceType.ANY, None)]
     pattern = PatternType[(args.resource_pattern_type or ("any" if resources[0][1] is None else "literal")).upper()]
     rows = []
     for rt, name in resources:

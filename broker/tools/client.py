@@ -84,7 +84,9 @@ class BrokerConnection:
             raise ClientError(f"cannot connect to {self.address}: {exc}") from None
         self._correlation_id = 0
         # ApiVersions v0 is the one every broker answers, whatever it supports.
-        answer = self._exchange(apis.API_VERSIONS.key, 0, make(request_class(apis.API_VERSIONS.key, 0)))
+        v0 = request_class(apis.API_VERSIONS.key, 0)
+        assert v0 is not None, "kio has every version of ApiVersions"
+        answer = self._exchange(apis.API_VERSIONS.key, 0, make(v0))
         check(answer.error_code, f"ApiVersions from {self.address}")
         self._versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
         if security.uses_sasl:
@@ -115,7 +117,10 @@ class BrokerConnection:
 
     def call(self, api: Api, **values: Any) -> Any:
         version = self.version(api)
-        return self._exchange(api.key, version, make(request_class(api.key, version), **values))
+        cls = request_class(api.key, version)
+        if cls is None:
+            raise ClientError(f"no schema for {api.name} v{version}")
+        return self._exchange(api.key, version, make(cls, **values))
 
     def _exchange(self, api_key: int, version: int, request: Any) -> Any:
         self._correlation_id += 1

@@ -24,10 +24,11 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import IO, Iterator
+from typing import IO, Callable, Iterable, Iterator
 
 from ottla.protocol import apis
-from ottla.protocol.batch import BatchHeader, HEADER_SIZE, LOG_OVERHEAD, build_batch, encode_record, iter_records
+from ottla.protocol.batch import (BatchHeader, HEADER_SIZE, LOG_OVERHEAD, Record, build_batch, encode_record,
+                                  iter_records)
 from ottla.protocol.control import ControlType, parse_marker
 
 from .admin_cli import DEFAULT_BOOTSTRAP, run_tool
@@ -60,7 +61,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     consume.add_argument("--timeout-ms", type=int, help="exit when no record came for this long")
 
 
-def _common(parser: argparse.ArgumentParser, run) -> None:
+def _common(parser: argparse.ArgumentParser, run: Callable[[Cluster, argparse.Namespace], None]) -> None:
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                         help="a broker to start from (default %(default)s)")
     parser.add_argument("--command-config", metavar="FILE",
@@ -106,7 +107,7 @@ class Line:
     value: bytes
 
 
-def _parse_lines(stream: IO[bytes], parse_key: bool, separator: bytes) -> Iterator[Line]:
+def _parse_lines(stream: Iterable[bytes], parse_key: bool, separator: bytes) -> Iterator[Line]:
     for raw in stream:
         line = raw.rstrip(b"\r\n")
         if parse_key:
@@ -215,7 +216,7 @@ def _consume(cluster: Cluster, args: argparse.Namespace) -> None:
     print(f"Processed a total of {printed} messages", file=sys.stderr)
 
 
-def format_record(record) -> bytes:
+def format_record(record: Record) -> bytes:
     """headers<TAB>key<TAB>value, as kafka-console-consumer prints with print.headers
     and print.key: `NO_HEADERS` when there are none, `null` for a missing key or value."""
     headers = b",".join(name.encode() + b":" + (value if value is not None else b"null")
@@ -225,7 +226,8 @@ def format_record(record) -> bytes:
     return b"\t".join((headers, bytes(key), bytes(value)))
 
 
-def _fetch(cluster: Cluster, topic: str, partition: int, positions: dict[int, int], read_committed: bool):
+def _fetch(cluster: Cluster, topic: str, partition: int, positions: dict[int, int],
+           read_committed: bool) -> Iterator[Record]:
     """The records of one Fetch from `positions[partition]` on; advances the position."""
     offset = positions[partition]
     answer = cluster.leader(topic, partition).call(

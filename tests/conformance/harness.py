@@ -337,7 +337,7 @@ def batches(data: bytes) -> list[dict[str, Any]]:
     out = []
     position = 0
     while position + HEADER_SIZE <= len(data):
-        header = dict(zip(BATCH_FIELDS, HEADER.unpack_from(data, position)))
+        header = dict(zip(BATCH_FIELDS, HEADER.unpack_from(data, position), strict=True))
         end = position + 12 + header["batch_length"]
         if end > len(data):
             out.append({"partial_batch_bytes": len(data) - position})
@@ -439,7 +439,7 @@ def keyed(items: list[Any]) -> Any:
         if all(key in i for i in items):
             values = [repr(i[key]) for i in items]
             if len(set(values)) == len(values):
-                return {f"[{key}={v}]": i for v, i in zip(values, items)}
+                return {f"[{key}={v}]": i for v, i in zip(values, items, strict=True)}
             return items
     return items
 
@@ -453,7 +453,7 @@ def compare(ottla: Any, kafka: Any, path: str = "") -> Iterator[tuple[str, Any, 
             sub = f"{path}{key}" if key.startswith("[") else f"{path}.{key}" if path else key
             yield from compare(ottla.get(key, ABSENT), kafka.get(key, ABSENT), sub)
     elif isinstance(ottla, list) and isinstance(kafka, list) and len(ottla) == len(kafka):
-        for index, (a, b) in enumerate(zip(ottla, kafka)):
+        for index, (a, b) in enumerate(zip(ottla, kafka, strict=True)):
             yield from compare(a, b, f"{path}[{index}]")
     elif ottla != kafka:
         yield path, _short(ottla), _short(kafka)
@@ -470,7 +470,7 @@ def differences(scenario: Scenario, ottla: list[tuple[Step, Any]], kafka: list[t
                 ottla_node: int, kafka_node: int) -> list[Difference]:
     left, right = Normaliser(ottla_node), Normaliser(kafka_node)
     found = []
-    for (step, a), (_, b) in zip(ottla, kafka):
+    for (step, a), (_, b) in zip(ottla, kafka, strict=False):  # a scenario cut short on one broker
         a, b = left(a), right(b)
         if not step.compare:
             continue

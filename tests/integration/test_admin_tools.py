@@ -110,7 +110,7 @@ def test_consume_is_read_committed_by_default(broker, topic_name):
     assert row[3] == "Ongoing"
     described = ottla(broker, "transactions", "describe", "--transactional-id", f"tools-{topic_name}").stdout
     header, values = described.splitlines()
-    fields = dict(zip(header.split(), values.split()))
+    fields = dict(zip(header.split(), values.split(), strict=False))
     assert fields["TransactionState"] == "Ongoing"
     assert fields["TopicPartitions"] == f"{topic_name}-0"
     # Measured from when the transaction began, which is within what the test waited.

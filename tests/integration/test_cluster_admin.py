@@ -91,7 +91,8 @@ def test_describe_log_dirs_gives_each_partitions_size_on_disk(broker, topic_name
     assert result.error_code == ErrorCode.none and result.log_dir == broker.data_dir
     assert 0 < result.usable_bytes <= result.total_bytes
     sizes = {p.partition_index: p.partition_size for t in result.topics for p in t.partitions}
-    on_disk = sum(os.path.getsize(path) for path in glob.glob(os.path.join(broker.data_dir, f"{topic_name}-1", "*.log")))
+    on_disk = sum(os.path.getsize(path)
+                  for path in glob.glob(os.path.join(broker.data_dir, f"{topic_name}-1", "*.log")))
     assert sizes == {0: 0, 1: on_disk} and on_disk > 100_000
 
 

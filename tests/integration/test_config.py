@@ -78,8 +78,8 @@ def test_unknown_keys_are_warned_about_and_start_up_goes_on(tmp_path):
 
 
 def _refused(tmp_path, args: list[str], env: dict[str, str] | None = None) -> str:
-    result = subprocess.run([sys.executable, "-m", "ottla.broker.cli", "serve", "--data-dir", str(tmp_path / "d"), *args],
-                            capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})})
+    command = [sys.executable, "-m", "ottla.broker.cli", "serve", "--data-dir", str(tmp_path / "d"), *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})})
     assert result.returncode == 2, result.stderr
     return result.stderr
 

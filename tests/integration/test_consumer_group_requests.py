@@ -64,7 +64,8 @@ def test_bad_heartbeats_get_kafkas_errors_and_disturb_nothing(broker, topic_name
         assert (again.error_code, again.member_epoch) == (NONE, 1)
         described = client.call(request(DESCRIBE, 1, group_ids=[group, "nowhere"], include_authorized_operations=False))
         found, missing = described.groups
-        assert (found.error_code, found.group_state, found.group_epoch, found.assignment_epoch) == (NONE, "Stable", 1, 1)
+        assert ((found.error_code, found.group_state, found.group_epoch, found.assignment_epoch)
+                == (NONE, "Stable", 1, 1))
         assert found.assignor_name == "uniform"
         (member,) = found.members
         assert member.member_id == "member-1" and member.member_type == 1

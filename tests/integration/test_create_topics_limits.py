@@ -42,7 +42,8 @@ def test_a_request_for_a_million_partitions_creates_nothing(broker, topic_name):
     assert errors == {topic_name: "POLICY_VIOLATION: Excessively large number of partitions per request."}
     # Kafka counts the whole request: two topics of 6,000 are refused together.
     pair = [NewTopic(f"{topic_name}-a", 6000, 1), NewTopic(f"{topic_name}-b", 6000, 1)]
-    assert set(_errors(admin, pair).values()) == {"POLICY_VIOLATION: Excessively large number of partitions per request."}
+    assert set(_errors(admin, pair).values()) == {
+        "POLICY_VIOLATION: Excessively large number of partitions per request."}
     assert set(os.listdir(broker.data_dir)) == before, "a refused request left partitions behind"
     # The broker goes on as before.
     assert _errors(admin, [NewTopic(f"{topic_name}-ok", 3, 1)]) == {f"{topic_name}-ok": "created"}

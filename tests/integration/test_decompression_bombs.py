@@ -114,7 +114,7 @@ def test_other_clients_are_served_while_large_compressed_batches_are_checked(bro
         assert len(result.record_errors) == 1000 and result.record_errors[0].batch_index == 0
         assert "due to 1200000 record errors in total" in result.error_message
     during = [t for t in answers if sent <= t <= answered]
-    gaps = [b - a for a, b in zip([sent, *during], [*during, answered])]
+    gaps = [b - a for a, b in zip([sent, *during], [*during, answered], strict=True)]
     # The probe was answered throughout the check: no wait between two of its answers
     # came near the time the produce took (on the loop, the longest wait was most of it).
     # The first and last waits are left out: they span reading the 24 MB request and

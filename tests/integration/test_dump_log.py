@@ -104,7 +104,7 @@ def test_idempotent_and_transactional_batches_markers_txnindex_snapshot_and_tran
         ("CompleteAbort", r"topicPartitions=Set\(\), txnStartTimestamp=\d+"),
     ]
     assert len(states) == len(expected), states
-    for line, (state, rest) in zip(states, expected):
+    for line, (state, rest) in zip(states, expected, strict=True):
         assert re.fullmatch(metadata + rf"txnTimeoutMs=\d+, state={state}, pendingState=None, {rest}, "
                             r"txnLastUpdateTimestamp=\d+\)", line), line
 

@@ -175,11 +175,13 @@ def test_the_java_client_signs_in_with_a_token_from_a_file(jwt_broker, keys, top
                       "sasl.login.callback.handler.class="
                       "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n"
                       f"sasl.oauthbearer.token.endpoint.url={token_file.as_uri()}\n"
-                      "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;\n")
+                      "sasl.jaas.config="
+                      "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;\n")
     try:
         listed = run_java("org.apache.kafka.tools.TopicCommand",
                           ["--bootstrap-server", jwt_broker.bootstrap, "--command-config", str(config), "--list"],
-                          jvm_options=["-Xmx256m", f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={token_file.as_uri()}"])
+                          jvm_options=["-Xmx256m",
+                                       f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={token_file.as_uri()}"])
     except ReferenceUnavailable as exc:
         pytest.fail(f"the Java client is needed: {exc}", pytrace=False)
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]

@@ -106,7 +106,7 @@ def test_without_any_snapshot_the_log_replay_gives_the_same_state(fresh_broker, 
         os.unlink(snapshot)
     broker.start()
     with WireClient(broker.bootstrap) as client:
-        for batch, offset in zip(batches[-5:], offsets[-5:]):
+        for batch, offset in zip(batches[-5:], offsets[-5:], strict=True):
             retried = _produce(client, topic_name, batch)
             assert (retried.error_code, retried.base_offset) == (ErrorCode.none, offset)
 

@@ -72,7 +72,8 @@ def secure_broker(tmp_path_factory, certs):
     properties = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
                      "REAUTH://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL,"
+                                          "SASL_PLAINTEXT:SASL_PLAINTEXT,"
                                           "REAUTH:SASL_PLAINTEXT",
         # KIP-368: sessions on this listener last 1.5 s, then the client authenticates again.
         "listener.name.reauth.connections.max.reauth.ms": "1500",
@@ -293,7 +294,8 @@ def test_an_unknown_mechanism_and_malformed_tokens_get_kafkas_errors(secure_brok
                              ("SCRAM-SHA-512", b"garbage"), ("SCRAM-SHA-512", b"n,,n=bob"),
                              ("SCRAM-SHA-256", b"p=tls-unique,,n=bob,r=abc"), ("SCRAM-SHA-512", b"\0" * 100_000),
                              ("OAUTHBEARER", b"n,,\x01auth=Bearer not.a.jwt\x01\x01"),
-                             ("OAUTHBEARER", b"n,,\x01auth=Bearer " + _unsecured_jwt({"sub": "x", "exp": 1}) + b"\x01\x01"),
+                             ("OAUTHBEARER",
+                              b"n,,\x01auth=Bearer " + _unsecured_jwt({"sub": "x", "exp": 1}) + b"\x01\x01"),
                              ("OAUTHBEARER", b"garbage")):
         with WireClient(secure_broker.listeners["SASL_PLAINTEXT"]) as client:
             assert client.call(request(SASL_HANDSHAKE, 1, mechanism=mechanism)).error_code == ErrorCode.none

@@ -108,7 +108,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The cluster's tests after everything else of this directory, in their order.
     pipeline = [i for i, item in enumerate(items) if item.nodeid.startswith("tests/pipeline/")]
     ordered = sorted((items[i] for i in pipeline), key=_wants_cluster)
-    for i, item in zip(pipeline, ordered):
+    for i, item in zip(pipeline, ordered, strict=True):
         items[i] = item
 
 

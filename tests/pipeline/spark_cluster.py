@@ -161,7 +161,7 @@ class StandaloneCluster:
 
     def wait_for_workers(self) -> None:
         """Until every running worker is registered with the master and alive."""
-        wanted = {host for host, worker in zip(WORKER_HOSTS, self.workers) if worker.process is not None}
+        wanted = {host for host, worker in zip(WORKER_HOSTS, self.workers, strict=True) if worker.process is not None}
         self._wait(lambda state: state is not None and self.alive_workers() == wanted,
                    f"workers {sorted(wanted)} to register")
 

@@ -223,7 +223,8 @@ def test_batch_write_retried_task_writes_its_rows_again(spark, broker, topic_nam
     # Rows reach the UDF and the writer in batches of 50, and they are 2 KB each so
     # that Spark's 64 KiB stream buffers pass them on at once: the writer has written
     # rows when the UDF fails.
-    small_batches = ["spark.sql.execution.arrow.maxRecordsPerBatch", "spark.sql.execution.python.udf.maxRecordsPerBatch"]
+    small_batches = ["spark.sql.execution.arrow.maxRecordsPerBatch",
+                     "spark.sql.execution.python.udf.maxRecordsPerBatch"]
     for key in small_batches:
         spark.conf.set(key, "50")
     try:

@@ -173,7 +173,8 @@ class KafkaBroker:
                              ["format", "--standalone", "--cluster-id", self.cluster_id, "--config", self.config_path],
                              timeout=60)
         if formatted.returncode != 0:
-            raise ReferenceUnavailable(f"kafka-storage format failed: {formatted.stdout[-1000:]}{formatted.stderr[-2000:]}")
+            raise ReferenceUnavailable(
+                f"kafka-storage format failed: {formatted.stdout[-1000:]}{formatted.stderr[-2000:]}")
 
     def start(self, timeout: float = START_TIMEOUT) -> "KafkaBroker":
         """Format (the first time) and start the node; return once it answers ApiVersions

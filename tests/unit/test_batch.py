@@ -64,7 +64,8 @@ def test_new_offset_and_leader_epoch_keep_the_crc_valid(captured):
 def test_build_batch_round_trip():
     records = [encode_record(b"k%d" % i, None if i == 2 else b"v%d" % i, offset_delta=i, timestamp_delta=i * 10,
                              headers=[("a", b"1"), ("b", None)]) for i in range(3)]
-    batch = build_batch(records, base_offset=40, timestamp=1_000, producer_id=9, producer_epoch=3, base_sequence=2**31 - 2)
+    batch = build_batch(records, base_offset=40, timestamp=1_000, producer_id=9, producer_epoch=3,
+                        base_sequence=2**31 - 2)
     header = validate_produced_batch(batch, 10_000)
     assert header.base_offset == 40 and header.record_count == 3
     assert header.last_sequence == 0, "sequences wrap from Int32.MAX to 0"

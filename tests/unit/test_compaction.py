@@ -51,7 +51,7 @@ def test_compaction_keeps_the_latest_value_of_each_key_and_offsets_never_change(
     assert len(after) < len(before)
     assert log.log_end_offset == 16
     # Reads through the rebuilt indexes still find every kept offset.
-    for offset, key, value in after:
+    for offset, _key, value in after:
         got = log.read(offset, 1000, read_committed=False, min_one=True)
         assert any(r.offset == offset and r.value == value for r in iter_records(got.records))
 
@@ -61,7 +61,7 @@ def test_tombstones_stay_until_delete_retention_then_go(tmp_path):
     append(log, b"gone", b"v1")
     append(log, b"kept", b"v1")
     append(log, b"gone", None, timestamp=NOW - 100)  # a fresh tombstone
-    for i in range(8):
+    for _ in range(8):
         append(log, b"filler", b"x" * 100)
     compact(log)
     assert (2, b"gone", None) in contents(log)
@@ -76,7 +76,7 @@ def test_records_of_aborted_transactions_are_dropped_and_markers_kept(tmp_path):
     append(log, b"k", b"committed")
     append(log, b"k", b"aborted", producer_id=7, producer_epoch=0, base_sequence=0, attributes=TRANSACTIONAL_FLAG)
     log.append_marker(7, 0, EndTxnMarker(ControlType.ABORT, 0))
-    for i in range(8):
+    for _ in range(8):
         append(log, b"filler", b"x" * 100)
     compact(log)
     assert (0, b"k", b"committed") in contents(log)

@@ -190,7 +190,7 @@ def transactions_in_log(logs: LogManager) -> dict[str, Any]:
     topic = logs.topic(TXN_TOPIC)
     assert topic is not None
     for log in topic.partitions:
-        for header, batch in log.batches():
+        for _header, batch in log.batches():
             for _, key, value in keys_and_values(batch):
                 assert key is not None
                 if value is None:

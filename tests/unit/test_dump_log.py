@@ -184,7 +184,8 @@ def test_a_torn_tail_is_reported_as_invalid_bytes(partition):
 def test_compressed_batches_are_decoded(tmp_path, codec, name, compress):
     log = PartitionLog.create(str(tmp_path / "z-0"), "z", 0, CONFIG)
     payloads = [b"compressed value %d " % i * 5 for i in range(20)]
-    append(log, compressed_batch(values(*payloads, timestamp_step=1), codec, compress, timestamp=T0, producer_id=9, base_sequence=0))
+    append(log, compressed_batch(values(*payloads, timestamp_step=1), codec, compress, timestamp=T0, producer_id=9,
+                                 base_sequence=0))
     log.close_files()
     lines = dump(str(tmp_path / "z-0" / f"{0:020d}.log"))
     assert f"compresscodec: {name} " in lines[2] and lines[2].endswith("isvalid: true")
@@ -197,7 +198,8 @@ def transaction_state_partition(directory: str) -> str:
     log = PartitionLog.create(directory, "__transaction_state", 0, CONFIG)
     states = [
         TxnRecord(2000, 0, 60000, TxnState.EMPTY, frozenset(), 1669693174239, -1),
-        TxnRecord(2000, 0, 60000, TxnState.ONGOING, frozenset({("my-test", 0), ("other", 3)}), 1669693174442, 1669693174442),
+        TxnRecord(2000, 0, 60000, TxnState.ONGOING, frozenset({("my-test", 0), ("other", 3)}),
+                  1669693174442, 1669693174442),
         TxnRecord(2000, 0, 60000, TxnState.COMPLETE_COMMIT, frozenset(), 1669693174505, 1669693174442),
     ]
     for record in states:

@@ -37,7 +37,7 @@ def test_flush_messages_fsyncs_every_n_messages(tmp_path):
     logs = LogManager(str(tmp_path), LogConfig())
     logs.load()
     log = logs.create_topic("t", 1, {"flush.messages": "3"}).partitions[0]
-    for i in range(7):
+    for _ in range(7):
         data = build_batch([encode_record(None, b"v")], timestamp=0)
         log.append_batch(data, BatchHeader.parse(data))
     assert log.flushed_offset == 6 and log.unflushed_messages == 1

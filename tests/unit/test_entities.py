@@ -66,7 +66,7 @@ def _plain(cls: type) -> dict[str, Any]:
 def _interpreted(cls: type, values: dict[str, Any]) -> Any:
     """What a compiled builder does, the obvious (slower) way: walk the plan per call."""
     kwargs = {}
-    for f, (name, convert, default) in zip(fields(cls), _plan(cls)):
+    for f, (name, convert, default) in zip(fields(cls), _plan(cls), strict=True):
         if name not in values:
             kwargs[name] = default
             continue

@@ -235,7 +235,7 @@ def test_index_entries_follow_kafkas_rule(log):
     for segment in log.segments:
         batches = list(segment.walk())
         at = {position: header for position, header in batches}
-        entries = list(zip(segment.offset_index.relative_offsets, segment.offset_index.positions))
+        entries = list(zip(segment.offset_index.relative_offsets, segment.offset_index.positions, strict=True))
         expected_positions, since = [], 0
         for position, header in batches:
             if since > CONFIG.index_interval_bytes:
@@ -250,7 +250,7 @@ def test_index_entries_follow_kafkas_rule(log):
         for _, header in batches:
             highest = max(highest, header.max_timestamp)
             max_so_far[header.last_offset] = highest
-        times = list(zip(segment.time_index.timestamps, segment.time_index.relative_offsets))
+        times = list(zip(segment.time_index.timestamps, segment.time_index.relative_offsets, strict=True))
         assert times, "a closed segment has at least its max timestamp"
         for timestamp, relative in times:
             assert max_so_far[segment.base_offset + relative] == timestamp

@@ -179,7 +179,8 @@ def test_when_recovery_did_not_read_all_to_replay_the_log_is_walked(tmp_path, mo
         monkeypatch.setattr(log_module, "_REPLAY_HEADERS_KEPT", 10)
     walks = []
     original = PartitionLog._batches_after
-    monkeypatch.setattr(PartitionLog, "_batches_after", lambda self, start: walks.append(start) or original(self, start))
+    monkeypatch.setattr(PartitionLog, "_batches_after",
+                        lambda self, start: walks.append(start) or original(self, start))
     recovered = reopen(log, CONFIG, recovery_point)
     assert walks
     monkeypatch.undo()

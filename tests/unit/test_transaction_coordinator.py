@@ -56,8 +56,8 @@ def test_every_transition_is_allowed_or_refused(current, target):
 
 
 def test_log_records_round_trip():
-    record = TxnRecord(3000, 2, 60000, S.ONGOING, frozenset({("orders", 0), ("orders", 3), ("audit", 1)}), 1669693174442,
-                       1669693174400, previous_producer_id=2999, client_transaction_version=2)
+    record = TxnRecord(3000, 2, 60000, S.ONGOING, frozenset({("orders", 0), ("orders", 3), ("audit", 1)}),
+                       1669693174442, 1669693174400, previous_producer_id=2999, client_transaction_version=2)
     assert decode_value(encode_value(record)) == record
     assert decode_key(encode_key("TEST-1")) == "TEST-1"
     assert encode_key("TEST-1")[:2] == b"\x00\x00"
