@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import base64
-import struct
 import sys
 import time
 from typing import Any, Callable, Iterable
 
 from ottla.protocol import apis
+from ottla.protocol.member_assignment import consumer_assignment
 
 from ..security.authorizer import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from .client import GROUP_KEY, TRANSACTION_KEY, ClientError, Cluster, check
@@ -225,26 +225,6 @@ def _committed_offsets(coordinator: Any, group_id: str) -> dict[tuple[str, int],
             if p.committed_offset >= 0:
                 offsets[(topic.name, int(p.partition_index))] = int(p.committed_offset)
     return offsets
-
-
-def consumer_assignment(data: bytes) -> list[tuple[str, list[int]]]:
-    """The partitions of a consumer protocol assignment (ConsumerProtocolAssignment:
-    version int16, [topic string, [partition int32]], user data bytes)."""
-    if not data:
-        return []
-    pos = 2
-    (count,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    out = []
-    for _ in range(max(count, 0)):
-        (size,) = struct.unpack_from(">h", data, pos)
-        topic = data[pos + 2 : pos + 2 + size].decode()
-        pos += 2 + size
-        (n,) = struct.unpack_from(">i", data, pos)
-        partitions = list(struct.unpack_from(f">{max(n, 0)}i", data, pos + 4))
-        pos += 4 + 4 * max(n, 0)
-        out.append((topic, partitions))
-    return out
 
 
 # --- transactions ------------------------------------------------------------------------

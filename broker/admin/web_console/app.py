@@ -35,7 +35,7 @@ from typing import Any, Callable, Protocol
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import KafkaError
 
-from ...handlers.topics import MAX_PARTITIONS_PER_REQUEST
+from ...services import MAX_PARTITIONS_PER_REQUEST
 from . import pages
 from .params import Params
 

@@ -23,13 +23,13 @@ from ottla.coordinator.transaction_log import TxnState, decode_value, encode_key
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.batch import iter_records
 from ottla.protocol.errors import KafkaError
+from ottla.protocol.member_assignment import consumer_assignment
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 from ottla.storage.segment import segment_file_name
 
-from ...tools.admin_cli import consumer_assignment
 from ..faults import FaultKind
-from ...handlers.configs import broker_config_entries
+from ...config_entries import ConfigSource, broker_config_entries
 from .html import Markup, dl, esc, join, link, page, pager, search_form, size_text, table, tag, url, when
 from .params import Params
 from .records import DEFAULT_RECORDS, MAX_RECORDS, Row, read_slice
@@ -52,9 +52,10 @@ SEGMENTS_SHOWN = 20  # per partition on the topic page
 HISTORY_RECORDS = 5_000  # newest offsets of __transaction_state read for one id's history
 HISTORY_SHOWN = 100  # of its records, the newest
 _OPEN = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
-_STATIC = 4  # DescribeConfigs' STATIC_BROKER_CONFIG
-_CONFIG_SOURCES = {1: "topic override", 2: "dynamic (this broker)", 3: "dynamic (cluster default)",
-                   _STATIC: "static", 5: "default"}
+_CONFIG_SOURCES = {ConfigSource.DYNAMIC_TOPIC_CONFIG: "topic override",
+                   ConfigSource.DYNAMIC_BROKER_CONFIG: "dynamic (this broker)",
+                   ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: "dynamic (cluster default)",
+                   ConfigSource.STATIC_BROKER_CONFIG: "static", ConfigSource.DEFAULT_CONFIG: "default"}
 
 
 class ConsoleBroker(Protocol):
@@ -672,7 +673,7 @@ def broker_page(broker: "ConsoleBroker", params: Params) -> bytes:
     for entry in broker_config_entries(services, None):
         value = "(sensitive)" if entry["is_sensitive"] else entry["value"]
         source = _CONFIG_SOURCES.get(entry["config_source"], "")
-        if entry["config_source"] == _STATIC and entry["name"] in broker.config_sources:
+        if entry["config_source"] == ConfigSource.STATIC_BROKER_CONFIG and entry["name"] in broker.config_sources:
             source = f"static: {broker.config_sources[entry['name']]}"
         config_rows.append([entry["name"], value, source])
     api_names = {key: api.name for key, api in SUPPORTED.items()}
