@@ -2,7 +2,8 @@
 
 `data_received` splits the byte stream into frames (checking each size before
 buffering a byte of it). A request of up to 64 KiB that cannot wait on anything (all
-but a group's JoinGroup/SyncGroup) is served right there when nothing is ahead of it;
+but JoinGroup, SyncGroup and SaslAuthenticate) is served right there when nothing is
+ahead of it;
 the others, and everything after them, are queued for the connection's worker task,
 which takes the frames in order, runs the handler, and writes the response. A handler
 served here that finds it must wait after all (a Fetch that has to long-poll, a big
@@ -58,8 +59,8 @@ log = get_logger("ottla.connection")
 _MAX_QUEUED_FRAMES = 64
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Requests up to this size may be served straight from data_received (_serve_inline).
-# Larger ones (big Produce batches) go through the worker: the hop costs them nothing
-# that shows, and serving them inline measured slower (more broker CPU per byte).
+# Larger ones (big Produce batches) go through the worker: next to their own work the
+# hop is nothing, and inline they cost more broker CPU per byte (bench/RESULTS.md).
 _INLINE_MAX_BYTES = 64 * 1024
 # Bytes 0-1 of a request: its API key (the frame's size prefix is already stripped).
 _API_KEY_BYTES = slice(0, 2)
