@@ -31,7 +31,8 @@ import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import structlog
 
@@ -465,6 +466,15 @@ class TransactionCoordinator:
     def describe(self, txn_id: str) -> TxnRecord | None:
         self._require_loaded(txn_id)
         return self.transactions.get(txn_id)
+
+    def records(self) -> Mapping[str, TxnRecord]:
+        """Every transactional id's record as memory holds it now, read-only: what the web
+        console shows, during a load too (where `list` refuses, as Kafka does)."""
+        return MappingProxyType(self.transactions)
+
+    def transactional_ids_by_producer(self) -> dict[int, str]:
+        """producer id -> transactional id, for every id memory holds."""
+        return {txn.producer_id: txn_id for txn_id, txn in self.transactions.items()}
 
     def count_by_state(self) -> Counter[TxnState]:
         """How many transactional ids are in each state (for /metrics)."""

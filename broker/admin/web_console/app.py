@@ -23,7 +23,7 @@ fetch() as application/json, which a cross-site form cannot, and with the token 
 typed, if admin.token is set.
 
 Everything is computed when a page is asked for, on the event loop, in bounded work
-(pages.py, records.py): with no one looking, the console costs the broker nothing.
+(pages/, records.py): with no one looking, the console costs the broker nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import KafkaError
 
 from ...services import MAX_PARTITIONS_PER_REQUEST
-from . import pages
+from .pages import broker as broker_pages
+from .pages import groups, messages, producers, topics, transactions
+from .pages.common import ConsoleBroker, NotFound, error_page, handle_kafka_error
 from .params import Params
 
 HTML = "text/html; charset=utf-8"
@@ -56,14 +58,15 @@ class Request(Protocol):
 
 
 _PAGES: dict[str, Callable[[Any, Params], bytes]] = {
-    "": pages.topics, "topics": pages.topics, "topic": pages.topic, "messages": pages.messages,
-    "transactions": pages.transactions, "transaction": pages.transaction, "producers": pages.producers,
-    "groups": pages.groups, "group": pages.group, "broker": pages.broker_page,
+    "": topics.topics, "topics": topics.topics, "topic": topics.topic, "messages": messages.messages,
+    "transactions": transactions.transactions, "transaction": transactions.transaction,
+    "producers": producers.producers, "groups": groups.groups, "group": groups.group,
+    "broker": broker_pages.broker_page,
 }
 
 
 class WebConsole:
-    def __init__(self, broker: pages.ConsoleBroker) -> None:
+    def __init__(self, broker: ConsoleBroker) -> None:
         self.broker = broker
         # The two static files, read once: they are part of the package (package-data).
         folder = resources.files(__package__) / "static"
@@ -79,26 +82,26 @@ class WebConsole:
             if path.startswith("topics/") and request.method == "DELETE":
                 return self._delete_topic(path[len("topics/"):])
             return _json(405, {"error": f"{request.method} {request.path}"})
-        except pages.NotFound as exc:  # or BadRequest
-            return exc.status, HTML, pages.error_page(exc.status, str(exc))
+        except NotFound as exc:  # or BadRequest
+            return exc.status, HTML, error_page(exc.status, str(exc))
         except KafkaError as exc:  # a coordinator still loading its topic
-            return 503, HTML, pages.handle_kafka_error(exc)
+            return 503, HTML, handle_kafka_error(exc)
 
     def _get(self, path: str, params: Params) -> Response:
         if self.broker.services is None:
-            return 503, HTML, pages.error_page(503, "the broker is starting")
+            return 503, HTML, error_page(503, "the broker is starting")
         render = _PAGES.get(path)
         if render is not None:
             return 200, HTML, render(self.broker, params)
         if path == "messages/rows":
-            rows, next_offset = pages.messages_rows(self.broker, params)
+            rows, next_offset = messages.messages_rows(self.broker, params)
             return _json(200, {"rows": rows, "next": next_offset})
         if path == "stats":
-            return _json(200, pages.stats(self.broker))
+            return _json(200, broker_pages.stats(self.broker))
         if path.startswith("static/") and path[len("static/"):] in self._static:
             name = path[len("static/"):]
             return 200, _STATIC_TYPES[name], self._static[name]
-        return 404, HTML, pages.error_page(404, f"no page {path!r}")
+        return 404, HTML, error_page(404, f"no page {path!r}")
 
     # --- changes (past the admin endpoint's guard) -------------------------------------------
 
