@@ -1,5 +1,6 @@
 """The admin HTTP endpoint (off unless admin.port / --admin-port is set):
 
+    GET    /                302 to /console/ (a browser pointed at the endpoint lands on the console)
     GET    /healthz         200 "ok" while the broker serves, 503 once it is stopping
     GET    /metrics         Prometheus text format (broker/admin/metrics.py)
     GET    /faults          the faults set, as JSON
@@ -54,7 +55,7 @@ log = get_logger("ottla.admin")
 _MAX_BODY = 64 * 1024
 _READ_TIMEOUT = 10
 _MAX_HEADERS = 100
-_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+_REASONS = {200: "OK", 201: "Created", 302: "Found", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
             404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large", 415: "Unsupported Media Type",
             431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
 # Sent with every answer: the console's pages run no script but their own (no inline
@@ -64,6 +65,8 @@ _SECURITY_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r
                      "Content-Security-Policy: default-src 'self'; frame-ancestors 'none'; form-action 'self'\r\n"
                      "Referrer-Policy: no-referrer\r\n")
 _CHANGES = ("POST", "DELETE", "PUT", "PATCH")
+# Where the endpoint's root sends a browser: the one answer with status 302.
+CONSOLE_PATH = "/console/"
 
 
 @dataclass
@@ -109,7 +112,8 @@ class AdminServer:
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError):
             writer.close()
             return
-        head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
+        location = f"Location: {CONSOLE_PATH}\r\n" if status == 302 else ""
+        head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n{location}"
                 f"Content-Length: {len(body)}\r\n{_SECURITY_HEADERS}Connection: close\r\n\r\n")
         writer.write(head.encode() + body)
         try:
@@ -138,6 +142,8 @@ class AdminServer:
             refused = self._refuse_change(request)
             if refused is not None:
                 return refused
+        if self.console is not None and request.path == "/" and request.method == "GET":
+            return 302, "text/plain; charset=utf-8", f"The console: {CONSOLE_PATH}\n".encode()
         if self.console is not None and (request.path == "/console" or request.path.startswith("/console/")):
             host = request.headers.get("host", "")
             if not (_is_loopback(host) or _host_of(host) == self.host):
