@@ -33,12 +33,8 @@ from typing import Any, Iterator
 
 from ottla.protocol.apis import CREATE_TOPICS
 
+from ..ready_lines import ADMIN_PREFIX, LISTENER_PREFIX, LOADED_LINE, READY_PREFIX
 from ..tools.client import Cluster, check
-
-READY_PREFIX = "Ottla is ready: bootstrap.servers="
-LOADED_LINE = "Ottla coordinators loaded"
-LISTENER_PREFIX = "Ottla listener "
-ADMIN_PREFIX = "Ottla admin endpoint: "
 
 
 class AdminEndpoint:

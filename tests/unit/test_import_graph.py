@@ -124,7 +124,7 @@ ROOMS: dict[str, set[str]] = {
     "admin": {"foundation", "security", "core"},
     "network": {"foundation", "security", "core", "handlers", "admin"},
     "tools": {"foundation", "security", "core"},
-    "testing": {"foundation", "tools"},
+    "testing": {"foundation", "core", "tools"},
     "assembly": {"foundation", "security", "core", "handlers", "admin", "network", "tools"},
 }
 
