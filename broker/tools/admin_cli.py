@@ -32,11 +32,10 @@ from ottla.protocol import apis
 from ottla.protocol.member_assignment import consumer_assignment
 
 from ..security.authorizer import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
-from .client import GROUP_KEY, TRANSACTION_KEY, ClientError, Cluster, check
+from .client import GROUP_KEY, REQUEST_TIMEOUT_MS, TRANSACTION_KEY, ClientError, Cluster, check
 from .client_security import ClientSecurity, read_command_config
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-_REQUEST_TIMEOUT_MS = 30_000
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -125,7 +124,7 @@ def _topics_create(cluster: Cluster, args: argparse.Namespace) -> None:
         if not sep:
             raise ClientError(f"--config expects KEY=VALUE, got {item!r}")
         configs.append({"name": key, "value": value})
-    answer = cluster.call(apis.CREATE_TOPICS, timeout=_REQUEST_TIMEOUT_MS, validate_only=False, topics=[{
+    answer = cluster.call(apis.CREATE_TOPICS, timeout=REQUEST_TIMEOUT_MS, validate_only=False, topics=[{
         "name": args.topic, "num_partitions": args.partitions, "replication_factor": args.replication_factor,
         "assignments": [], "configs": configs,
     }])
@@ -164,7 +163,7 @@ def _ids(nodes: Iterable[int]) -> str:
 def _topics_delete(cluster: Cluster, args: argparse.Namespace) -> None:
     # DeleteTopics names topics in `topic_names` up to v5 and in `topics` from v6; the
     # version negotiated keeps the one it has.
-    answer = cluster.call(apis.DELETE_TOPICS, timeout=_REQUEST_TIMEOUT_MS, topic_names=[args.topic],
+    answer = cluster.call(apis.DELETE_TOPICS, timeout=REQUEST_TIMEOUT_MS, topic_names=[args.topic],
                           topics=[{"name": args.topic}])
     (result,) = answer.responses
     check(result.error_code, f"deleting {args.topic}", getattr(result, "error_message", None))
