@@ -43,14 +43,19 @@ spark-kafka: $(SPARK_KAFKA_LIBS)/.complete
 
 # Each target installs only what it needs: the broker alone for `run`; the clients,
 # PySpark and the rest of the test tools for `test`; the peer brokers for `bench`.
-$(VENV)/.installed-base: pyproject.toml
+# The editable install maps each folder to its `ottla.*` name with a meta path finder, and
+# setuptools prints a notice about that finder on every such install: informational, and
+# nothing to act on, so it is filtered out of the output.
+EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
+
+$(VENV)/.installed-base: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed-base pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@
 
 # ruff over the whole tree; mypy over the product packages under their installed names.
@@ -63,7 +68,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy -p ottla
 
 $(VENV)/.installed-bench: $(VENV)/.installed-base
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e '.[bench]'
 	touch $@
 
 run: $(VENV)/.installed-base

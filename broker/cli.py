@@ -18,6 +18,7 @@ import signal
 import sys
 from dataclasses import replace
 
+from . import ready_lines
 from .tools import admin_cli, console, open_console
 from .config import LOG_DEFAULTS, PROPERTIES, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
@@ -95,10 +96,10 @@ async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, Scram
                     config_sources=resolved.sources)
     await broker.start()
     if broker.admin_url is not None:
-        print(f"Ottla admin endpoint: {broker.admin_url}", flush=True)
+        print(ready_lines.admin_line(broker.admin_url), flush=True)
     for listener in broker.listeners[1:]:
         host, port = listener.advertised_address
-        print(f"Ottla listener {listener.name} ({listener.security_protocol}): {host}:{port}", flush=True)
+        print(ready_lines.listener_line(listener.name, listener.security_protocol, host, port), flush=True)
     if dev is not None:
         librdkafka_path, java_path = dev.write_client_files(broker.bootstrap)
         print(f"Ottla dev security: SASL_SSL with SCRAM. librdkafka clients ({librdkafka_path}):", flush=True)
@@ -107,14 +108,14 @@ async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, Scram
         print(f"Java clients and Kafka's tools ({java_path}):", flush=True)
         for key, value in dev.java_properties(broker.bootstrap).items():
             print(f"  {key}={value}", flush=True)
-    print(f"Ottla is ready: bootstrap.servers={broker.bootstrap}", flush=True)
+    print(ready_lines.ready_line(broker.bootstrap), flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
     if await broker.coordinators_loaded():
         # Transactions and groups are served from here on (before, their requests are
         # answered COORDINATOR_LOAD_IN_PROGRESS and clients retry).
-        print("Ottla coordinators loaded", flush=True)
+        print(ready_lines.LOADED_LINE, flush=True)
     await broker.wait_stopped()
 
 

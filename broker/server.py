@@ -13,7 +13,7 @@ import asyncio
 import gc
 import resource
 import time
-from dataclasses import replace
+from typing import Iterable, Mapping, Sequence
 
 from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.groups import GroupCoordinator
@@ -22,13 +22,13 @@ from ottla.coordinator.producer_ids import ProducerIdAllocator
 from ottla.coordinator.transactions import TransactionCoordinator
 
 from ottla.storage import compaction
-from ottla.storage.log_manager import LogManager, Topic, write_snapshots
+from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
 from .admin.access import admin_access
 from .admin.admin_http import AdminServer
-from .config import BrokerConfig, Listener, listener_text
-from .network.connection import Connection
+from .config import BrokerConfig, listener_text
 from .network.dispatch import Dispatcher
+from .network.listener import Listeners
 from .durability import GroupCommit, flush_in_background
 from .client_quotas import ClientQuotas
 from .admin.faults import Faults
@@ -40,7 +40,6 @@ from .security.authorizer import Authorizer, parse_super_users
 from .dynamic_config import DynamicBrokerConfigs
 from .scheduler import Scheduler
 from .security.scram_credentials import ScramCredential, ScramCredentials
-from .security.tls import parse_mapping_rules, server_context
 from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
@@ -49,36 +48,85 @@ from .admin.web_console.app import WebConsole
 log = get_logger("ottla.broker")
 
 # Partitions whose producer-state snapshots a checkpoint encodes between two turns of the
-# event loop (a few ms on a quiet machine).
+# event loop.
 SNAPSHOTS_PER_SLICE = 1_000
+# How often the background tasks look for work. Only topics with a flush.ms set need the
+# flush check; once a second is as fine as Kafka's flush scheduler gets.
+FLUSH_CHECK_SECONDS = 1
+# Session expiry and rebalance windows are checked a few times a second: the timeouts
+# involved are seconds long (group.min.session.timeout.ms is 6 s).
+GROUP_SESSION_CHECK_SECONDS = 0.2
+# Kafka checks every 10 minutes (producer.id.expiration.check.interval.ms); the
+# expirations themselves are a day and a week long.
+PRODUCER_EXPIRY_CHECK_MAX_SECONDS = 600
+# Idle connections are looked for four times per connections.max.idle.ms, and at least
+# this often.
+IDLE_CHECK_MAX_SECONDS = 30
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, add_scram: list[tuple[str, str, ScramCredential]] = (),  # type: ignore[assignment]
+    def __init__(self, config: BrokerConfig, add_scram: Sequence[tuple[str, str, ScramCredential]] = (),
                  config_sources: Mapping[str, str] | None = None) -> None:
         self.config = config
         # Where each static setting came from (its server.properties file, OTTLA_<KEY>
         # or the command line), as `ottla serve` resolved it: the console shows it.
         self.config_sources = dict(config_sources or {})
-        # Per listener: what its connections go through, and its TLS context. A file
-        # that cannot be read stops the broker here, before anything listens.
-        self.security = {listener.name: config.listener_security(listener) for listener in config.listeners}
-        self._tls = {name: server_context(s.ssl) for name, s in self.security.items() if s.ssl is not None}
-        self._mapping_rules = {name: parse_mapping_rules(s.ssl.principal_mapping_rules)
-                               for name, s in self.security.items() if s.ssl is not None}
-        self.scram = ScramCredentials(config.data_dir)
-        self.authorizer = Authorizer(config.data_dir, parse_super_users(config.super_users),
-                                     config.allow_everyone_if_no_acl_found) if config.authorizer_class_name else None
         self._add_scram = list(add_scram)
+        self.kafka_listeners = Listeners(config)
+        # The listeners with their bound ports, and the open connections (the console
+        # and the metrics read them).
+        self.listeners = self.kafka_listeners.bound
+        self.connections = self.kafka_listeners.connections
         self.watchers = PartitionWatchers()
         self.logs = LogManager(config.data_dir, config.log, on_append=self._appended)
         # With --fsync, responses wait for an fsync shared by all recent writes.
         self.group_commit = GroupCommit(self.logs) if config.fsync else None
-        self.markers = MarkerWriter(self.logs)
-        # Set at start, once the data directory is loaded.
-        self.producer_ids: ProducerIdAllocator = None  # type: ignore[assignment]
-        self.transactions: TransactionCoordinator = None  # type: ignore[assignment]
-        self.groups = GroupCoordinator(
+        self.metrics = Metrics()
+        self.faults = Faults(self.logs, self.metrics)
+        self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
+        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
+                                 console=WebConsole(self), access=admin_access(self)) \
+            if config.admin_port is not None else None
+        self.scheduler = Scheduler()
+        self.threads = WorkerThreads()
+        # Everything that exists only once the data directory is loaded: the
+        # coordinators, the credentials and ACLs, what handlers use. Built in one place,
+        # _open_data_directory, at start; None until then.
+        self.services: Services | None = None
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self._loading: asyncio.Future[None] | None = None  # the coordinators' load
+        self._checkpointing: asyncio.Future[None] | None = None  # see _checkpoint
+        self._recovered_checkpoint: asyncio.Future[None] | None = None
+        self._coordinators_ready = asyncio.Event()
+
+    def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The partitions the console may show its operator: all of them (a signed-in
+        principal sees the broker through web_console/view.py, which filters them)."""
+        return list(partitions)
+
+    def _open_data_directory(self) -> tuple[Services, LoadReport]:
+        """Load (and after a crash recover) every partition, then build what reads the
+        data directory: the SCRAM users, the ACLs, the producer ids, the coordinators
+        (opened, not loaded: they replay their topics once the broker serves)."""
+        config = self.config
+        report = self.logs.load()
+        data_dir = self.logs.data_dir
+        scram = ScramCredentials(data_dir)
+        if self._add_scram:
+            scram.change(self._add_scram, [])
+            log.info("scram credentials added", users=[(user, mechanism) for user, mechanism, _ in self._add_scram])
+        authorizer = Authorizer(data_dir, parse_super_users(config.super_users),
+                                config.allow_everyone_if_no_acl_found) if config.authorizer_class_name else None
+        markers = MarkerWriter(self.logs)
+        producer_ids = ProducerIdAllocator(data_dir)
+        transactions = TransactionCoordinator(
+            self.logs, producer_ids, markers,
+            num_partitions=config.transaction_state_partitions,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+        )
+        groups = GroupCoordinator(
             self.logs, lambda: create_offsets_topic(self.logs, config.offsets_topic_partitions, self),
             GroupConfig(
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -92,30 +140,22 @@ class Broker:
                 consumer_assignors=config.group_consumer_assignors,
             ),
         )
-        self.markers.listeners.append(self.groups.on_marker)
-        self.connections: set[Connection] = set()
-        # What request handlers get (services.py); built at start, once the data
-        # directory is loaded and the coordinators exist.
-        self.services: Services | None = None
-        self._stopping = False
-        # The configured listeners, with the port each one actually bound (port 0 asks
-        # for any free port) once the broker has started.
-        self.listeners: list[Listener] = list(config.listeners)
-        self._servers: list[asyncio.AbstractServer] = []
-        self.metrics = Metrics()
-        self.faults = Faults(self.logs, self.metrics)
-        self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
-        self.request_memory = RequestMemory(config.queued_max_request_bytes)
-        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
-                                 console=WebConsole(self), access=admin_access(self)) \
-            if config.admin_port is not None else None
-        self.scheduler = Scheduler()
-        self.threads = WorkerThreads()
-        self._stopped = asyncio.Event()
-        self._loading: asyncio.Future[None] | None = None  # the coordinators' load
-        self._checkpointing: asyncio.Future[None] | None = None  # see _checkpoint
-        self._recovered_checkpoint: asyncio.Future[None] | None = None
-        self._coordinators_ready = asyncio.Event()
+        markers.listeners.append(groups.on_marker)
+        transactions.open()
+        groups.open()
+        services = Services(
+            config=config, logs=self.logs, transactions=transactions, groups=groups,
+            markers=markers, producer_ids=producer_ids, waiters=self.watchers, events=self,
+            threads=self.threads, scram=scram, security_events=self.metrics, authorizer=authorizer,
+            dynamic_configs=DynamicBrokerConfigs(data_dir),
+            fetch_sessions=FetchSessionCache(config.fetch_session_cache_slots),
+            quotas=ClientQuotas(data_dir),
+        )
+        return services, report
+
+    def _started(self) -> Services:
+        assert self.services is not None, "the broker is not started"
+        return self.services
 
     def _appended(self, topic: str, partition: int) -> None:
         self.watchers.notify(topic, partition)
@@ -131,10 +171,11 @@ class Broker:
         return self._stopping
 
     def metrics_text(self) -> str:
-        return self.metrics.render(connections=len(self.connections), logs=self.logs, transactions=self.transactions,
-                                   groups=self.groups, faults_armed=self.faults.remaining,
-                                   task_failures=self.scheduler.failures,
-                                   fetch_sessions=self.services.fetch_sessions if self.services else None)
+        services = self._started()  # the admin endpoint answers once the broker has started
+        return self.metrics.render(connections=len(self.connections), logs=self.logs,
+                                   transactions=services.transactions, groups=services.groups,
+                                   faults_armed=self.faults.remaining, task_failures=self.scheduler.failures,
+                                   fetch_sessions=services.fetch_sessions)
 
     @property
     def admin_url(self) -> str | None:
@@ -153,8 +194,7 @@ class Broker:
     # --- topics (the pytest plugin and tests create them on a started broker) ----------
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic | None:
-        assert self.services is not None, "the broker is not started"
-        return self.services.create_topic(name, partitions, configs)
+        return self._started().create_topic(name, partitions, configs)
 
     # TopicEvents (services.py): what the request path tells the broker.
     def topic_created(self, name: str, partitions: int, configs: dict[str, str] | None) -> None:
@@ -170,42 +210,8 @@ class Broker:
         internal topics after that, in the background (`coordinators_loaded`)."""
         started = time.monotonic()
         _raise_open_file_limit()
-        report = self.logs.load()
-        if self._add_scram:
-            self.scram.change(self._add_scram, [])
-            log.info("scram credentials added", users=[(user, mechanism) for user, mechanism, _ in self._add_scram])
-        self.producer_ids = ProducerIdAllocator(self.logs.data_dir)
-        self.transactions = TransactionCoordinator(
-            self.logs, self.producer_ids, self.markers,
-            num_partitions=self.config.transaction_state_partitions,
-            max_timeout_ms=self.config.transaction_max_timeout_ms,
-        )
-        self.transactions.open()
-        self.groups.open()
-        self.services = Services(
-            config=self.config, logs=self.logs, transactions=self.transactions, groups=self.groups,
-            markers=self.markers, producer_ids=self.producer_ids, waiters=self.watchers, events=self,
-            threads=self.threads, scram=self.scram, security_events=self.metrics, authorizer=self.authorizer,
-            dynamic_configs=DynamicBrokerConfigs(self.logs.data_dir),
-            fetch_sessions=FetchSessionCache(self.config.fetch_session_cache_slots),
-            quotas=ClientQuotas(self.logs.data_dir),
-        )
-        loop = asyncio.get_running_loop()
-        for i, listener in enumerate(self.listeners):
-            # Not serving until the bound port is known: a connection is answered with
-            # its listener's advertised address, which may be that port.
-            server = await loop.create_server(
-                lambda i=i, name=listener.name: Connection(
-                    self.services, self.dispatcher, self.listeners[i], self.connections,
-                    self.config.socket_request_max_bytes, self.request_memory,
-                    self.security[name], self._mapping_rules.get(name, ())),
-                listener.bind_host, listener.port,
-                reuse_address=True, backlog=1024, start_serving=False, ssl=self._tls.get(listener.name),
-            )
-            self.listeners[i] = replace(listener, port=server.sockets[0].getsockname()[1])
-            self._servers.append(server)
-        for server in self._servers:
-            await server.start_serving()
+        self.services, report = self._open_data_directory()
+        await self.kafka_listeners.start(self.services, self.dispatcher, self.request_memory)
         if self.admin is not None:
             await self.admin.start(self.config.admin_host, self.config.admin_port)
         self._schedule_background_work()
@@ -236,8 +242,9 @@ class Broker:
         try:
             # One after the other, transactions first (producers wait on them): loaded
             # side by side, a request would wait for a slice of each.
-            transactional_ids = await self.transactions.load()
-            groups = await self.groups.load()
+            services = self._started()
+            transactional_ids = await services.transactions.load()
+            groups = await services.groups.load()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -270,21 +277,17 @@ class Broker:
         config = self.config
         every = self.scheduler.every
         every("checkpoint", config.checkpoint_interval_ms / 1000, self._checkpoint)
-        # Only topics with a flush.ms set need this; once a second is as fine as Kafka's
-        # flush scheduler gets.
-        every("flush", 1, lambda: self.logs.flush_due(time.time() * 1000))
+        every("flush", FLUSH_CHECK_SECONDS, lambda: self.logs.flush_due(time.time() * 1000))
         every("transaction-timeouts", config.transaction_timeout_check_ms / 1000, self._abort_timed_out_transactions)
-        # Session expiry and rebalance windows are checked a few times a second: the
-        # timeouts involved are seconds long (group.min.session.timeout.ms is 6 s).
-        every("group-sessions", 0.2, self._expire_group_sessions)
+        every("group-sessions", GROUP_SESSION_CHECK_SECONDS, self._expire_group_sessions)
         every("retention", config.retention_check_interval_ms / 1000, self._enforce_retention)
         # The cleaning itself runs in a worker thread: request handling never waits on it.
         every("compaction", config.cleaner_backoff_ms / 1000, self._compact)
-        # Kafka checks every 10 minutes (producer.id.expiration.check.interval.ms); the
-        # expirations themselves are a day and a week long.
-        every("producer-expiry", min(600, config.producer_id_expiration_ms / 1000), self._expire_idle_producers)
+        every("producer-expiry", min(PRODUCER_EXPIRY_CHECK_MAX_SECONDS, config.producer_id_expiration_ms / 1000),
+              self._expire_idle_producers)
         if config.connections_max_idle_ms > 0:
-            every("idle-connections", min(config.connections_max_idle_ms / 4000, 30), self._close_idle_connections)
+            every("idle-connections", min(config.connections_max_idle_ms / 4 / 1000, IDLE_CHECK_MAX_SECONDS),
+                  self._close_idle_connections)
 
     def _close_idle_connections(self) -> None:
         deadline = asyncio.get_running_loop().time() - self.config.connections_max_idle_ms / 1000
@@ -307,8 +310,8 @@ class Broker:
         partitions = self.logs.all_partitions()
         await flush_in_background(partitions)
         # The snapshots are encoded on the loop, where the producer states change, a
-        # slice of partitions at a time: all 10,000 at once held it for 20-30 ms on a
-        # quiet machine, several times that on a loaded one.
+        # slice of partitions at a time, so that thousands of partitions do not hold the
+        # loop, and the requests waiting on it, in one go.
         due = []
         for at in range(0, len(partitions), SNAPSHOTS_PER_SLICE):
             due += self.logs.snapshots_due(partitions[at:at + SNAPSHOTS_PER_SLICE])
@@ -328,18 +331,18 @@ class Broker:
             log.info("recovered logs flushed and checkpointed", seconds=round(time.monotonic() - started, 3))
 
     def _abort_timed_out_transactions(self) -> None:
-        for txn_id in self.transactions.abort_timed_out():
+        for txn_id in self._started().transactions.abort_timed_out():
             log.info("transaction timed out: fenced and aborted", transactional_id=txn_id)
 
     def _expire_idle_producers(self) -> None:
         config = self.config
         producers = self.logs.expire_producers(int(time.time() * 1000), config.producer_id_expiration_ms)
-        txn_ids = self.transactions.expire_transactional_ids(config.transactional_id_expiration_ms)
+        txn_ids = self._started().transactions.expire_transactional_ids(config.transactional_id_expiration_ms)
         if producers or txn_ids:
             log.info("expired idle producers", producer_states=producers, transactional_ids=len(txn_ids))
 
     def _expire_group_sessions(self) -> None:
-        for group_id, member_id in self.groups.tick():
+        for group_id, member_id in self._started().groups.tick():
             log.info("group member session expired", group=group_id, member=member_id)
 
     def _enforce_retention(self) -> None:
@@ -374,8 +377,7 @@ class Broker:
             self.services.stopping = True  # long-polling fetches stop waiting
         started = time.monotonic()
         log.info("shutting down", connections=len(self.connections))
-        for server in self._servers:
-            server.close()
+        self.kafka_listeners.stop_accepting()
         self.watchers.wake_all()
         await asyncio.gather(*(c.finish() for c in list(self.connections)), return_exceptions=True)
         await self.scheduler.stop()
@@ -386,15 +388,11 @@ class Broker:
             self._loading.cancel()  # the next start loads again from the logs
             await asyncio.gather(self._loading, return_exceptions=True)
         self.threads.close()
-        for server in self._servers:
-            try:
-                await asyncio.wait_for(server.wait_closed(), timeout=5)
-            except asyncio.TimeoutError:
-                pass
+        await self.kafka_listeners.wait_closed()
         if self.admin is not None:
             await self.admin.stop()
-        if self.transactions is not None:
-            self.transactions.close()
+        if self.services is not None:
+            self.services.transactions.close()
         self.logs.close()
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
         self._stopped.set()

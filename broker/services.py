@@ -2,9 +2,9 @@
 nothing of the process around them (listeners, connections, the admin endpoint, the
 background tasks).
 
-This module imports nothing from the rest of `broker/`: handlers depend on it, and it
-depends only on storage and the coordinators, so the request path cannot reach back up
-into the server that runs it. The broker builds one `Services` at start, once the data
+Handlers depend on this module, and it depends only on storage, the coordinators and
+what the security room says it needs (security/sasl.py), so the request path cannot
+reach back up into the server that runs it. The broker builds one `Services` at start, once the data
 directory is loaded and the coordinators exist, and every connection hands it to its
 handlers (handlers/context.py).
 """
@@ -22,7 +22,13 @@ from ottla.coordinator.transactions import INTERNAL_TOPIC_CONFIGS, TransactionCo
 from ottla.storage.log_config import TOPIC_CONFIGS
 from ottla.storage.log_manager import LogManager, Topic
 
+from .security.sasl import Credentials, SecurityEvents
+
 T = TypeVar("T")
+
+# Kafka's controller refuses a CreateTopics that would create more partitions than this
+# (MAX_PARTITIONS_PER_BATCH), the whole request, before it creates anything.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 if TYPE_CHECKING:
     from ottla.storage.log_config import LogConfig
@@ -55,16 +61,6 @@ class Threads(Protocol):
     async def run(self, work: Callable[..., T], *args: Any) -> T: ...
 
 
-class Credentials(Protocol):
-    """The SCRAM users (broker/security/scram_credentials.py's ScramCredentials)."""
-
-    def get(self, user: str, mechanism: str) -> Any: ...
-    def unknown_user(self, user: str, mechanism: str) -> Any: ...
-    def of_user(self, user: str) -> dict[str, Any]: ...
-    def users(self) -> list[str]: ...
-    def change(self, upserts: list[tuple[str, str, Any]], deletions: list[tuple[str, str]]) -> None: ...
-
-
 class DynamicConfigs(Protocol):
     """Broker configs changed at run time (broker/dynamic_config.py)."""
 
@@ -83,12 +79,6 @@ class Authorization(Protocol):
     def add(self, acls: list[Any]) -> None: ...
     def delete(self, filters: list[Any]) -> list[list[Any]]: ...
     def describe(self, acl_filter: Any) -> list[Any]: ...
-
-
-class SecurityEvents(Protocol):
-    """Where authentication failures are counted (the broker's metrics)."""
-
-    def authentication_failed(self, mechanism: str) -> None: ...
 
 
 class TopicEvents(Protocol):

@@ -25,9 +25,9 @@ import time
 import uuid
 from typing import Any, Callable
 
-import structlog
 
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.loggers import get_logger
 
 from .classic_group import ClassicGroup, GroupState, JoinRequest, JoinResult, Member, SyncResult
 from .group import GroupConfig
@@ -36,7 +36,7 @@ from .writes import CoordinatorResult
 # Writes a result to the group's `__consumer_offsets` partition (records, then the change).
 Write = Callable[[str, CoordinatorResult[Any]], Any]
 
-log = structlog.get_logger("ottla.groups")
+log = get_logger("ottla.groups")
 
 
 class ClassicProtocol:

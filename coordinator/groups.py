@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Callable, TypeVar
+from types import MappingProxyType
+from typing import Callable, Mapping, TypeVar
 
-import structlog
 
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.loggers import get_logger
 from ottla.storage.log_manager import LogManager
 
 from .classic_group import ClassicGroup, JoinRequest, JoinResult, SyncResult
@@ -41,7 +42,7 @@ from .offset_store import OffsetStore, TopicPartition
 from .offsets_log import CommittedOffset, GroupKey, decode_group_value
 from .writes import CoordinatorResult, Records
 
-log = structlog.get_logger("ottla.groups")
+log = get_logger("ottla.groups")
 T = TypeVar("T")
 
 
@@ -303,6 +304,15 @@ class GroupCoordinator:
         self._require_loaded(group_id)
         group = self.groups.get(group_id)
         return group if isinstance(group, ClassicGroup) else None
+
+    def all_groups(self) -> Mapping[str, Group]:
+        """Every group by id, of any type, as memory holds it now, read-only: what the web
+        console shows, during a load too (where `list_groups` refuses, as Kafka does)."""
+        return MappingProxyType(self.groups)
+
+    def group(self, group_id: str) -> Group | None:
+        """The group of this id, of any type, as memory holds it now."""
+        return self.groups.get(group_id)
 
     def count_by_state(self) -> Counter[str]:
         return Counter(g.state_name for g in self.groups.values())

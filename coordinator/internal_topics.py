@@ -10,8 +10,9 @@ offsets.
 
 Kafka refuses Produce ("Cannot append to internal topic") and DeleteRecords ("Cannot
 delete records of internal topic") with INVALID_TOPIC_EXCEPTION, and leaves the rest to
-its authorizer. Ottla has no authorizer, so it refuses the rest to every client:
-DeleteTopics with INVALID_TOPIC_EXCEPTION as well, a config change with POLICY_VIOLATION
+its authorizer. Ottla's authorizer is off unless authorizer.class.name is set, and a
+super user or an ACL on every topic passes it, so the rest is refused here to every
+client, whatever the ACLs say: DeleteTopics with INVALID_TOPIC_EXCEPTION as well, a config change with POLICY_VIOLATION
 (the code of Kafka's alter-config policy), and CreateTopics of an internal name with
 INVALID_REQUEST, as Kafka refuses to create its `__cluster_metadata` (the broker creates
 `__consumer_offsets` on first use, with its own partition count and settings).

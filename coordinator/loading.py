@@ -6,8 +6,7 @@ else, produce and fetch on ordinary topics included, is served meanwhile.
 
 The replay runs on the event loop in slices of SLICE_SECONDS, one coordinator after
 the other: the state it builds is the loop's own, so no lock guards it, and no
-connection waits much longer than a slice (a million-record history: 99 % of requests
-answered within 8.3 ms during the load, the slowest in 27 ms).
+connection waits much longer than a slice.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from ottla.protocol.batch import BatchHeader
 from ottla.storage.log import PartitionLog
 
 # A request arriving during a load waits about this long for the loop (a slice ends
-# after the batch that crosses it). 5 ms of replay is about 15,000 records.
+# after the batch that crosses it).
 SLICE_SECONDS = 0.005
 
 

@@ -32,13 +32,14 @@ import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
-import structlog
 
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import keys_and_values
+from ottla.protocol.loggers import get_logger
 from ottla.storage.log_manager import LogManager
 
 from .loading import replay
@@ -111,7 +112,7 @@ def call_later_on_running_loop(delay: float, callback: Callable[[], None]) -> as
     return asyncio.get_running_loop().call_later(delay, callback)
 
 
-log = structlog.get_logger("ottla.transactions")
+log = get_logger("ottla.transactions")
 
 
 class TransactionCoordinator:
@@ -513,6 +514,15 @@ class TransactionCoordinator:
     def describe(self, txn_id: str) -> TxnRecord | None:
         self._require_loaded(txn_id)
         return self.transactions.get(txn_id)
+
+    def records(self) -> Mapping[str, TxnRecord]:
+        """Every transactional id's record as memory holds it now, read-only: what the web
+        console shows, during a load too (where `list` refuses, as Kafka does)."""
+        return MappingProxyType(self.transactions)
+
+    def transactional_ids_by_producer(self) -> dict[int, str]:
+        """producer id -> transactional id, for every id memory holds."""
+        return {txn.producer_id: txn_id for txn_id, txn in self.transactions.items()}
 
     def count_by_state(self) -> Counter[TxnState]:
         """How many transactional ids are in each state (for /metrics)."""

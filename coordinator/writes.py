@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Generic, TypeVar
 
-import structlog
 
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.loggers import get_logger
 
 Records = list[tuple[bytes, bytes | None]]  # (key, value); a None value is a tombstone
 T = TypeVar("T")
 
-log = structlog.get_logger("ottla.coordinators")
+log = get_logger("ottla.coordinators")
 
 
 def _nothing(offset: int) -> None:

@@ -3,8 +3,8 @@
 kio describes every message as a dataclass whose field metadata names the Kafka type
 (int16, compact string, array of entities...), and its own writer interprets that
 description on every call: a function call and a range check per field, a temporary
-buffer for the tagged fields. For a small response that is 30-60 us, most of the
-broker's share of a transactional round trip.
+buffer for the tagged fields. For a small response that is most of the broker's share
+of a transactional round trip.
 
 `compiled_writer(cls)` reads the same description once and turns it into the Python
 source of a function that writes the fields directly: each run of fixed-size fields

@@ -17,9 +17,8 @@ whichever version the client asked for:
 The plan for each class (field, converter, default) is computed once, and compiled
 into one Python function per class (`compiled_builder`) that builds the entity from a
 dict in a single call: a converter only where a value needs one, nested dicts handed
-straight to the nested class's builder. Interpreting the plan per call, field by
-field with a **kwargs copy per nested entity, cost 1-7 us more per response
-(FindCoordinator's 10 us, now 3; a one-topic Metadata's 16, now 10).
+straight to the nested class's builder, instead of interpreting the plan field by field
+with a **kwargs copy per nested entity on every response.
 tests/unit/test_entities.py builds every class both ways, compiled and by walking the
 plan, and compares them.
 """

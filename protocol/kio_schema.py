@@ -54,7 +54,7 @@ def field_names_of_any_version(cls: type) -> frozenset[str]:
     kio puts version N of a message in `kio.schema.<message>.v<N>.<request|response>`,
     its nested entities beside it under their Kafka names. The other versions' sources
     are read, not imported: importing a dozen versions of a message builds a hundred
-    dataclasses, which stalled the first request that needed this by 200 ms."""
+    dataclasses, which would stall the first request that needs this."""
     names = {f.name for f in fields(cls)}
     prefix, _version, kind = cls.__module__.rsplit(".", 2)
     package = importlib.util.find_spec(prefix)

@@ -94,8 +94,8 @@ class _SparseIndex:
     def finish_rebuild(self) -> None:
         """Make the file hold the rebuilt entries, writing only where it differs. After
         a kill -9 it mostly holds them already (entries are written with their
-        batches): rewriting every index cost two ftruncates of about 0.5 ms a segment,
-        10 of the 20 s that 10,000 partitions took to recover here."""
+        batches), and rewriting every index costs two ftruncates a segment, a good
+        part of the recovery of many partitions."""
         self.rebuilding = False
         expected = self._entries_bytes()
         on_disk = os.pread(self.fd, os.fstat(self.fd).st_size, 0)

@@ -404,7 +404,8 @@ class LogManager:
         broker's periodic checkpoint flushes the logs first and writes the snapshots in
         a worker thread (snapshots_due, write_snapshots); DeleteRecords, which must
         not answer before its new log start offsets are on disk, snapshots only the
-        partitions it changed (all of them took ~0.7 ms each on the event loop)."""
+        partitions it changed (each snapshot is an fsync, too slow to do for all of
+        them on the event loop)."""
         write_snapshots(self.snapshots_due(logs))
         self.write_checkpoints()
 
@@ -428,7 +429,7 @@ class LogManager:
     def write_checkpoint_files(self, offsets: CheckpointOffsets) -> None:
         """Write the recovery points and log start offsets files. Any thread may: the
         broker's checkpoint does it in a worker thread (formatting and fsyncing the files
-        of 10,000 partitions took 15-25 ms of the event loop), while DeleteRecords writes
+        of thousands of partitions would hold the event loop), while DeleteRecords writes
         them on the loop. Offsets taken before those already written are not written:
         an older log start offset on disk would bring deleted records back after a
         crash."""
@@ -456,8 +457,8 @@ class LogManager:
 
 def write_snapshots(due: list[tuple[ProducerStateManager, int, bytes]]) -> None:
     """Write snapshots encoded by `snapshots_due`: files only, so a worker thread may do
-    it (a snapshot costs an fsync and a rename, about 0.7 ms here: 7 s for 10,000
-    partitions, too long for the event loop). One that fails leaves its state marked
+    it (a snapshot costs an fsync and a rename: for thousands of partitions, too long
+    for the event loop). One that fails leaves its state marked
     changed, for the next checkpoint; the first failure is raised once all are tried."""
     failure: OSError | None = None
     for state, offset, data in due:

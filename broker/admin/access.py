@@ -23,7 +23,7 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..security.authorizer import Operation, ResourceType
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
@@ -53,14 +53,17 @@ OPERATOR = Principal("User:admin-token", operator=True)
 
 
 class AdminAccess:
-    def __init__(self, token: str | None, *, authorizer: "Authorizer | None", sasl: bool,
-                 plain_users: Mapping[str, str], scram: "ScramCredentials | None", remote_console: bool) -> None:
+    def __init__(self, token: str | None, *, has_authorizer: bool, sasl: bool, plain_users: Mapping[str, str],
+                 stores: Callable[[], "tuple[Authorizer | None, ScramCredentials | None]"],
+                 remote_console: bool) -> None:
         self.token = token
-        self.authorizer = authorizer
-        self.secured = authorizer is not None or sasl
+        self.secured = has_authorizer or sasl
+        self._has_authorizer = has_authorizer
         self.remote_console = remote_console
         self._plain_users = dict(plain_users)
-        self._scram = scram
+        # The ACLs and the SCRAM users live in the data directory, which the broker loads
+        # after the endpoint exists: asked for at each check, (None, None) until loaded.
+        self._stores = stores
         self._key = secrets.token_bytes(32)  # the remembered headers are kept as MACs under it
         self._verified: dict[bytes, tuple[float, Principal]] = {}
 
@@ -106,10 +109,11 @@ class AdminAccess:
         expected = self._plain_users.get(user)
         if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
             return True
-        if self._scram is None:
+        scram = self._stores()[1]
+        if scram is None:
             return False
         for mechanism in SCRAM_MECHANISMS:
-            stored = self._scram.get(user, mechanism)
+            stored = scram.get(user, mechanism)
             if stored is None:
                 continue
             derived = credential_from_password(mechanism, password, stored.iterations, stored.salt)
@@ -123,24 +127,33 @@ class AdminAccess:
         decides (a broker with SASL listeners only: being a user is enough)."""
         if principal is not None and principal.operator:
             return True
-        if self.authorizer is None:
-            return not self.secured or principal is not None
+        authorizer = self._stores()[0]
+        if authorizer is None:
+            # No authorizer configured: being a user is enough on a secured broker. One
+            # configured but not loaded yet (the broker is starting) allows nothing.
+            return (not self.secured or principal is not None) and not self._has_authorizer
         if principal is None:
             return False
-        return self.authorizer.authorize(principal.name, host, operation, resource_type, name)
+        return authorizer.authorize(principal.name, host, operation, resource_type, name)
 
 
 def admin_access(broker: Any) -> AdminAccess:
     """The endpoint's access rules from the broker (server.Broker: its config, listeners'
     security, authorizer and SCRAM users): the users are the SASL listeners' (PLAIN users
     of every listener) and the SCRAM users."""
-    sasl = [security.sasl for security in broker.security.values() if security.uses_sasl and security.sasl]
+    sasl = [security.sasl for security in broker.kafka_listeners.security.values()
+            if security.uses_sasl and security.sasl]
     plain_users: dict[str, str] = {}
     for settings in sasl:
         plain_users.update(settings.plain_users)
     config = broker.config
-    return AdminAccess(config.admin_token, authorizer=broker.authorizer, sasl=bool(sasl), plain_users=plain_users,
-                       scram=broker.scram, remote_console=config.admin_console_remote)
+
+    def stores() -> tuple[Any, Any]:
+        services = broker.services
+        return (None, None) if services is None else (services.authorizer, services.scram)
+
+    return AdminAccess(config.admin_token, has_authorizer=bool(config.authorizer_class_name), sasl=bool(sasl),
+                       plain_users=plain_users, stores=stores, remote_console=config.admin_console_remote)
 
 
 def _basic(value: str) -> tuple[str | None, str | None]:

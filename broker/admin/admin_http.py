@@ -1,5 +1,6 @@
 """The admin HTTP endpoint (off unless admin.port / --admin-port is set):
 
+    GET    /                302 to /console/ (a browser pointed at the endpoint lands on the console)
     GET    /healthz         200 "ok" while the broker serves, 503 once it is stopping
     GET    /metrics         Prometheus text format (broker/admin/metrics.py)
     GET    /faults          the faults set, as JSON
@@ -83,6 +84,8 @@ _CHANGES = ("POST", "DELETE", "PUT", "PATCH")
 _SINGLE_HEADERS = ("Host", "Origin", "Authorization", "Content-Type", "Content-Length", "Transfer-Encoding")
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 _REALM = 'Basic realm="Ottla", charset="UTF-8"'
+# Where the endpoint's root sends a browser: the console.
+CONSOLE_PATH = "/console/"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -113,8 +116,8 @@ class AdminServer:
         self.metrics_text = metrics_text
         self.stopping = stopping
         self.token = token
-        self.access = access or AdminAccess(token, authorizer=None, sasl=False, plain_users={}, scram=None,
-                                            remote_console=False)
+        self.access = access or AdminAccess(token, has_authorizer=False, sasl=False, plain_users={},
+                                            stores=lambda: (None, None), remote_console=False)
         self.host = ""
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -212,6 +215,10 @@ class AdminServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         body = await request.read() if request.body_exists else b""
+        if self.console is not None and path == "/" and request.method == "GET":
+            redirect = _response(302, "text/plain; charset=utf-8", f"The console: {CONSOLE_PATH}\n".encode())
+            redirect.headers["Location"] = CONSOLE_PATH
+            return redirect
         if self.console is not None and (path == "/console" or path.startswith("/console/")):
             principal: Principal | None = request.get("principal")
             peer = request.remote or ""

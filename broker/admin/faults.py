@@ -33,9 +33,10 @@ import itertools
 import uuid
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ottla.protocol.apis import PRODUCE, SUPPORTED
+from ottla.protocol.codec import RequestHeader
 from ottla.protocol.error_responses import error_response, has_error_response, named_partitions, names_topics
 from ottla.protocol.errors import ErrorCode
 
@@ -43,11 +44,19 @@ from ..logging import get_logger
 
 if TYPE_CHECKING:
     from ottla.storage.log_manager import LogManager
-
-    from ..handlers.context import RequestContext
     from .metrics import Metrics
 
 log = get_logger("ottla.faults")
+
+
+class Exchange(Protocol):
+    """What a fault reads of the request it meets, and answers it with
+    (handlers/context.py's RequestContext)."""
+
+    header: RequestHeader
+    peer: str
+
+    def respond(self, **values: Any) -> Any: ...
 
 
 
@@ -204,7 +213,7 @@ class Faults:
     def remaining(self) -> int:
         return sum(f.remaining for f in self._faults)
 
-    def take(self, ctx: "RequestContext", request: Any) -> Fault | None:
+    def take(self, ctx: Exchange, request: Any) -> Fault | None:
         """The fault this request meets, if any; it is used up by one."""
         api = SUPPORTED[ctx.header.api_key].name
         for fault in self._faults:
@@ -233,7 +242,7 @@ class Faults:
                 return True
         return False
 
-    def error_response(self, fault: Fault, ctx: "RequestContext", request: Any) -> Any:
+    def error_response(self, fault: Fault, ctx: Exchange, request: Any) -> Any:
         return ctx.respond(**error_response(ctx.header.api_key, request, ErrorCode[fault.error.lower()]))
 
     async def before_response(self, fault: Fault, close: Callable[[], None]) -> bool:

@@ -6,7 +6,8 @@ response with `ctx.respond(...)`, which picks the kio class of the version the c
 spoke (see protocol.entities.make). None means "send nothing" (acks=0 Produce).
 
 Most handlers run to their end without waiting on anything and are plain functions.
-The few that always wait (a group's JoinGroup and SyncGroup) are coroutine functions;
+The few that always wait (a group's JoinGroup and SyncGroup, and SaslAuthenticate, which
+holds a failed authentication's answer back) are coroutine functions;
 which is which is read off the table once, here, so the connection knows which
 requests it may serve on the spot. A plain handler that finds it has to wait after all
 (a Fetch with nothing to return yet, a Produce whose records are checked in a thread)

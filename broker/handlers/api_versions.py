@@ -42,8 +42,8 @@ FEATURES = (
 FINALIZED_FEATURES_EPOCH = 1
 
 
-# The answer never changes: built once per version (building it took 160 us, more than
-# the rest of the round trip; entities are immutable, so one serves every connection).
+# The answer never changes: built once per version (building it costs more than the
+# rest of the round trip; entities are immutable, so one serves every connection).
 _ANSWERS: dict[int, Any] = {}
 
 

@@ -11,20 +11,14 @@ from ottla.protocol.loggers import logger_levels, set_logger_level
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from ..security.authorizer import Operation, ResourceType
-from ..config import BrokerConfig
+from ..config_entries import DYNAMIC_BROKER_CONFIGS as _DYNAMIC
+from ..config_entries import ConfigSource, ConfigType, broker_config_entries
 from ..dynamic_config import CLUSTER_DEFAULT, THIS_BROKER
 from .context import RequestContext
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 # The resource types Kafka 4 knows; any other is refused before anything is looked at.
 _KNOWN_TYPES = frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})
-# Kafka's ConfigSource ids.
-TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_BROKER_LOGGER_CONFIG = 4, 5, 6
-# Broker properties that give a topic config's default: the ones that change at run time.
-_DYNAMIC = {c.broker_property: c for c in TOPIC_CONFIGS.values() if c.broker_property is not None}
-# Kafka's ConfigType ids.
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 _LIST_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -34,17 +28,17 @@ _DEFAULTS = LogConfig()
 def _type_of(name: str) -> int:
     value = getattr(_DEFAULTS, TOPIC_CONFIGS[name].attribute)
     if isinstance(value, tuple) or name in _LIST_CONFIGS:
-        return LIST
+        return ConfigType.LIST
     if isinstance(value, bool):
-        return BOOLEAN
+        return ConfigType.BOOLEAN
     if isinstance(value, float):
-        return DOUBLE
+        return ConfigType.DOUBLE
     if isinstance(value, str):
-        return STRING
+        return ConfigType.STRING
     if name in ("segment.bytes", "max.message.bytes", "index.interval.bytes", "segment.index.bytes",
                 "min.insync.replicas") or name.startswith("compression."):
-        return INT
-    return LONG
+        return ConfigType.INT
+    return ConfigType.LONG
 
 
 # Broker properties whose Kafka default is null (the value comes from another property,
@@ -63,20 +57,21 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
         if keys is not None and config_name not in keys:
             continue
         broker_value = services.config.log.value_text(config_name)
-        broker_source = DEFAULT_CONFIG if broker_value == _DEFAULTS.value_text(config_name) \
-            or definition.broker_property is None else STATIC_BROKER_CONFIG
+        broker_source = ConfigSource.DEFAULT_CONFIG if broker_value == _DEFAULTS.value_text(config_name) \
+            or definition.broker_property is None else ConfigSource.STATIC_BROKER_CONFIG
         overridden = config_name in topic.configs
         chain = []
         if overridden:
-            chain.append({"name": config_name, "value": topic.config.value_text(config_name), "source": TOPIC_CONFIG})
+            chain.append({"name": config_name, "value": topic.config.value_text(config_name),
+                          "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
         if definition.broker_property is not None and not (
-                broker_source == DEFAULT_CONFIG and definition.broker_property in _NULL_BY_DEFAULT):
+                broker_source == ConfigSource.DEFAULT_CONFIG and definition.broker_property in _NULL_BY_DEFAULT):
             chain.append({"name": definition.broker_property, "value": broker_value, "source": broker_source})
         entries.append({
             "name": config_name,
             "value": topic.config.value_text(config_name),
             "read_only": False,
-            "config_source": TOPIC_CONFIG if overridden else broker_source,
+            "config_source": ConfigSource.DYNAMIC_TOPIC_CONFIG if overridden else broker_source,
             "is_sensitive": False,
             "synonyms": chain if synonyms else [],
             "config_type": _type_of(config_name),
@@ -89,29 +84,10 @@ def _broker_entries(ctx: RequestContext, keys: Any) -> list[dict[str, Any]]:
     return broker_config_entries(ctx.services, keys)
 
 
-def broker_config_entries(services: Any, keys: Any) -> list[dict[str, Any]]:
-    """The broker's configs with Kafka's ConfigSource of each (DescribeConfigs, the web
-    console's Broker page)."""
-    static = services.static_config.broker_properties()
-    defaults = BrokerConfig().broker_properties()
-    entries = []
-    for name, value in sorted(services.config.broker_properties().items()):
-        if keys is not None and name not in keys:
-            continue
-        scope = services.dynamic_configs.source_of(name)
-        if scope is not None:
-            source = DYNAMIC_BROKER_CONFIG if scope == THIS_BROKER else DYNAMIC_DEFAULT_BROKER_CONFIG
-        else:
-            source = DEFAULT_CONFIG if static.get(name) == defaults.get(name) else STATIC_BROKER_CONFIG
-        entries.append({"name": name, "value": value, "read_only": name not in _DYNAMIC, "config_source": source,
-                        # A secret (admin.token, a password): broker_properties gives no value for it.
-                        "is_sensitive": value is None, "synonyms": [], "config_type": STRING})
-    return entries
-
-
 def _logger_entries(keys: Any) -> list[dict[str, Any]]:
-    return [{"name": name, "value": level, "read_only": False, "config_source": DYNAMIC_BROKER_LOGGER_CONFIG,
-             "is_sensitive": False, "synonyms": [], "config_type": STRING}
+    return [{"name": name, "value": level, "read_only": False,
+             "config_source": ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+             "is_sensitive": False, "synonyms": [], "config_type": ConfigType.STRING}
             for name, level in logger_levels().items() if keys is None or name in keys]
 
 
@@ -270,7 +246,7 @@ def _incremental(topic: Any, changes: Any, broker: bool = False) -> dict[str, st
             configs.pop(change.name, None)
         elif op in (APPEND, SUBTRACT):
             name = _DYNAMIC[change.name].name if broker and change.name in _DYNAMIC else change.name
-            if name not in TOPIC_CONFIGS or _type_of(name) != LIST:
+            if name not in TOPIC_CONFIGS or _type_of(name) != ConfigType.LIST:
                 raise KafkaError(ErrorCode.invalid_config, f"{change.name} is not a list")
             current = (topic.value_text(change.name) if broker else topic.config.value_text(name)).split(",")
             items = [v for v in (change.value or "").split(",") if v]

@@ -35,8 +35,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     """The response, when the partitions have what the request asks for (or it asks not
     to wait); else an awaitable of it, which waits for appends. Answering at once
     without a coroutine lets the connection serve the request inline, as it is read,
-    instead of through its worker task: an empty Fetch measured 25-30 us less broker
-    time that way (bench/RESULTS.md, "Per-request CPU (session 7)")."""
+    instead of through its worker task, a hop through the event loop that is a good part
+    of a short request's cost."""
     context = _context(ctx, request)
     if context.error:
         # The whole request is refused: the client starts over with a full request.

@@ -9,11 +9,10 @@ gets no response at all.
 Checking the records means walking them, and for a compressed batch decompressing them
 first: a few hundred bytes of zstd may expand to 16 MiB, tens of milliseconds of work.
 A batch is checked on the event loop when that is cheap: at most INLINE_RECORDS records
-(the walk costs about 10 ns a record) and, compressed, at most INLINE_DECOMPRESSED_BYTES
-once decompressed (about 1 ms). Anything more goes to a worker thread (Services.threads)
-while the loop goes on serving everyone else. The thread is not the default because
-getting the GIL back after it costs the connection up to the interpreter's switch
-interval (5 ms): 1 KiB records in 1 MB batches ran at half the rate through it. The
+and, compressed, at most INLINE_DECOMPRESSED_BYTES once decompressed. Anything more goes
+to a worker thread (Services.threads) while the loop goes on serving everyone else. The
+thread is not the default because getting the GIL back after it costs the connection up
+to the interpreter's switch interval, far more than checking a small batch. The
 appends happen back on the loop, in the request's order, once every partition's records
 are checked: storage is only ever touched from the loop.
 """
@@ -42,7 +41,8 @@ from .context import RequestContext
 
 log = get_logger("ottla.produce")
 
-# What is checked on the event loop (see above): about 1 ms of walking or decompressing.
+# What is checked on the event loop (see above): bounds of the work one check may hold
+# the loop for (bench/RESULTS.md has what they cost).
 INLINE_RECORDS = 100_000
 INLINE_DECOMPRESSED_BYTES = 1024 * 1024
 # compression.type -> the codec batches are stored in (producer: as they come).

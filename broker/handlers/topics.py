@@ -10,6 +10,8 @@ from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
+from ..config_entries import ConfigSource
+from ..services import MAX_PARTITIONS_PER_REQUEST
 from ..logging import get_logger
 from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
@@ -18,11 +20,6 @@ log = get_logger("ottla.topics")
 
 ZERO_UUID = uuid.UUID(int=0)
 DEFAULT = -1  # num_partitions / replication_factor: "use the broker's default"
-# Kafka's ConfigSource ids.
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-# Kafka's controller refuses a CreateTopics that would create more partitions than this
-# (MAX_PARTITIONS_PER_BATCH), the whole request, before it creates anything.
-MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 def handle_create(ctx: RequestContext, request: Any) -> Any:
@@ -84,11 +81,11 @@ def _created_configs(services: Any, configs: dict[str, str]) -> list[dict[str, A
     entries = []
     for name, definition in TOPIC_CONFIGS.items():
         if name in configs:
-            source = DYNAMIC_TOPIC_CONFIG
+            source = ConfigSource.DYNAMIC_TOPIC_CONFIG
         elif definition.broker_property is not None and defaults.value_text(name) != LogConfig().value_text(name):
-            source = STATIC_BROKER_CONFIG
+            source = ConfigSource.STATIC_BROKER_CONFIG
         else:
-            source = DEFAULT_CONFIG
+            source = ConfigSource.DEFAULT_CONFIG
         entries.append({"name": name, "value": config.value_text(name), "read_only": False,
                         "config_source": source, "is_sensitive": False})
     return entries

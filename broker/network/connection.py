@@ -2,7 +2,8 @@
 
 `data_received` splits the byte stream into frames (checking each size before
 buffering a byte of it). A request of up to 64 KiB that cannot wait on anything (all
-but a group's JoinGroup/SyncGroup) is served right there when nothing is ahead of it;
+but JoinGroup, SyncGroup and SaslAuthenticate) is served right there when nothing is
+ahead of it;
 the others, and everything after them, are queued for the connection's worker task,
 which takes the frames in order, runs the handler, and writes the response. A handler
 served here that finds it must wait after all (a Fetch that has to long-poll, a big
@@ -11,17 +12,18 @@ anything queued behind it. Like Kafka, a connection's requests are processed one
 time, so responses leave in request order; clients pipeline (librdkafka keeps up to 5
 in flight) and the next frames wait, already read, in the queue.
 
-Serving one request reads decode -> handle -> encode: the frame is decoded here, the
-dispatcher (broker/network/dispatch.py) runs its handler with what the broker adds around it
-(faults, the fsync wait, metrics), and the response is encoded and written here.
+The parts, as mini-redis separates listener, connection and handler: listener.py
+accepts; frame_intake.py turns the byte stream into frames and holds the queued ones
+within their limits (back-pressure); connection_security.py is what the listener's
+security asks (a client certificate's principal, the SASL gate, bare SASL tokens);
+this module is the request pipeline: decode -> handle -> encode, in order. The
+dispatcher (dispatch.py) runs the handler with what the broker adds around it (faults,
+the fsync wait, metrics).
 
-A connection holds at most 64 queued requests and one request's worth of bytes
-(socket.request.max.bytes) before it stops reading from its socket, and every
-connection's requests, from their size prefix until served, count against
-queued.max.request.bytes (broker/network/request_memory.py). A client that closes its end is closed at once, whatever
-it left queued or waiting (a long-polling Fetch): Kafka drops such requests too. A
-connection with no request in hand and no bytes in or out for connections.max.idle.ms
-is closed, as Kafka closes idle connections.
+A client that closes its end is closed at once, whatever it left queued or waiting (a
+long-polling Fetch): Kafka drops such requests too. A connection with no request in hand
+and no bytes in or out for connections.max.idle.ms is closed, as Kafka closes idle
+connections.
 
 Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
 header, unknown API) closes this connection with a log line; every other connection
@@ -31,41 +33,38 @@ carries on.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from inspect import iscoroutine
 from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple
 
-from ottla.protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUPPORTED, Api
+from ottla.protocol.apis import API_VERSIONS, SUPPORTED, Api
 from ottla.protocol.codec import (MalformedRequest, RequestHeader, decode_request, encode_response,
                                   parse_request_header, request_class)
-from ottla.protocol.framing import FrameError, FrameReader
+from ottla.protocol.framing import FrameError
 
-from .dispatch import Dispatcher
 from ..handlers import RequestContext, api_versions_fallback
 from ..logging import get_logger
-from .request_memory import RequestMemory
-from ..security.sasl import AuthenticationFailed, Session
+from ..security.sasl import Session
 from ..security.security_config import PLAINTEXT, ListenerSecurity
 from ..services import Services
-from ..security.tls import certificate_principal
+from .connection_security import ConnectionSecurity
+from .dispatch import Dispatcher
+from .frame_intake import FrameIntake
+from .request_memory import RequestMemory
 
 if TYPE_CHECKING:
     from ..config import Listener
 
 log = get_logger("ottla.connection")
 
-# Stop reading from a client that has this many requests queued: back-pressure.
-_MAX_QUEUED_FRAMES = 64
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Requests up to this size may be served straight from data_received (_serve_inline).
-# Larger ones (big Produce batches) go through the worker: the hop costs them nothing
-# that shows, and serving them inline measured slower (more broker CPU per byte).
+# Larger ones (big Produce batches) go through the worker: next to their own work the
+# hop is nothing, and inline they cost more broker CPU per byte (bench/RESULTS.md).
 _INLINE_MAX_BYTES = 64 * 1024
 # Bytes 0-1 of a request: its API key (the frame's size prefix is already stripped).
 _API_KEY_BYTES = slice(0, 2)
-# What a SASL listener serves before the client has authenticated (and what a client
-# sends to authenticate again, KIP-368).
-_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS.key, SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key})
+# How long a graceful shutdown waits for a connection to answer what it has received.
+FINISH_TIMEOUT_SECONDS = 5
 
 
 class Request(NamedTuple):
@@ -81,8 +80,7 @@ class Connection(asyncio.Protocol):
         self.services = services
         # Who the client is: ANONYMOUS, its certificate's name, or its SASL user.
         self.session = Session(security)
-        self._sasl = security.uses_sasl
-        self._mapping_rules = mapping_rules
+        self.security = ConnectionSecurity(self.session, mapping_rules, services.security_events)
         self.dispatcher = dispatcher
         self.metrics = dispatcher.metrics
         self.listener = listener  # the one this client connected to: its address is what it is told
@@ -90,14 +88,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_id: str | None = None
-        self._reader = FrameReader(max_request_bytes)
-        self._max_request_bytes = max_request_bytes
-        self._frames: deque[memoryview] = deque()
-        self._max_queued_bytes = max_request_bytes
-        self._queued_bytes = 0  # of the frames in _frames
-        self.memory = memory
-        self._held = 0  # what this connection counts in `memory`: queued + in hand + being received
-        self._serving_bytes = 0  # the request the worker is serving: its frame is still held
+        self._intake = FrameIntake(max_request_bytes, memory, self._take)
         self._in_hand = False  # the worker is serving a request (a long-poll Fetch may wait)
         # A request served inline whose handler still has to wait (records checked in a
         # thread, a Fetch's long poll): the worker finishes it (its awaitable) before
@@ -106,7 +97,6 @@ class Connection(asyncio.Protocol):
         self.last_active = 0.0  # loop time of the last bytes in or out
         self._wakeup: asyncio.Future[None] | None = None
         self._worker: asyncio.Task[None] | None = None
-        self._reading_paused = False
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
         # Set while the client is throttled by a quota (KIP-219): its next request waits.
@@ -120,8 +110,9 @@ class Connection(asyncio.Protocol):
         self.last_active = self._loop.time()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if self.session.security.uses_tls and not self._take_certificate(transport):
+        if self.security.uses_tls and not self.security.take_certificate(transport, self.peer):
             return
+        self._intake.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._worker = self._loop.create_task(self._work())
         self.registry.add(self)
@@ -133,29 +124,22 @@ class Connection(asyncio.Protocol):
         self._take(data)
 
     def _take(self, data: bytes) -> None:
-        if self._sasl:
-            self._bound_frames()
+        intake = self._intake
+        if self.security.uses_sasl:
+            intake.bound_frames(self.security.frame_bound())
         try:
-            # With the broker-wide pool exhausted no new request starts (but a small
-            # one on a connection holding nothing): the bytes wait in the reader's
-            # backlog and the connection stops reading (below).
-            frames = self._reader.feed(data, lambda size: self.memory.may_start(size, self._held))
+            frames = intake.split(data)
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        if frames and self._worker_idle() and not (self._sasl and self.session.needs_authentication):
+        if frames and self._worker_idle() and not self.security.authenticating:
             frames = self._serve_inline(frames)
             if self._unfinished is not None:
                 self._wake()
         if frames:
-            self._frames.extend(frames)
-            self._queued_bytes += sum(map(len, frames))
+            intake.queue(frames)
             self._wake()
-        if frames or self._held or self._reader.pending:
-            self._account()
-            if not self._reading_paused and self._over_limits():
-                self._reading_paused = True
-                self.transport.pause_reading()  # type: ignore[union-attr]
+        intake.settle(bool(frames))
 
     def eof_received(self) -> bool:
         # The client closed its end. Kafka closes the connection then, dropping what it
@@ -170,12 +154,7 @@ class Connection(asyncio.Protocol):
             log.info("connection lost", peer=self.peer, client_id=self.client_id, error=str(exc) or type(exc).__name__)
         self._closing = True
         self.registry.discard(self)
-        self._frames.clear()
-        self._queued_bytes = 0
-        self._serving_bytes = 0  # the worker, cancelled below, lets go of it
-        self._reader = FrameReader(0)  # drops a half-received frame
-        self._account()
-        self.memory.forget(self)
+        self._intake.drop()
         if self._unfinished is not None and not self._in_hand:
             self._unfinished[2].close()  # never begun: nothing to finish, no one to answer
             self._unfinished = None
@@ -192,62 +171,28 @@ class Connection(asyncio.Protocol):
             self._drained.set_result(None)
         self._drained = None
 
-    # --- what a connection may hold ------------------------------------------------------
-
-    def _bound_frames(self) -> None:
-        """Until the client has authenticated, frames are bounded by
-        sasl.server.max.receive.size (Kafka's SaslServerAuthenticator reads them so): a
-        larger size prefix closes the connection before a byte of the body is held."""
-        reader, security = self._reader, self.session.security
-        if self.session.needs_authentication:
-            reader.max_bytes, reader.max_name = security.max_receive_bytes, "sasl.server.max.receive.size"
-        else:
-            reader.max_bytes, reader.max_name = self._max_request_bytes, "socket.request.max.bytes"
-
-    def _account(self) -> None:
-        """Bring this connection's share of the request memory up to date."""
-        held = self._queued_bytes + self._serving_bytes + self._reader.pending
-        if held != self._held:
-            delta, self._held = held - self._held, held
-            self.memory.adjust(delta)
-
-    def _over_limits(self) -> bool:
-        if len(self._frames) >= _MAX_QUEUED_FRAMES or self._queued_bytes >= self._max_queued_bytes:
-            return True
-        # Over the broker-wide bound: a request already begun may finish (pausing it
-        # halfway would hold its bytes with no way to release them); nothing new starts.
-        if self._reader.backlog:
-            self.memory.pause(self)
-            return True
-        return False
-
-    def resume_if_room(self) -> None:
-        """Read again once this connection is back under its limits."""
-        if not self._reading_paused or self._closing or self.transport is None:
-            return
-        if (len(self._frames) < _MAX_QUEUED_FRAMES // 2 and self._queued_bytes < self._max_queued_bytes // 2
-                and not self.memory.full):
-            self._reading_paused = False
-            self.memory.forget(self)
-            self.transport.resume_reading()
-            backlog, self._reader.backlog = self._reader.backlog, b""
-            if backlog:
-                self._take(backlog)
+    # --- idleness -----------------------------------------------------------------------
 
     def idle_since(self) -> float | None:
         """The loop time since which this connection has been idle (nothing in or out,
         no request in hand or queued), or None if it is not idle."""
-        if self._in_hand or self._frames or self._reader.pending:
+        if self._in_hand or self._intake.holds_requests:
             return None
         return self.last_active
 
     # --- serving at once -----------------------------------------------------------------
 
     def _worker_idle(self) -> bool:
-        """Nothing is queued or being served, and the client is reading what we send."""
-        return (not self._frames and self._wakeup is not None and not self._wakeup.done()
-                and self._drained is None and not self._closing and self._unfinished is None
-                and self._muted is None)
+        """The worker waits with nothing queued, and nothing holds the next request back."""
+        return (self._wakeup is not None and not self._wakeup.done() and not self._intake.frames
+                and not self._held_back())
+
+    def _held_back(self) -> bool:
+        """Whether the next request must wait: a request served inline is still
+        unfinished, the client stopped reading what we send, a quota throttles it, or
+        the connection is closing."""
+        return (self._unfinished is not None or self._drained is not None or self._muted is not None
+                or self._closing)
 
     def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
         """Serve, right here in data_received, the frames whose handling cannot wait on
@@ -295,25 +240,19 @@ class Connection(asyncio.Protocol):
             while True:
                 if self._unfinished is not None and not await self._finish_unfinished():
                     return
-                while self._frames:
+                while self._intake.frames:
                     if self._muted is not None:
                         await self._muted
                         continue  # the connection may have closed meanwhile
-                    frame = self._frames.popleft()
-                    self._queued_bytes -= len(frame)
-                    # Counted until served (Kafka releases a request's buffer after its
-                    # handler): its bytes and what decoding it makes are in memory.
-                    self._serving_bytes = len(frame)
-                    self.resume_if_room()
+                    frame = self._intake.next_frame()
                     self._in_hand = True
                     try:
                         if not await self._serve(frame):
                             return
                     finally:
                         self._in_hand = False
-                        self._serving_bytes = 0
                         del frame
-                        self._account()
+                        self._intake.served()
                     if self._drained is not None:
                         await self._drained
                 if self._closing or self.services.stopping:
@@ -380,10 +319,9 @@ class Connection(asyncio.Protocol):
                 return None
             self.abort(f"{api.name} v{header.api_version} is not supported", correlation_id=header.correlation_id)
             return None
-        if self._sasl and header.api_key not in _BEFORE_AUTHENTICATION and self.session.needs_authentication:
-            # Kafka's SaslServerAuthenticator closes the connection, answering nothing.
-            reason = "re-authentication is due" if self.session.authenticated else "not authenticated yet"
-            self.abort(f"{api.name} request on a SASL listener: {reason}", correlation_id=header.correlation_id)
+        refusal = self.security.refusal(header, api.name)
+        if refusal is not None:
+            self.abort(refusal, correlation_id=header.correlation_id)
             return None
         cls = request_class(header.api_key, header.api_version)
         try:
@@ -400,36 +338,13 @@ class Connection(asyncio.Protocol):
     def _context(self, header: RequestHeader) -> RequestContext:
         return RequestContext(self.services, header, self.peer, self.listener.advertised_address, self.session)
 
-    # --- security ------------------------------------------------------------------------
-
-    def _take_certificate(self, transport: asyncio.BaseTransport) -> bool:
-        """The principal of a client certificate (mutual TLS). False when the
-        certificate maps to no principal: the connection is closed, as Kafka does."""
-        ssl_object = transport.get_extra_info("ssl_object")
-        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        if der is None:
-            return True  # no certificate asked for, or none offered where it is optional
-        user = certificate_principal(der, self._mapping_rules)
-        if user is None:
-            log.warning("closing connection", reason="no ssl.principal.mapping.rules rule maps the client certificate",
-                        peer=self.peer)
-            transport.close()
-            return False
-        self.session.user = user
-        return True
-
     async def _serve_raw_token(self, frame: memoryview) -> bool:
-        """A SASL token in a bare frame, after a SaslHandshake v0; the answer is a bare
-        frame too. A failure closes the connection without an answer (the old way has
-        no error to send)."""
-        try:
-            challenge, _ = self.session.respond_to(bytes(frame), self.services.security_events, self.peer)
-        except AuthenticationFailed:
-            await asyncio.sleep(self.session.security.failed_auth_delay_ms / 1000)
+        answer = await self.security.answer_raw_token(frame, self.peer)
+        if answer is None:
             self.close()
             return False
         if self._is_open():
-            self.transport.write(len(challenge).to_bytes(4, "big") + challenge)  # type: ignore[union-attr]
+            self.transport.write(answer)  # type: ignore[union-attr]
         return self._is_open()
 
     def _respond(self, ctx: RequestContext, request: Request, response: Any) -> None:
@@ -443,7 +358,7 @@ class Connection(asyncio.Protocol):
             self._run_deferred(ctx, request.api.name)
 
     def _mute(self, throttle_ms: int) -> None:
-        """A quota throttles the client (broker/client_quotas.py): as Kafka does since
+        """A quota throttles the client (client_quotas.py): as Kafka does since
         KIP-219, the answer goes out at once, carrying the throttle time, and the
         client's next request is served only once that time is over."""
         loop = self._loop
@@ -494,24 +409,26 @@ class Connection(asyncio.Protocol):
         log.warning("closing connection", reason=reason, peer=self.peer, client_id=self.client_id,
                     correlation_id=correlation_id)
         self.metrics.connection_errors += 1
-        self._frames.clear()
+        self._intake.frames.clear()
         self.close()
 
     def close(self) -> None:
         self._closing = True
+        self._intake.stop()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
     async def finish(self) -> None:
         """Graceful shutdown: answer the requests already received, then close."""
         self._closing = True
+        self._intake.stop()
         if self._muted is not None:  # a throttle is not waited out at shutdown
             muted, self._muted = self._muted, None
             muted.set_result(None)
         self._wake()
         if self._worker is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self._worker), timeout=5)
+                await asyncio.wait_for(asyncio.shield(self._worker), timeout=FINISH_TIMEOUT_SECONDS)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 self._worker.cancel()
         self.close()

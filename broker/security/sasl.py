@@ -23,7 +23,7 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from scramp import ScramException, ScramMechanism
 from scramp.core import Nonce
@@ -34,11 +34,24 @@ from .oauthbearer import INVALID_TOKEN, InvalidToken, JwtSettings
 from .oauthbearer import validate as validate_token
 from .security_config import PLAINTEXT, ListenerSecurity
 
-if TYPE_CHECKING:
-    from ..services import Credentials, SecurityEvents
-
 ANONYMOUS = "ANONYMOUS"
 log = get_logger("ottla.sasl")
+
+
+class Credentials(Protocol):
+    """The SCRAM users (scram_credentials.py's ScramCredentials)."""
+
+    def get(self, user: str, mechanism: str) -> Any: ...
+    def unknown_user(self, user: str, mechanism: str) -> Any: ...
+    def of_user(self, user: str) -> dict[str, Any]: ...
+    def users(self) -> list[str]: ...
+    def change(self, upserts: list[tuple[str, str, Any]], deletions: list[tuple[str, str]]) -> None: ...
+
+
+class SecurityEvents(Protocol):
+    """Where authentication failures are counted (the broker's metrics)."""
+
+    def authentication_failed(self, mechanism: str) -> None: ...
 
 
 class AuthenticationFailed(Exception):

@@ -33,12 +33,15 @@ from typing import IO, Any, Iterator
 
 from ottla.protocol.apis import CREATE_TOPICS
 
-from ..tools.client import Cluster, check
+from ..ready_lines import ADMIN_PREFIX, LISTENER_PREFIX, LOADED_LINE, READY_PREFIX
+from ..tools.client import REQUEST_TIMEOUT_MS, Cluster, check
 
-READY_PREFIX = "Ottla is ready: bootstrap.servers="
-LOADED_LINE = "Ottla coordinators loaded"
-LISTENER_PREFIX = "Ottla listener "
-ADMIN_PREFIX = "Ottla admin endpoint: "
+# How long a call to the admin endpoint may take before it counts as failed.
+ADMIN_TIMEOUT_SECONDS = 10
+# How often start() looks whether the broker died while it waits for the ready line.
+START_POLL_SECONDS = 0.05
+# How long kill() waits for a SIGKILLed broker to be reaped.
+KILL_WAIT_SECONDS = 10
 
 
 class AdminEndpoint:
@@ -55,7 +58,7 @@ class AdminEndpoint:
             headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_SECONDS) as response:
                 payload = response.read()
                 is_json = response.headers.get_content_type() == "application/json"
         except urllib.error.HTTPError as exc:
@@ -164,7 +167,7 @@ class BrokerProcess:
 
         threading.Thread(target=read_stdout, daemon=True).start()
         deadline = time.monotonic() + timeout
-        while not ready.wait(0.05):
+        while not ready.wait(START_POLL_SECONDS):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError(f"broker did not start; log:\n{self.log()}")
@@ -189,7 +192,7 @@ class BrokerProcess:
     def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
         """Create a topic over the wire (CreateTopics); returns its name."""
         with Cluster(self.bootstrap, client_id="ottla-testing") as cluster:
-            answer = cluster.call(CREATE_TOPICS, timeout=30_000, validate_only=False, topics=[{
+            answer = cluster.call(CREATE_TOPICS, timeout=REQUEST_TIMEOUT_MS, validate_only=False, topics=[{
                 "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
                 "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
             }])
@@ -209,7 +212,7 @@ class BrokerProcess:
         return self._signal(signal.SIGTERM, timeout)
 
     def kill(self) -> int:
-        return self._signal(signal.SIGKILL, 10)
+        return self._signal(signal.SIGKILL, KILL_WAIT_SECONDS)
 
     def wait_exit(self, timeout: float = 30) -> int:
         """Wait for the broker to exit by itself (a crash hook); returns its exit code."""

@@ -24,19 +24,18 @@ from __future__ import annotations
 
 import argparse
 import base64
-import struct
 import sys
 import time
 from typing import Any, Callable, Iterable, Sequence
 
 from ottla.protocol import apis
+from ottla.protocol.member_assignment import consumer_assignment
 
 from ..security.authorizer import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
-from .client import GROUP_KEY, TRANSACTION_KEY, ClientError, Cluster, check
+from .client import GROUP_KEY, REQUEST_TIMEOUT_MS, TRANSACTION_KEY, ClientError, Cluster, check
 from .client_security import ClientSecurity, read_command_config
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-_REQUEST_TIMEOUT_MS = 30_000
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -125,7 +124,7 @@ def _topics_create(cluster: Cluster, args: argparse.Namespace) -> None:
         if not sep:
             raise ClientError(f"--config expects KEY=VALUE, got {item!r}")
         configs.append({"name": key, "value": value})
-    answer = cluster.call(apis.CREATE_TOPICS, timeout=_REQUEST_TIMEOUT_MS, validate_only=False, topics=[{
+    answer = cluster.call(apis.CREATE_TOPICS, timeout=REQUEST_TIMEOUT_MS, validate_only=False, topics=[{
         "name": args.topic, "num_partitions": args.partitions, "replication_factor": args.replication_factor,
         "assignments": [], "configs": configs,
     }])
@@ -164,7 +163,7 @@ def _ids(nodes: Iterable[int]) -> str:
 def _topics_delete(cluster: Cluster, args: argparse.Namespace) -> None:
     # DeleteTopics names topics in `topic_names` up to v5 and in `topics` from v6; the
     # version negotiated keeps the one it has.
-    answer = cluster.call(apis.DELETE_TOPICS, timeout=_REQUEST_TIMEOUT_MS, topic_names=[args.topic],
+    answer = cluster.call(apis.DELETE_TOPICS, timeout=REQUEST_TIMEOUT_MS, topic_names=[args.topic],
                           topics=[{"name": args.topic}])
     (result,) = answer.responses
     check(result.error_code, f"deleting {args.topic}", getattr(result, "error_message", None))
@@ -225,26 +224,6 @@ def _committed_offsets(coordinator: Any, group_id: str) -> dict[tuple[str, int],
             if p.committed_offset >= 0:
                 offsets[(topic.name, int(p.partition_index))] = int(p.committed_offset)
     return offsets
-
-
-def consumer_assignment(data: bytes) -> list[tuple[str, list[int]]]:
-    """The partitions of a consumer protocol assignment (ConsumerProtocolAssignment:
-    version int16, [topic string, [partition int32]], user data bytes)."""
-    if not data:
-        return []
-    pos = 2
-    (count,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    out = []
-    for _ in range(max(count, 0)):
-        (size,) = struct.unpack_from(">h", data, pos)
-        topic = data[pos + 2 : pos + 2 + size].decode()
-        pos += 2 + size
-        (n,) = struct.unpack_from(">i", data, pos)
-        partitions = list(struct.unpack_from(f">{max(n, 0)}i", data, pos + 4))
-        pos += 4 + 4 * max(n, 0)
-        out.append((topic, partitions))
-    return out
 
 
 # --- transactions ------------------------------------------------------------------------

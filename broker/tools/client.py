@@ -31,6 +31,9 @@ from .client_security import ClientSecurity, SaslFailed, authenticate
 # Fetch v13 on, topics are named by id, and the tools name them.
 _VERSION_CAPS = {apis.FETCH.key: 12}
 PLAINTEXT = ClientSecurity()
+# How long the broker may take over a request that waits on the broker's side (CreateTopics,
+# DeleteTopics, an acks=all Produce): Kafka's request.timeout.ms default.
+REQUEST_TIMEOUT_MS = 30_000
 _SIZE = struct.Struct(">i")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1

@@ -32,7 +32,7 @@ from ottla.protocol.batch import (BatchHeader, HEADER_SIZE, LOG_OVERHEAD, Record
 from ottla.protocol.control import ControlType, parse_marker
 
 from .admin_cli import DEFAULT_BOOTSTRAP, run_tool
-from .client import ClientError, Cluster, check
+from .client import REQUEST_TIMEOUT_MS, ClientError, Cluster, check
 from .progress import Progress, regular_file_size
 
 # Records per batch: enough to make a pipe of lines fast, small enough to stay far below
@@ -165,7 +165,7 @@ def _send(cluster: Cluster, topic: str, partition: int, lines: list[Line], heade
     records = [encode_record(line.key, line.value, offset_delta=i, headers=headers) for i, line in enumerate(lines)]
     batch = build_batch(records, timestamp=timestamp)
     answer = cluster.leader(topic, partition).call(
-        apis.PRODUCE, transactional_id=None, acks=-1, timeout=30_000,
+        apis.PRODUCE, transactional_id=None, acks=-1, timeout=REQUEST_TIMEOUT_MS,
         topic_data=[{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
     )
     for t in answer.responses:

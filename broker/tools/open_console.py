@@ -18,6 +18,8 @@ import urllib.request
 import webbrowser
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
+# How long the endpoint may take to answer /healthz before the address counts as wrong.
+HEALTH_CHECK_TIMEOUT_SECONDS = 5
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     base = args.admin_url.rstrip("/")
     url = f"{base}/console/"
     try:
-        with urllib.request.urlopen(f"{base}/healthz", timeout=5):
+        with urllib.request.urlopen(f"{base}/healthz", timeout=HEALTH_CHECK_TIMEOUT_SECONDS):
             pass
     except urllib.error.HTTPError:
         pass  # it answers (503 while stopping): the address is right

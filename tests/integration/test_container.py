@@ -24,11 +24,11 @@ import sys
 import time
 from pathlib import Path
 
+from ottla.broker.ready_lines import READY_PREFIX
 from tests.clients import idempotent_producer, produce_all, read_all
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
-READY = "Ottla is ready: bootstrap.servers="
 
 
 def instructions(dockerfile: Path) -> list[tuple[str, str]]:
@@ -127,8 +127,8 @@ def test_the_image_steps_install_start_pass_the_healthcheck_and_serve_clients(tm
             line = broker.stdout.readline()
             if not line and broker.poll() is not None:
                 break
-            if line.startswith(READY):
-                bootstrap = line[len(READY):].strip()
+            if line.startswith(READY_PREFIX):
+                bootstrap = line[len(READY_PREFIX):].strip()
         assert bootstrap == f"localhost:{port}", log_path.read_text()
 
         healthcheck = by_keyword["HEALTHCHECK"][0].split(" CMD ", 1)[1]

@@ -389,6 +389,14 @@ def _request(url: str, method: str, body: bytes | None = None, **headers: str) -
         return exc.code, exc.read().decode()
 
 
+def test_the_admin_endpoint_root_sends_a_browser_to_the_console(world, page):
+    """A browser pointed at the admin endpoint lands on the console (a 302 to /console/),
+    not on a JSON error."""
+    page.goto(world.admin_url)
+    assert page.url == f"{world.admin_url}/console/"
+    assert page.title().startswith("Topics")
+
+
 def test_changes_need_a_same_origin_request_and_gets_change_nothing(world):
     url = console(world, "topics")
     body = json.dumps({"name": "cross-site", "partitions": 1}).encode()

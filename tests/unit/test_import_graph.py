@@ -1,5 +1,6 @@
-"""No import circle among Ottla's modules, imports under TYPE_CHECKING included, and
-the layers import only downwards: protocol <- storage <- coordinator <- broker."""
+"""No import circle among Ottla's modules, imports under TYPE_CHECKING included; the
+layers import only downwards: protocol <- storage <- coordinator <- broker; and inside
+broker/, each room imports only the rooms below it (ROOMS)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,57 @@ def test_layers_import_only_downwards() -> None:
 
 def test_cycles_are_found() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_an_import_under_type_checking_counts(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import b\n")
+    (tmp_path / "b.py").write_text("def f() -> None:\n    from .a import f\n")
+    modules = {"ottla.x.a": tmp_path / "a.py", "ottla.x.b": tmp_path / "b.py"}
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert _cycles(graph) == [["ottla.x.a", "ottla.x.b"]]
+
+
+# broker/'s rooms, and the rooms each may import besides its own (and the layers below
+# broker/). The foundation is the two modules every room uses; the assembly (the server
+# and the `ottla` command) puts the rooms together; core is the rest of broker/'s own
+# modules: the configuration and what handlers use.
+FOUNDATION = {"ottla.broker.logging", "ottla.broker.json_files"}
+ASSEMBLY = {"ottla.broker.server", "ottla.broker.cli"}
+SUBPACKAGE_ROOMS = ("network", "security", "admin", "tools", "testing", "handlers")
+ROOMS: dict[str, set[str]] = {
+    "foundation": set(),
+    "security": {"foundation"},
+    "core": {"foundation", "security"},
+    "handlers": {"foundation", "security", "core"},
+    "admin": {"foundation", "security", "core"},
+    "network": {"foundation", "security", "core", "handlers", "admin"},
+    "tools": {"foundation", "security", "core"},
+    "testing": {"foundation", "core", "tools"},
+    "assembly": {"foundation", "security", "core", "handlers", "admin", "network", "tools"},
+}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    if module in FOUNDATION:
+        return "foundation"
+    if module in ASSEMBLY:
+        return "assembly"
+    if len(parts) > 3 or (len(parts) == 3 and parts[2] in SUBPACKAGE_ROOMS):
+        assert parts[2] in SUBPACKAGE_ROOMS, f"{module}: a new folder of broker/ needs its place in ROOMS"
+        return parts[2]
+    return "core"
+
+
+def test_broker_rooms_import_only_the_rooms_below() -> None:
+    crossing = sorted(
+        (name, target) for name, targets in _graph().items() if name.startswith("ottla.broker")
+        for target in targets if target.startswith("ottla.broker")
+        and _room(target) != _room(name) and _room(target) not in ROOMS[_room(name)]
+    )
+    assert crossing == []
+
+
+def test_broker_rooms_have_no_circle() -> None:
+    assert {_room(name) for name in _graph() if name.startswith("ottla.broker")} == set(ROOMS)
+    assert _cycles(ROOMS) == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from ottla.broker.admin.web_console.html import esc, tag
-from ottla.broker.admin.web_console.pages import MAX_PAGE_BYTES, SHOWN_BYTES, _payload, message_rows
+from ottla.broker.admin.web_console.pages.messages import MAX_PAGE_BYTES, SHOWN_BYTES, _payload, message_rows
 from ottla.broker.admin.web_console.records import Row
 
 

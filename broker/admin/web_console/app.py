@@ -28,7 +28,7 @@ fetch() as application/json, which a cross-site form cannot, and with the token 
 typed, if admin.token is set.
 
 Everything is computed when a page is asked for, on the event loop, in bounded work
-(pages.py, records.py): with no one looking, the console costs the broker nothing.
+(pages/, records.py): with no one looking, the console costs the broker nothing.
 """
 
 from __future__ import annotations
@@ -40,9 +40,11 @@ from typing import Any, Callable, Protocol
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import KafkaError
 
-from ...handlers.topics import MAX_PARTITIONS_PER_REQUEST
 from ...security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from . import pages
+from ...services import MAX_PARTITIONS_PER_REQUEST
+from .pages import broker as broker_pages
+from .pages import groups, messages, producers, topics, transactions
+from .pages.common import ConsoleBroker, NotFound, error_page, handle_kafka_error
 from .params import Params
 from .view import PrincipalView
 
@@ -82,14 +84,15 @@ _CLUSTER_PAGES = {"broker": Operation.DESCRIBE_CONFIGS, "stats": Operation.DESCR
 
 
 _PAGES: dict[str, Callable[[Any, Params], bytes]] = {
-    "": pages.topics, "topics": pages.topics, "topic": pages.topic, "messages": pages.messages,
-    "transactions": pages.transactions, "transaction": pages.transaction, "producers": pages.producers,
-    "groups": pages.groups, "group": pages.group, "broker": pages.broker_page,
+    "": topics.topics, "topics": topics.topics, "topic": topics.topic, "messages": messages.messages,
+    "transactions": transactions.transactions, "transaction": transactions.transaction,
+    "producers": producers.producers, "groups": groups.groups, "group": groups.group,
+    "broker": broker_pages.broker_page,
 }
 
 
 class WebConsole:
-    def __init__(self, broker: pages.ConsoleBroker) -> None:
+    def __init__(self, broker: ConsoleBroker) -> None:
         self.broker = broker
         # The two static files, read once: they are part of the package (package-data).
         folder = resources.files(__package__) / "static"
@@ -108,16 +111,16 @@ class WebConsole:
         except Refused as exc:
             status = 403
             if request.method == "GET" and not path.startswith(("messages/rows", "stats")):
-                return status, HTML, pages.error_page(status, str(exc))
+                return status, HTML, error_page(status, str(exc))
             return _json(status, {"error": str(exc)})
-        except pages.NotFound as exc:  # or BadRequest
-            return exc.status, HTML, pages.error_page(exc.status, str(exc))
+        except NotFound as exc:  # or BadRequest
+            return exc.status, HTML, error_page(exc.status, str(exc))
         except KafkaError as exc:  # a coordinator still loading its topic
-            return 503, HTML, pages.handle_kafka_error(exc)
+            return 503, HTML, handle_kafka_error(exc)
 
     def _get(self, path: str, params: Params, request: Request) -> Response:
         if self.broker.services is None:
-            return 503, HTML, pages.error_page(503, "the broker is starting")
+            return 503, HTML, error_page(503, "the broker is starting")
         check = _PAGE_CHECKS.get(path)
         if check is not None and params.text(check[0]):
             _require(request, check[1], check[2], params.text(check[0]))
@@ -128,14 +131,14 @@ class WebConsole:
         if render is not None:
             return 200, HTML, render(broker, params)
         if path == "messages/rows":
-            rows, next_offset = pages.messages_rows(broker, params)
+            rows, next_offset = messages.messages_rows(broker, params)
             return _json(200, {"rows": rows, "next": next_offset})
         if path == "stats":
-            return _json(200, pages.stats(broker))
+            return _json(200, broker_pages.stats(broker))
         if path.startswith("static/") and path[len("static/"):] in self._static:
             name = path[len("static/"):]
             return 200, _STATIC_TYPES[name], self._static[name]
-        return 404, HTML, pages.error_page(404, f"no page {path!r}")
+        return 404, HTML, error_page(404, f"no page {path!r}")
 
     def _seen_by(self, request: Request) -> Any:
         """The broker, or the part of it the request's principal may see."""

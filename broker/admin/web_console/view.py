@@ -2,7 +2,7 @@
 consumer groups, transactional ids, a group's committed offsets) filtered through the
 authorizer, everything else the broker's own.
 
-The pages (pages.py) take it in place of the broker and never know: a topic the
+The pages (pages/) take it in place of the broker and never know: a topic the
 principal may not DESCRIBE is not listed, as Kafka's Metadata leaves it out; a group's
 offsets leave out the topics it may not DESCRIBE, as OffsetFetch does. What a page shows
 about one named thing (a topic's records, a transaction) is checked before the page is
@@ -29,7 +29,7 @@ class _Delegate:
 
 
 class PrincipalView(_Delegate):
-    """server.Broker, seen by a principal (what pages.ConsoleBroker describes)."""
+    """server.Broker, seen by a principal (what pages.common.ConsoleBroker describes)."""
 
     @cached_property
     def services(self) -> Any:
@@ -65,10 +65,13 @@ class _Logs(_Delegate):
 
 
 class _Groups(_Delegate):
-    @cached_property
-    def groups(self) -> dict[str, Any]:
-        return {group_id: group for group_id, group in self._inner.groups.items()
+    def all_groups(self) -> dict[str, Any]:
+        return {group_id: group for group_id, group in self._inner.all_groups().items()
                 if self._allows(Operation.DESCRIBE, ResourceType.GROUP, group_id)}
+
+    def group(self, group_id: str) -> Any:
+        allowed = self._allows(Operation.DESCRIBE, ResourceType.GROUP, group_id)
+        return self._inner.group(group_id) if allowed else None
 
     def fetch_offsets(self, group_id: str, *args: Any, **kwargs: Any) -> dict[tuple[str, int], Any]:
         offsets = self._inner.fetch_offsets(group_id, *args, **kwargs)
@@ -77,9 +80,12 @@ class _Groups(_Delegate):
 
 
 class _Transactions(_Delegate):
-    @cached_property
-    def transactions(self) -> dict[str, Any]:
-        return {txn_id: _Transaction(txn, self._allows) for txn_id, txn in self._inner.transactions.items()
+    def records(self) -> dict[str, Any]:
+        return {txn_id: _Transaction(txn, self._allows) for txn_id, txn in self._inner.records().items()
+                if self._allows(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)}
+
+    def transactional_ids_by_producer(self) -> dict[int, str]:
+        return {producer_id: txn_id for producer_id, txn_id in self._inner.transactional_ids_by_producer().items()
                 if self._allows(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)}
 
     def describe(self, txn_id: str) -> Any:

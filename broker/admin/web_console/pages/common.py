@@ -1,0 +1,91 @@
+"""What every page shares: what the console reads of the broker, the errors a page
+raises, and the cells several pages show (a partition's LSO and who holds it back)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
+
+from ottla.protocol.errors import KafkaError
+from ottla.storage.log import PartitionLog
+
+from ..html import Markup, esc, join, link, page, tag
+
+if TYPE_CHECKING:
+    from ....config import Listener
+    from ....services import Services
+    from ...faults import Faults
+    from ...metrics import Metrics
+
+
+PAGE_SIZE = 50
+PARTITIONS_PER_PAGE = 100
+
+
+class ConsoleBroker(Protocol):
+    """What the console reads of the broker (server.Broker)."""
+
+    services: "Services"
+    metrics: "Metrics"
+    faults: "Faults"
+    listeners: list["Listener"]
+    connections: set[Any]
+    config_sources: dict[str, str]  # static setting -> its file, OTTLA_<KEY> variable or "command line"
+
+    def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Of these partitions, those the viewer may see (a signed-in principal: those of
+        topics it may DESCRIBE, web_console/view.py; the broker itself: all)."""
+        ...
+
+
+class NotFound(Exception):
+    """The thing a page is about does not exist (404 with this message)."""
+
+    status = 404
+
+
+class BadRequest(NotFound):
+    """A parameter the page cannot use (400 with this message)."""
+
+    status = 400
+
+
+def filtered(names: Iterable[str], query: str) -> list[str]:
+    q = query.lower()
+    return sorted(n for n in names if q in n.lower()) if q else sorted(names)
+
+
+def log_size(log: PartitionLog) -> int:
+    return sum(segment.size for segment in log.segments)
+
+
+def txn_ids_by_producer(broker: ConsoleBroker) -> dict[int, str]:
+    return broker.services.transactions.transactional_ids_by_producer()
+
+
+def lso_holder(log: PartitionLog) -> int | None:
+    """The producer id whose open transaction sets the partition's LSO, if one does."""
+    ongoing = log.producer_state.ongoing_txns
+    if not ongoing:
+        return None
+    pid, first = min(ongoing.items(), key=lambda item: item[1])
+    return pid if first < log.high_watermark else None
+
+
+def lso_cell(log: PartitionLog, txn_ids: dict[int, str]) -> Markup:
+    lso = log.last_stable_offset
+    holder = lso_holder(log)
+    if holder is None:
+        return esc(f"{lso:,}")
+    txn_id = txn_ids.get(holder)
+    who = link(f"transaction {txn_id}", "transaction", id=txn_id) if txn_id is not None else \
+        link(f"producer {holder}", "producers", topic=log.topic, partition=log.partition)
+    return join([tag("span", f"{lso:,}", class_="held"), " held by ", who])
+
+
+def error_page(status: int, message: str) -> bytes:
+    title = {404: "Not found", 400: "Bad request", 503: "Not available"}.get(status, "Error")
+    return page(title, "", tag("p", message, class_="error"))
+
+
+def handle_kafka_error(exc: KafkaError) -> bytes:
+    return page("Not available", "", tag("p", f"{exc.code.name.upper()}: {exc.message}", class_="error"))

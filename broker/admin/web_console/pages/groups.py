@@ -1,0 +1,123 @@
+"""The Consumer groups page and one group's page: members, committed offsets, lag."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from ottla.coordinator.classic_group import ClassicGroup
+from ottla.coordinator.consumer_group import ConsumerGroup
+from ottla.coordinator.offsets_log import CommittedOffset
+from ottla.protocol.member_assignment import consumer_assignment
+from ottla.storage.log import PartitionLog
+
+from ..html import Markup, dl, join, link, page, pager, search_form, table, tag
+from ..params import Params
+from .common import PAGE_SIZE, ConsoleBroker, NotFound, filtered
+
+OFFSETS_PER_PAGE = 200
+
+
+def groups(broker: ConsoleBroker, params: Params) -> bytes:
+    coordinator = broker.services.groups
+    query = params.text("q")
+    page_no = params.integer("page", 0, 0, 10**6)
+    all_groups = coordinator.all_groups()
+    ids = filtered(all_groups, query)
+    rows = []
+    for group_id in ids[page_no * PAGE_SIZE:(page_no + 1) * PAGE_SIZE]:
+        group = all_groups[group_id]
+        rows.append([link(group_id, "group", id=group_id), group.type.value, group.protocol_type or "",
+                     group.state_name, len(_members(group))])
+    body = join([search_form("groups", query, "group id contains"),
+                 pager("groups", len(ids), page_no, PAGE_SIZE, q=query),
+                 table(["group", "type", "protocol type", "state", "members"], rows, id_="groups",
+                       empty="no group matches")])
+    return page("Consumer groups", "groups", body)
+
+
+def _members(group: Any) -> list[Any]:
+    """A group's members, whatever kind of group (classic or KIP-848 consumer) it is."""
+    return list(group.members.values())
+
+
+def _member_row(group: Any, member: Any, topic_names: dict[object, str]) -> list[object]:
+    """member id, instance id, client id, host, and what it is assigned: a consumer group's
+    member holds partitions by topic id (named here); a classic member holds the bytes
+    its leader assigned, readable when the protocol type is "consumer"."""
+    if isinstance(group, ConsumerGroup):
+        pairs = sorted((topic_names.get(t, str(t)), sorted(ps)) for t, ps in member.assigned.items())
+        return [member.member_id, member.instance_id or "", member.client_id, member.client_host,
+                topic_partitions(pairs)]
+    return [member.member_id, member.group_instance_id or "", member.client_id, member.client_host,
+            _classic_assignment(member.assignment, group.protocol_type)]
+
+
+def _classic_assignment(value: bytes, protocol_type: str | None) -> Markup:
+    if not value:
+        return Markup("")
+    if protocol_type == "consumer":
+        try:
+            return topic_partitions(consumer_assignment(bytes(value)))
+        except (struct.error, IndexError, UnicodeDecodeError):
+            pass
+    return tag("code", bytes(value[:256]).hex(" "), class_="hex")
+
+
+def topic_partitions(pairs: list[tuple[str, list[int]]]) -> Markup:
+    return join(join([tag("b", t), f" {', '.join(map(str, ps))}", Markup("<br>")]) for t, ps in pairs)
+
+
+def _type_facts(group: Any) -> list[tuple[object, object]]:
+    """What only a group of its type has: a consumer group's epoch; a classic group's
+    generation, assignor and leader."""
+    if isinstance(group, ConsumerGroup):
+        facts: list[tuple[object, object]] = [("group epoch", group.group_epoch)]
+    elif isinstance(group, ClassicGroup):
+        facts = [("generation", group.generation), ("assignor", group.protocol_name), ("leader", group.leader_id)]
+    else:
+        return []
+    return [(label, value) for label, value in facts if value is not None]
+
+
+def group(broker: ConsoleBroker, params: Params) -> bytes:
+    services = broker.services
+    group_id = params.text("id")
+    g = services.groups.group(group_id)
+    committed = services.groups.fetch_offsets(group_id, None, False)
+    if g is None and not committed:
+        raise NotFound(f"no group {group_id!r}")
+    facts: list[tuple[object, object]] = []
+    members = []
+    if g is not None:
+        facts = [("type", g.type.value), ("protocol type", g.protocol_type or "–"), ("state", g.state_name)]
+        facts += _type_facts(g)
+        topic_names = services.groups.topic_names()
+        members = [_member_row(g, m, topic_names) for m in _members(g)]
+    page_no = params.integer("page", 0, 0, 10**6)
+    # Lag as kafka-consumer-groups gives it: log end offset (the high watermark) less the
+    # committed offset; beside it, what a read_committed consumer can still read: up to the LSO.
+    lags: list[tuple[str, int, CommittedOffset | None, PartitionLog | None, int | None, int | None]] = []
+    for (t, p), (offset, _error) in sorted(committed.items()):
+        log = services.logs.partition(t, p)
+        if log is None or offset is None:
+            lags.append((t, p, offset, log, None, None))
+            continue
+        lags.append((t, p, offset, log, log.high_watermark - offset.offset,
+                     max(0, log.last_stable_offset - offset.offset)))
+    shown = lags[page_no * OFFSETS_PER_PAGE:(page_no + 1) * OFFSETS_PER_PAGE]
+    rows = [[link(t, "topic", name=t), p, f"{offset.offset:,}" if offset else "–",
+             f"{log.high_watermark:,}" if log is not None else "(deleted)",
+             f"{lag:,}" if lag is not None else "–", f"{committed_lag:,}" if committed_lag is not None else "–",
+             offset.metadata if offset else ""]
+            for t, p, offset, log, lag, committed_lag in shown]
+    facts.append(("total lag", tag("span", f"{sum(lag[4] or 0 for lag in lags):,}", id="total-lag")))
+    body = join([dl(facts), tag("h2", "Members"),
+                 table(["member id", "instance id", "client id", "host", "assignment"], members, id_="members",
+                       empty="no member"),
+                 tag("h2", "Committed offsets and lag"),
+                 pager("group", len(lags), page_no, OFFSETS_PER_PAGE, id=group_id),
+                 table(["topic", "partition", "committed offset", "log end offset", "lag",
+                        "lag to the LSO (read_committed)", "metadata"], rows,
+                       id_="offsets", empty="no committed offset")])
+    return page(f"Group {group_id}", "groups", body)

@@ -1,0 +1,134 @@
+"""The reading side of a connection: frames out of the byte stream, the frames read and
+not yet served, and the limits on them.
+
+A connection holds at most MAX_QUEUED_FRAMES queued requests and one request's worth of
+bytes (socket.request.max.bytes) before it stops reading from its socket, and every
+connection's requests, from their size prefix until served, count against
+queued.max.request.bytes (request_memory.py). Reading resumes once the connection is
+back under half its own limits and the broker-wide bound has room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Callable
+
+from ottla.protocol.framing import FrameReader
+
+from .request_memory import RequestMemory
+
+# Stop reading from a client that has this many requests queued: back-pressure.
+MAX_QUEUED_FRAMES = 64
+
+
+class FrameIntake:
+    def __init__(self, max_request_bytes: int, memory: RequestMemory, take_backlog: Callable[[bytes], None]) -> None:
+        self.reader = FrameReader(max_request_bytes)
+        self._max_request_bytes = max_request_bytes
+        self.frames: deque[memoryview] = deque()
+        self._max_queued_bytes = max_request_bytes
+        self._queued_bytes = 0  # of the frames in `frames`
+        self.memory = memory
+        self._held = 0  # what this connection counts in `memory`: queued + in hand + being received
+        self._serving_bytes = 0  # the request being served: its frame is still held
+        self.transport: asyncio.Transport | None = None
+        self._reading_paused = False
+        self._stopped = False  # the connection is closing: never resume reading
+        # Bytes read while over the broker-wide bound go back through the connection when
+        # reading resumes, as if they had just arrived.
+        self._take_backlog = take_backlog
+
+    def split(self, data: bytes) -> list[memoryview]:
+        """The whole frames `data` completes (FrameError: the stream cannot be framed)."""
+        # With the broker-wide pool exhausted no new request starts (but a small one on a
+        # connection holding nothing): the bytes wait in the reader's backlog and the
+        # connection stops reading (settle).
+        return self.reader.feed(data, lambda size: self.memory.may_start(size, self._held))
+
+    def bound_frames(self, before_authentication: int | None) -> None:
+        """Until the client has authenticated, frames are bounded by
+        sasl.server.max.receive.size (`before_authentication`; Kafka's
+        SaslServerAuthenticator reads them so): a larger size prefix closes the connection
+        before a byte of its body is held. None: socket.request.max.bytes bounds them."""
+        reader = self.reader
+        if before_authentication is not None:
+            reader.max_bytes, reader.max_name = before_authentication, "sasl.server.max.receive.size"
+        else:
+            reader.max_bytes, reader.max_name = self._max_request_bytes, "socket.request.max.bytes"
+
+    def queue(self, frames: list[memoryview]) -> None:
+        self.frames.extend(frames)
+        self._queued_bytes += sum(map(len, frames))
+
+    def settle(self, read_frames: bool) -> None:
+        """After a read: account what is held, and stop reading if over a limit."""
+        if read_frames or self._held or self.reader.pending:
+            self._account()
+            if not self._reading_paused and self._over_limits():
+                self._reading_paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def next_frame(self) -> memoryview:
+        """The oldest queued frame, taken out of the queue; it stays in the accounts until
+        `served` (Kafka releases a request's buffer after its handler): its bytes and what
+        decoding it makes are in memory meanwhile."""
+        frame = self.frames.popleft()
+        self._queued_bytes -= len(frame)
+        self._serving_bytes = len(frame)
+        self.resume_if_room()
+        return frame
+
+    def served(self) -> None:
+        """The frame `next_frame` gave is served and let go of."""
+        self._serving_bytes = 0
+        self._account()
+
+    @property
+    def holds_requests(self) -> bool:
+        """A request is queued or half-received."""
+        return bool(self.frames or self.reader.pending)
+
+    def stop(self) -> None:
+        """The connection is closing: reading never resumes."""
+        self._stopped = True
+
+    def drop(self) -> None:
+        """The connection is gone: let go of every byte it held."""
+        self._stopped = True
+        self.frames.clear()
+        self._queued_bytes = 0
+        self._serving_bytes = 0  # the worker, cancelled, lets go of it
+        self.reader = FrameReader(0)  # drops a half-received frame
+        self._account()
+        self.memory.forget(self)
+
+    def _account(self) -> None:
+        """Bring this connection's share of the request memory up to date."""
+        held = self._queued_bytes + self._serving_bytes + self.reader.pending
+        if held != self._held:
+            delta, self._held = held - self._held, held
+            self.memory.adjust(delta)
+
+    def _over_limits(self) -> bool:
+        if len(self.frames) >= MAX_QUEUED_FRAMES or self._queued_bytes >= self._max_queued_bytes:
+            return True
+        # Over the broker-wide bound: a request already begun may finish (pausing it
+        # halfway would hold its bytes with no way to release them); nothing new starts.
+        if self.reader.backlog:
+            self.memory.pause(self)
+            return True
+        return False
+
+    def resume_if_room(self) -> None:
+        """Read again once this connection is back under its limits."""
+        if not self._reading_paused or self._stopped or self.transport is None:
+            return
+        if (len(self.frames) < MAX_QUEUED_FRAMES // 2 and self._queued_bytes < self._max_queued_bytes // 2
+                and not self.memory.full):
+            self._reading_paused = False
+            self.memory.forget(self)
+            self.transport.resume_reading()
+            backlog, self.reader.backlog = self.reader.backlog, b""
+            if backlog:
+                self._take_backlog(backlog)
