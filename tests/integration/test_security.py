@@ -161,8 +161,15 @@ def _consume_in_group(conf: dict[str, object], topic: str, group: str, isolation
         assignment = consumer.assignment()
         if assignment and at_end >= {tp.partition for tp in assignment}:
             positions = consumer.position(assignment)
-            if all(tp.offset >= consumer.get_watermark_offsets(tp, 10)[1] for tp in positions):
-                break
+            try:
+                if all(tp.offset >= consumer.get_watermark_offsets(tp, 10)[1] for tp in positions):
+                    break
+            except KafkaException as exc:
+                # A connection closed under the client (the REAUTH listener's 1.5 s sessions
+                # end on a client a little late to authenticate again on a loaded machine,
+                # as Kafka closes them): librdkafka reconnects; ask again.
+                if exc.args[0].code() not in (KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER):
+                    raise
     consumer.commit(asynchronous=False)
     consumer.close()
     return got
