@@ -14,13 +14,14 @@ import asyncio
 import inspect
 from collections import Counter
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Union
+from typing import Callable
 
 from .logging import get_logger
 
 log = get_logger("ottla.scheduler")
 
-Work = Callable[[], Union[None, Awaitable[None]]]
+# A task's work: what it returns is awaited when it is awaitable, and ignored otherwise.
+Work = Callable[[], object]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import asyncio
 import gc
 import resource
 import time
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, cast
 
 from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.groups import GroupCoordinator
@@ -44,6 +44,9 @@ from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
 from .admin.web_console.app import WebConsole
+
+if TYPE_CHECKING:
+    from .admin.web_console.pages.common import ConsoleBroker
 
 log = get_logger("ottla.broker")
 
@@ -86,7 +89,8 @@ class Broker:
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
         self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
-                                 console=WebConsole(self), access=admin_access(self)) \
+                                 # The console answers 503 until `services` exist (web_console/app.py).
+                                 console=WebConsole(cast("ConsoleBroker", self)), access=admin_access(self)) \
             if config.admin_port is not None else None
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
@@ -213,6 +217,7 @@ class Broker:
         self.services, report = self._open_data_directory()
         await self.kafka_listeners.start(self.services, self.dispatcher, self.request_memory)
         if self.admin is not None:
+            assert self.config.admin_port is not None, "the admin endpoint exists only with admin.port"
             await self.admin.start(self.config.admin_host, self.config.admin_port)
         self._schedule_background_work()
         self.scheduler.start()

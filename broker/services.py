@@ -40,11 +40,17 @@ if TYPE_CHECKING:
 class Settings(Protocol):
     """The broker configuration handlers read (broker/config.py's BrokerConfig)."""
 
-    num_partitions: int
-    auto_create_topics_enable: bool
-    fetch_max_bytes: int
-    offsets_topic_partitions: int
-    log: "LogConfig"
+    # Read-only: the configuration is a frozen dataclass.
+    @property
+    def num_partitions(self) -> int: ...
+    @property
+    def auto_create_topics_enable(self) -> bool: ...
+    @property
+    def fetch_max_bytes(self) -> int: ...
+    @property
+    def offsets_topic_partitions(self) -> int: ...
+    @property
+    def log(self) -> "LogConfig": ...
 
     def broker_properties(self) -> dict[str, str | None]: ...
 

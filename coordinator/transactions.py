@@ -402,7 +402,7 @@ class TransactionCoordinator:
         attempts = pending.attempts + 1 if pending is not None else 1
         commit = txn.state is TxnState.PREPARE_COMMIT
         results = self.markers.write(txn.producer_id, txn.producer_epoch, commit, COORDINATOR_EPOCH, sorted(wanted))
-        failed = {tp: code for tp, code in results.items()
+        failed: dict[tuple[str, int], ErrorCode] = {tp: code for tp, code in results.items()
                   if code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition)}
         if failed:
             self._retry_later(txn_id, PendingMarkers(frozenset(failed), attempts), failed)

@@ -102,7 +102,7 @@ def parse_fault(spec: dict[str, Any], fault_id: int) -> Fault:
     if unknown:
         raise FaultSpecError(f"unknown fault fields: {', '.join(sorted(unknown))}")
     try:
-        kind = FaultKind(spec.get("kind"))
+        kind = FaultKind(str(spec.get("kind")))
     except ValueError:
         raise FaultSpecError(f"kind must be one of {', '.join(FaultKind)}, got {spec.get('kind')!r}") from None
     # A dropped acknowledgement is about Produce unless said otherwise.
@@ -236,13 +236,16 @@ class Faults:
         for topic, partitions in named_partitions(api_key, request).items():
             if isinstance(topic, uuid.UUID):
                 found = self.logs.topic_by_id(topic)
-                topic = found.name if found is not None else None
-            if topic == fault.topic and (fault.partition is None or partitions is None
+                name = found.name if found is not None else None
+            else:
+                name = topic
+            if name == fault.topic and (fault.partition is None or partitions is None
                                          or fault.partition in partitions):
                 return True
         return False
 
     def error_response(self, fault: Fault, ctx: Exchange, request: Any) -> Any:
+        assert fault.error is not None, "an error fault names its error"
         return ctx.respond(**error_response(ctx.header.api_key, request, ErrorCode[fault.error.lower()]))
 
     async def before_response(self, fault: Fault, close: Callable[[], None]) -> bool:

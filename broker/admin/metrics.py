@@ -93,7 +93,7 @@ class Metrics:
         out.append("# TYPE ottla_request_duration_seconds histogram")
         for key, api in sorted(self.apis.items()):
             cumulative = 0
-            for bound, count in zip((*LATENCY_BUCKETS, float("inf")), api.buckets):
+            for bound, count in zip((*LATENCY_BUCKETS, float("inf")), api.buckets, strict=True):
                 cumulative += count
                 le = "+Inf" if bound == float("inf") else repr(bound)
                 out.append(f'ottla_request_duration_seconds_bucket{{api="{name(key)}",le="{le}"}} {cumulative}')
@@ -165,7 +165,7 @@ def _family(out: list[str], metric: str, kind: str, help_text: str, samples: Ite
 def _error_plan(cls: type) -> tuple[tuple[str, type | None, bool], ...]:
     """(field, nested class or None for an error code, is an array) for the fields of
     `cls` that hold an error code or lead to one; computed once per response class."""
-    plan = []
+    plan: list[tuple[str, type | None, bool]] = []
     for f in fields(cls):
         if f.metadata.get("kafka_type") == "error_code":
             plan.append((f.name, None, False))

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from inspect import iscoroutine
-from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple
+from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple, cast
 
 from ottla.protocol.apis import API_VERSIONS, SUPPORTED, Api
 from ottla.protocol.codec import (MalformedRequest, RequestHeader, decode_request, encode_response,
@@ -76,7 +76,7 @@ class Request(NamedTuple):
 class Connection(asyncio.Protocol):
     def __init__(self, services: Services, dispatcher: Dispatcher, listener: "Listener",
                  registry: set["Connection"], max_request_bytes: int, memory: RequestMemory,
-                 security: ListenerSecurity = PLAINTEXT, mapping_rules: tuple = ()) -> None:  # type: ignore[type-arg]
+                 security: ListenerSecurity = PLAINTEXT, mapping_rules: tuple[Any, ...] = ()) -> None:
         self.services = services
         # Who the client is: ANONYMOUS, its certificate's name, or its SASL user.
         self.session = Session(security)
@@ -105,6 +105,8 @@ class Connection(asyncio.Protocol):
     # --- asyncio.Protocol ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream server's transport (uvloop's TCPTransport does not subclass asyncio's).
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         self._loop = asyncio.get_running_loop()
         self.last_active = self._loop.time()
@@ -112,7 +114,7 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         if self.security.uses_tls and not self.security.take_certificate(transport, self.peer):
             return
-        self._intake.transport = transport  # type: ignore[assignment]
+        self._intake.transport = transport
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._worker = self._loop.create_task(self._work())
         self.registry.add(self)
@@ -324,6 +326,7 @@ class Connection(asyncio.Protocol):
             self.abort(refusal, correlation_id=header.correlation_id)
             return None
         cls = request_class(header.api_key, header.api_version)
+        assert cls is not None, "kio has a schema for every version the API table serves"
         try:
             body = decode_request(cls, frame, header.body_offset)
         except MalformedRequest as exc:

@@ -255,8 +255,10 @@ class Session:
         assert server is not None
         try:
             challenge = server.step(token)
-            lifetime = self.authenticated_as(server.user, getattr(server, "expires_at", None)) \
-                if server.complete else 0  # type: ignore[arg-type]
+            lifetime = 0
+            if server.complete:
+                assert server.user is not None, "a mechanism that completed names its user"
+                lifetime = self.authenticated_as(server.user, getattr(server, "expires_at", None))
         except AuthenticationFailed as exc:
             self.close_after_response = True
             self.server = None
