@@ -11,7 +11,7 @@ DATA_DIR ?= ./data
 # The admin endpoint (metrics, faults, the web console: `ottla console`), on 127.0.0.1.
 ADMIN_PORT ?= 9644
 
-.PHONY: run test bench fuzz soak clean kafka spark-kafka lint
+.PHONY: run test conformance bench fuzz soak clean kafka spark-kafka lint
 
 # Apache Kafka 4.3.1, the reference the tests compare Ottla with, and the JVM programs run
 # against both brokers (Kafka's tools, Streams, Connect, MirrorMaker 2): copied once from
@@ -76,7 +76,12 @@ run: $(VENV)/.installed-base
 
 # The checkers first: a finding fails the run before the long suite starts.
 test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not kafka"
+
+# Every test that runs Apache Kafka 4.3.1 beside Ottla and compares them: the differential
+# suite, Kafka's tools and clients, Streams, Spark's Kafka connector, Connect, MirrorMaker 2.
+conformance: $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
+	$(BIN)/python -m pytest -m kafka
 
 bench: $(VENV)/.installed-bench $(KAFKA_LIBS)/.complete
 	$(BIN)/python -m bench

@@ -16,6 +16,15 @@ from ottla.broker.testing import BrokerProcess
 from .reference.kafka import KafkaBroker, ReferenceUnavailable
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that runs Apache Kafka beside Ottla (it uses the kafka_reference fixture,
+    directly or through another) is marked `kafka`: `make conformance` runs those,
+    `make test` the rest, so that each fits its time on CI."""
+    for item in items:
+        if "kafka_reference" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kafka)
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory):
     """One broker for a whole test module, on a free port with a temp data dir."""
