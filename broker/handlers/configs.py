@@ -45,6 +45,12 @@ def _type_of(name: str) -> int:
     return LONG
 
 
+# Broker properties Kafka defines with no default value (its default comes from another
+# property: log.retention.hours, log.roll.hours...): Kafka lists no DEFAULT_CONFIG synonym
+# for them, only a value set on the broker.
+_NO_KAFKA_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"})
+
+
 def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
     services = ctx.services
     topic = services.logs.topic(name)
@@ -55,14 +61,25 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
         if keys is not None and config_name not in keys:
             continue
         broker_value = services.config.log.value_text(config_name)
-        broker_source = DEFAULT_CONFIG if broker_value == _DEFAULTS.value_text(config_name) \
-            or definition.broker_property is None else STATIC_BROKER_CONFIG
+        default_value = _DEFAULTS.value_text(config_name)
+        # The broker's values this topic falls back on, the one in force first (Kafka's order).
+        below: list[dict[str, Any]] = []
+        if definition.broker_property is not None:
+            scope = services.dynamic_configs.source_of(definition.broker_property)
+            if scope is not None:
+                below.append({"name": definition.broker_property, "value": broker_value,
+                              "source": DYNAMIC_BROKER_CONFIG if scope == THIS_BROKER else DYNAMIC_DEFAULT_BROKER_CONFIG})
+            static_value = services.static_config.log.value_text(config_name)
+            if static_value != default_value:
+                below.append({"name": definition.broker_property, "value": static_value, "source": STATIC_BROKER_CONFIG})
+            if definition.broker_property not in _NO_KAFKA_DEFAULT:
+                below.append({"name": definition.broker_property, "value": default_value, "source": DEFAULT_CONFIG})
+        broker_source = below[0]["source"] if below else DEFAULT_CONFIG
         overridden = config_name in topic.configs
         chain = []
         if overridden:
             chain.append({"name": config_name, "value": topic.config.value_text(config_name), "source": TOPIC_CONFIG})
-        if definition.broker_property is not None:
-            chain.append({"name": definition.broker_property, "value": broker_value, "source": broker_source})
+        chain += below
         entries.append({
             "name": config_name,
             "value": topic.config.value_text(config_name),
@@ -76,13 +93,14 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
     return entries
 
 
-def _broker_entries(ctx: RequestContext, keys: Any) -> list[dict[str, Any]]:
-    return broker_config_entries(ctx.services, keys)
+def _broker_entries(ctx: RequestContext, keys: Any, synonyms: bool) -> list[dict[str, Any]]:
+    return broker_config_entries(ctx.services, keys, synonyms)
 
 
-def broker_config_entries(services: Any, keys: Any) -> list[dict[str, Any]]:
+def broker_config_entries(services: Any, keys: Any, synonyms: bool = False) -> list[dict[str, Any]]:
     """The broker's configs with Kafka's ConfigSource of each (DescribeConfigs, the web
-    console's Broker page)."""
+    console's Broker page); with `synonyms`, each config's chain of values from its own
+    source down to the default, as Kafka lists them."""
     static = services.static_config.broker_properties()
     defaults = BrokerConfig().broker_properties()
     entries = []
@@ -94,9 +112,17 @@ def broker_config_entries(services: Any, keys: Any) -> list[dict[str, Any]]:
             source = DYNAMIC_BROKER_CONFIG if scope == THIS_BROKER else DYNAMIC_DEFAULT_BROKER_CONFIG
         else:
             source = DEFAULT_CONFIG if static.get(name) == defaults.get(name) else STATIC_BROKER_CONFIG
+        chain = []
+        if synonyms and value is not None:
+            chain.append({"name": name, "value": value, "source": source})
+            if source in (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG) \
+                    and static.get(name) != defaults.get(name):
+                chain.append({"name": name, "value": static.get(name), "source": STATIC_BROKER_CONFIG})
+            if source != DEFAULT_CONFIG and defaults.get(name) is not None:
+                chain.append({"name": name, "value": defaults.get(name), "source": DEFAULT_CONFIG})
         entries.append({"name": name, "value": value, "read_only": name not in _DYNAMIC, "config_source": source,
                         # A secret (admin.token, a password): broker_properties gives no value for it.
-                        "is_sensitive": value is None, "synonyms": [], "config_type": STRING})
+                        "is_sensitive": value is None, "synonyms": chain, "config_type": STRING})
     return entries
 
 
@@ -134,7 +160,7 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                                                    getattr(request, "include_documentation", False))
             elif resource.resource_type == BROKER:
                 _check_broker(ctx, resource)
-                result["configs"] = _broker_entries(ctx, keys)
+                result["configs"] = _broker_entries(ctx, keys, getattr(request, "include_synonyms", False))
             elif resource.resource_type == BROKER_LOGGER:
                 _check_broker(ctx, resource)
                 result["configs"] = _logger_entries(keys)
