@@ -42,7 +42,7 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         server_assignor=request.server_assignor,
         owned=_assignment(request.topic_partitions),
         client_id=ctx.header.client_id or "",
-        client_host=ctx.host,
+        client_host=f"/{ctx.host}",  # Kafka's InetAddress.toString(): "/127.0.0.1"
         member_id_required=ctx.version >= 1,
     ))
     assignment = None

@@ -39,7 +39,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         client_id=ctx.header.client_id or "",
-        client_host=ctx.peer.rsplit(":", 1)[0],
+        client_host=f"/{ctx.host}",  # Kafka's InetAddress.toString(): "/127.0.0.1"
         session_timeout_ms=session_ms,
         rebalance_timeout_ms=rebalance_ms,
         protocol_type=request.protocol_type,
