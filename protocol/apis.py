@@ -27,7 +27,7 @@ class Api:
 
 PRODUCE = Api(0, "Produce", 3, 11, advertised_min=0)
 FETCH = Api(1, "Fetch", 4, 16)
-LIST_OFFSETS = Api(2, "ListOffsets", 1, 8)
+LIST_OFFSETS = Api(2, "ListOffsets", 1, 11)
 METADATA = Api(3, "Metadata", 0, 12)
 API_VERSIONS = Api(18, "ApiVersions", 0, 4)
 CREATE_TOPICS = Api(19, "CreateTopics", 2, 7)
