@@ -26,9 +26,6 @@ SOURCE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "java", "Clien
 TRANSACTION_VERSION_2 = {"describeProducers", "fenceProducers"}
 # Kafka 4.3 finalizes features Ottla does not serve (ELR, kraft, share and Streams groups).
 FEATURES = {"describeFeatures"}
-# DescribeGroups v6 (Kafka 4.0, KIP-1043) answers GROUP_ID_NOT_FOUND for a group that does
-# not exist; Ottla serves up to v5, where such a group is described as Dead.
-DESCRIBE_GROUPS_V6 = {"deleteConsumerGroups"}
 
 
 @pytest.fixture(scope="session")
@@ -83,15 +80,15 @@ def test_java_client_producers_consumers_and_admin_against_ottla_and_kafka(broke
     assert one("describeTransactions") == {"state": "ONGOING", "partitions": f"[{data}-1]", "timeoutMs": 60000,
                                            "coordinator": 1}
     assert one("listTransactions") == {"states": ["ONGOING"]}
-    # Offsets 0-2 committed, 3 its marker, 4 the open transaction's record (the aborted
-    # transaction's records were never sent: the client drops unsent batches on abort).
-    assert [p["txnStartOffset"] for p in one("describeProducers")["producers"]] == [4]
-    assert one("listOffsets") == {"latestCommitted": 4, "latestUncommitted": 5, "earliest": 0, "maxTimestamp": 5,
+    # Offsets 0-2 committed, 3 the commit marker, 4-5 aborted, 6 the abort marker, 7 the
+    # open transaction's record.
+    assert [p["txnStartOffset"] for p in one("describeProducers")["producers"]] == [7]
+    assert one("listOffsets") == {"latestCommitted": 7, "latestUncommitted": 8, "earliest": 0, "maxTimestamp": 5,
                                   "forTimestamp": 3}
     committed = ["committed-0", "committed-1", "committed-2"]
     assert one("readCommitted") == {"values": committed}
     assert one("readCommittedAfterCommit") == {"values": committed + ["open"]}
-    assert one("readUncommitted") == {"values": committed + ["open"]}  # aborted records filtered by the client
+    assert one("readUncommitted") == {"values": committed + ["aborted-0", "aborted-1", "open"]}
     assert one("fenceProducers")["error"] in ("ProducerFencedException", "InvalidProducerEpochException")
     assert one("describeTransactionsAfterFence") == {"state": "EMPTY"}
     assert one("deleteRecords") == {"lowWatermark": 2, "earliest": 2}
@@ -107,15 +104,15 @@ def test_java_client_producers_consumers_and_admin_against_ottla_and_kafka(broke
     assert ottla["describeConsumerGroups"] == [
         {"protocol": "classic", "type": "CLASSIC", "state": "EMPTY", "members": 0},
         {"protocol": "consumer", "type": "CONSUMER", "state": "EMPTY", "members": 0}]
-    assert one("listConsumerGroupOffsets") == {"offsets": {"0": 6, "1": 6, "2": 0, "3": 0}}
+    assert one("listConsumerGroupOffsets") == {"offsets": {"0": 6, "1": 9, "2": 0, "3": 0}}  # past the last marker
     assert one("alteredAndDeletedOffsets") == {"offsets": {"0": 3, "2": 0, "3": 0}, "metadata": "moved"}
-    assert one("deleteConsumerGroups") == {"error": "none:Dead"}
+    # DescribeGroups v6 (KIP-1043): a deleted group is not found.
+    assert one("deleteConsumerGroups") == {"error": "GroupIdNotFoundException"}
     assert one("describeFeatures")["finalized"]["group.version"] == 1
     assert one("deleteTopics") == {"listed": False}
     assert "failed" not in ottla
 
     # Kafka answered the same, but for the differences named above.
-    differing = TRANSACTION_VERSION_2 | FEATURES | DESCRIBE_GROUPS_V6
+    differing = TRANSACTION_VERSION_2 | FEATURES
     assert {name: records for name, records in ottla.items() if name not in differing} == \
         {name: records for name, records in kafka.items() if name not in differing}
-    assert kafka["deleteConsumerGroups"] == [{"error": "GroupIdNotFoundException"}]

@@ -117,9 +117,11 @@ public class ClientCheck {
         idempotent.put("enable.idempotence", "true");
         idempotent.put("acks", "all");
         List<Long> offsets = new ArrayList<>();
+        // Recent timestamps (within retention.ms, or the broker's retention deletes them).
+        long base = System.currentTimeMillis() - 60_000;
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(idempotent, new StringSerializer(), new StringSerializer())) {
             for (int i = 0; i < 6; i++) {
-                RecordMetadata sent = producer.send(new ProducerRecord<>(topic, 0, (long) (1_000_000 + i), "k" + i, "v" + i)).get();
+                RecordMetadata sent = producer.send(new ProducerRecord<>(topic, 0, base + i, "k" + i, "v" + i)).get();
                 offsets.add(sent.offset());
             }
         }
@@ -134,6 +136,7 @@ public class ClientCheck {
         txn.commitTransaction();
         txn.beginTransaction();
         for (int i = 0; i < 2; i++) txn.send(new ProducerRecord<>(topic, 1, "a", "aborted-" + i));
+        txn.flush();  // written before the abort (unsent batches would be dropped by it)
         txn.abortTransaction();
         txn.beginTransaction();
         txn.send(new ProducerRecord<>(topic, 1, "o", "open")).get();
@@ -156,7 +159,7 @@ public class ClientCheck {
              "latestUncommitted", listOffset(admin, txnPartition, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED),
              "earliest", listOffset(admin, txnPartition, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
              "maxTimestamp", listOffset(admin, new TopicPartition(topic, 0), OffsetSpec.maxTimestamp(), IsolationLevel.READ_UNCOMMITTED),
-             "forTimestamp", listOffset(admin, new TopicPartition(topic, 0), OffsetSpec.forTimestamp(1_000_003L), IsolationLevel.READ_UNCOMMITTED));
+             "forTimestamp", listOffset(admin, new TopicPartition(topic, 0), OffsetSpec.forTimestamp(base + 3), IsolationLevel.READ_UNCOMMITTED));
         emit("readCommitted", "values", read(txnPartition, "read_committed"));
         txn.commitTransaction();
         emit("readCommittedAfterCommit", "values", read(txnPartition, "read_committed"));
