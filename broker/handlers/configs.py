@@ -65,15 +65,16 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
         # The broker's values this topic falls back on, the one in force first (Kafka's order).
         below: list[dict[str, Any]] = []
         if definition.broker_property is not None:
-            scope = services.dynamic_configs.source_of(definition.broker_property)
+            broker_property = definition.broker_property
+            scope = services.dynamic_configs.source_of(broker_property)
             if scope is not None:
-                below.append({"name": definition.broker_property, "value": broker_value,
-                              "source": DYNAMIC_BROKER_CONFIG if scope == THIS_BROKER else DYNAMIC_DEFAULT_BROKER_CONFIG})
+                dynamic = DYNAMIC_BROKER_CONFIG if scope == THIS_BROKER else DYNAMIC_DEFAULT_BROKER_CONFIG
+                below.append({"name": broker_property, "value": broker_value, "source": dynamic})
             static_value = services.static_config.log.value_text(config_name)
             if static_value != default_value:
-                below.append({"name": definition.broker_property, "value": static_value, "source": STATIC_BROKER_CONFIG})
-            if definition.broker_property not in _NO_KAFKA_DEFAULT:
-                below.append({"name": definition.broker_property, "value": default_value, "source": DEFAULT_CONFIG})
+                below.append({"name": broker_property, "value": static_value, "source": STATIC_BROKER_CONFIG})
+            if broker_property not in _NO_KAFKA_DEFAULT:
+                below.append({"name": broker_property, "value": default_value, "source": DEFAULT_CONFIG})
         broker_source = below[0]["source"] if below else DEFAULT_CONFIG
         overridden = config_name in topic.configs
         chain = []
