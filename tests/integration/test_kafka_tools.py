@@ -272,6 +272,15 @@ def test_kafka_transactions_list_describe_describe_producers_find_hanging_abort(
               for out in on_both(brokers, TRANSACTIONS_COMMAND, "list")]
     assert listed[0] == listed[1] == [{"TransactionalId": txn_id, "Coordinator": "1", "ProducerId": "X",
                                        "TransactionState": "Ongoing"}]
+    # Filtered by how long they have run (KIP-994) and by a pattern (KIP-1152).
+    for filters, expected in ((["--duration-filter", "0"], ["Ongoing"]), (["--duration-filter", "86400000"], []),
+                              (["--transactional-id-pattern", "txn-t-[0-9a-f]+"], ["Ongoing"]),
+                              (["--transactional-id-pattern", "t-.*"], [])):
+        listed = [[row["TransactionState"] for row in _transactions_table(out) if row["TransactionalId"] == txn_id]
+                  for out in on_both(brokers, TRANSACTIONS_COMMAND, "list", *filters)]
+        assert listed[0] == listed[1] == expected, filters
+    for result in _run_on_both(brokers, TRANSACTIONS_COMMAND, ("list", "--transactional-id-pattern", "txn-("), False):
+        assert result.returncode == 1 and "error INVALID_REGULAR_EXPRESSION" in result.stderr, result.stderr
     described = [_transactions_table(out) for out in
                  on_both(brokers, TRANSACTIONS_COMMAND, "describe", "--transactional-id", txn_id)]
     assert described[0] == described[1] == [{
