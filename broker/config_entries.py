@@ -39,9 +39,10 @@ class ConfigType(IntEnum):
 DYNAMIC_BROKER_CONFIGS = {c.broker_property: c for c in TOPIC_CONFIGS.values() if c.broker_property is not None}
 
 
-def broker_config_entries(services: Any, keys: Any) -> list[dict[str, Any]]:
+def broker_config_entries(services: Any, keys: Any, synonyms: bool = False) -> list[dict[str, Any]]:
     """The broker's configs with Kafka's ConfigSource of each (DescribeConfigs, the web
-    console's Broker page)."""
+    console's Broker page); with `synonyms`, each config's chain of values from its own
+    source down to the default, as Kafka lists them."""
     static = services.static_config.broker_properties()
     defaults = BrokerConfig().broker_properties()
     entries = []
@@ -56,8 +57,16 @@ def broker_config_entries(services: Any, keys: Any) -> list[dict[str, Any]]:
             source = ConfigSource.DEFAULT_CONFIG
         else:
             source = ConfigSource.STATIC_BROKER_CONFIG
+        chain = []
+        if synonyms and value is not None:
+            chain.append({"name": name, "value": value, "source": source})
+            if source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG) \
+                    and static.get(name) != defaults.get(name):
+                chain.append({"name": name, "value": static.get(name), "source": ConfigSource.STATIC_BROKER_CONFIG})
+            if source != ConfigSource.DEFAULT_CONFIG and defaults.get(name) is not None:
+                chain.append({"name": name, "value": defaults.get(name), "source": ConfigSource.DEFAULT_CONFIG})
         entries.append({"name": name, "value": value, "read_only": name not in DYNAMIC_BROKER_CONFIGS,
                         "config_source": source,
                         # A secret (admin.token, a password): broker_properties gives no value for it.
-                        "is_sensitive": value is None, "synonyms": [], "config_type": ConfigType.STRING})
+                        "is_sensitive": value is None, "synonyms": chain, "config_type": ConfigType.STRING})
     return entries

@@ -539,7 +539,9 @@ class TransactionCoordinator:
                 continue
             if producer_ids and txn.producer_id not in producer_ids:
                 continue
-            if min_duration_ms >= 0 and (txn.state is not TxnState.ONGOING or now - txn.start_ms < min_duration_ms):
+            # Kafka's duration filter (KIP-994) applies to every state, on the time since the
+            # transaction started (a producer with none yet, start -1, passes any filter).
+            if min_duration_ms >= 0 and now - txn.start_ms <= min_duration_ms:
                 continue
             out.append((txn_id, txn))
         return out

@@ -166,7 +166,8 @@ def _replica_list(text: str) -> str:
 
 
 def _policy(text: str) -> tuple[str, ...]:
-    parts = tuple(sorted({p.strip() for p in text.split(",") if p.strip()}))
+    # In the order given (Kafka keeps a list config as it was set, so an APPEND lands last).
+    parts = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
     if not parts or any(p not in (DELETE, COMPACT) for p in parts):
         raise ValueError("must be delete, compact or both")
     return parts

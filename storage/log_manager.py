@@ -264,7 +264,7 @@ class LogManager:
     def validate_new_topic(self, name: str, partitions: int) -> None:
         validate_topic_name(name)
         if name in self.topics:
-            raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if partitions <= 0:
             raise KafkaError(ErrorCode.invalid_partitions, f"number of partitions must be positive, not {partitions}")
 

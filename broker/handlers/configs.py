@@ -57,16 +57,29 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
         if keys is not None and config_name not in keys:
             continue
         broker_value = services.config.log.value_text(config_name)
-        broker_source = ConfigSource.DEFAULT_CONFIG if broker_value == _DEFAULTS.value_text(config_name) \
-            or definition.broker_property is None else ConfigSource.STATIC_BROKER_CONFIG
+        default_value = _DEFAULTS.value_text(config_name)
+        # The broker's values this topic falls back on, the one in force first (Kafka's order).
+        below: list[dict[str, Any]] = []
+        if definition.broker_property is not None:
+            broker_property = definition.broker_property
+            scope = services.dynamic_configs.source_of(broker_property)
+            if scope is not None:
+                dynamic = ConfigSource.DYNAMIC_BROKER_CONFIG if scope == THIS_BROKER \
+                    else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+                below.append({"name": broker_property, "value": broker_value, "source": dynamic})
+            static_value = services.static_config.log.value_text(config_name)
+            if static_value != default_value:
+                below.append({"name": broker_property, "value": static_value,
+                              "source": ConfigSource.STATIC_BROKER_CONFIG})
+            if broker_property not in _NULL_BY_DEFAULT:
+                below.append({"name": broker_property, "value": default_value, "source": ConfigSource.DEFAULT_CONFIG})
+        broker_source = below[0]["source"] if below else ConfigSource.DEFAULT_CONFIG
         overridden = config_name in topic.configs
         chain = []
         if overridden:
             chain.append({"name": config_name, "value": topic.config.value_text(config_name),
                           "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
-        if definition.broker_property is not None and not (
-                broker_source == ConfigSource.DEFAULT_CONFIG and definition.broker_property in _NULL_BY_DEFAULT):
-            chain.append({"name": definition.broker_property, "value": broker_value, "source": broker_source})
+        chain += below
         entries.append({
             "name": config_name,
             "value": topic.config.value_text(config_name),
@@ -80,8 +93,8 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
     return entries
 
 
-def _broker_entries(ctx: RequestContext, keys: Any) -> list[dict[str, Any]]:
-    return broker_config_entries(ctx.services, keys)
+def _broker_entries(ctx: RequestContext, keys: Any, synonyms: bool) -> list[dict[str, Any]]:
+    return broker_config_entries(ctx.services, keys, synonyms)
 
 
 def _logger_entries(keys: Any) -> list[dict[str, Any]]:
@@ -133,7 +146,7 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                                                    getattr(request, "include_documentation", False))
             elif resource.resource_type == BROKER:
                 _check_broker(ctx, resource)
-                result["configs"] = _broker_entries(ctx, keys)
+                result["configs"] = _broker_entries(ctx, keys, getattr(request, "include_synonyms", False))
             elif resource.resource_type == BROKER_LOGGER:
                 _check_broker(ctx, resource)
                 result["configs"] = _logger_entries(keys)

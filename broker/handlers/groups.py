@@ -269,10 +269,15 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
         operations = authorized_operations(ctx, ResourceType.GROUP, group_id,
                                            getattr(request, "include_authorized_operations", False))
         if group is None:
-            code = ErrorCode.group_id_not_found if ctx.version >= 6 else ErrorCode.none
-            described.append({"error_code": code, "group_id": group_id, "group_state": GroupState.DEAD.value,
-                              "authorized_operations": operations if code == ErrorCode.none
-                              else AUTHORIZED_OPERATIONS_OMITTED})
+            dead = {"error_code": ErrorCode.none, "group_id": group_id, "group_state": GroupState.DEAD.value,
+                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            if ctx.version >= 6:  # KIP-1043: v6 says why, as Kafka 4 does
+                dead.update(error_code=ErrorCode.group_id_not_found,
+                            error_message=f"Group {group_id} is not a classic group."
+                            if ctx.services.groups.group(group_id) is not None else f"Group {group_id} not found.")
+            else:
+                dead["authorized_operations"] = operations
+            described.append(dead)
             continue
         stable = group.state is GroupState.STABLE
         described.append({

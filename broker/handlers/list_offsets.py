@@ -1,5 +1,6 @@
 """ListOffsets: earliest, latest (the LSO for read_committed), the max-timestamp record,
-or the first record at or after a timestamp (through the time index)."""
+or the first record at or after a timestamp (through the time index); the tiered-storage
+specs (latest tiered, earliest pending upload) answer -1, as Kafka without tiered storage."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
-# The first version that may ask for each special timestamp (KIP-734, KIP-405, KIP-1005):
-# Kafka answers one asked for in an older version, or an unknown negative one,
-# UNSUPPORTED_VERSION on its partition.
-SPEC_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+# The request version each special timestamp came with; below it (and for any other
+# negative timestamp) Kafka answers UNSUPPORTED_VERSION for the partition.
+SPEC_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+              EARLIEST_PENDING_UPLOAD: 11}
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -42,6 +44,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
             timestamp, offset = -1, -1
+            if p.timestamp < 0 and ctx.version < SPEC_SINCE.get(p.timestamp, 1 << 15):
+                partitions.append({"partition_index": p.partition_index, "error_code": ErrorCode.unsupported_version,
+                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
+            if p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+                # No tiered storage: nothing is tiered or waiting to be (Kafka: offset -1, epoch -1).
+                partitions.append({"partition_index": p.partition_index, "error_code": ErrorCode.none,
+                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
             if p.timestamp == LATEST:
                 offset = log.last_stable_offset if read_committed else log.high_watermark
             elif p.timestamp in (EARLIEST, EARLIEST_LOCAL):

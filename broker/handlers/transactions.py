@@ -8,6 +8,8 @@ import re
 
 from typing import Any
 
+import re2
+
 from ottla.coordinator.transaction_log import TxnState
 from ottla.coordinator.transactions import COORDINATOR_EPOCH
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -220,9 +222,21 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(transaction_states=states)
 
 
+_PATTERN_OPTIONS = re2.Options()
+_PATTERN_OPTIONS.log_errors = False
+
+
 def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     wanted_states = set(request.state_filters)
     unknown = sorted(wanted_states - _ALL_STATES)
+    pattern = None
+    if getattr(request, "transactional_id_pattern", None):  # v2 (KIP-1152): ids matching it whole
+        try:
+            # RE2: a client's pattern runs in linear time over every transactional id.
+            pattern = re2.compile(request.transactional_id_pattern, _PATTERN_OPTIONS)
+        except re2.error:
+            return ctx.respond(error_code=ErrorCode.invalid_regular_expression, unknown_state_filters=unknown,
+                               transaction_states=[])
     try:
         listed = ctx.services.transactions.list(wanted_states & _ALL_STATES if wanted_states else set(),
                                               set(request.producer_id_filters),
@@ -241,7 +255,8 @@ def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
         listed = [(txn_id, txn) for txn_id, txn in listed if pattern.fullmatch(txn_id)]
     # Only the transactions the client may describe (Kafka filters them the same way).
     listed = [(txn_id, txn) for txn_id, txn in listed
-              if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)]
+              if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)
+              and (pattern is None or pattern.fullmatch(txn_id))]
     return ctx.respond(error_code=ErrorCode.none, unknown_state_filters=unknown, transaction_states=[
         {"transactional_id": txn_id, "producer_id": txn.producer_id, "transaction_state": txn.state.kafka_name}
         for txn_id, txn in listed

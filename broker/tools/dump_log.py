@@ -279,8 +279,9 @@ def dump_snapshot(path: str, out: TextIO) -> None:
         out.write(f"{path} is not a valid producer snapshot (version, CRC or size)\n")
         return
     for entry in entries:
-        # Kafka prints currentTxnFirstOffset as a Scala Option: None or Some(N).
-        txn_first = "None" if entry.current_txn_first_offset < 0 else f"Some({entry.current_txn_first_offset})"
+        # Kafka 4.3 (DumpLogSegments in Java) prints currentTxnFirstOffset as a Java OptionalLong.
+        txn_first = "OptionalLong.empty" if entry.current_txn_first_offset < 0 \
+            else f"OptionalLong[{entry.current_txn_first_offset}]"
         line = (
             f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} "
             f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: {txn_first} "

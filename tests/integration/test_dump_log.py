@@ -81,9 +81,11 @@ def test_idempotent_and_transactional_batches_markers_txnindex_snapshot_and_tran
     snapshot = dump_log(os.path.join(directory, f"{10:020d}.snapshot"))
     entries = {line.split()[1]: line for line in snapshot[1:]}
     assert re.fullmatch(rf"producerId: {idempotent.group(1)} producerEpoch: 0 coordinatorEpoch: -1 "
-                        r"currentTxnFirstOffset: None lastTimestamp: (\d+) firstSequence: 0 lastSequence: 3 "
+                        r"currentTxnFirstOffset: OptionalLong.empty lastTimestamp: (\d+) firstSequence: 0 "
+                        r"lastSequence: 3 "
                         r"lastOffset: 3 offsetDelta: 3 timestamp: \1", entries[idempotent.group(1)])
-    assert re.fullmatch(rf"producerId: {txn_pid} producerEpoch: 0 coordinatorEpoch: \d+ currentTxnFirstOffset: None "
+    assert re.fullmatch(rf"producerId: {txn_pid} producerEpoch: 0 coordinatorEpoch: \d+ "
+                        r"currentTxnFirstOffset: OptionalLong.empty "
                         r"lastTimestamp: (\d+) firstSequence: 3 lastSequence: 3 lastOffset: 8 offsetDelta: 0 "
                         r"timestamp: \1", entries[txn_pid])
     assert len(entries) == 2

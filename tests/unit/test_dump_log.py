@@ -125,12 +125,13 @@ def test_a_snapshot_prints_one_line_per_producer(partition):
     lines = dump(path)
     assert lines[0] == f"Dumping {path}"
     assert lines[1] == (
-        "producerId: 1002 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: None "
+        "producerId: 1002 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
         "lastTimestamp: 1669689242590 firstSequence: 0 lastSequence: 3 lastOffset: 3 offsetDelta: 3 "
         "timestamp: 1669689242590"
     )
     # The markers leave producer 1003 with the coordinator's epoch and its last batch.
-    assert lines[2].startswith("producerId: 1003 producerEpoch: 1 coordinatorEpoch: 2 currentTxnFirstOffset: None ")
+    assert lines[2].startswith("producerId: 1003 producerEpoch: 1 coordinatorEpoch: 2 "
+                               "currentTxnFirstOffset: OptionalLong.empty ")
     assert re.search(r"lastTimestamp: (\d+) firstSequence: 1 lastSequence: 1 lastOffset: 6 offsetDelta: 0 "
                      r"timestamp: \1$", lines[2])
     assert len(lines) == 3
@@ -143,7 +144,7 @@ def test_an_open_transaction_shows_in_the_snapshot_as_some_offset(tmp_path):
     log.producer_state.write_snapshot(1)
     log.close_files()
     [line] = dump(str(tmp_path / "t-0" / f"{1:020d}.snapshot"))[1:]
-    assert "producerId: 7 producerEpoch: 3 coordinatorEpoch: -1 currentTxnFirstOffset: Some(0) " in line
+    assert "producerId: 7 producerEpoch: 3 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong[0] " in line
 
 
 def test_indexes_print_their_entries(partition):
