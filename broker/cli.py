@@ -95,6 +95,8 @@ async def _serve(resolved: ResolvedConfig, add_scram: list, dev: DevSecurity | N
     await broker.start()
     if broker.admin_url is not None:
         print(f"Ottla admin endpoint: {broker.admin_url}", flush=True)
+    if broker.schema_registry_url is not None:
+        print(f"Ottla schema registry: {broker.schema_registry_url}", flush=True)
     for listener in broker.listeners[1:]:
         host, port = listener.advertised_address
         print(f"Ottla listener {listener.name} ({listener.security_protocol}): {host}:{port}", flush=True)

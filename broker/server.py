@@ -45,6 +45,10 @@ from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
 from .admin.web_console.app import WebConsole
+from .schema_registry.registry import SchemaRegistry
+from .schema_registry.rest import SchemaRegistryServer
+from .schema_registry.store import TOPIC as SCHEMAS_TOPIC
+from .schema_registry.store import SchemaStore
 
 log = get_logger("ottla.broker")
 
@@ -109,6 +113,9 @@ class Broker:
         self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
                                  console=WebConsole(self), access=admin_access(self)) \
             if config.admin_port is not None else None
+        self.schema_store = SchemaStore(self.logs)
+        self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store)) \
+            if config.schema_registry_listener is not None else None
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
         self._stopped = asyncio.Event()
@@ -119,6 +126,10 @@ class Broker:
 
     def _appended(self, topic: str, partition: int) -> None:
         self.watchers.notify(topic, partition)
+        if topic == SCHEMAS_TOPIC and self.schema_registry is not None:
+            # Records a client produced (a copy of another registry's topic): read them
+            # once the append is done. The registry's own writes are read back at once.
+            asyncio.get_running_loop().call_soon(self.schema_store.catch_up)
         if self.group_commit is not None:
             self.group_commit.appended(topic, partition)
 
@@ -144,6 +155,15 @@ class Broker:
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"  # every interface: this one is sure to answer
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.admin.port}"
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        if self.schema_registry is None or self.config.schema_registry_listener is None:
+            return None
+        host = self.config.schema_registry_listener[0]
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.schema_registry.port}"
 
     @property
     def bootstrap(self) -> str:
@@ -208,6 +228,9 @@ class Broker:
             await server.start_serving()
         if self.admin is not None:
             await self.admin.start(self.config.admin_host, self.config.admin_port)
+        if self.schema_registry is not None and self.config.schema_registry_listener is not None:
+            self.schema_store.open()
+            await self.schema_registry.start(*self.config.schema_registry_listener)
         self._schedule_background_work()
         self.scheduler.start()
         self._loading = asyncio.ensure_future(self._load_coordinators())
@@ -222,6 +245,7 @@ class Broker:
             bootstrap=self.bootstrap,
             listening=listener_text(self.listeners),
             admin=self.admin_url,
+            schema_registry=self.schema_registry_url,
             data_dir=self.logs.data_dir,
             partitions=report.partitions,
             clean_start=report.clean,
@@ -393,6 +417,8 @@ class Broker:
                 pass
         if self.admin is not None:
             await self.admin.stop()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         if self.transactions is not None:
             self.transactions.close()
         self.logs.close()

@@ -39,6 +39,7 @@ READY_PREFIX = "Ottla is ready: bootstrap.servers="
 LOADED_LINE = "Ottla coordinators loaded"
 LISTENER_PREFIX = "Ottla listener "
 ADMIN_PREFIX = "Ottla admin endpoint: "
+SCHEMA_REGISTRY_PREFIX = "Ottla schema registry: "
 
 
 class AdminEndpoint:
@@ -114,6 +115,8 @@ class BrokerProcess:
         # Every listener's advertised host:port by name (the first is `bootstrap`).
         self.listeners: dict[str, str] = {}
         self.admin_url: str | None = None
+        # With the property schema.registry.listeners: the registry's URL (a client's `url`).
+        self.schema_registry_url: str | None = None
         self.process: subprocess.Popen[str] | None = None
         # Set once the broker prints that its coordinators are loaded (see `start`).
         self.coordinators_loaded = threading.Event()
@@ -151,6 +154,8 @@ class BrokerProcess:
                 lines.append(line)
                 if line.startswith(ADMIN_PREFIX):
                     self.admin_url = line[len(ADMIN_PREFIX):].strip()
+                if line.startswith(SCHEMA_REGISTRY_PREFIX):
+                    self.schema_registry_url = line[len(SCHEMA_REGISTRY_PREFIX):].strip()
                 if line.startswith(LISTENER_PREFIX):
                     name, _, address = line[len(LISTENER_PREFIX):].partition(" ")
                     self.listeners[name] = address.rsplit(" ", 1)[-1].strip()

@@ -98,3 +98,19 @@ def test_layers_import_only_downwards() -> None:
 
 def test_cycles_are_found() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_schema_registry_is_a_room_of_its_own() -> None:
+    """broker/schema_registry/ stands on the storage and protocol layers and the broker's
+    logging only (not on the request handlers, the admin endpoint or the server), and only
+    the server (which starts it) and the CLI reach into it."""
+    room = "ottla.broker.schema_registry"
+    graph = _graph()
+    allowed_outside = {"ottla.broker.logging"}
+    leaks = sorted((name, target) for name, targets in graph.items() if name.startswith(room)
+                   for target in targets
+                   if target.startswith("ottla.broker") and not target.startswith(room) and target not in allowed_outside)
+    assert leaks == []
+    users = sorted({name for name, targets in graph.items() if not name.startswith(room)
+                    for target in targets if target.startswith(room)})
+    assert users == ["ottla.broker.server"]
