@@ -217,14 +217,14 @@ class SchemaRegistry:
                        normalize=normalize or self.normalizes(subject))
         return parsed, body
 
-    def _previous(self, subject: str) -> list[tuple[int, str, Any]]:
+    def _previous(self, subject: str) -> list[tuple[int, str, str, Any]]:
         found = []
         for entry in self._versions(subject):
             try:
                 parsed = parse(entry.schema, self._resolve)
             except RegistryError:
                 continue  # a version that no longer parses (a reference deleted for good) cannot be compared
-            found.append((entry.version, entry.schema.text, parsed.avro_schema))
+            found.append((entry.version, entry.schema.text, entry.schema.schema_type, parsed.parsed))
         return found
 
     def register(self, subject: str, body: object, normalize: bool = False) -> dict[str, Any]:
@@ -239,7 +239,8 @@ class SchemaRegistry:
             if entry.schema == schema and given_id in (None, -1, entry.schema_id):
                 return {"id": entry.schema_id}
         if not importing:
-            messages = check(self.level(subject), parsed.avro_schema, self._previous(subject))
+            messages = check(self.level(subject), parsed.canonical.schema_type, parsed.parsed,
+                             self._previous(subject))
             if messages:
                 raise errors.incompatible(subject, messages)
         existing_id = self.state.id_of(schema)
@@ -278,7 +279,7 @@ class SchemaRegistry:
             target = self._version(subject, version_text)
             previous = [p for p in previous if p[0] == target.version]
             level = level.removesuffix("_TRANSITIVE")
-        messages = check(level, parsed.avro_schema, previous)
+        messages = check(level, parsed.canonical.schema_type, parsed.parsed, previous)
         answer: dict[str, Any] = {"is_compatible": not messages}
         if verbose:
             answer["messages"] = messages

@@ -1,6 +1,10 @@
 """What a schema is to the registry: its type, its canonical text (two registrations of
 the same schema compare equal on it, so they get the same id) and its references.
 
+JSON (JSON Schema) is checked against its metaschema by the `jsonschema` package
+(the draft its `$schema` names, draft 7 if none); its canonical text is the document as
+compact JSON, keys in the order written (sorted with `normalize`).
+
 AVRO is parsed by Apache Avro's own Python package (`avro`): a schema it refuses is an
 invalid schema (42201), and the canonical text is the parsed schema written back as
 compact JSON (what Avro's `Schema.toString()` is to Confluent's registry). Names a
@@ -17,11 +21,14 @@ from typing import Callable
 import avro.errors
 import avro.name
 import avro.schema
+import jsonschema
+import jsonschema.validators
 
 from .errors import RegistryError, invalid_schema
 
 AVRO = "AVRO"
-SCHEMA_TYPES = (AVRO,)
+JSON = "JSON"
+SCHEMA_TYPES = (JSON, AVRO)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +53,8 @@ class SchemaText:
 @dataclass(frozen=True, slots=True)
 class ParsedSchema:
     canonical: SchemaText
-    avro_schema: avro.schema.Schema
+    # AVRO: avro.schema.Schema; JSON: the document (a dict or a bool)
+    parsed: object
 
 
 # (subject, version) -> the stored schema it names, or None if there is none
@@ -71,6 +79,8 @@ def parse(schema: SchemaText, resolve: Resolver, normalize: bool = False) -> Par
     """Parse `schema`, its references resolved through `resolve`; raise 42201 if it is
     not a valid schema of its type (unknown type, a reference that is missing or leads
     back to itself, a schema too deeply nested to parse...)."""
+    if schema.schema_type == JSON:
+        return _parse_json(schema, resolve, normalize)
     if schema.schema_type != AVRO:
         raise invalid_schema(f"of unknown or unsupported schema type {schema.schema_type!r}")
     names = avro.name.Names()
@@ -91,6 +101,39 @@ def parse(schema: SchemaText, resolve: Resolver, normalize: bool = False) -> Par
     except Exception as exc:  # avro's parser raises more than SchemaParseException on odd JSON
         raise invalid_schema(f"{_short(schema.text)}, details: {exc}") from None
     return ParsedSchema(SchemaText(schema.schema_type, text, schema.references), parsed)
+
+
+def _parse_json(schema: SchemaText, resolve: Resolver, normalize: bool) -> ParsedSchema:
+    try:
+        _check_references(schema, resolve, in_progress=set())
+        document = json.loads(schema.text)
+        if not isinstance(document, (dict, bool)):
+            raise invalid_schema(f"{_short(schema.text)}, details: a JSON Schema is an object or a boolean")
+        validator = jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator)
+        validator.check_schema(document)
+        text = json.dumps(document, separators=(",", ":"), sort_keys=normalize)
+    except RegistryError:
+        raise
+    except RecursionError:
+        raise invalid_schema("nested too deeply to parse") from None
+    except json.JSONDecodeError as exc:
+        raise invalid_schema(f"{_short(schema.text)}, details: not JSON: {exc}") from None
+    except jsonschema.SchemaError as exc:
+        raise invalid_schema(f"{_short(schema.text)}, details: {exc.message}") from None
+    return ParsedSchema(SchemaText(schema.schema_type, text, schema.references), document)
+
+
+def _check_references(schema: SchemaText, resolve: Resolver, in_progress: set[Reference]) -> None:
+    """Every reference of a JSON schema exists, and none leads back to itself."""
+    for reference in schema.references:
+        if reference in in_progress:
+            raise invalid_schema(f"reference cycle through subject {reference.subject!r} "
+                                 f"version {reference.version}")
+        target = resolve(reference)
+        if target is None:
+            raise invalid_schema(f"reference {reference.name!r} to subject {reference.subject!r} version "
+                                 f"{reference.version}, which does not exist")
+        _check_references(target, resolve, in_progress | {reference})
 
 
 def _load_references(references: tuple[Reference, ...], resolve: Resolver, names: avro.name.Names,
