@@ -24,7 +24,7 @@ from ottla.coordinator.transactions import TransactionCoordinator
 from ottla.storage import compaction
 from ottla.storage.log_manager import LogManager, Topic, write_snapshots
 
-from .admin.access import admin_access
+from .admin.access import AdminAccess, Principal, admin_access
 from .admin.admin_http import AdminServer
 from .config import BrokerConfig, Listener, listener_text
 from .network.connection import Connection
@@ -36,7 +36,7 @@ from .fetch_sessions import FetchSessionCache
 from .logging import get_logger
 from .admin.metrics import Metrics
 from .network.request_memory import RequestMemory
-from .security.authorizer import Authorizer, parse_super_users
+from .security.authorizer import CLUSTER_NAME, Authorizer, Operation, ResourceType, parse_super_users
 from .dynamic_config import DynamicBrokerConfigs
 from .scheduler import Scheduler
 from .security.scram_credentials import ScramCredential, ScramCredentials
@@ -45,6 +45,7 @@ from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
 from .admin.web_console.app import WebConsole
+from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess
 from .schema_registry.registry import SchemaRegistry
 from .schema_registry.rest import SchemaRegistryServer
 from .schema_registry.store import TOPIC as SCHEMAS_TOPIC
@@ -114,7 +115,8 @@ class Broker:
                                  console=WebConsole(self), access=admin_access(self)) \
             if config.admin_port is not None else None
         self.schema_store = SchemaStore(self.logs)
-        self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store)) \
+        self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
+                                                    _registry_access(admin_access(self))) \
             if config.schema_registry_listener is not None else None
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
@@ -424,6 +426,28 @@ class Broker:
         self.logs.close()
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
         self._stopped.set()
+
+
+def _registry_access(access: AdminAccess) -> CallableAccess:
+    """The schema registry signs in the broker's users and asks its authorizer, as the
+    admin endpoint does (broker/schema_registry/access.py has the mapping)."""
+    principals: dict[str, Principal] = {}
+
+    def sign_in(authorization: str) -> str | None:
+        principal = access.principal(authorization)
+        if principal is None:
+            return None
+        principals[principal.name] = principal
+        return principal.name
+
+    def allows(name: str, action: str, topic: str, peer: str) -> bool:
+        principal = principals.get(name)
+        if action == ALTER_CLUSTER:
+            return access.allows(principal, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, peer)
+        operation = Operation.WRITE if action == WRITE else Operation.DESCRIBE
+        return access.allows(principal, operation, ResourceType.TOPIC, topic, peer)
+
+    return CallableAccess(access.secured, sign_in, allows)
 
 
 def _raise_open_file_limit() -> None:

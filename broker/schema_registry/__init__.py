@@ -7,5 +7,6 @@ its own listener (`schema.registry.listeners`), its state kept in the compacted 
     compatibility.py  the compatibility levels and the checks behind them
     store.py          the registry's state, as read from `_schemas`, and the records that change it
     registry.py       the operations of the API (register, look up, delete, config, mode)
+    access.py         who may use it on a secured broker: the mapping of routes to the broker's ACLs
     rest.py           the HTTP routes, on aiohttp
 """

@@ -3,11 +3,17 @@
 Every answer is `application/vnd.schemaregistry.v1+json`; every error is Confluent's
 {"error_code": ..., "message": ...} (errors.py), the HTTP library's own refusals (a
 body too large: 413) included. The registry changes what every producer and consumer
-of the broker decodes with, so until it has users of its own (HTTP Basic against the
-broker's SASL users) it answers only this machine, addressed by a loopback name (a
-DNS-rebinding page cannot reach it through a browser), and a change from a browser
-page of another origin is refused, as is a body that is not JSON by its Content-Type
-(which a cross-site form cannot send without a preflight this endpoint never approves).
+of the broker decodes with, so who may use it is decided before any route:
+
+- on a broker with SASL users or ACLs, every request signs in (HTTP Basic with one of
+  the broker's users: 401 otherwise) and each route asks the broker's authorizer as
+  that principal (access.py has the mapping: 403, error_code 40301);
+- on a broker without, there is nobody to sign in: it answers this machine only,
+  addressed by a loopback name or its own host (a DNS-rebinding page cannot reach it
+  through a browser);
+- either way a request from a browser page of another origin is refused, and a body
+  must be JSON by its Content-Type (415), which a cross-site form cannot send without a
+  preflight this endpoint never approves.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from ..logging import get_logger
+from .access import ALTER_CLUSTER, READ, WRITE, RegistryAccess, Unsecured, topic_of
 from .errors import RegistryError, bad_request
 from .registry import SchemaRegistry
 
@@ -36,6 +43,16 @@ _VERSION = r"(?P<version>[^/]+)"
 _ID = r"(?P<id>[^/]+)"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# Who may use a route (access.py has the mapping to the broker's ACLs).
+PUBLIC = "public"  # any signed-in user
+SUBJECT_READ = "subject-read"
+SUBJECT_WRITE = "subject-write"
+ID_READ = "id-read"  # a reader of some subject holding the id
+LIST = "list"  # the answer is filtered to readable subjects
+ID_LIST = "id-list"
+GLOBAL_WRITE = "global-write"
+_REALM = 'Basic realm="Ottla schema registry", charset="UTF-8"'
 
 
 class RawSchema(str):
@@ -78,58 +95,64 @@ def _host_of(header: str) -> str:
 
 
 class SchemaRegistryServer:
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: SchemaRegistry, access: RegistryAccess | None = None) -> None:
         self.registry = registry
+        self.access: RegistryAccess = access or Unsecured()
         self.host = ""
         self.port = 0
         self._runner: web.AppRunner | None = None
         r = registry
-        # (method, path pattern, handler(match, request, body) -> JSON value)
-        routes: list[tuple[str, str, Callable[..., Any]]] = [
-            ("GET", "/", lambda m, q, b: {}),
-            ("GET", "/schemas/types", lambda m, q, b: r.schema_types()),
-            ("GET", f"/schemas/ids/{_ID}", lambda m, q, b: r.schema_by_id(_schema_id(m["id"]))),
-            ("GET", f"/schemas/ids/{_ID}/schema", lambda m, q, b: RawSchema(r.schema_text_by_id(_schema_id(m["id"])))),
-            ("GET", f"/schemas/ids/{_ID}/versions",
+        # (method, path pattern, who may (see _authorize), handler(match, request, body) -> JSON value)
+        routes: list[tuple[str, str, str, Callable[..., Any]]] = [
+            ("GET", "/", PUBLIC, lambda m, q, b: {}),
+            ("GET", "/schemas/types", PUBLIC, lambda m, q, b: r.schema_types()),
+            ("GET", f"/schemas/ids/{_ID}", ID_READ, lambda m, q, b: r.schema_by_id(_schema_id(m["id"]))),
+            ("GET", f"/schemas/ids/{_ID}/schema", ID_READ,
+             lambda m, q, b: RawSchema(r.schema_text_by_id(_schema_id(m["id"])))),
+            ("GET", f"/schemas/ids/{_ID}/versions", ID_LIST,
              lambda m, q, b: r.id_versions(_schema_id(m["id"]), _flag(q, "deleted"))),
-            ("GET", f"/schemas/ids/{_ID}/subjects",
+            ("GET", f"/schemas/ids/{_ID}/subjects", ID_LIST,
              lambda m, q, b: r.id_subjects(_schema_id(m["id"]), _flag(q, "deleted"))),
-            ("GET", "/subjects", lambda m, q, b: r.subjects(_flag(q, "deleted"), q.query.get("subjectPrefix", ""))),
-            ("POST", f"/subjects/{_SUBJECT}", lambda m, q, b: r.lookup(m["subject"], b, _flag(q, "normalize"),
+            ("GET", "/subjects", LIST,
+             lambda m, q, b: r.subjects(_flag(q, "deleted"), q.query.get("subjectPrefix", ""))),
+            ("POST", f"/subjects/{_SUBJECT}", SUBJECT_READ,
+             lambda m, q, b: r.lookup(m["subject"], b, _flag(q, "normalize"),
                                                                         _flag(q, "deleted"))),
-            ("DELETE", f"/subjects/{_SUBJECT}",
+            ("DELETE", f"/subjects/{_SUBJECT}", SUBJECT_WRITE,
              lambda m, q, b: r.delete_subject(m["subject"], _flag(q, "permanent"))),
-            ("GET", f"/subjects/{_SUBJECT}/versions",
+            ("GET", f"/subjects/{_SUBJECT}/versions", SUBJECT_READ,
              lambda m, q, b: r.versions(m["subject"], _flag(q, "deleted"))),
-            ("POST", f"/subjects/{_SUBJECT}/versions",
+            ("POST", f"/subjects/{_SUBJECT}/versions", SUBJECT_WRITE,
              lambda m, q, b: r.register(m["subject"], b, _flag(q, "normalize"))),
-            ("GET", f"/subjects/{_SUBJECT}/versions/{_VERSION}",
+            ("GET", f"/subjects/{_SUBJECT}/versions/{_VERSION}", SUBJECT_READ,
              lambda m, q, b: r.get_version(m["subject"], m["version"], _flag(q, "deleted"))),
-            ("DELETE", f"/subjects/{_SUBJECT}/versions/{_VERSION}",
+            ("DELETE", f"/subjects/{_SUBJECT}/versions/{_VERSION}", SUBJECT_WRITE,
              lambda m, q, b: r.delete_version(m["subject"], m["version"], _flag(q, "permanent"))),
-            ("GET", f"/subjects/{_SUBJECT}/versions/{_VERSION}/schema",
+            ("GET", f"/subjects/{_SUBJECT}/versions/{_VERSION}/schema", SUBJECT_READ,
              lambda m, q, b: RawSchema(r.get_version_schema(m["subject"], m["version"], _flag(q, "deleted")))),
-            ("GET", f"/subjects/{_SUBJECT}/versions/{_VERSION}/referencedby",
+            ("GET", f"/subjects/{_SUBJECT}/versions/{_VERSION}/referencedby", SUBJECT_READ,
              lambda m, q, b: r.referenced_by(m["subject"], m["version"])),
-            ("POST", f"/compatibility/subjects/{_SUBJECT}/versions/{_VERSION}",
+            ("POST", f"/compatibility/subjects/{_SUBJECT}/versions/{_VERSION}", SUBJECT_READ,
              lambda m, q, b: r.check_compatibility(m["subject"], m["version"], b, _flag(q, "verbose"),
                                                    _flag(q, "normalize"))),
-            ("POST", f"/compatibility/subjects/{_SUBJECT}/versions",
+            ("POST", f"/compatibility/subjects/{_SUBJECT}/versions", SUBJECT_READ,
              lambda m, q, b: r.check_compatibility(m["subject"], None, b, _flag(q, "verbose"),
                                                    _flag(q, "normalize"))),
-            ("GET", "/config", lambda m, q, b: r.get_config(None)),
-            ("PUT", "/config", lambda m, q, b: r.put_config(None, b)),
-            ("DELETE", "/config", lambda m, q, b: r.delete_config(None)),
-            ("GET", f"/config/{_SUBJECT}", lambda m, q, b: r.get_config(m["subject"], _flag(q, "defaultToGlobal"))),
-            ("PUT", f"/config/{_SUBJECT}", lambda m, q, b: r.put_config(m["subject"], b)),
-            ("DELETE", f"/config/{_SUBJECT}", lambda m, q, b: r.delete_config(m["subject"])),
-            ("GET", "/mode", lambda m, q, b: r.get_mode(None)),
-            ("PUT", "/mode", lambda m, q, b: r.put_mode(None, b, _flag(q, "force"))),
-            ("GET", f"/mode/{_SUBJECT}", lambda m, q, b: r.get_mode(m["subject"], _flag(q, "defaultToGlobal"))),
-            ("PUT", f"/mode/{_SUBJECT}", lambda m, q, b: r.put_mode(m["subject"], b, _flag(q, "force"))),
-            ("DELETE", f"/mode/{_SUBJECT}", lambda m, q, b: r.delete_mode(m["subject"])),
+            ("GET", "/config", PUBLIC, lambda m, q, b: r.get_config(None)),
+            ("PUT", "/config", GLOBAL_WRITE, lambda m, q, b: r.put_config(None, b)),
+            ("DELETE", "/config", GLOBAL_WRITE, lambda m, q, b: r.delete_config(None)),
+            ("GET", f"/config/{_SUBJECT}", SUBJECT_READ,
+             lambda m, q, b: r.get_config(m["subject"], _flag(q, "defaultToGlobal"))),
+            ("PUT", f"/config/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.put_config(m["subject"], b)),
+            ("DELETE", f"/config/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.delete_config(m["subject"])),
+            ("GET", "/mode", PUBLIC, lambda m, q, b: r.get_mode(None)),
+            ("PUT", "/mode", GLOBAL_WRITE, lambda m, q, b: r.put_mode(None, b, _flag(q, "force"))),
+            ("GET", f"/mode/{_SUBJECT}", SUBJECT_READ,
+             lambda m, q, b: r.get_mode(m["subject"], _flag(q, "defaultToGlobal"))),
+            ("PUT", f"/mode/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.put_mode(m["subject"], b, _flag(q, "force"))),
+            ("DELETE", f"/mode/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.delete_mode(m["subject"])),
         ]
-        self.routes = [(method, re.compile(pattern + "$"), handler) for method, pattern, handler in routes]
+        self.routes = [(method, re.compile(pattern + "$"), kind, handler) for method, pattern, kind, handler in routes]
 
     async def start(self, host: str, port: int) -> None:
         self.host = host
@@ -149,20 +172,61 @@ class SchemaRegistryServer:
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         peer = request.remote or ""
         host = request.headers.get("Host", "")
-        if not _is_loopback(peer):
-            return _error(RegistryError(403, 40301, "this schema registry answers this machine only"))
-        if not (_is_loopback(_host_of(host)) or _host_of(host) == self.host):
-            return _error(RegistryError(403, 40301, f"this schema registry answers requests addressed to it, "
-                                                    f"not {host!r}"))
         origin = request.headers.get("Origin")
         if origin is not None and origin.partition("://")[2].rstrip("/") != host:
             return _error(RegistryError(403, 40301, f"a request from another origin ({origin}) is refused"))
+        if self.access.secured:
+            principal = self.access.sign_in(request.headers.get("Authorization", ""))
+            if principal is None:
+                refused = _answer({"error_code": 401, "message": "Unauthorized"}, 401)
+                refused.headers["WWW-Authenticate"] = _REALM
+                return refused
+            request["principal"] = principal
+            return await handler(request)
+        if not _is_loopback(peer):
+            return _error(RegistryError(403, 40301, "this schema registry answers this machine only (a broker "
+                                                    "with SASL users or ACLs signs its users in instead)"))
+        if not (_is_loopback(_host_of(host)) or _host_of(host) == self.host):
+            return _error(RegistryError(403, 40301, f"this schema registry answers requests addressed to it, "
+                                                    f"not {host!r}"))
         return await handler(request)
+
+    def _may(self, request: web.Request, action: str, subject: str) -> bool:
+        principal = request.get("principal")
+        if principal is None:
+            return not self.access.secured
+        return self.access.allows(principal, action, topic_of(subject), request.remote or "")
+
+    def _authorize(self, request: web.Request, kind: str, match: re.Match[str]) -> None:
+        """Raise 40301 unless the signed-in principal may use this route (LIST and ID_LIST
+        answers are filtered instead, in `_filter`)."""
+        if not self.access.secured or kind in (PUBLIC, LIST, ID_LIST):
+            return
+        principal: str = request["principal"]
+        if kind == GLOBAL_WRITE:
+            if not self.access.allows(principal, ALTER_CLUSTER, "", request.remote or ""):
+                raise RegistryError(403, 40301, "User is denied operation Write on the global config or mode")
+        elif kind in (SUBJECT_READ, SUBJECT_WRITE):
+            action = READ if kind == SUBJECT_READ else WRITE
+            if not self._may(request, action, match["subject"]):
+                raise RegistryError(403, 40301, f"User is denied operation {action.capitalize()} on Subject: "
+                                                f"{match['subject']}")
+        elif kind == ID_READ:
+            schema_id = _schema_id(match["id"])
+            subjects = self.registry.id_subjects(schema_id, deleted=True)
+            if not any(self._may(request, READ, subject) for subject in subjects):
+                raise RegistryError(403, 40301, f"User is denied operation Read on Schema id {schema_id}")
+
+    def _filter(self, request: web.Request, kind: str, answer: Any) -> Any:
+        if not self.access.secured or kind not in (LIST, ID_LIST):
+            return answer
+        return [item for item in answer
+                if self._may(request, READ, item["subject"] if isinstance(item, dict) else item)]
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         allowed = False
-        for method, pattern, handler in self.routes:
+        for method, pattern, kind, handler in self.routes:
             match = pattern.match(path)
             if match is None:
                 continue
@@ -170,8 +234,9 @@ class SchemaRegistryServer:
                 allowed = True
                 continue
             try:
+                self._authorize(request, kind, match)
                 body = await self._body(request)
-                return _answer(handler(match, request, body))
+                return _answer(self._filter(request, kind, handler(match, request, body)))
             except RegistryError as exc:
                 return _error(exc)
         if allowed:
