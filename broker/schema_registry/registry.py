@@ -34,9 +34,15 @@ def parse_version(text: str) -> int | None:
     raise errors.invalid_version(text)
 
 
+# Parsed versions kept for compatibility checks: a version's text and references never
+# change, so its parse does not either.
+_PARSED_KEPT = 4096
+
+
 class SchemaRegistry:
     def __init__(self, store: SchemaStore) -> None:
         self.store = store
+        self._parsed: dict[SchemaText, ParsedSchema] = {}
 
     @property
     def state(self) -> RegistryState:
@@ -220,10 +226,15 @@ class SchemaRegistry:
     def _previous(self, subject: str) -> list[tuple[int, str, str, Any]]:
         found = []
         for entry in self._versions(subject):
-            try:
-                parsed = parse(entry.schema, self._resolve)
-            except RegistryError:
-                continue  # a version that no longer parses (a reference deleted for good) cannot be compared
+            parsed = self._parsed.get(entry.schema)
+            if parsed is None:
+                try:
+                    parsed = parse(entry.schema, self._resolve)
+                except RegistryError:
+                    continue  # a version that no longer parses (a reference deleted for good) cannot be compared
+                if len(self._parsed) >= _PARSED_KEPT:
+                    self._parsed.clear()
+                self._parsed[entry.schema] = parsed
             found.append((entry.version, entry.schema.text, entry.schema.schema_type, parsed.parsed))
         return found
 

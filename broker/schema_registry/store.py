@@ -56,20 +56,31 @@ class RegistryState:
     configs: dict[str | None, dict[str, object]] = field(default_factory=dict)  # None: the global config
     modes: dict[str | None, str] = field(default_factory=dict)
     max_id: int = 0
+    # id -> its schema and how many versions (soft-deleted ones too) hold it; an id no
+    # version holds any more (all deleted for good) is not found.
+    _by_id: dict[int, tuple[SchemaText, int]] = field(default_factory=dict)
+    _ids: dict[SchemaText, int] = field(default_factory=dict)
 
     def schema_by_id(self, schema_id: int) -> SchemaText | None:
-        for versions in self.versions.values():
-            for entry in versions.values():
-                if entry.schema_id == schema_id:
-                    return entry.schema
-        return None
+        found = self._by_id.get(schema_id)
+        return found[0] if found is not None else None
 
     def id_of(self, schema: SchemaText) -> int | None:
-        for versions in self.versions.values():
-            for entry in versions.values():
-                if entry.schema == schema:
-                    return entry.schema_id
-        return None
+        return self._ids.get(schema)
+
+    def _hold(self, entry: SchemaVersion) -> None:
+        schema, count = self._by_id.get(entry.schema_id, (entry.schema, 0))
+        self._by_id[entry.schema_id] = (schema, count + 1)
+        self._ids.setdefault(entry.schema, entry.schema_id)
+
+    def _release(self, entry: SchemaVersion) -> None:
+        schema, count = self._by_id.get(entry.schema_id, (entry.schema, 1))
+        if count > 1:
+            self._by_id[entry.schema_id] = (schema, count - 1)
+            return
+        self._by_id.pop(entry.schema_id, None)
+        if self._ids.get(schema) == entry.schema_id:
+            del self._ids[schema]
 
     def apply(self, key: Key, value: Value) -> None:
         keytype = key.get("keytype")
@@ -77,13 +88,16 @@ class RegistryState:
         if keytype == "SCHEMA" and isinstance(subject, str) and isinstance(key.get("version"), int):
             version = int(key["version"])  # type: ignore[call-overload]
             versions = self.versions.setdefault(subject, {})
+            previous = versions.pop(version, None)
+            if previous is not None:
+                self._release(previous)
             if value is None:
-                versions.pop(version, None)
                 if not versions:
                     del self.versions[subject]
                 return
             entry = _schema_version(value)
             versions[version] = entry
+            self._hold(entry)
             self.max_id = max(self.max_id, entry.schema_id)
         elif keytype == "CONFIG" and (subject is None or isinstance(subject, str)):
             if value is None:
