@@ -30,7 +30,7 @@ USER_NO_DEFAULT = {**USER_V1, "fields": [*USER_V1["fields"], {"name": "email", "
 @pytest.fixture(scope="module")
 def registry_broker(tmp_path_factory: pytest.TempPathFactory):
     process = BrokerProcess(str(tmp_path_factory.mktemp("registry")),
-                            {"schema.registry.listeners": "http://127.0.0.1:0"}).start()
+                            {"schema.registry.listeners": "http://127.0.0.1:0", "admin.port": "0"}).start()
     yield process
     process.cleanup()
 
@@ -413,3 +413,27 @@ def test_requests_not_addressed_to_the_registry_are_refused(http: RegistryHttp, 
                                 headers={"Origin": "http://attacker.example"})
     assert (status, body["error_code"]) == (403, 40301)
     assert http.get(f"/subjects/{subject}/versions")[0] == 404
+
+
+def test_console_schema_pages(http: RegistryHttp, registry_broker: BrokerProcess, subject: str) -> None:
+    import urllib.request
+
+    http.register(subject, _own(USER_V1, subject))
+    http.register(subject, _own(USER_V2, subject))
+    http.delete(f"/subjects/{subject}/versions/1")
+
+    def get(path: str) -> str:
+        with urllib.request.urlopen(registry_broker.admin_url + path, timeout=30) as response:
+            return response.read().decode()
+
+    assert subject in get(f"/console/schemas?q={subject}")
+    page = get(f"/console/subject?name={subject}")
+    assert "version 2" in page and "version 1 (soft-deleted)" in page and "&quot;age&quot;" in page
+
+
+def test_console_says_when_the_registry_is_off(fresh_broker) -> None:
+    import urllib.request
+
+    broker = fresh_broker(admin_port=0)
+    with urllib.request.urlopen(broker.admin_url + "/console/schemas", timeout=30) as response:
+        assert "schema registry is off" in response.read().decode()

@@ -42,6 +42,7 @@ def secured(tmp_path_factory):
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
         "schema.registry.listeners": "http://127.0.0.1:0",
+        "admin.port": "0",
     }).start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                          "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": USERS["admin"]})
@@ -110,3 +111,29 @@ def test_confluent_client_with_basic_auth(secured: BrokerProcess) -> None:
     with pytest.raises(SchemaRegistryError) as refused:
         bob.register_schema("orders-key", Schema('"long"', "AVRO"))
     assert (refused.value.http_status_code, refused.value.error_code) == (403, 40301)
+
+
+def test_console_shows_a_principal_the_subjects_it_may_read(secured: BrokerProcess, http: RegistryHttp) -> None:
+    """The console's schema pages filter as the registry does: alice (WRITE on orders)
+    sees orders-value, not the super user's secret-value."""
+    import urllib.error
+    import urllib.request
+
+    register = {"schema": SCHEMA}
+    http.call("POST", "/subjects/orders-value/versions", register, headers=_basic("alice"))
+    http.call("POST", "/subjects/secret-value/versions", register, headers=_basic("admin"))
+
+    def get(path: str, user: str) -> tuple[int, str]:
+        request = urllib.request.Request(secured.admin_url + path, headers=_basic(user))
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    status, listing = get("/console/schemas", "alice")
+    assert status == 200 and "orders-value" in listing and "secret-value" not in listing
+    assert get("/console/subject?name=secret-value", "alice")[0] == 404
+    status, page = get("/console/subject?name=orders-value", "alice")
+    assert status == 200 and "version 1" in page and "&quot;Order&quot;" in page
+    assert "secret-value" in get("/console/schemas", "admin")[1]

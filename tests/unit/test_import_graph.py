@@ -109,8 +109,9 @@ def test_schema_registry_is_a_room_of_its_own() -> None:
     allowed_outside = {"ottla.broker.logging"}
     leaks = sorted((name, target) for name, targets in graph.items() if name.startswith(room)
                    for target in targets
-                   if target.startswith("ottla.broker") and not target.startswith(room) and target not in allowed_outside)
+                   if target.startswith("ottla.broker") and not target.startswith(room)
+                   and target not in allowed_outside)
     assert leaks == []
     users = sorted({name for name, targets in graph.items() if not name.startswith(room)
                     for target in targets if target.startswith(room)})
-    assert users == ["ottla.broker.server"]
+    assert users == ["ottla.broker.admin.web_console.schemas", "ottla.broker.server"]

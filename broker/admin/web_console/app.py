@@ -7,6 +7,7 @@
     GET    /console/transactions, /console/transaction?id=
     GET    /console/producers?topic=&partition=
     GET    /console/groups, /console/group?id=
+    GET    /console/schemas, /console/subject?name=   the schema registry's subjects (schemas.py)
     GET    /console/broker               listeners, configs, rates, requests, errors, faults
     GET    /console/stats                the counters the Broker page's charts poll (JSON)
     GET    /console/static/<file>        the page's one script and one style sheet
@@ -42,7 +43,7 @@ from ottla.protocol.errors import KafkaError
 
 from ...handlers.topics import MAX_PARTITIONS_PER_REQUEST
 from ...security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from . import pages
+from . import pages, schemas
 from .params import Params
 from .view import PrincipalView
 
@@ -85,6 +86,7 @@ _PAGES: dict[str, Callable[[Any, Params], bytes]] = {
     "": pages.topics, "topics": pages.topics, "topic": pages.topic, "messages": pages.messages,
     "transactions": pages.transactions, "transaction": pages.transaction, "producers": pages.producers,
     "groups": pages.groups, "group": pages.group, "broker": pages.broker_page,
+    "schemas": schemas.schemas, "subject": schemas.subject,
 }
 
 
