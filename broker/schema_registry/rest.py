@@ -22,6 +22,7 @@ import ipaddress
 import json
 import re
 from typing import Any, Awaitable, Callable
+from urllib.parse import unquote
 
 from aiohttp import web
 
@@ -92,6 +93,16 @@ def _host_of(header: str) -> str:
     if header.startswith("["):
         return header[1:].partition("]")[0]
     return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+class Path:
+    """The parts a route's pattern matched in the raw path, percent-decoded."""
+
+    def __init__(self, match: re.Match[str]) -> None:
+        self._parts = {name: unquote(value) for name, value in match.groupdict().items()}
+
+    def __getitem__(self, name: str) -> str:
+        return self._parts[name]
 
 
 class SchemaRegistryServer:
@@ -197,7 +208,7 @@ class SchemaRegistryServer:
             return not self.access.secured
         return self.access.allows(principal, action, topic_of(subject), request.remote or "")
 
-    def _authorize(self, request: web.Request, kind: str, match: re.Match[str]) -> None:
+    def _authorize(self, request: web.Request, kind: str, match: "Path") -> None:
         """Raise 40301 unless the signed-in principal may use this route (LIST and ID_LIST
         answers are filtered instead, in `_filter`)."""
         if not self.access.secured or kind in (PUBLIC, LIST, ID_LIST):
@@ -224,12 +235,15 @@ class SchemaRegistryServer:
                 if self._may(request, READ, item["subject"] if isinstance(item, dict) else item)]
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        path = request.path.rstrip("/") or "/"
+        # Matched before percent-decoding, so a subject may hold any character ("a/b" sent as
+        # a%2Fb); each matched part is decoded on its own (Path).
+        path = request.raw_path.partition("?")[0].rstrip("/") or "/"
         allowed = False
         for method, pattern, kind, handler in self.routes:
-            match = pattern.match(path)
-            if match is None:
+            raw = pattern.match(path)
+            if raw is None:
                 continue
+            match = Path(raw)
             if method != request.method:
                 allowed = True
                 continue

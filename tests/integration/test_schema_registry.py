@@ -437,3 +437,13 @@ def test_console_says_when_the_registry_is_off(fresh_broker) -> None:
     broker = fresh_broker(admin_port=0)
     with urllib.request.urlopen(broker.admin_url + "/console/schemas", timeout=30) as response:
         assert "schema registry is off" in response.read().decode()
+
+
+def test_a_subject_with_any_characters(http: RegistryHttp) -> None:
+    """A subject holding "/" and spaces, percent-encoded in the path, is one subject."""
+    name = f"odd/subject {uuid.uuid4().hex[:6]}"
+    encoded = name.replace("/", "%2F").replace(" ", "%20")
+    assert http.register(encoded, USER_V1)[0] == 200
+    assert name in http.get("/subjects")[1]
+    assert http.get(f"/subjects/{encoded}/versions") == (200, [1])
+    assert http.get(f"/subjects/{encoded}/versions/latest")[1]["subject"] == name
