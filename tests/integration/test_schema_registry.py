@@ -447,3 +447,39 @@ def test_a_subject_with_any_characters(http: RegistryHttp) -> None:
     assert name in http.get("/subjects")[1]
     assert http.get(f"/subjects/{encoded}/versions") == (200, [1])
     assert http.get(f"/subjects/{encoded}/versions/latest")[1]["subject"] == name
+
+
+def test_confluents_documented_examples(fresh_broker) -> None:
+    """The request/response examples of Confluent's API reference, walked in order on an
+    empty registry, answered with the same bodies (ids and versions as the docs count
+    them; the schema text is the canonical one: `{"type": "string"}` is `"string"`)."""
+    broker = fresh_broker(schema_registry_listeners="http://127.0.0.1:0")
+    http = RegistryHttp(broker.schema_registry_url)
+    string = json.dumps({"type": "string"})
+    assert http.get("/subjects") == (200, [])
+    assert http.post("/subjects/test/versions", {"schema": string}) == (200, {"id": 1})
+    assert http.get("/schemas/ids/1") == (200, {"schema": '"string"'})
+    assert http.get("/schemas/ids/1/versions") == (200, [{"subject": "test", "version": 1}])
+    assert http.get("/schemas/ids/1/subjects") == (200, ["test"])
+    assert http.get("/subjects") == (200, ["test"])
+    assert http.get("/subjects/test/versions") == (200, [1])
+    assert http.get("/subjects/test/versions/1") == (200, {"subject": "test", "version": 1, "id": 1,
+                                                           "schema": '"string"'})
+    assert http.get("/subjects/test/versions/latest/schema") == (200, "string")
+    assert http.post("/subjects/test", {"schema": string}) == (200, {"subject": "test", "id": 1, "version": 1,
+                                                                      "schema": '"string"'})
+    assert http.post("/compatibility/subjects/test/versions/latest", {"schema": string}) == \
+        (200, {"is_compatible": True})
+    assert http.put("/config", {"compatibility": "FULL"}) == (200, {"compatibility": "FULL"})
+    assert http.get("/config") == (200, {"compatibilityLevel": "FULL"})
+    assert http.put("/config/test", {"compatibility": "FULL"}) == (200, {"compatibility": "FULL"})
+    assert http.get("/config/test") == (200, {"compatibilityLevel": "FULL"})
+    assert http.get("/mode") == (200, {"mode": "READWRITE"})
+    assert http.put("/mode", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    assert http.put("/mode", {"mode": "READWRITE"}) == (200, {"mode": "READWRITE"})
+    assert http.delete("/subjects/test/versions/1") == (200, 1)
+    assert http.delete("/subjects/test") == (404, {"error_code": 40404, "message": "Subject 'test' was soft "
+                                                   "deleted.Set permanent=true to delete permanently"})
+    assert http.delete("/subjects/test?permanent=true") == (200, [1])
+    assert http.get("/subjects/test/versions") == (404, {"error_code": 40401, "message": "Subject 'test' not found."})
+    assert http.get("/schemas/ids/1") == (404, {"error_code": 40403, "message": "Schema 1 not found"})
