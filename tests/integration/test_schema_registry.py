@@ -483,3 +483,29 @@ def test_confluents_documented_examples(fresh_broker) -> None:
     assert http.delete("/subjects/test?permanent=true") == (200, [1])
     assert http.get("/subjects/test/versions") == (404, {"error_code": 40401, "message": "Subject 'test' not found."})
     assert http.get("/schemas/ids/1") == (404, {"error_code": 40403, "message": "Schema 1 not found"})
+
+
+def test_compatibility_against_what_the_level_checks(http: RegistryHttp, subject: str) -> None:
+    """POST /compatibility/subjects/{s}/versions (no version): against the versions the
+    subject's level names, every live one for a _TRANSITIVE level."""
+    v1 = {"type": "record", "name": "T", "fields": [{"name": "a", "type": "int"}]}
+    v2 = {"type": "record", "name": "T", "fields": [{"name": "a", "type": "int", "default": 1}]}
+    v3 = {"type": "record", "name": "T", "fields": [{"name": "b", "type": "int", "default": 1}]}
+    http.put(f"/config/{subject}", {"compatibility": "FORWARD"})
+    http.register(subject, v1)
+    http.register(subject, v2)
+    path = f"/compatibility/subjects/{subject}/versions"
+    assert http.post(path, {"schema": json.dumps(v3)}) == (200, {"is_compatible": True})
+    http.put(f"/config/{subject}", {"compatibility": "FORWARD_TRANSITIVE"})
+    assert http.post(path, {"schema": json.dumps(v3)}) == (200, {"is_compatible": False})
+
+
+def test_deleting_the_global_config_goes_back_to_backward(fresh_broker) -> None:
+    broker = fresh_broker(schema_registry_listeners="http://127.0.0.1:0")
+    http = RegistryHttp(broker.schema_registry_url)
+    http.put("/config", {"compatibility": "NONE"})
+    assert http.delete("/config") == (200, {"compatibilityLevel": "NONE"})
+    assert http.get("/config") == (200, {"compatibilityLevel": "BACKWARD"})
+    http.put("/mode", {"mode": "READONLY"})
+    assert http.register("s", USER_V1)[1]["error_code"] == 42205
+    assert http.put("/config", {"compatibility": "FULL"})[1]["error_code"] == 42205
