@@ -10,6 +10,8 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 # The admin endpoint (metrics, faults, the web console: `ottla console`), on 127.0.0.1.
 ADMIN_PORT ?= 9644
+# The built-in schema registry (Confluent's REST API), on 127.0.0.1.
+SCHEMA_REGISTRY_PORT ?= 8081
 
 .PHONY: run test conformance bench fuzz soak clean kafka spark-kafka lint
 
@@ -72,7 +74,8 @@ $(VENV)/.installed-bench: $(VENV)/.installed-base
 	touch $@
 
 run: $(VENV)/.installed-base
-	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) --admin-port $(ADMIN_PORT)
+	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) --admin-port $(ADMIN_PORT) \
+		--override schema.registry.listeners=http://127.0.0.1:$(SCHEMA_REGISTRY_PORT)
 
 # The checkers first: a finding fails the run before the long suite starts.
 test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete

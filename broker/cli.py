@@ -97,6 +97,8 @@ async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, Scram
     await broker.start()
     if broker.admin_url is not None:
         print(ready_lines.admin_line(broker.admin_url), flush=True)
+    if broker.schema_registry_url is not None:
+        print(ready_lines.schema_registry_line(broker.schema_registry_url), flush=True)
     for listener in broker.listeners[1:]:
         host, port = listener.advertised_address
         print(ready_lines.listener_line(listener.name, listener.security_protocol, host, port), flush=True)

@@ -51,6 +51,15 @@ def _port(text: str) -> int:
     return value
 
 
+def _http_listener(text: str) -> tuple[str, int]:
+    """schema.registry.listeners: one http://host:port, as Confluent's `listeners` (one listener)."""
+    scheme, _, address = text.strip().partition("://")
+    host, _, port = address.rstrip("/").rpartition(":")
+    if scheme.lower() != "http" or not host or "," in text:
+        raise ValueError(f"expected one listener http://host:port, got {text!r}")
+    return host.strip("[]"), _port(port)
+
+
 def _assignors(text: str) -> tuple[str, ...]:
     """group.consumer.assignors: Kafka takes short names or the assignors' class names."""
     known = {"uniform": "uniform", "range": "range",
@@ -150,6 +159,8 @@ PROPERTIES: tuple[Property, ...] = (
              "a secret every change through the admin endpoint must carry (Authorization: Bearer)"),
     Property("admin.console.remote", "admin_console_remote", _bool,
              "serve the web console to other machines on a broker without SASL listeners or ACLs"),
+    Property("schema.registry.listeners", "schema_registry_listener", _http_listener,
+             "Ottla's own: serve Confluent's Schema Registry API at http://host:port (off if unset)"),
     Property("authorizer.class.name", "authorizer_class_name", _authorizer,
              "org.apache.kafka.metadata.authorizer.StandardAuthorizer switches ACLs on (empty: off)"),
     Property("super.users", "super_users", str, "principals allowed everything: User:admin;User:ops"),
@@ -276,6 +287,8 @@ class BrokerConfig:
     # Without SASL users or ACLs nobody can sign in to the console: it answers this
     # machine only unless this opens it (issue 28).
     admin_console_remote: bool = False
+    # The built-in schema registry (broker/schema_registry/): (host, port), off if None.
+    schema_registry_listener: tuple[str, int] | None = None
     # ACLs (broker/security/authorizer.py): on when authorizer.class.name names Kafka's authorizer.
     authorizer_class_name: str = ""
     super_users: str = ""

@@ -3,6 +3,7 @@
 the CLI prints them with these functions, the readers match these prefixes."""
 
 ADMIN_PREFIX = "Ottla admin endpoint: "
+SCHEMA_REGISTRY_PREFIX = "Ottla schema registry: "
 LISTENER_PREFIX = "Ottla listener "
 READY_PREFIX = "Ottla is ready: bootstrap.servers="
 # Printed once transactions and groups are served too (their coordinators load after
@@ -12,6 +13,10 @@ LOADED_LINE = "Ottla coordinators loaded"
 
 def admin_line(url: str) -> str:
     return f"{ADMIN_PREFIX}{url}"
+
+
+def schema_registry_line(url: str) -> str:
+    return f"{SCHEMA_REGISTRY_PREFIX}{url}"
 
 
 def listener_line(name: str, security_protocol: str, host: str, port: int) -> str:

@@ -24,7 +24,7 @@ from ottla.coordinator.transactions import TransactionCoordinator
 from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
-from .admin.access import admin_access
+from .admin.access import AdminAccess, Principal, admin_access
 from .admin.admin_http import AdminServer
 from .config import BrokerConfig, listener_text
 from .network.dispatch import Dispatcher
@@ -36,7 +36,7 @@ from .fetch_sessions import FetchSessionCache
 from .logging import get_logger
 from .admin.metrics import Metrics
 from .network.request_memory import RequestMemory
-from .security.authorizer import Authorizer, parse_super_users
+from .security.authorizer import CLUSTER_NAME, Authorizer, Operation, ResourceType, parse_super_users
 from .dynamic_config import DynamicBrokerConfigs
 from .scheduler import Scheduler
 from .security.scram_credentials import ScramCredential, ScramCredentials
@@ -44,6 +44,11 @@ from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
 from .admin.web_console.app import WebConsole
+from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess
+from .schema_registry.registry import SchemaRegistry
+from .schema_registry.rest import SchemaRegistryServer
+from .schema_registry.store import TOPIC as SCHEMAS_TOPIC
+from .schema_registry.store import SchemaStore
 
 if TYPE_CHECKING:
     from .admin.web_console.pages.common import ConsoleBroker
@@ -92,6 +97,12 @@ class Broker:
                                  # The console answers 503 until `services` exist (web_console/app.py).
                                  console=WebConsole(cast("ConsoleBroker", self)), access=admin_access(self)) \
             if config.admin_port is not None else None
+        # The built-in schema registry (schema.registry.listeners): its state is the
+        # `_schemas` topic, read when the broker starts.
+        self.schema_store = SchemaStore(self.logs)
+        self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
+                                                    _registry_access(admin_access(self))) \
+            if config.schema_registry_listener is not None else None
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
         # Everything that exists only once the data directory is loaded: the
@@ -104,6 +115,10 @@ class Broker:
         self._checkpointing: asyncio.Future[None] | None = None  # see _checkpoint
         self._recovered_checkpoint: asyncio.Future[None] | None = None
         self._coordinators_ready = asyncio.Event()
+
+    def may_describe_topic(self, name: str) -> bool:
+        """Whether the console's operator may see this topic: yes (see `describable`)."""
+        return True
 
     def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """The partitions the console may show its operator: all of them (a signed-in
@@ -163,6 +178,10 @@ class Broker:
 
     def _appended(self, topic: str, partition: int) -> None:
         self.watchers.notify(topic, partition)
+        if topic == SCHEMAS_TOPIC and self.schema_registry is not None:
+            # Records a client produced (a copy of another registry's topic): read them
+            # once the append is done. The registry's own writes are read back at once.
+            asyncio.get_running_loop().call_soon(self.schema_store.catch_up)
         if self.group_commit is not None:
             self.group_commit.appended(topic, partition)
 
@@ -189,6 +208,15 @@ class Broker:
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"  # every interface: this one is sure to answer
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.admin.port}"
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        if self.schema_registry is None or self.config.schema_registry_listener is None:
+            return None
+        host = self.config.schema_registry_listener[0]
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.schema_registry.port}"
 
     @property
     def bootstrap(self) -> str:
@@ -219,6 +247,9 @@ class Broker:
         if self.admin is not None:
             assert self.config.admin_port is not None, "the admin endpoint exists only with admin.port"
             await self.admin.start(self.config.admin_host, self.config.admin_port)
+        if self.schema_registry is not None and self.config.schema_registry_listener is not None:
+            self.schema_store.open()
+            await self.schema_registry.start(*self.config.schema_registry_listener)
         self._schedule_background_work()
         self.scheduler.start()
         self._loading = asyncio.ensure_future(self._load_coordinators())
@@ -233,6 +264,7 @@ class Broker:
             bootstrap=self.bootstrap,
             listening=listener_text(self.listeners),
             admin=self.admin_url,
+            schema_registry=self.schema_registry_url,
             data_dir=self.logs.data_dir,
             partitions=report.partitions,
             clean_start=report.clean,
@@ -396,11 +428,35 @@ class Broker:
         await self.kafka_listeners.wait_closed()
         if self.admin is not None:
             await self.admin.stop()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         if self.services is not None:
             self.services.transactions.close()
         self.logs.close()
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
         self._stopped.set()
+
+
+def _registry_access(access: AdminAccess) -> CallableAccess:
+    """The schema registry signs in the broker's users and asks its authorizer, as the
+    admin endpoint does (broker/schema_registry/access.py has the mapping)."""
+    principals: dict[str, Principal] = {}
+
+    def sign_in(authorization: str) -> str | None:
+        principal = access.principal(authorization)
+        if principal is None:
+            return None
+        principals[principal.name] = principal
+        return principal.name
+
+    def allows(name: str, action: str, topic: str, peer: str) -> bool:
+        principal = principals.get(name)
+        if action == ALTER_CLUSTER:
+            return access.allows(principal, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, peer)
+        operation = Operation.WRITE if action == WRITE else Operation.DESCRIBE
+        return access.allows(principal, operation, ResourceType.TOPIC, topic, peer)
+
+    return CallableAccess(access.secured, sign_in, allows)
 
 
 def _raise_open_file_limit() -> None:

@@ -33,7 +33,7 @@ from typing import IO, Any, Iterator
 
 from ottla.protocol.apis import CREATE_TOPICS
 
-from ..ready_lines import ADMIN_PREFIX, LISTENER_PREFIX, LOADED_LINE, READY_PREFIX
+from ..ready_lines import ADMIN_PREFIX, LISTENER_PREFIX, LOADED_LINE, READY_PREFIX, SCHEMA_REGISTRY_PREFIX
 from ..tools.client import REQUEST_TIMEOUT_MS, Cluster, check
 
 # How long a call to the admin endpoint may take before it counts as failed.
@@ -117,6 +117,8 @@ class BrokerProcess:
         # Every listener's advertised host:port by name (the first is `bootstrap`).
         self.listeners: dict[str, str] = {}
         self.admin_url: str | None = None
+        # With the property schema.registry.listeners: the registry's URL (a client's `url`).
+        self.schema_registry_url: str | None = None
         self.process: subprocess.Popen[str] | None = None
         # Set once the broker prints that its coordinators are loaded (see `start`).
         self.coordinators_loaded = threading.Event()
@@ -154,6 +156,8 @@ class BrokerProcess:
                 lines.append(line)
                 if line.startswith(ADMIN_PREFIX):
                     self.admin_url = line[len(ADMIN_PREFIX):].strip()
+                if line.startswith(SCHEMA_REGISTRY_PREFIX):
+                    self.schema_registry_url = line[len(SCHEMA_REGISTRY_PREFIX):].strip()
                 if line.startswith(LISTENER_PREFIX):
                     name, _, address = line[len(LISTENER_PREFIX):].partition(" ")
                     self.listeners[name] = address.rsplit(" ", 1)[-1].strip()

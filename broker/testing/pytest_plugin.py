@@ -8,6 +8,8 @@ test session, a fresh topic per test, and faults on demand.
   directory and its admin endpoint on; `.bootstrap` (or `.bootstrap_servers`, the name
   clients use) is its address. Stopped (SIGTERM)
   and its directory removed when the session ends.
+- `ottla_schema_registry`: the URL of `ottla_broker`'s built-in schema registry
+  (Confluent's REST API: `SchemaRegistryClient({"url": ottla_schema_registry})`).
 - `ottla_topic`: a topic of its own for each test, one partition unless the test is
   marked `@pytest.mark.ottla_topic(partitions=3, configs={...})`.
 - `ottla_secure_broker` (session): a broker whose listener speaks SASL_SSL with SCRAM
@@ -37,7 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def ottla_broker() -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(properties={"admin.port": "0"}).start()
+    broker = BrokerProcess(properties={"admin.port": "0",
+                                       "schema.registry.listeners": "http://127.0.0.1:0"}).start()
     try:
         yield broker
     finally:
@@ -53,6 +56,12 @@ def ottla_secure_broker() -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
     finally:
         broker.stop()
         broker.cleanup()
+
+
+@pytest.fixture(scope="session")
+def ottla_schema_registry(ottla_broker: BrokerProcess) -> str:
+    assert ottla_broker.schema_registry_url is not None, "the broker printed no schema registry URL"
+    return ottla_broker.schema_registry_url
 
 
 @pytest.fixture

@@ -136,3 +136,18 @@ def test_a_listener_on_every_interface_advertises_the_configured_host(tmp_path):
         assert "listening=PLAINTEXT://0.0.0.0:" in broker.log()
     finally:
         broker.stop()
+
+
+def test_schema_registry_listener_from_the_environment_and_refused_when_invalid(tmp_path):
+    """schema.registry.listeners as OTTLA_SCHEMA_REGISTRY_LISTENERS turns the registry on;
+    a value that is not one http://host:port stops start-up naming the key."""
+    port = free_port()
+    broker = Serve(tmp_path, ["--port", "0", "--data-dir", str(tmp_path / "data")],
+                   env={"OTTLA_SCHEMA_REGISTRY_LISTENERS": f"http://127.0.0.1:{port}"}).start()
+    try:
+        assert broker.schema_registry_url == f"http://127.0.0.1:{port}"
+    finally:
+        broker.stop()
+    for value in ("https://127.0.0.1:8081", "127.0.0.1:8081", "http://a:1,http://b:2", "http://h:99999"):
+        message = _refused(tmp_path, ["--override", f"schema.registry.listeners={value}"])
+        assert "invalid value for schema.registry.listeners" in message, value

@@ -1,7 +1,8 @@
 """The built wheel installs under the one name `ottla`, so it cannot shadow a user's own
 packages: installed into a fresh virtual environment beside a project that has its
 own `storage` and `protocol` packages, both the project's modules and Ottla's pytest
-fixtures work in the same test session; the web console's static files are in it."""
+fixtures work in the same test session; the web console's static files and the schema
+registry are in it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import storage
 from ottla.broker.tools.client import Cluster
 
 
-def test_own_packages_beside_ottla_fixtures(ottla_broker, ottla_topic):
+def test_own_packages_beside_ottla_fixtures(ottla_broker, ottla_topic, ottla_schema_registry):
     # The project's packages, not Ottla's layers of the same name.
     assert storage.OWNER == "user-project"
     assert protocol.OWNER == "user-project"
@@ -34,6 +35,9 @@ def test_own_packages_beside_ottla_fixtures(ottla_broker, ottla_topic):
             assert answer.status == 200 and len(answer.read()) > 1000
     with urllib.request.urlopen(f"{ottla_broker.admin_url}/console/topics") as answer:
         assert ottla_topic in answer.read().decode()
+    # The schema registry (its package and its avro and jsonschema dependencies) is in it.
+    with urllib.request.urlopen(f"{ottla_schema_registry}/schemas/types") as answer:
+        assert answer.read() == b'["JSON", "AVRO"]'
 '''
 
 

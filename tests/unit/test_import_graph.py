@@ -115,17 +115,18 @@ def test_an_import_under_type_checking_counts(tmp_path: Path) -> None:
 # modules: the configuration and what handlers use.
 FOUNDATION = {"ottla.broker.logging", "ottla.broker.json_files"}
 ASSEMBLY = {"ottla.broker.server", "ottla.broker.cli"}
-SUBPACKAGE_ROOMS = ("network", "security", "admin", "tools", "testing", "handlers")
+SUBPACKAGE_ROOMS = ("network", "security", "admin", "tools", "testing", "handlers", "schema_registry")
 ROOMS: dict[str, set[str]] = {
     "foundation": set(),
     "security": {"foundation"},
+    "schema_registry": {"foundation"},
     "core": {"foundation", "security"},
     "handlers": {"foundation", "security", "core"},
-    "admin": {"foundation", "security", "core"},
+    "admin": {"foundation", "security", "core", "schema_registry"},
     "network": {"foundation", "security", "core", "handlers", "admin"},
     "tools": {"foundation", "security", "core"},
     "testing": {"foundation", "core", "tools"},
-    "assembly": {"foundation", "security", "core", "handlers", "admin", "network", "tools"},
+    "assembly": {"foundation", "security", "core", "handlers", "admin", "network", "tools", "schema_registry"},
 }
 
 
@@ -153,3 +154,20 @@ def test_broker_rooms_import_only_the_rooms_below() -> None:
 def test_broker_rooms_have_no_circle() -> None:
     assert {_room(name) for name in _graph() if name.startswith("ottla.broker")} == set(ROOMS)
     assert _cycles(ROOMS) == []
+
+
+def test_schema_registry_is_a_room_of_its_own() -> None:
+    """broker/schema_registry/ stands on the storage and protocol layers and the broker's
+    logging only (not on the request handlers, the admin endpoint or the server), and only
+    the server (which starts it) and the CLI reach into it."""
+    room = "ottla.broker.schema_registry"
+    graph = _graph()
+    allowed_outside = {"ottla.broker.logging"}
+    leaks = sorted((name, target) for name, targets in graph.items() if name.startswith(room)
+                   for target in targets
+                   if target.startswith("ottla.broker") and not target.startswith(room)
+                   and target not in allowed_outside)
+    assert leaks == []
+    users = sorted({name for name, targets in graph.items() if not name.startswith(room)
+                    for target in targets if target.startswith(room)})
+    assert users == ["ottla.broker.admin.web_console.pages.schemas", "ottla.broker.server"]

@@ -7,6 +7,7 @@
     GET    /console/transactions, /console/transaction?id=
     GET    /console/producers?topic=&partition=
     GET    /console/groups, /console/group?id=
+    GET    /console/schemas, /console/subject?name=   the schema registry's subjects (pages/schemas.py)
     GET    /console/broker               listeners, configs, rates, requests, errors, faults
     GET    /console/stats                the counters the Broker page's charts poll (JSON)
     GET    /console/static/<file>        the page's one script and one style sheet
@@ -43,7 +44,7 @@ from ottla.protocol.errors import KafkaError
 from ...security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from ...services import MAX_PARTITIONS_PER_REQUEST
 from .pages import broker as broker_pages
-from .pages import groups, messages, producers, topics, transactions
+from .pages import groups, messages, producers, schemas, topics, transactions
 from .pages.common import ConsoleBroker, NotFound, error_page, handle_kafka_error
 from .params import Params
 from .view import PrincipalView
@@ -87,7 +88,7 @@ _PAGES: dict[str, Callable[[Any, Params], bytes]] = {
     "": topics.topics, "topics": topics.topics, "topic": topics.topic, "messages": messages.messages,
     "transactions": transactions.transactions, "transaction": transactions.transaction,
     "producers": producers.producers, "groups": groups.groups, "group": groups.group,
-    "broker": broker_pages.broker_page,
+    "schemas": schemas.schemas, "subject": schemas.subject, "broker": broker_pages.broker_page,
 }
 
 

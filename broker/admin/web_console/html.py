@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 PREFIX = "/console"
 NAV = (("topics", "Topics"), ("messages", "Messages"), ("transactions", "Transactions"),
-       ("producers", "Producers"), ("groups", "Consumer groups"), ("broker", "Broker"))
+       ("producers", "Producers"), ("groups", "Consumer groups"), ("schemas", "Schemas"), ("broker", "Broker"))
 
 
 class Markup(str):

@@ -35,6 +35,11 @@ class PrincipalView(_Delegate):
     def services(self) -> Any:
         return _Services(self._inner.services, self._allows)
 
+    def may_describe_topic(self, name: str) -> bool:
+        """Whether the principal may DESCRIBE this topic (the schema pages ask it of a
+        subject's topic)."""
+        return self._allows(Operation.DESCRIBE, ResourceType.TOPIC, name)
+
     def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """Of these partitions, those of topics the principal may DESCRIBE (the pages ask
         it where they read partitions from records, as a transaction's history)."""

@@ -13,6 +13,7 @@ from ..html import Markup, esc, join, link, page, tag
 if TYPE_CHECKING:
     from ....config import Listener
     from ....services import Services
+    from ....schema_registry.store import SchemaStore
     from ...faults import Faults
     from ...metrics import Metrics
 
@@ -30,6 +31,11 @@ class ConsoleBroker(Protocol):
     listeners: list["Listener"]
     connections: set[Any]
     config_sources: dict[str, str]  # static setting -> its file, OTTLA_<KEY> variable or "command line"
+    schema_store: "SchemaStore"  # the built-in schema registry's state (its pages)
+
+    def may_describe_topic(self, name: str) -> bool:
+        """Whether the viewer may see this topic (the schema pages ask it of a subject's)."""
+        ...
 
     def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """Of these partitions, those the viewer may see (a signed-in principal: those of

@@ -1,0 +1,75 @@
+"""Who may use the registry, on a broker with SASL users or ACLs.
+
+The registry signs users in with HTTP Basic against the broker's own users (a PLAIN user
+of a SASL listener's JAAS config, or a SCRAM user), and asks the broker's authorizer, as
+that principal, about the topic a subject describes. A subject names its topic by
+Confluent's default TopicNameStrategy (`<topic>-key`, `<topic>-value`); a subject without
+that suffix stands for the topic of its own name. The mapping is Ottla's own:
+
+    read a subject (versions, lookup, compatibility, config, mode)   DESCRIBE on the topic
+    change a subject (register, delete, its config or mode)          WRITE on the topic
+    read a schema by id                                              DESCRIBE on a topic of a subject holding it
+    list subjects (and an id's subjects and versions)                only those readable as above
+    change the global config or mode                                 ALTER on the cluster
+    read the global config or mode, /schemas/types                   any signed-in user
+
+So a producer allowed to WRITE a topic registers its schemas, a consumer allowed to READ
+it (READ implies DESCRIBE) fetches them, and super users and the admin token may do
+everything. The rules come from the broker (server.py hands in its admin access): this
+room knows only the two questions below.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+READ = "read"
+WRITE = "write"
+ALTER_CLUSTER = "alter-cluster"
+
+
+class RegistryAccess(Protocol):
+    """The broker's answer to the two questions: who is asking (None: nobody proven), and
+    may they do this (action READ/WRITE on a subject's topic, or ALTER_CLUSTER)."""
+
+    secured: bool
+
+    def sign_in(self, authorization: str) -> str | None: ...
+
+    def allows(self, principal: str, action: str, topic: str, peer: str) -> bool: ...
+
+
+def topic_of(subject: str) -> str:
+    for suffix in ("-key", "-value"):
+        if subject.endswith(suffix) and len(subject) > len(suffix):
+            return subject[: -len(suffix)]
+    return subject
+
+
+class Unsecured:
+    """A broker without SASL users or ACLs: nobody to sign in, the registry answers this
+    machine only (rest.py)."""
+
+    secured = False
+
+    def sign_in(self, authorization: str) -> str | None:
+        return None
+
+    def allows(self, principal: str, action: str, topic: str, peer: str) -> bool:
+        return True
+
+
+class CallableAccess:
+    """RegistryAccess from two functions (the broker's admin access, adapted in server.py)."""
+
+    def __init__(self, secured: bool, sign_in: Callable[[str], str | None],
+                 allows: Callable[[str, str, str, str], bool]) -> None:
+        self.secured = secured
+        self._sign_in = sign_in
+        self._allows = allows
+
+    def sign_in(self, authorization: str) -> str | None:
+        return self._sign_in(authorization)
+
+    def allows(self, principal: str, action: str, topic: str, peer: str) -> bool:
+        return self._allows(principal, action, topic, peer)

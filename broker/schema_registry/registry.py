@@ -1,0 +1,367 @@
+"""The operations of Confluent's REST API over the store: what each endpoint does and
+which of Confluent's errors it answers. Requests arrive decoded (rest.py); answers are
+JSON-ready values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import errors
+from .compatibility import DEFAULT_LEVEL, LEVELS, check
+from .errors import RegistryError
+from .schema_types import AVRO, SCHEMA_TYPES, ParsedSchema, Reference, SchemaText, parse, parse_references
+from .store import (
+    RegistryState,
+    SchemaStore,
+    SchemaVersion,
+    config_key,
+    delete_subject_key,
+    mode_key,
+    schema_key,
+    schema_value,
+)
+
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+MAX_VERSION = 2**31 - 1
+
+
+def parse_version(text: str) -> int | None:
+    """A version in a path: 1..2^31-1, or "latest" / -1 (None); else 42202."""
+    if text == "latest" or text == "-1":
+        return None
+    if text.isdigit() and 1 <= int(text) <= MAX_VERSION:
+        return int(text)
+    raise errors.invalid_version(text)
+
+
+# Parsed versions kept for compatibility checks: a version's text and references never
+# change, so its parse does not either.
+_PARSED_KEPT = 4096
+
+
+class SchemaRegistry:
+    def __init__(self, store: SchemaStore) -> None:
+        self.store = store
+        self._parsed: dict[SchemaText, ParsedSchema] = {}
+
+    @property
+    def state(self) -> RegistryState:
+        return self.store.state
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _versions(self, subject: str, deleted: bool = False) -> list[SchemaVersion]:
+        found = self.state.versions.get(subject, {})
+        return [found[v] for v in sorted(found) if deleted or not found[v].deleted]
+
+    def _live_versions_or_404(self, subject: str, deleted: bool = False) -> list[SchemaVersion]:
+        versions = self._versions(subject, deleted)
+        if not versions:
+            raise errors.subject_not_found(subject)
+        return versions
+
+    def _version(self, subject: str, version_text: str, deleted: bool = False) -> SchemaVersion:
+        version = parse_version(version_text)
+        versions = self._live_versions_or_404(subject, deleted)
+        if version is None:
+            return versions[-1]
+        for entry in versions:
+            if entry.version == version:
+                return entry
+        raise errors.version_not_found(version)
+
+    def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
+        return sorted(s for s in self.state.versions if s.startswith(prefix) and self._versions(s, deleted))
+
+    def versions(self, subject: str, deleted: bool = False) -> list[int]:
+        return [entry.version for entry in self._live_versions_or_404(subject, deleted)]
+
+    def get_version(self, subject: str, version: str, deleted: bool = False) -> dict[str, Any]:
+        return _describe(self._version(subject, version, deleted))
+
+    def get_version_schema(self, subject: str, version: str, deleted: bool = False) -> str:
+        return self._version(subject, version, deleted).schema.text
+
+    def referenced_by(self, subject: str, version: str) -> list[int]:
+        entry = self._version(subject, version, deleted=True)
+        return sorted({other.schema_id for versions in self.state.versions.values() for other in versions.values()
+                       if not other.deleted and any(r.subject == entry.subject and r.version == entry.version
+                                                    for r in other.schema.references)})
+
+    def schema_by_id(self, schema_id: int) -> dict[str, Any]:
+        schema = self.state.schema_by_id(schema_id)
+        if schema is None:
+            raise errors.schema_not_found(schema_id)
+        answer: dict[str, Any] = {}
+        if schema.schema_type != AVRO:
+            answer["schemaType"] = schema.schema_type
+        if schema.references:
+            answer["references"] = [r.to_json() for r in schema.references]
+        answer["schema"] = schema.text
+        return answer
+
+    def schema_text_by_id(self, schema_id: int) -> str:
+        schema = self.state.schema_by_id(schema_id)
+        if schema is None:
+            raise errors.schema_not_found(schema_id)
+        return schema.text
+
+    def id_versions(self, schema_id: int, deleted: bool = False) -> list[dict[str, Any]]:
+        found = [{"subject": e.subject, "version": e.version}
+                 for subject in sorted(self.state.versions) for e in self._versions(subject, True)
+                 if e.schema_id == schema_id and (deleted or not e.deleted)]
+        if not found and self.state.schema_by_id(schema_id) is None:
+            raise errors.schema_not_found(schema_id)
+        return found
+
+    def id_subjects(self, schema_id: int, deleted: bool = False) -> list[str]:
+        return sorted({item["subject"] for item in self.id_versions(schema_id, deleted)})
+
+    @staticmethod
+    def schema_types() -> list[str]:
+        return list(SCHEMA_TYPES)
+
+    # --- config and mode ----------------------------------------------------------------
+
+    def _config(self, subject: str | None) -> dict[str, object]:
+        found = self.state.configs.get(subject) if subject is not None else None
+        return found or self.state.configs.get(None) or {"compatibilityLevel": DEFAULT_LEVEL}
+
+    def level(self, subject: str) -> str:
+        return str(self._config(subject).get("compatibilityLevel", DEFAULT_LEVEL))
+
+    def normalizes(self, subject: str) -> bool:
+        return bool(self._config(subject).get("normalize", False))
+
+    def get_config(self, subject: str | None, default_to_global: bool = False) -> dict[str, object]:
+        if subject is not None and subject not in self.state.configs:
+            if not default_to_global:
+                raise errors.subject_config_not_found(subject)
+        config = dict(self._config(subject))
+        config.setdefault("compatibilityLevel", DEFAULT_LEVEL)
+        return config
+
+    def put_config(self, subject: str | None, body: object) -> dict[str, object]:
+        if not isinstance(body, dict):
+            raise errors.unprocessable("the request body must be a JSON object")
+        self._require_writable(subject)
+        level = body.get("compatibility", body.get("compatibilityLevel"))
+        if not isinstance(level, str) or level.upper() not in LEVELS:
+            raise errors.invalid_compatibility_level(level)
+        value: dict[str, object] = {"compatibilityLevel": level.upper()}
+        answer: dict[str, object] = {"compatibility": level.upper()}
+        if "normalize" in body:
+            if not isinstance(body["normalize"], bool):
+                raise errors.unprocessable("normalize must be true or false")
+            value["normalize"] = answer["normalize"] = body["normalize"]
+        self.store.write([(config_key(subject), value)])
+        return answer
+
+    def delete_config(self, subject: str | None) -> dict[str, object]:
+        self._require_writable(subject)
+        if subject is not None and subject not in self.state.configs:
+            if subject not in self.state.versions:
+                raise errors.subject_not_found(subject)
+            raise errors.subject_config_not_found(subject)
+        previous = self.get_config(subject, default_to_global=True)
+        self.store.write([(config_key(subject), None)])
+        return previous
+
+    def mode(self, subject: str | None) -> str:
+        if subject is not None and subject in self.state.modes:
+            return self.state.modes[subject]
+        return self.state.modes.get(None, "READWRITE")
+
+    def get_mode(self, subject: str | None, default_to_global: bool = False) -> dict[str, str]:
+        if subject is not None and subject not in self.state.modes and not default_to_global:
+            raise errors.subject_mode_not_found(subject)
+        return {"mode": self.mode(subject)}
+
+    def put_mode(self, subject: str | None, body: object, force: bool = False) -> dict[str, str]:
+        if not isinstance(body, dict):
+            raise errors.unprocessable("the request body must be a JSON object")
+        mode = body.get("mode")
+        if not isinstance(mode, str) or mode.upper() not in MODES:
+            raise errors.invalid_mode(mode)
+        mode = mode.upper()
+        if mode == "IMPORT" and not force:
+            has_schemas = self._versions(subject, True) if subject is not None else self.state.versions
+            if has_schemas:
+                raise errors.operation_not_permitted("Cannot import since found existing subjects")
+        self.store.write([(mode_key(subject), {"mode": mode})])
+        return {"mode": mode}
+
+    def delete_mode(self, subject: str) -> dict[str, str]:
+        if subject not in self.state.modes:
+            raise errors.subject_mode_not_found(subject)
+        previous = {"mode": self.state.modes[subject]}
+        self.store.write([(mode_key(subject), None)])
+        return previous
+
+    def _require_writable(self, subject: str | None) -> None:
+        if self.mode(subject) in ("READONLY", "READONLY_OVERRIDE"):
+            raise errors.operation_not_permitted(f"Subject {subject} is in read-only mode" if subject is not None
+                                                 else "The registry is in read-only mode")
+
+    # --- schemas ------------------------------------------------------------------------
+
+    def _resolve(self, reference: Reference) -> SchemaText | None:
+        entry = self.state.versions.get(reference.subject, {}).get(reference.version)
+        return entry.schema if entry is not None else None
+
+    def _parse_request(self, subject: str, body: object, normalize: bool) -> tuple[ParsedSchema, dict[str, Any]]:
+        if not isinstance(body, dict):
+            raise errors.unprocessable("the request body must be a JSON object")
+        text = body.get("schema")
+        if not isinstance(text, str):
+            raise errors.invalid_schema("null: the request has no schema (a string)")
+        schema_type = body.get("schemaType") or AVRO
+        if not isinstance(schema_type, str):
+            raise errors.invalid_schema(f"of unknown schema type {schema_type!r}")
+        references = parse_references(body.get("references"))
+        parsed = parse(SchemaText(schema_type.upper(), text, references), self._resolve,
+                       normalize=normalize or self.normalizes(subject))
+        return parsed, body
+
+    def _previous(self, subject: str) -> list[tuple[int, str, str, Any]]:
+        found = []
+        for entry in self._versions(subject):
+            parsed = self._parsed.get(entry.schema)
+            if parsed is None:
+                try:
+                    parsed = parse(entry.schema, self._resolve)
+                except RegistryError:
+                    continue  # a version that no longer parses (a reference deleted for good) cannot be compared
+                if len(self._parsed) >= _PARSED_KEPT:
+                    self._parsed.clear()
+                self._parsed[entry.schema] = parsed
+            found.append((entry.version, entry.schema.text, entry.schema.schema_type, parsed.parsed))
+        return found
+
+    def register(self, subject: str, body: object, normalize: bool = False) -> dict[str, Any]:
+        self._require_writable(subject)
+        parsed, request = self._parse_request(subject, body, normalize)
+        schema = parsed.canonical
+        importing = self.mode(subject) == "IMPORT"
+        given_id, given_version = request.get("id"), request.get("version")
+        if not importing and given_id not in (None, -1):
+            raise errors.operation_not_permitted(f"Subject {subject} is not in import mode")
+        for entry in self._versions(subject):
+            if entry.schema == schema and given_id in (None, -1, entry.schema_id):
+                return {"id": entry.schema_id}
+        if not importing:
+            messages = check(self.level(subject), parsed.canonical.schema_type, parsed.parsed,
+                             self._previous(subject))
+            if messages:
+                raise errors.incompatible(subject, messages)
+        existing_id = self.state.id_of(schema)
+        if importing and type(given_id) is int and given_id > 0:
+            holder = self.state.schema_by_id(given_id)
+            if holder is not None and holder != schema:
+                raise errors.id_conflict(given_id)
+            schema_id = given_id
+        else:
+            schema_id = existing_id if existing_id is not None else self.state.max_id + 1
+        all_versions = self.state.versions.get(subject, {})
+        if importing and type(given_version) is int and 1 <= given_version <= MAX_VERSION:
+            version = given_version
+            if version in all_versions and all_versions[version].schema != schema:
+                raise errors.operation_not_permitted(f"Version {version} of subject {subject} already exists")
+        else:
+            version = max(all_versions, default=0) + 1
+        entry = SchemaVersion(subject, version, schema_id, schema)
+        self.store.write([(schema_key(subject, version), schema_value(entry))])
+        return {"id": schema_id}
+
+    def lookup(self, subject: str, body: object, normalize: bool = False, deleted: bool = False) -> dict[str, Any]:
+        versions = self._live_versions_or_404(subject, deleted)
+        parsed, _ = self._parse_request(subject, body, normalize)
+        for entry in reversed(versions):
+            if entry.schema == parsed.canonical:
+                return _describe(entry)
+        raise errors.schema_not_found()
+
+    def check_compatibility(self, subject: str, version_text: str | None, body: object,
+                            verbose: bool = False, normalize: bool = False) -> dict[str, Any]:
+        parsed, _ = self._parse_request(subject, body, normalize)
+        level = self.level(subject)
+        previous = self._previous(subject)
+        if version_text is not None:
+            target = self._version(subject, version_text)
+            previous = [p for p in previous if p[0] == target.version]
+            level = level.removesuffix("_TRANSITIVE")
+        messages = check(level, parsed.canonical.schema_type, parsed.parsed, previous)
+        answer: dict[str, Any] = {"is_compatible": not messages}
+        if verbose:
+            answer["messages"] = messages
+        return answer
+
+    # --- deletes ------------------------------------------------------------------------
+
+    def delete_version(self, subject: str, version_text: str, permanent: bool = False) -> int:
+        self._require_writable(subject)
+        version = parse_version(version_text)
+        all_versions = self._versions(subject, deleted=True)
+        if not all_versions:
+            raise errors.subject_not_found(subject)
+        if version is None:
+            live = [e for e in all_versions if not e.deleted]
+            if not live:
+                raise errors.subject_not_found(subject)
+            entry = live[-1]
+        else:
+            matches = [e for e in all_versions if e.version == version]
+            if not matches:
+                raise errors.version_not_found(version)
+            entry = matches[0]
+        if permanent and not entry.deleted:
+            raise errors.version_not_soft_deleted(subject, entry.version)
+        if not permanent and entry.deleted:
+            raise errors.version_soft_deleted(subject, entry.version)
+        if self.referenced_by(subject, str(entry.version)):
+            raise errors.references_exist(subject, entry.version)
+        if permanent:
+            self.store.write([(schema_key(subject, entry.version), None)])
+        else:
+            deleted = SchemaVersion(entry.subject, entry.version, entry.schema_id, entry.schema, deleted=True)
+            self.store.write([(schema_key(subject, entry.version), schema_value(deleted))])
+        return entry.version
+
+    def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
+        self._require_writable(subject)
+        all_versions = self._versions(subject, deleted=True)
+        if not all_versions:
+            raise errors.subject_not_found(subject)
+        live = [e for e in all_versions if not e.deleted]
+        if permanent and live:
+            raise errors.subject_not_soft_deleted(subject)
+        if not permanent and not live:
+            raise errors.subject_soft_deleted(subject)
+        for entry in live if not permanent else all_versions:
+            if self.referenced_by(subject, str(entry.version)):
+                raise errors.references_exist(subject, entry.version)
+        if permanent:
+            records: list[tuple[dict[str, object], dict[str, object] | None]] = [
+                (schema_key(subject, e.version), None) for e in all_versions]
+            records.append((delete_subject_key(subject), None))
+            if subject in self.state.configs:
+                records.append((config_key(subject), None))
+            if subject in self.state.modes:
+                records.append((mode_key(subject), None))
+            self.store.write(records)
+            return [e.version for e in all_versions]
+        soft = [(schema_key(subject, e.version),
+                 schema_value(SchemaVersion(e.subject, e.version, e.schema_id, e.schema, deleted=True)))
+                for e in live]
+        self.store.write([*soft, (delete_subject_key(subject), {"subject": subject, "version": live[-1].version})])
+        return [e.version for e in live]
+
+
+def _describe(entry: SchemaVersion) -> dict[str, Any]:
+    answer: dict[str, Any] = {"subject": entry.subject, "version": entry.version, "id": entry.schema_id}
+    if entry.schema.schema_type != AVRO:
+        answer["schemaType"] = entry.schema.schema_type
+    if entry.schema.references:
+        answer["references"] = [r.to_json() for r in entry.schema.references]
+    answer["schema"] = entry.schema.text
+    return answer
