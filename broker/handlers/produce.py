@@ -96,7 +96,7 @@ async def _append_after_checks(ctx: RequestContext, request: Any, checked: list,
     threads = ctx.services.threads
     errors = await asyncio.gather(*(threads.run(_check_records, c, ctx.header.client_id, ctx.peer)
                                     for c in in_thread))
-    for c, error in zip(in_thread, errors):
+    for c, error in zip(in_thread, errors, strict=True):
         if error is not None:
             _replace(checked, c, error)
         else:
@@ -236,8 +236,7 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
             if ctx.version >= 12:
                 _add_to_transaction(ctx, transactional_id, header, c.topic, c.partition)
-            ctx.services.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
-                                             c.topic, c.partition)
+            _verify(ctx, transactional_id, header, c.topic, c.partition)
         result = c.log.append_batch(c.batch, header)
     except InvalidBatch as exc:
         return _refused_batch(ctx, c.topic, c.partition, exc)
@@ -281,6 +280,20 @@ def _add_to_transaction(ctx: RequestContext, transactional_id: str, header: Batc
                                      f"{exc.code.name}") from None
         if answer is not None:
             raise KafkaError(answer, exc.message) from None
+        raise
+
+
+def _verify(ctx: RequestContext, transactional_id: str, header: BatchHeader, topic: str, partition: int) -> None:
+    """The batch's partition must be in its producer's ongoing transaction (KIP-890 part
+    1). A partition outside it is INVALID_TXN_STATE for Produce v3-10; from v11 on,
+    whose clients know the generic abortable error, Kafka answers TRANSACTION_ABORTABLE
+    (the producer aborts and carries on instead of failing for good)."""
+    try:
+        ctx.services.transactions.verify(transactional_id, header.producer_id, header.producer_epoch, topic,
+                                         partition)
+    except KafkaError as exc:
+        if exc.code is ErrorCode.invalid_txn_state and ctx.version >= 11:
+            raise KafkaError(ErrorCode.transaction_abortable, exc.message) from None
         raise
 
 
