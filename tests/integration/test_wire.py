@@ -143,7 +143,7 @@ def test_unknown_api_versions_version_gets_a_v0_unsupported_version_answer(broke
         assert correlation_id == 7
         assert body.error_code == ErrorCode.unsupported_version
         keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-        assert keys[PRODUCE] == (0, 11) and keys[FETCH][1] >= 12 and keys[API_VERSIONS] == (0, 4)
+        assert keys[PRODUCE] == (0, 12) and keys[FETCH][1] >= 12 and keys[API_VERSIONS] == (0, 4)
 
 
 def _assert_broker_still_serves(broker, topic: str, expected: int) -> None:
