@@ -306,11 +306,12 @@ class TransactionCoordinator:
             client_transaction_version=client_transaction_version,
         ))
 
-    def add_partition_from_produce(self, txn_id: str, producer_id: int, epoch: int, topic: str,
+    def add_partition_implicitly(self, txn_id: str, producer_id: int, epoch: int, topic: str,
                                    partition: int) -> None:
-        """Produce v12 (transaction version 2): the broker adds the partition to the
-        transaction itself, as Kafka's produce path does through AddPartitionsToTxn v5
-        with verifyOnly false. Already in the ongoing transaction: nothing to write."""
+        """Transaction version 2: Produce v12 and TxnOffsetCommit v5 come with no
+        AddPartitionsToTxn/AddOffsetsToTxn before them; the broker adds the partition to
+        the transaction itself, as Kafka does through AddPartitionsToTxn v5 with
+        verifyOnly false. Already in the ongoing transaction: nothing to write."""
         try:
             self._require_loaded(txn_id)
         except KafkaError as exc:

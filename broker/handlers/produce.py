@@ -271,7 +271,7 @@ def _add_to_transaction(ctx: RequestContext, transactional_id: str, header: Batc
     """Produce v12 (transaction version 2, KIP-890 part 2): the client sends no
     AddPartitionsToTxn; the broker adds the partition to the transaction itself."""
     try:
-        ctx.services.transactions.add_partition_from_produce(transactional_id, header.producer_id,
+        ctx.services.transactions.add_partition_implicitly(transactional_id, header.producer_id,
                                                              header.producer_epoch, topic, partition)
     except KafkaError as exc:
         answer = _ADD_PARTITION_ERRORS.get(exc.code)
