@@ -55,6 +55,7 @@ def test_the_java_client_runs_transaction_version_2_on_both(broker, kafka_refere
     assert [kafka[f"{step}.epoch"] for step in ("init", "commit-1", "abort-1", "commit-2")] == ["0", "1", "2", "3"]
     assert kafka["committed-p0"] == "commit-1-p0,commit-3-p0"
     assert kafka["committed-p1"] == "commit-1-p1,commit-2-p1"
+    assert kafka["group-offset"] == "5"
     assert ottla == kafka
 
 
@@ -188,7 +189,12 @@ def _scenario(bootstrap: str) -> list[tuple[str, object]]:
         seen.append(("produce v11 without AddPartitionsToTxn",
                      _produce(client, txn_id, topic, pid, epoch0 + 3, version=11)[0]))
         txn = _describe(client, txn_id)
-        seen.append(("described at the end", (txn.transaction_state, int(txn.producer_epoch) - epoch0)))
+        seen.append(("described after the abort", (txn.transaction_state, int(txn.producer_epoch) - epoch0)))
+        # A new producer while a transaction version 2 transaction is open: it is fenced
+        # and aborted, and the new producer gets the epoch after the abort's.
+        seen.append(("produce v12, then a new producer", _produce(client, txn_id, topic, pid, epoch0 + 3)[0]))
+        new_pid, new_epoch = _init(client, txn_id)
+        seen.append(("new producer", (new_pid - pid, new_epoch - epoch0, _state(client, txn_id)[0])))
     return seen
 
 

@@ -27,6 +27,8 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -65,10 +67,17 @@ public class TransactionsV2 {
             first.abortTransaction();
             report(admin, "abort-1");
 
+            // Offsets in the transaction: TxnOffsetCommit v5 with no AddOffsetsToTxn (TV2).
+            String group = transactionalId + "-group";
             first.beginTransaction();
             first.send(new ProducerRecord<>(topic, 1, "k", "commit-2-p1")).get();
+            first.sendOffsetsToTransaction(Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(5)),
+                                           new ConsumerGroupMetadata(group));
             first.commitTransaction();
             report(admin, "commit-2");
+            OffsetAndMetadata committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+                .get(new TopicPartition(topic, 0));
+            System.out.println("group-offset=" + (committed == null ? "none" : committed.offset()));
 
             // A second producer with the same transactional id fences the first.
             KafkaProducer<String, String> second = producer();
