@@ -56,6 +56,8 @@ def test_the_java_client_runs_transaction_version_2_on_both(broker, kafka_refere
     assert kafka["committed-p0"] == "commit-1-p0,commit-3-p0"
     assert kafka["committed-p1"] == "commit-1-p1,commit-2-p1"
     assert kafka["group-offset"] == "5"
+    # Markers carry the bumped epoch: a partition's producer state is at its last marker's.
+    assert (kafka["producers-p0"], kafka["producers-p1"]) == ("5", "3")
     assert ottla == kafka
 
 

@@ -25,6 +25,7 @@ import java.util.concurrent.ExecutionException;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -100,6 +101,16 @@ public class TransactionsV2 {
             second.commitTransaction();
             report(admin, "commit-3");
             second.close();
+            // The partitions' view: the last marker's epoch, relative to the first epoch
+            // (transaction version 2 writes markers at the bumped epoch).
+            for (int partition = 0; partition < 2; partition++) {
+                TopicPartition tp = new TopicPartition(topic, partition);
+                List<String> epochs = new ArrayList<>();
+                for (ProducerState state : admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers()) {
+                    epochs.add((state.producerId() == firstProducerId ? "" : "other-id:") + (state.producerEpoch() - firstEpoch));
+                }
+                System.out.println("producers-p" + partition + "=" + String.join(",", epochs));
+            }
         }
         for (int partition = 0; partition < 2; partition++) {
             System.out.println("committed-p" + partition + "=" + String.join(",", readCommitted(topic, partition)));
