@@ -258,11 +258,13 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.concurrent_transactions,
                              f"aborting the open transaction of the previous producer of {txn_id!r}")
         producer_id, epoch, previous = self._next_epoch(txn)
-        # A new producer session: nothing of the previous transaction carries over.
+        # A new producer session: nothing of the previous transaction carries over but
+        # the client transaction version, which Kafka keeps in the record until the next
+        # transaction sets it.
         self._persist(txn_id, transition(
             txn, TxnState.EMPTY, self._now_ms(), producer_id=producer_id, producer_epoch=epoch,
             timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1, previous_producer_id=previous,
-            next_producer_id=NO_PRODUCER_ID, client_transaction_version=0,
+            next_producer_id=NO_PRODUCER_ID,
         ))
         return producer_id, epoch
 

@@ -12,6 +12,7 @@ hand and compare the answers field by field.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import uuid
@@ -46,12 +47,19 @@ def test_the_java_client_runs_transaction_version_2_on_both(broker, kafka_refere
     stay at 0 until the second producer's InitProducerId), and the report is the same
     on both brokers. Broken once by finalizing transaction.version 1 in Ottla: the
     client fell back to version 1 and the epochs stopped moving."""
-    reports = {}
-    for name, bootstrap in (("ottla", broker.bootstrap), ("kafka", kafka_reference.bootstrap_servers)):
+    reports, records = {}, {}
+    for name, bootstrap, data_dir in (("ottla", broker.bootstrap, broker.data_dir),
+                                      ("kafka", kafka_reference.bootstrap_servers, kafka_reference.data_dir)):
         topic = f"tv2-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, partitions=2)
-        reports[name] = run_app(bootstrap, topic, f"tv2-{uuid.uuid4().hex[:8]}")
+        txn_id = f"tv2-{uuid.uuid4().hex[:8]}"
+        reports[name] = run_app(bootstrap, topic, txn_id)
+        records[name] = _transaction_records(data_dir, txn_id, topic)
     ottla, kafka = reports["ottla"], reports["kafka"]
+    # The __transaction_state records, as Kafka's kafka-dump-log prints them, tell the
+    # same story on both: every state, epoch, partition set and client transaction version.
+    assert records["kafka"], "no __transaction_state record of the transactional id in Kafka's log"
+    assert records["ottla"] == records["kafka"]
     assert [kafka[f"{step}.epoch"] for step in ("init", "commit-1", "abort-1", "commit-2")] == ["0", "1", "2", "3"]
     assert kafka["committed-p0"] == "commit-1-p0,commit-3-p0"
     assert kafka["committed-p1"] == "commit-1-p1,commit-2-p1"
@@ -72,6 +80,38 @@ def _dump_log_transaction_state(data_dir: str) -> str:
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def _partitions_named(name: str, partitions: list[int], topic: str) -> tuple[str, list[int]]:
+    """The test's topic and the group's __consumer_offsets partition (where the random
+    group id hashes to) under names the same on both brokers."""
+    if name == topic:
+        return "topic", sorted(partitions)
+    if name == "__consumer_offsets":
+        return "__consumer_offsets", [-1]
+    return name, sorted(partitions)
+
+
+def _transaction_records(data_dir: str, txn_id: str, topic: str) -> list[tuple[Any, ...]]:
+    """(status, epoch relative to the first, clientTransactionVersion, partitions, whether
+    the partitions are a null array) of each __transaction_state record of `txn_id`, read
+    with kafka-dump-log."""
+    out = []
+    first_epoch = None
+    for line in _dump_log_transaction_state(data_dir).splitlines():
+        if f'"transactionalId":"{txn_id}"' not in line.replace(" ", "") or "payload: " not in line:
+            continue
+        payload = line.split("payload: ", 1)[1].strip()
+        if payload in ("", "null", "<DELETE>"):
+            continue
+        data = json.loads(payload)["data"]
+        if first_epoch is None:
+            first_epoch = data["producerEpoch"]
+        partitions = sorted(_partitions_named(p["topic"], p["partitionIds"], topic)
+                            for p in data["transactionPartitions"] or [])
+        out.append((data["transactionStatus"], data["producerEpoch"] - first_epoch,
+                    data.get("clientTransactionVersion", 0), partitions, data["transactionPartitions"] is None))
+    return out
 
 
 def test_transaction_state_records_say_client_transaction_version_2(broker):
