@@ -57,9 +57,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 def _answer(ctx: RequestContext) -> Any:
     if ctx.version < 3:  # the feature fields came with v3
         return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys())
+    # KIP-1022: a feature whose lowest supported level is 0 is left out of the supported
+    # features of ApiVersions v3 (older clients took a 0 minimum for an error); v4 lists
+    # them all. Kafka 4.3 answers v3 with metadata.version alone.
+    supported = [(name, low, high) for name, low, high, _ in FEATURES if low > 0 or ctx.version >= 4]
     return ctx.respond(
         error_code=ErrorCode.none, api_keys=_api_keys(),
-        supported_features=[{"name": name, "min_version": low, "max_version": high} for name, low, high, _ in FEATURES],
+        supported_features=[{"name": name, "min_version": low, "max_version": high} for name, low, high in supported],
         finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
         finalized_features=[{"name": name, "min_version_level": level, "max_version_level": level}
                             for name, _, _, level in FEATURES],

@@ -265,5 +265,14 @@ def test_api_versions_finalizes_transaction_version_2_as_kafka(broker, kafka_ref
         return supported["transaction.version"], finalized["transaction.version"], versions
     ottla, kafka = features(broker.bootstrap), features(kafka_reference.bootstrap_servers)
     assert ottla[:2] == kafka[:2] == ((0, 2), (2, 2))
+    # v3 leaves the features whose lowest level is 0 out of the supported ones
+    # (transaction.version among them) and still says it is finalized at 2.
+    v3 = {}
+    for name, bootstrap in (("ottla", broker.bootstrap), ("kafka", kafka_reference.bootstrap_servers)):
+        with WireClient(bootstrap) as client:
+            body = client.call(request(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
+        v3[name] = ([f.name for f in body.supported_features],
+                    {f.name: f.max_version_level for f in body.finalized_features}["transaction.version"])
+    assert v3["ottla"] == v3["kafka"] == (["metadata.version"], 2)
     # The versions transaction version 2 is made of.
     assert ottla[2][PRODUCE] >= 12 and ottla[2][END_TXN] == kafka[2][END_TXN] == 5
