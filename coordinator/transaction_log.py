@@ -105,7 +105,8 @@ def encode_value(record: TxnRecord) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(record.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    out += write_uvarint(len(by_topic) + 1)
+    # Kafka writes an Empty transaction's partitions as a null array, not an empty one.
+    out += write_uvarint(0 if record.state is TxnState.EMPTY and not by_topic else len(by_topic) + 1)
     for topic, partitions in by_topic.items():
         out += _compact_string(topic)
         out += write_uvarint(len(partitions) + 1)

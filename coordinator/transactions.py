@@ -70,15 +70,17 @@ INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 
 
 # Which state may follow which (Kafka's TransactionState.validPreviousStates, inverted).
 TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
-    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
+                               TxnState.PREPARE_ABORT}),
     TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
                                  TxnState.PREPARE_EPOCH_FENCE}),
     TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
     TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
+    # Transaction version 2 may abort with no transaction open (see _end_txn_v2).
     TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD,
-                                         TxnState.PREPARE_EPOCH_FENCE}),
+                                         TxnState.PREPARE_EPOCH_FENCE, TxnState.PREPARE_ABORT}),
     TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD,
-                                        TxnState.PREPARE_EPOCH_FENCE}),
+                                        TxnState.PREPARE_EPOCH_FENCE, TxnState.PREPARE_ABORT}),
     TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.PREPARE_ABORT}),
     TxnState.DEAD: frozenset(),
 }
@@ -257,11 +259,13 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.concurrent_transactions,
                              f"aborting the open transaction of the previous producer of {txn_id!r}")
         producer_id, epoch, previous = self._next_epoch(txn)
-        # A new producer session: nothing of the previous transaction carries over.
+        # A new producer session: nothing of the previous transaction carries over but
+        # the client transaction version, which Kafka keeps in the record until the next
+        # transaction sets it.
         self._persist(txn_id, transition(
             txn, TxnState.EMPTY, self._now_ms(), producer_id=producer_id, producer_epoch=epoch,
             timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1, previous_producer_id=previous,
-            next_producer_id=NO_PRODUCER_ID, client_transaction_version=0,
+            next_producer_id=NO_PRODUCER_ID,
         ))
         return producer_id, epoch
 
@@ -285,7 +289,12 @@ class TransactionCoordinator:
                              f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
         return txn
 
-    def add_partitions(self, txn_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]) -> None:
+    def add_partitions(self, txn_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]],
+                       client_transaction_version: int = 0) -> None:
+        """Add `partitions` to the transaction of `txn_id`, starting one if none is
+        ongoing. `client_transaction_version` 2 marks a transaction whose partitions the
+        broker adds from Produce v12 (KIP-890 part 2): it is recorded, as Kafka records
+        it, and its end bumps the epoch."""
         txn = self._validate(txn_id, producer_id, epoch)
         if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
             raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
@@ -297,7 +306,24 @@ class TransactionCoordinator:
             txn, TxnState.ONGOING, now,
             partitions=(txn.partitions if ongoing else frozenset()) | frozenset(partitions),
             start_ms=txn.start_ms if ongoing else now,
+            client_transaction_version=client_transaction_version,
         ))
+
+    def add_partition_implicitly(self, txn_id: str, producer_id: int, epoch: int, topic: str,
+                                   partition: int) -> None:
+        """Transaction version 2: Produce v12 and TxnOffsetCommit v5 come with no
+        AddPartitionsToTxn/AddOffsetsToTxn before them; the broker adds the partition to
+        the transaction itself, as Kafka does through AddPartitionsToTxn v5 with
+        verifyOnly false. Already in the ongoing transaction: nothing to write."""
+        try:
+            self._require_loaded(txn_id)
+        except KafkaError as exc:
+            raise KafkaError(ErrorCode.not_enough_replicas, exc.message) from None
+        txn = self.transactions.get(txn_id)
+        if (txn is not None and txn.state is TxnState.ONGOING and txn.producer_id == producer_id
+                and txn.producer_epoch == epoch and (topic, partition) in txn.partitions):
+            return
+        self.add_partitions(txn_id, producer_id, epoch, [(topic, partition)], client_transaction_version=2)
 
     def verify(self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> None:
         """A transactional Produce is accepted only for a partition of the producer's
@@ -332,24 +358,20 @@ class TransactionCoordinator:
         it with `complete(txn_id)`: the EndTxn handler answers in between, as Kafka
         answers once the prepare is written."""
         self._require_loaded(txn_id)
+        if bump_epoch:
+            return self._end_txn_v2(txn_id, producer_id, epoch, commit, complete)
         txn = self.transactions.get(txn_id)
         if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
-            if bump_epoch and txn is not None and txn.previous_producer_id == producer_id:
-                return self._retried_end(txn, commit)
             raise KafkaError(ErrorCode.invalid_producer_id_mapping,
                              f"producer id {producer_id} does not belong to {txn_id!r}")
-        if bump_epoch and epoch == txn.producer_epoch - 1:
-            return self._retried_end(txn, commit)
         if epoch != txn.producer_epoch:
             raise KafkaError(ErrorCode.producer_fenced,
                              f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
         state = txn.state
         if state is TxnState.ONGOING:
-            prepared = self._prepare_end(txn_id, txn, commit, bump_epoch)
+            prepared = self._prepare_end(txn_id, txn, commit)
             if complete:
                 self._complete(txn_id, prepared)
-            if prepared.next_producer_id != NO_PRODUCER_ID:
-                return prepared.next_producer_id, 0
             return prepared.producer_id, prepared.producer_epoch
         if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             # A retry of an end that already happened succeeds; the other outcome cannot.
@@ -358,24 +380,78 @@ class TransactionCoordinator:
         elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             if commit == (state is TxnState.PREPARE_COMMIT):
                 raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
-        raise KafkaError(ErrorCode.invalid_txn_state,
-                         f"cannot {'commit' if commit else 'abort'} {txn_id!r} in state {state.kafka_name}")
+        raise self._invalid_state(txn_id, txn, commit)
 
-    def _retried_end(self, txn: TxnRecord, commit: bool) -> tuple[int, int]:
-        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        if txn.state is done:
-            return txn.producer_id, txn.producer_epoch
-        raise KafkaError(ErrorCode.invalid_txn_state, "retried EndTxn does not match the completed transaction")
+    def _end_txn_v2(self, txn_id: str, producer_id: int, epoch: int, commit: bool,
+                    complete: bool) -> tuple[int, int]:
+        """EndTxn v5 (Kafka's endTransaction with transaction version 2). Every end bumps
+        the epoch, so the epoch tells a retry from the next transaction's end: a retry
+        names the epoch before the bump (or, after the epoch ran out, the last epoch of
+        the previous producer id); the same epoch is the next end. An abort needs no
+        open transaction: an empty one is ended with a bump all the same, because the
+        client cannot know whether its Produce v12 added a partition."""
+        txn = self.transactions.get(txn_id)
+        if txn is None or txn.state is TxnState.DEAD:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping,
+                             f"producer id {producer_id} does not belong to {txn_id!r}")
+        state = txn.state
+        retry_on_overflow = (txn.previous_producer_id == producer_id and epoch == MAX_EPOCH
+                             and txn.producer_epoch == 0)
+        retry_on_bump = txn.producer_epoch == epoch + 1
+        if txn.producer_id != producer_id and not retry_on_overflow:
+            raise KafkaError(ErrorCode.invalid_producer_id_mapping,
+                             f"producer id {producer_id} does not belong to {txn_id!r}")
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid_epoch = retry_on_bump or retry_on_overflow or epoch == txn.producer_epoch
+        else:
+            valid_epoch = epoch == txn.producer_epoch
+        if not valid_epoch:
+            raise KafkaError(ErrorCode.producer_fenced,
+                             f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
+        is_retry = retry_on_bump or retry_on_overflow
+        if state is TxnState.ONGOING:
+            return self._prepared_answer(txn_id, self._prepare_end(txn_id, txn, commit, bump_epoch=True), complete)
+        if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY):
+            done = state is not TxnState.EMPTY and commit == (state is TxnState.COMPLETE_COMMIT)
+            if is_retry and done:
+                return txn.producer_id, txn.producer_epoch
+            if not commit and not is_retry:
+                prepared = self._prepare_end(txn_id, txn, commit, bump_epoch=True, start_ms=self._now_ms())
+                return self._prepared_answer(txn_id, prepared, complete)
+        elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if commit == (state is TxnState.PREPARE_COMMIT):
+                raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
+        raise self._invalid_state(txn_id, txn, commit)
 
-    def _prepare_end(self, txn_id: str, txn: TxnRecord, commit: bool, bump_epoch: bool = False) -> TxnRecord:
+    def _prepared_answer(self, txn_id: str, prepared: TxnRecord, complete: bool) -> tuple[int, int]:
+        if complete:
+            self._complete(txn_id, prepared)
+        if prepared.next_producer_id != NO_PRODUCER_ID:
+            return prepared.next_producer_id, 0
+        return prepared.producer_id, prepared.producer_epoch
+
+    @staticmethod
+    def _invalid_state(txn_id: str, txn: TxnRecord, commit: bool) -> KafkaError:
+        return KafkaError(ErrorCode.invalid_txn_state,
+                          f"cannot {'commit' if commit else 'abort'} {txn_id!r} in state {txn.state.kafka_name}")
+
+    def _prepare_end(self, txn_id: str, txn: TxnRecord, commit: bool, bump_epoch: bool = False,
+                     start_ms: int | None = None) -> TxnRecord:
         changes: dict[str, object] = {}
         if bump_epoch:
             # Transaction version 2: the markers carry the next epoch, fencing the one that
             # ran the transaction. An exhausted epoch moves to a new producer id, which
             # takes over once the transaction is complete.
             changes["producer_epoch"] = txn.producer_epoch + 1
+            changes["client_transaction_version"] = 2
             if txn.producer_epoch >= MAX_EPOCH:
                 changes["next_producer_id"] = self.producer_ids.allocate()
+        if start_ms is not None:
+            # An abort with no partition added: its start is the abort's time (Kafka's
+            # prepareAbortOrCommit with noPartitionAdded).
+            changes["start_ms"] = start_ms
         target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         return self._persist(txn_id, transition(txn, target, self._now_ms(), **changes))
 

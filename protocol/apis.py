@@ -25,7 +25,7 @@ class Api:
         return self.min_version <= version <= self.max_version
 
 
-PRODUCE = Api(0, "Produce", 3, 11, advertised_min=0)
+PRODUCE = Api(0, "Produce", 3, 12, advertised_min=0)
 FETCH = Api(1, "Fetch", 4, 16)
 LIST_OFFSETS = Api(2, "ListOffsets", 1, 11)
 METADATA = Api(3, "Metadata", 0, 12)

@@ -27,14 +27,15 @@ def _api_keys() -> list[dict[str, int]]:
 # Feature levels (KIP-584), as a Kafka 4.1 broker reports them, limited to what Ottla
 # serves: (name, lowest supported, highest supported, finalized level).
 # - metadata.version 27 is 4.1-IV1, what `inter.broker.protocol.version` describes.
-# - transaction.version 1: transactional produce is verified (KIP-890 part 1). Level 2
-#   needs Produce v12, which adds partitions to a transaction implicitly; the Java
-#   client turns it on only when it is finalized, so it is not claimed.
+# - transaction.version 2 (KIP-890 part 2), as Kafka 4.x finalizes it: Produce v12 adds
+#   partitions to a transaction implicitly and EndTxn v5 bumps the epoch at every end.
+#   Clients that know only version 1 (librdkafka) keep using AddPartitionsToTxn and
+#   EndTxn below v5, which the broker still serves with verification (part 1).
 # - group.version 1: KIP-848 consumer groups (ConsumerGroupHeartbeat/Describe). The
 #   Java client uses the consumer protocol only where it is finalized.
 FEATURES = (
     ("metadata.version", 7, 27, 27),
-    ("transaction.version", 0, 1, 1),
+    ("transaction.version", 0, 2, 2),
     ("group.version", 0, 1, 1),
 )
 # KRaft reports the metadata offset the levels were read at; any value >= 0 says
@@ -65,9 +66,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 def _answer(ctx: RequestContext) -> Any:
     if ctx.version < 3:  # the feature fields came with v3
         return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys())
+    # KIP-1022: a feature whose lowest supported level is 0 is left out of the supported
+    # features of ApiVersions v3 (older clients took a 0 minimum for an error); v4 lists
+    # them all. Kafka 4.3 answers v3 with metadata.version alone.
+    supported = [(name, low, high) for name, low, high, _ in FEATURES if low > 0 or ctx.version >= 4]
     return ctx.respond(
         error_code=ErrorCode.none, api_keys=_api_keys(),
-        supported_features=[{"name": name, "min_version": low, "max_version": high} for name, low, high, _ in FEATURES],
+        supported_features=[{"name": name, "min_version": low, "max_version": high} for name, low, high in supported],
         finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
         finalized_features=[{"name": name, "min_version_level": level, "max_version_level": level}
                             for name, _, _, level in FEATURES],

@@ -172,6 +172,11 @@ def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     offsets = {tp: o for tp, o in offsets.items() if tp not in unknown}
     try:
         partition = services.groups.partition_for(request.group_id)
+        if ctx.version >= 5:
+            # Transaction version 2: the client sends no AddOffsetsToTxn; the broker adds
+            # the group's __consumer_offsets partition to the transaction itself.
+            services.transactions.add_partition_implicitly(request.transactional_id, request.producer_id,
+                                                             request.producer_epoch, OFFSETS_TOPIC, partition)
         services.transactions.verify(request.transactional_id, request.producer_id, request.producer_epoch,
                                    OFFSETS_TOPIC, partition)
         codes = services.groups.commit_txn_offsets(

@@ -248,8 +248,9 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
         if header.is_transactional:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
-            ctx.services.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
-                                             c.topic, c.partition)
+            if ctx.version >= 12:
+                _add_to_transaction(ctx, transactional_id, header, c.topic, c.partition)
+            _verify(ctx, transactional_id, header, c.topic, c.partition)
         log_start_offset = c.log.log_start_offset
         result = c.log.append_batch(c.batch, header)
     except InvalidBatch as exc:
@@ -266,6 +267,50 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
         "log_append_time": result.timestamp if result.duplicate else append_time,
         "log_start_offset": c.log.log_start_offset,
     }
+
+
+# What the coordinator's refusal to add a partition becomes in the Produce answer, as
+# Kafka's produce path translates it: PRODUCER_FENCED means the same to the client as
+# INVALID_PRODUCER_EPOCH, and the coordinator's retriable errors become
+# NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh.
+_ADD_PARTITION_ERRORS = {
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+}
+
+
+def _add_to_transaction(ctx: RequestContext, transactional_id: str, header: BatchHeader, topic: str,
+                        partition: int) -> None:
+    """Produce v12 (transaction version 2, KIP-890 part 2): the client sends no
+    AddPartitionsToTxn; the broker adds the partition to the transaction itself."""
+    try:
+        ctx.services.transactions.add_partition_implicitly(transactional_id, header.producer_id,
+                                                             header.producer_epoch, topic, partition)
+    except KafkaError as exc:
+        answer = _ADD_PARTITION_ERRORS.get(exc.code)
+        if answer is ErrorCode.not_enough_replicas:
+            raise KafkaError(answer, "Unable to add the partition to the transaction. Underlying error: "
+                                     f"{exc.code.name}") from None
+        if answer is not None:
+            raise KafkaError(answer, exc.message) from None
+        raise
+
+
+def _verify(ctx: RequestContext, transactional_id: str, header: BatchHeader, topic: str, partition: int) -> None:
+    """The batch's partition must be in its producer's ongoing transaction (KIP-890 part
+    1). A partition outside it is INVALID_TXN_STATE for Produce v3-10; from v11 on,
+    whose clients know the generic abortable error, Kafka answers TRANSACTION_ABORTABLE
+    (the producer aborts and carries on instead of failing for good)."""
+    try:
+        ctx.services.transactions.verify(transactional_id, header.producer_id, header.producer_epoch, topic,
+                                         partition)
+    except KafkaError as exc:
+        if exc.code is ErrorCode.invalid_txn_state and ctx.version >= 11:
+            raise KafkaError(ErrorCode.transaction_abortable, exc.message) from None
+        raise
 
 
 def _check_timestamps(header: BatchHeader, config: Any, partition: int) -> None:

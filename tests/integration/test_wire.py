@@ -223,16 +223,22 @@ def test_the_api_versions_answer_is_the_api_table(broker):
 
 
 def test_api_versions_reports_the_finalized_features_of_what_is_served(broker):
-    """metadata.version 4.1-IV1 (27), transaction.version 1 (verification, KIP-890 part
-    1; 2 would need Produce v12), group.version 1 (KIP-848 consumer groups), as KIP-584
-    has them; versions 0-2 have no feature fields at all."""
+    """metadata.version 4.1-IV1 (27), transaction.version 2 (KIP-890 part 2: Produce
+    v12, EndTxn v5), group.version 1 (KIP-848 consumer groups), as KIP-584
+    has them; versions 0-2 have no feature fields at all, and v3 lists only the supported
+    features whose lowest level is above 0 (KIP-1022; Kafka 4.3.1 answers v3 with
+    metadata.version alone)."""
     with WireClient(broker.bootstrap) as client:
-        body = client.call(request(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
+        body = client.call(request(API_VERSIONS, 4, client_software_name="t", client_software_version="1"))
+        v3 = client.call(request(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
         old = client.call(request(API_VERSIONS, 2))
+    assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [("metadata.version", 7, 27)]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in v3.finalized_features] == \
+        [(f.name, f.min_version_level, f.max_version_level) for f in body.finalized_features]
     supported = {f.name: (f.min_version, f.max_version) for f in body.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in body.finalized_features}
-    assert supported == {"metadata.version": (7, 27), "transaction.version": (0, 1), "group.version": (0, 1)}
-    assert finalized == {"metadata.version": (27, 27), "transaction.version": (1, 1), "group.version": (1, 1)}
+    assert supported == {"metadata.version": (7, 27), "transaction.version": (0, 2), "group.version": (0, 1)}
+    assert finalized == {"metadata.version": (27, 27), "transaction.version": (2, 2), "group.version": (1, 1)}
     # -1 would say "none finalized" (clients then ignore the levels); the levels never
     # change, so neither does the epoch: the same on another connection.
     assert body.finalized_features_epoch != -1

@@ -36,6 +36,8 @@ ALLOWED = {
     (S.COMPLETE_ABORT, S.EMPTY), (S.COMPLETE_ABORT, S.ONGOING), (S.COMPLETE_ABORT, S.DEAD),
     (S.COMPLETE_ABORT, S.PREPARE_EPOCH_FENCE),
     (S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT),
+    # Transaction version 2 aborts with no transaction open (Kafka's TransactionState).
+    (S.EMPTY, S.PREPARE_ABORT), (S.COMPLETE_COMMIT, S.PREPARE_ABORT), (S.COMPLETE_ABORT, S.PREPARE_ABORT),
 }
 
 
@@ -144,6 +146,60 @@ def test_end_txn_v5_bumps_the_epoch_on_every_end(coordinator):
     assert coordinator.end_txn("app", pid, epoch, commit=True, bump_epoch=True) == (pid, epoch + 1)
     # The retry of that EndTxn, with the old epoch, gets the same answer.
     assert coordinator.end_txn("app", pid, epoch, commit=True, bump_epoch=True) == (pid, epoch + 1)
+
+
+def test_end_txn_v5_tells_a_retry_from_the_next_end_by_the_epoch(coordinator):
+    """Kafka's endTransaction with transaction version 2: after a commit at epoch e, a
+    commit at e is the next transaction's (nothing open: INVALID_TXN_STATE), an abort
+    at e ends an empty transaction with another bump, e - 1 is the retry, and any
+    other epoch is fenced. Broken once by accepting the same epoch as a retry: the
+    INVALID_TXN_STATE assertion failed."""
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    coordinator.add_partition_implicitly("app", pid, epoch, "orders", 0)
+    assert coordinator.describe("app").client_transaction_version == 2
+    assert coordinator.end_txn("app", pid, epoch, commit=True, bump_epoch=True) == (pid, epoch + 1)
+    with pytest.raises(KafkaError) as again:
+        coordinator.end_txn("app", pid, epoch + 1, commit=True, bump_epoch=True)
+    assert again.value.code == ErrorCode.invalid_txn_state
+    with pytest.raises(KafkaError) as other_outcome:
+        coordinator.end_txn("app", pid, epoch, commit=False, bump_epoch=True)
+    assert other_outcome.value.code == ErrorCode.invalid_txn_state
+    with pytest.raises(KafkaError) as stale:
+        coordinator.end_txn("app", pid, epoch - 1, commit=True, bump_epoch=True)
+    assert stale.value.code == ErrorCode.producer_fenced
+    # An abort with nothing open still ends a transaction: the epoch moves on.
+    assert coordinator.end_txn("app", pid, epoch + 1, commit=False, bump_epoch=True) == (pid, epoch + 2)
+    txn = coordinator.describe("app")
+    assert (txn.state, txn.producer_epoch, txn.client_transaction_version) == (S.COMPLETE_ABORT, epoch + 2, 2)
+    markers = [(h.producer_epoch) for h, _ in coordinator.logs.partition("orders", 0).batches() if h.is_control]
+    assert markers == [epoch + 1]
+
+
+def test_end_txn_v5_at_the_last_epoch_hands_over_a_new_producer_id(coordinator):
+    pid, _ = coordinator.init_producer_id("app", 60000)
+    coordinator.transactions["app"] = replace(coordinator.transactions["app"], producer_epoch=MAX_EPOCH)
+    coordinator.add_partition_implicitly("app", pid, MAX_EPOCH, "orders", 0)
+    new_pid, new_epoch = coordinator.end_txn("app", pid, MAX_EPOCH, commit=True, bump_epoch=True)
+    assert new_pid != pid and new_epoch == 0
+    txn = coordinator.describe("app")
+    assert (txn.producer_id, txn.producer_epoch, txn.previous_producer_id) == (new_pid, 0, pid)
+    # The markers fence the old producer id at the epoch past its last.
+    markers = [(h.producer_id, h.producer_epoch) for h, _ in coordinator.logs.partition("orders", 0).batches()
+               if h.is_control]
+    assert markers == [(pid, MAX_EPOCH + 1)]
+    # Its retry, with the old id and epoch, is answered with what the producer has now.
+    assert coordinator.end_txn("app", pid, MAX_EPOCH, commit=True, bump_epoch=True) == (new_pid, 0)
+
+
+def test_produce_v12_adds_partitions_with_the_current_epoch_only(coordinator):
+    pid, epoch = coordinator.init_producer_id("app", 60000)
+    with pytest.raises(KafkaError) as old:
+        coordinator.add_partition_implicitly("app", pid, epoch - 1 if epoch else epoch + 1, "orders", 0)
+    assert old.value.code == ErrorCode.producer_fenced
+    coordinator.add_partition_implicitly("app", pid, epoch, "orders", 0)
+    coordinator.add_partition_implicitly("app", pid, epoch, "orders", 1)
+    txn = coordinator.describe("app")
+    assert txn.state is S.ONGOING and txn.partitions == {("orders", 0), ("orders", 1)}
 
 
 def test_timed_out_transactions_are_fenced_and_aborted(coordinator):
