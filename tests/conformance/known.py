@@ -66,9 +66,6 @@ KNOWN: list[Known] = [
     Known("internal-topic-create", 19, r"topics\[name='__consumer_offsets'\]\.error_code"),
     Known("metadata-auto-create-at-once", 3, r"topics\[name='[^']*'\]\.(error_code|topic_id|partitions)",
           step=r"auto-create.*"),
-    # EndTxn v5 is answered with transaction.version 1's rules (no epoch bump, no abort
-    # of an empty transaction).
-    Known("end-txn-v5-as-tv1", 26, r"error_code|producer_id|producer_epoch", lambda d: d.version >= 5),
     Known("consumer-group-first-epoch", None, r"(.*\.)?(member_epoch|group_epoch|assignment_epoch)",
           lambda d: (d.ottla, d.kafka) == (1, 2)),
     Known("classic-member-in-consumer-group", 11, r"error_code|member_id", step=r"classic-join-into-consumer-group"),
