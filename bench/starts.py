@@ -25,7 +25,7 @@ from tests.clients import create_topic
 from .peers import KAFKA, Kafka, Ottla, peak_resident, peers
 
 PARTITIONS = 1_000
-RECORDS = 100_000
+RECORDS = 20_000
 SIZE = 100
 TOPIC = "starts"
 
