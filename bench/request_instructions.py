@@ -19,7 +19,13 @@ OffsetCommit and OffsetFetch, and a KIP-848 member ConsumerGroupHeartbeat. WARMU
 first, then ROUNDS measured ones; the figure is each request's median over the measured
 rounds (a timer's turn falling into one interval now and then does not move it).
 
-    python -m bench.request_instructions [--rounds 20] [--warmup 5]
+`--peer noida-db` counts noida-db's idempotent Produce of one record instead: its
+native binary runs under callgrind, and `callgrind_control` zeroes the counters before
+BURST such requests (one at a time) and dumps them after the last answer, then does the
+same around as long a span with no request (the idle threads' share, subtracted).
+`--peer ottla` counts Ottla's the same way, for the comparison.
+
+    python -m bench.request_instructions [--rounds 20] [--warmup 5] [--peer noida-db|ottla]
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ CONSUMER_GROUP = "instructions-consumer"
 REQUESTS = {"ApiVersions": 18, "Metadata": 3, "FindCoordinator": 10, "InitProducerId": 22, "AddPartitionsToTxn": 24,
             "Produce": 0, "AddOffsetsToTxn": 25, "TxnOffsetCommit": 28, "EndTxn": 26, "Fetch": 1, "Heartbeat": 12,
             "OffsetCommit": 8, "OffsetFetch": 9, "ConsumerGroupHeartbeat": 68}
+BURST = 100  # Produce requests between a zero and a dump, from outside
 RETRIABLE = {14, 15, 16, 51}  # coordinator loading / not available / not coordinator, concurrent transactions
 
 
@@ -149,6 +156,32 @@ class Rounds:
                                             assignments=[{"member_id": member, "assignment": b""}]))
         _check("SyncGroup", synced)
 
+    def transaction(self, around: Any) -> None:
+        """FindCoordinator, InitProducerId, AddPartitionsToTxn, Produce (one record, run
+        through `around`), EndTxn."""
+        from ottla.protocol.batch import TRANSACTIONAL_FLAG, build_batch, encode_record
+        from tests.wire import request
+
+        c = self.client
+        _call(c, request(10, 4, key_type=1, coordinator_keys=[TXN_ID]))
+        for _ in range(1000):
+            init = _call(c, request(22, 4, transactional_id=TXN_ID, transaction_timeout=600_000, producer_id=-1,
+                                    producer_epoch=-1))
+            if init.error_code not in RETRIABLE:
+                break
+            time.sleep(0.05)
+        _check("InitProducerId", init)
+        pid, epoch = init.producer_id, init.producer_epoch
+        _call(c, request(24, 3, v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=pid,
+                         v3_and_below_producer_epoch=epoch, v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}]))
+        batch = build_batch([encode_record(None, b"r" * 100)], timestamp=int(time.time() * 1000), producer_id=pid,
+                            producer_epoch=epoch, base_sequence=0, attributes=TRANSACTIONAL_FLAG)
+        produce = request(0, 9, transactional_id=TXN_ID, acks=-1, timeout=30000, topic_data=[
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}])
+        _check("Produce", around(lambda: _call(c, produce)).responses[0].partition_responses[0])
+        _check("EndTxn", _call(c, request(26, 3, transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch,
+                                          committed=True)))
+
     def round(self) -> None:
         from ottla.protocol.batch import TRANSACTIONAL_FLAG, build_batch, encode_record
         from tests.wire import request
@@ -208,6 +241,110 @@ class Rounds:
                                 topic_partitions=[] if first else None))
         _check("ConsumerGroupHeartbeat", beat)
         self.cg_member, self.cg_epoch = beat.member_id or self.cg_member, beat.member_epoch
+
+
+def _total(path: str) -> int:
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"no total in {path}")
+
+
+def _control(pid: int, *flags: str) -> None:
+    subprocess.run(["callgrind_control", *flags, str(pid)], check=True, capture_output=True, timeout=120)
+
+
+def measure_produce_from_outside(peer: str, rounds: int, warmup: int, say: Any = print) -> tuple[float, float]:
+    """(median instructions per idempotent Produce of one record, median per the same
+    span idle), the counters zeroed and dumped from outside (callgrind_control, over
+    vgdb) around BURST requests, and around as long a span with none."""
+    from confluent_kafka.admin import AdminClient
+
+    from ottla.protocol.batch import build_batch, encode_record
+    from tests.clients import create_topic
+    from tests.reference.kafka import free_port
+    from tests.wire import request
+
+    work = tempfile.mkdtemp(prefix="request-instructions-")
+    out_dir = os.path.join(work, "callgrind")
+    os.makedirs(out_dir)
+    port = free_port()
+    if peer == "noida-db":
+        import noida_db  # the console script is a wrapper around this package's native binary
+
+        binary = os.path.join(os.path.dirname(noida_db.__file__), "noida-db")
+        program = [binary, "start", "--data-dir", os.path.join(work, "data"), "--host", "127.0.0.1", "--only",
+                   "kafka", "--kafka-port", str(port)]
+    else:
+        program = [sys.executable, "-m", "ottla.broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                   "--data-dir", os.path.join(work, "data")]
+    log = open(os.path.join(work, "broker.log"), "w")
+    process = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.out.%p",
+                                "--dump-line=no", *program], stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5)
+                break
+            except Exception:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"{peer} under callgrind did not start") from None
+                time.sleep(1)
+        create_topic(bootstrap, TOPIC, 1)
+        client = Rounds(bootstrap).client
+        init = _call(client, request(22, 4, transactional_id=None, transaction_timeout=60_000, producer_id=-1,
+                                     producer_epoch=-1))
+        _check("InitProducerId", init)
+        sequence = 0
+
+        def produce() -> None:
+            nonlocal sequence
+            batch = build_batch([encode_record(None, b"r" * 100)], timestamp=int(time.time() * 1000),
+                                producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                                base_sequence=sequence)
+            sequence += 1
+            answer = _call(client, request(0, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
+                {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]))
+            _check("Produce", answer.responses[0].partition_responses[0])
+
+        busy, idle = [], []
+        for i in range(warmup + rounds):
+            if i < warmup:
+                for _ in range(BURST):
+                    produce()
+                continue
+            _control(process.pid, "-z")
+            began = time.monotonic()
+            for _ in range(BURST):
+                produce()
+            span = time.monotonic() - began
+            _control(process.pid, "-d")
+            busy.append(_newest_total(out_dir) / BURST)
+            _control(process.pid, "-z")
+            time.sleep(span)
+            _control(process.pid, "-d")
+            idle.append(_newest_total(out_dir) / BURST)
+            say(f"{peer} burst {i + 1 - warmup}/{rounds}: {busy[-1]:,.0f} instructions a Produce, idle "
+                f"{idle[-1]:,.0f} a Produce's share of as long a span")
+        client.close()
+    finally:
+        process.terminate()
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+        subprocess.run(["rm", "-rf", work], check=False)
+    return statistics.median(busy), statistics.median(idle)
+
+
+def _newest_total(out_dir: str) -> int:
+    paths = glob.glob(os.path.join(out_dir, "callgrind.out.*.*"))
+    return _total(max(paths, key=lambda path: int(path.rsplit(".", 1)[1])))
 
 
 def _dumps(out_dir: str) -> list[tuple[int, int]]:
@@ -272,7 +409,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.request_instructions", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--peer", choices=["noida-db", "ottla"],
+                        help="count a Produce of one record from outside, on this broker")
     args = parser.parse_args()
+    if args.peer:
+        produce, idle = measure_produce_from_outside(args.peer, args.rounds, args.warmup,
+                                                     lambda line: print(line, flush=True))
+        print(f"\n{args.peer}: idempotent Produce of one record, median of {args.rounds} bursts of {BURST}: "
+              f"{produce:,.0f} instructions a request with the idle threads' share; idle {idle:,.0f}; the "
+              f"difference {produce - idle:,.0f}")
+        return
     counts = measure(args.rounds, args.warmup, lambda line: print(line, flush=True))
     print(f"\ninstructions per request (callgrind Ir), median of {args.rounds} rounds after {args.warmup} warm-up")
     print("| request | instructions |\n|---|---:|")
