@@ -49,7 +49,7 @@ from .report import (OTTLA, RUN_HEADING, Run, machine_lines, memory_lines, ottla
 from .scale import GIB, free_disk_problem, run_scale
 from .round_trips import SESSIONS, round_trip_lines, run_round_trips
 from .security import run_security, security_lines
-from .starts import run_starts, starts_lines
+from .starts import MANY_PARTITIONS as MANY_STARTS, MANY_RECORDS, run_starts, starts_lines
 from .workloads import Measurement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -215,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     plan += ["one request at a time, Ottla, Kafka and noida-db"] if ROUND_TRIPS in only else []
     extra_rounds = min(args.rounds, EXTRA_ROUNDS)
     plan += [f"{extra_rounds} rounds of start-to-ready, Ottla and Kafka"] if STARTS in only else []
-    plan += [f"{extra_rounds} rounds of 10,000 partitions starting"] if MANY_PARTITIONS in only else []
+    plan += [f"{extra_rounds} rounds of 10,000 partitions starting, Ottla alone and next to Kafka"] \
+        if MANY_PARTITIONS in only else []
     plan += [f"{extra_rounds} rounds of 1,000 producer connections"] if MANY_PRODUCERS in only else []
     plan += [f"{extra_rounds} rounds of a 1,000-partition group consumer"] if GROUP_CONSUMER in only else []
     plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
@@ -251,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         if MANY_PARTITIONS in only:
             try:
                 run.many_partitions = run_many_partitions(extra_rounds, lambda line: print(line, flush=True))
+                run.starts_many = run_starts(extra_rounds, lambda line: print(line, flush=True), MANY_STARTS,
+                                             MANY_RECORDS)
             except Exception as exc:
                 raise OttlaFailed(f"many partitions: {exc}") from exc
         if MANY_PRODUCERS in only or GROUP_CONSUMER in only:
@@ -286,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         coordinator_load_lines(run.coordinator_load),
         round_trip_lines(run.round_trips),
         starts_lines(run.starts),
+        starts_lines(run.starts_many),
         many_partitions_lines(run.many_partitions),
         many_clients_lines(run.many_clients),
         memory_lines(run),

@@ -84,7 +84,8 @@ class Run:
     many_clients: Any = None  # bench.many_clients' ManyClients, when either of its parts ran
     memory: dict[str, list[int]] = field(default_factory=dict)  # workload -> Ottla's peak RSS, bytes, per round
     kafka_memory: dict[str, list[int]] = field(default_factory=dict)  # workload -> Kafka's peak RSS, bytes, per round
-    starts: Any = None  # bench.starts' BrokerStarts per broker, when it ran
+    starts: Any = None  # bench.starts' BrokerStarts per broker, when it ran (1,000 partitions)
+    starts_many: Any = None  # the same with 10,000 partitions, run with many-partitions
 
     def __post_init__(self) -> None:
         for broker in self.brokers:
@@ -437,15 +438,19 @@ def _kafka_many_clients_targets(run: Run, spread: float | None) -> list[Target]:
 
 
 def _kafka_start_targets(run: Run, spread: float | None) -> list[Target]:
-    starts = run.starts
-    if not starts or OTTLA not in starts or KAFKA not in starts:
-        return []
-    ours, theirs = starts[OTTLA], starts[KAFKA]
+    rows = []
+    for starts, size in ((run.starts, ""), (run.starts_many, " many")):
+        if starts and OTTLA in starts and KAFKA in starts:
+            rows += _kafka_start_rows(starts[OTTLA], starts[KAFKA], size, spread)
+    return rows
+
+
+def _kafka_start_rows(ours: Any, theirs: Any, size: str, spread: float | None) -> list[Target]:
     rows = []
     for kind, what in (("clean", "after a clean stop"), ("crashed", "after kill -9")):
-        target = f"start-to-ready {what}: at most {KAFKA_START}x Kafka's"
+        target = f"{ours.partitions:,} partitions, start-to-ready {what}: at most {KAFKA_START}x Kafka's"
         mine, kafka = getattr(ours, kind), getattr(theirs, kind)
-        key = f"kafka start {kind}"
+        key = f"kafka start{size} {kind}"
         if not mine or not kafka:
             rows.append(Target(key, target, f"n/a ({theirs.failure or 'no figures'})", NOT_JUDGED, against=KAFKA))
             continue
@@ -460,10 +465,11 @@ def kafka_memory_ratios(run: Run) -> dict[str, tuple[float, float]]:
     workloads' highest over the rounds, the starts', the many-clients cases'."""
     pairs = {w: (max(run.memory[w]) / MIB, max(rss) / MIB) for w, rss in run.kafka_memory.items()
              if rss and run.memory.get(w)}
-    if run.starts and OTTLA in run.starts and KAFKA in run.starts:
-        ours, theirs = run.starts[OTTLA].rss_peak, run.starts[KAFKA].rss_peak
-        if ours and theirs:
-            pairs["starts"] = (max(ours) / MIB, max(theirs) / MIB)
+    for starts in (run.starts, run.starts_many):
+        if starts and OTTLA in starts and KAFKA in starts:
+            ours, theirs = starts[OTTLA].rss_peak, starts[KAFKA].rss_peak
+            if ours and theirs:
+                pairs[f"starts ({starts[OTTLA].partitions:,} partitions)"] = (max(ours) / MIB, max(theirs) / MIB)
     clients = run.many_clients
     if clients is not None and clients.producers and KAFKA in clients.producers:
         ok = {name: [o.rss_peak_mib for o in clients.producers[name] if not isinstance(o, str)]

@@ -86,7 +86,7 @@ def _launch() -> int:
         dump_at(f"{LABEL}{key}".encode())  # what ran since the previous request: that one's cost
         data_received(self, data)
 
-    Connection.data_received = dumping_data_received  # type: ignore[method-assign]
+    Connection.data_received = dumping_data_received
     sys.argv[0] = "ottla"
     return main()
 

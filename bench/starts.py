@@ -1,5 +1,6 @@
 """Start-to-ready next to Apache Kafka (issue 31): Ottla and Kafka, each on a data
-directory of PARTITIONS partitions holding RECORDS records, restarted after a clean stop
+directory of PARTITIONS partitions holding RECORDS records (`python -m bench` runs it
+also with MANY_PARTITIONS and MANY_RECORDS, beside bench/many_partitions.py), restarted after a clean stop
 (SIGTERM) and after kill -9, in interleaved rounds (a fresh broker of each per round).
 
 A start runs from the new process's start to ready: for Ottla, its ready line and its
@@ -8,7 +9,7 @@ Metadata answer listing the broker (tests/reference/kafka.py, the fixture the
 conformance tests use). Each broker's peak resident memory (VmHWM) is read at ready
 after the start after kill -9 and after writing.
 
-    python -m bench.starts [--rounds 3]
+    python -m bench.starts [--rounds 3] [--partitions 1000] [--records 20000]
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from .peers import KAFKA, Kafka, Ottla, peak_resident, peers
 
 PARTITIONS = 1_000
 RECORDS = 20_000
+MANY_PARTITIONS = 10_000  # issue 31's second size
+MANY_RECORDS = 100_000
 SIZE = 100
 TOPIC = "starts"
 
@@ -33,19 +36,21 @@ TOPIC = "starts"
 @dataclass
 class BrokerStarts:
     broker: str
+    partitions: int = 0
+    records: int = 0
     clean: list[float] = field(default_factory=list)  # seconds, per round
     crashed: list[float] = field(default_factory=list)  # after kill -9
     rss_peak: list[int] = field(default_factory=list)  # bytes, per round
     failure: str = ""
 
 
-def _fill(bootstrap: str) -> None:
+def _fill(bootstrap: str, partitions: int, records: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     value = bytes(SIZE)
-    for i in range(RECORDS):
+    for i in range(records):
         while True:
             try:
-                producer.produce(TOPIC, value, partition=i % PARTITIONS)
+                producer.produce(TOPIC, value, partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -58,8 +63,8 @@ def time_starts(make_peer: Callable[[], Ottla | Kafka], result: BrokerStarts) ->
     peer = make_peer()
     try:
         peer.start()
-        create_topic(peer.bootstrap, TOPIC, PARTITIONS)
-        _fill(peer.bootstrap)
+        create_topic(peer.bootstrap, TOPIC, result.partitions)
+        _fill(peer.bootstrap, result.partitions, result.records)
         result.clean.append(peer.restart(False))
         result.crashed.append(peer.restart(True))
         result.rss_peak.append(peak_resident(peer.pid))
@@ -67,15 +72,16 @@ def time_starts(make_peer: Callable[[], Ottla | Kafka], result: BrokerStarts) ->
         peer.stop()
 
 
-def run_starts(rounds: int, say: Callable[[str], None]) -> dict[str, BrokerStarts]:
+def run_starts(rounds: int, say: Callable[[str], None], partitions: int = PARTITIONS,
+               records: int = RECORDS) -> dict[str, BrokerStarts]:
     contenders: list[tuple[str, Callable[[], Ottla | Kafka]]] = [("Ottla", Ottla)]
     kafka = peers()[KAFKA]
     if callable(kafka):
         contenders.append((KAFKA, Kafka))
     else:
         say(f"starts: kafka left out: {kafka}")
-    results = {name: BrokerStarts(name) for name, _ in contenders}
-    say(f"starts: {', '.join(results)}, {PARTITIONS:,} partitions, {RECORDS:,} records, {rounds} rounds")
+    results = {name: BrokerStarts(name, partitions, records) for name, _ in contenders}
+    say(f"starts: {', '.join(results)}, {partitions:,} partitions, {records:,} records, {rounds} rounds")
     for r in range(rounds):
         for name, make_peer in contenders:
             result = results[name]
@@ -103,7 +109,9 @@ def starts_lines(results: dict[str, BrokerStarts] | None) -> list[str]:
             return "n/a"
         return f"{statistics.median(values):.2f} ({' / '.join(f'{v:.2f}' for v in values)})"
 
-    lines = [f"Start-to-ready, {PARTITIONS:,} partitions holding {RECORDS:,} records of {SIZE} B (bench/starts.py): "
+    first = next(iter(results.values()))
+    lines = [f"Start-to-ready, {first.partitions:,} partitions holding {first.records:,} records of {SIZE} B "
+             "(bench/starts.py): "
              "medians over the rounds, seconds from the process's start to ready", "",
              "| broker | clean start s (rounds) | after kill -9 s (rounds) | peak RSS MiB |", "|---|---:|---:|---:|"]
     for result in results.values():
@@ -116,8 +124,11 @@ def starts_lines(results: dict[str, BrokerStarts] | None) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.starts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=PARTITIONS)
+    parser.add_argument("--records", type=int, default=RECORDS)
     args = parser.parse_args()
-    print("\n".join(starts_lines(run_starts(args.rounds, lambda line: print(line, flush=True)))))
+    print("\n".join(starts_lines(run_starts(args.rounds, lambda line: print(line, flush=True), args.partitions,
+                                            args.records))))
 
 
 if __name__ == "__main__":

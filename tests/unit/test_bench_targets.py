@@ -192,8 +192,11 @@ def test_judged_compares_the_margin_beyond_the_bar_with_the_spread_both_ways():
 
 def test_start_memory_and_round_trips_against_kafka_each_get_a_row():
     run = _kafka_run([100] * 3, [100] * 3)  # no spread
-    run.starts = {OTTLA: BrokerStarts(OTTLA, clean=[1.0, 1.2], crashed=[3.0], rss_peak=[60 * MIB]),
-                  KAFKA: BrokerStarts(KAFKA, clean=[20.0, 24.0], crashed=[25.0], rss_peak=[400 * MIB])}
+    run.starts = {OTTLA: BrokerStarts(OTTLA, 1_000, 20_000, clean=[1.0, 1.2], crashed=[3.0], rss_peak=[60 * MIB]),
+                  KAFKA: BrokerStarts(KAFKA, 1_000, 20_000, clean=[20.0, 24.0], crashed=[25.0],
+                                      rss_peak=[400 * MIB])}
+    run.starts_many = {OTTLA: BrokerStarts(OTTLA, 10_000, 100_000, clean=[2.0], crashed=[3.0]),
+                       KAFKA: BrokerStarts(KAFKA, 10_000, 100_000, failure="failed in round 1: timeout")}
     run.memory = {"idempotent-produce": [50 * MIB, 90 * MIB]}
     run.kafka_memory = {"idempotent-produce": [500 * MIB, 400 * MIB]}
     run.round_trips = [_round_trips(OTTLA, [120e-6] * 3, produce=[300e-6] * 3), _round_trips(KAFKA, [200e-6] * 3)]
@@ -201,6 +204,8 @@ def test_start_memory_and_round_trips_against_kafka_each_get_a_row():
     clean, crashed = rows["kafka start clean"], rows["kafka start crashed"]
     assert (clean.figure, clean.verdict) == (pytest.approx(1.1 / 22.0), MET)
     assert (crashed.figure, crashed.verdict) == (pytest.approx(0.12), MISSED)
+    assert "10,000 partitions" in rows["kafka start many clean"].target
+    assert rows["kafka start many clean"].verdict == NOT_JUDGED and "timeout" in rows["kafka start many clean"].measured
     memory = rows["kafka rss"]  # the worst case: 90 / 500 MiB in the workload, 60 / 400 at the starts
     assert (memory.figure, memory.verdict) == (pytest.approx(0.18), MET) and "idempotent-produce" in memory.measured
     run.kafka_memory = {"idempotent-produce": [400 * MIB]}
