@@ -180,8 +180,14 @@ class _Connection(asyncio.Protocol):
         return decode_response(type(entity).__api_key__, type(entity).__version__, frame)[1]
 
     async def set_up(self) -> None:
-        init = await self.call(request(INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000,
-                                       producer_id=-1, producer_epoch=-1))
+        for _ in range(600):
+            init = await self.call(request(INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000,
+                                           producer_id=-1, producer_epoch=-1))
+            # Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its producer id manager has a
+            # block of ids, just after it starts: retried, as clients do.
+            if init.error_code not in (14, 15):
+                break
+            await asyncio.sleep(0.1)
         if init.error_code != 0:
             raise RuntimeError(f"InitProducerId: {init.error_code}")
         value = bytes(self.shared.size)
