@@ -43,7 +43,7 @@ from .client import WORKLOADS, Workload
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
 from .many_clients import many_clients_lines, run_many_clients
 from .many_partitions import many_partitions_lines, run_many_partitions
-from .peers import KAFKA, Ottla, Peer, cpu_halves, peak_resident, peers, reset_peak_resident
+from .peers import CONTROL, KAFKA, Ottla, Peer, cpu_halves, peak_resident, peers, reset_peak_resident
 from .report import (OTTLA, RUN_HEADING, Run, machine_lines, memory_lines, ottla_revision, per_round_lines,
                      scale_lines, tables, targets_record, targets_table, write_results)
 from .scale import GIB, free_disk_problem, run_scale
@@ -124,7 +124,7 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
             if workload.name in failures:
                 continue
             topic = topics.setdefault(workload.topic, f"bench-{workload.topic}-{uuid.uuid4().hex[:8]}")
-            if name in (OTTLA, KAFKA):
+            if name in (OTTLA, KAFKA, CONTROL):
                 reset_peak_resident(peer.pid)
             try:
                 m = run_client(workload, peer.bootstrap, topic, args)
@@ -146,6 +146,8 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
                 run.memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
             elif name == KAFKA:
                 run.kafka_memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
+            elif name == CONTROL:
+                run.control_memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
             print(f"{label} {workload.name:<24} {_describe(m)}", flush=True)
     finally:
         peer.stop()
