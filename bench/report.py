@@ -716,10 +716,13 @@ def ottla_revision(root: str) -> tuple[str, str]:
     try:
         commit = git("rev-parse", "--short", "HEAD").strip()
         changes = git("status", "--porcelain", "--", *SOURCES) + git("diff", "HEAD", "--", *SOURCES)
+        # The sources' trees, not the commit: a commit of bench/ alone during a run changes
+        # nothing the figures depend on.
+        trees = git("rev-parse", *(f"HEAD:{source}" for source in SOURCES))
     except (OSError, subprocess.SubprocessError):
         return "unknown commit", ""
     text = f"commit {commit}" + (" with uncommitted changes" if changes else "")
-    return text, hashlib.sha256(f"{commit}\n{changes}".encode()).hexdigest()
+    return text, hashlib.sha256(f"{trees}\n{changes}".encode()).hexdigest()
 
 
 def _package(name: str) -> str:
