@@ -56,6 +56,7 @@ from typing import Any, Callable
 import crc32c
 import uvloop
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.codec import decode_response, encode_request
@@ -315,9 +316,27 @@ def _next_event(events: multiprocessing.Queue, deadline: float) -> tuple[str, An
     return kind, value
 
 
+def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """Until Metadata shows a leader for every partition of `topic`. Kafka answers
+    CreateTopics once its controller has the topic; the broker leads the partitions a
+    moment later, and a Produce before that gets NOT_LEADER_OR_FOLLOWER."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        described = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if (described is not None and described.error is None and len(described.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in described.partitions.values())):
+            time.sleep(1.0)  # the leadership applied, not only announced
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: not every partition has a leader after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
 def run_producers(peer: Peer, pgid: int, args: argparse.Namespace) -> ProducersResult:
     topic = f"many-producers-{uuid.uuid4().hex[:8]}"
     create_topic(peer.bootstrap, topic, args.partitions)
+    wait_for_leaders(peer.bootstrap, topic, args.partitions)
     context = multiprocessing.get_context("spawn")  # a fresh interpreter per client process
     events, go, start_at = context.Queue(), context.Event(), context.Value("d", 0.0)
     shares = [[i % args.partitions for i in range(k, args.connections, args.processes)] for k in range(args.processes)]
