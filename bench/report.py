@@ -3,8 +3,9 @@
 
 Issue 31's targets are set against Apache Kafka (the peer `kafka`) and are judged against
 the run's own A/A spread (how far Ottla/ottla-2, the same code, strayed from 1.0 in this
-run; for resident memory, how far Ottla's peak strayed from ottla-2's): met only where the ratio clears the bar by more than the spread, missed only where
-it falls short by more, and "within noise" in between.
+run; for resident memory, how far Ottla's peak strayed from ottla-2's): met only where the
+ratio clears the bar by more than the spread, missed only where it falls short by more,
+and "within noise" in between.
 
 A Run holds, per broker and workload, the Measurement of each round that succeeded and
 the reason a peer could not run the workload. A figure that a broker produced without

@@ -232,7 +232,8 @@ def round_trip_lines(results: list[RoundTrips] | None) -> list[str]:
         for o in others)
     lines = [f"Round trip of one request at a time, raw socket, {sessions} sessions of "
              f"{len(ottla.times['Produce']) // sessions:,} rounds (bench/round_trips.py; target: Ottla's p50 within "
-             f"{TARGET}x noida-db's, no higher than Kafka's; the ratio is the median over the sessions of each session's p50 ratio; "
+             f"{TARGET}x noida-db's, no higher than Kafka's; the ratio is the median over the sessions of each "
+             "session's p50 ratio; "
              f"{CONTROL} is a second Ottla, the A/A control), microseconds", "",
              header, "|---" * (3 + 4 * len(others)) + "|"]
     for name in REQUESTS:
