@@ -1,5 +1,5 @@
 """Start-to-ready next to Apache Kafka (issue 31): Ottla and Kafka, each on a data
-directory of PARTITIONS partitions holding RECORDS records (`python -m bench` runs it
+directory of PARTITIONS partitions (in topics of PER_TOPIC) holding RECORDS records (`python -m bench` runs it
 also with MANY_PARTITIONS and MANY_RECORDS, beside bench/many_partitions.py), restarted after a clean stop
 (SIGTERM) and after kill -9, in interleaved rounds (a fresh broker of each per round).
 
@@ -31,6 +31,7 @@ MANY_PARTITIONS = 10_000  # issue 31's second size
 MANY_RECORDS = 100_000
 SIZE = 100
 TOPIC = "starts"
+PER_TOPIC = 1_000  # Kafka refuses a CreateTopics of 10,000 partitions ("excessively large batch operation")
 
 
 @dataclass
@@ -48,9 +49,10 @@ def _fill(bootstrap: str, partitions: int, records: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     value = bytes(SIZE)
     for i in range(records):
+        topic, partition = divmod(i % partitions, PER_TOPIC)
         while True:
             try:
-                producer.produce(TOPIC, value, partition=i % partitions)
+                producer.produce(f"{TOPIC}-{topic}", value, partition=partition)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -63,7 +65,8 @@ def time_starts(make_peer: Callable[[], Ottla | Kafka], result: BrokerStarts) ->
     peer = make_peer()
     try:
         peer.start()
-        create_topic(peer.bootstrap, TOPIC, result.partitions)
+        for first in range(0, result.partitions, PER_TOPIC):
+            create_topic(peer.bootstrap, f"{TOPIC}-{first // PER_TOPIC}", min(PER_TOPIC, result.partitions - first))
         _fill(peer.bootstrap, result.partitions, result.records)
         result.clean.append(peer.restart(False))
         result.crashed.append(peer.restart(True))
