@@ -1,9 +1,9 @@
-"""`python -m bench` (what `make bench` runs): Ottla against noida-db, tansu and librdkafka's
-mock cluster in interleaved rounds, then Ottla's scale run.
+"""`python -m bench` (what `make bench` runs): Ottla against Apache Kafka 4.3.1, noida-db,
+tansu and librdkafka's mock cluster in interleaved rounds, then Ottla's scale run.
 
 Each round starts a fresh broker, runs the selected workloads of bench.client.WORKLOADS
 in order against it, each in a client subprocess, and stops the broker. Rounds alternate
-the brokers (Ottla, noida-db, ottla-2, tansu, mock, Ottla, ...) so that drift of the
+the brokers (Ottla, kafka, noida-db, ottla-2, tansu, mock, Ottla, ...) so that drift of the
 machine over the run (other load, thermal state) falls on all alike. ottla-2 is a second
 Ottla of the same code, the A/A control: its ratio to Ottla is the run's own noise. A
 peer that is missing, or fails a workload, gets "n/a (reason)" for it and the run goes on; a workload a peer
@@ -12,16 +12,17 @@ would cost the same again). Ottla failing a workload, or producing a figure that
 valid, ends the run with exit code 1.
 
 Runs of their own follow: SASL_SSL against PLAINTEXT (bench.security), one request at
-a time next to noida-db (bench.round_trips), start-up after a long coordinator history
+a time next to Kafka and noida-db (bench.round_trips), start-to-ready next to Kafka,
+clean and after kill -9, with 1,000 partitions (bench.starts), start-up after a long coordinator history
 (bench.coordinator_load), 10,000 partitions starting clean and after kill -9
-(bench.many_partitions), 1,000 producer connections next to noida-db and one group
-consumer of 1,000 partitions against 1 (bench.many_clients: its producers and its
+(bench.many_partitions), 1,000 producer connections next to Kafka and noida-db and one group
+consumer of 1,000 partitions against 1, Ottla's and Kafka's (bench.many_clients: its producers and its
 consumer) and, last, the scale run (bench.scale); `--only NAME` runs one alone and
 `--scale-gib` sets the scale run's data size. The many-partitions and many-clients runs
 take min(--rounds, 3) rounds: each round is several fresh brokers.
 
-Ottla's peak resident memory (VmHWM) is read after each workload. At the end, one
-targets table judges every target of issues 6 and 15 that ran; it goes into the run's
+Ottla's and Kafka's peak resident memory (VmHWM) is read after each workload. At the end, one
+targets table judges every target of issues 6, 15 and 31 that ran; it goes into the run's
 section of bench/RESULTS.md, and the targets with their figures into
 bench/runs/<start>.json, which `python -m bench.compare` sets beside an earlier run's.
 """
@@ -42,12 +43,13 @@ from .client import WORKLOADS, Workload
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
 from .many_clients import many_clients_lines, run_many_clients
 from .many_partitions import many_partitions_lines, run_many_partitions
-from .peers import Ottla, Peer, cpu_halves, peak_resident, peers, reset_peak_resident
+from .peers import CONTROL, KAFKA, Ottla, Peer, cpu_halves, peak_resident, peers, reset_peak_resident
 from .report import (OTTLA, RUN_HEADING, Run, machine_lines, memory_lines, ottla_revision, per_round_lines,
                      scale_lines, tables, targets_record, targets_table, write_results)
 from .scale import GIB, free_disk_problem, run_scale
-from .round_trips import round_trip_lines, run_round_trips
+from .round_trips import SESSIONS, round_trip_lines, run_round_trips
 from .security import run_security, security_lines
+from .starts import MANY_PARTITIONS as MANY_STARTS, MANY_RECORDS, run_starts, starts_lines
 from .workloads import Measurement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,10 +60,11 @@ SCALE = "scale"
 SECURITY = "security"
 COORDINATOR_LOAD = "coordinator-load"
 ROUND_TRIPS = "round-trips"
+STARTS = "starts"
 MANY_PARTITIONS = "many-partitions"
 MANY_PRODUCERS = "many-producers"
 GROUP_CONSUMER = "group-consumer"
-EXTRAS = (SECURITY, ROUND_TRIPS, COORDINATOR_LOAD, MANY_PARTITIONS, MANY_PRODUCERS, GROUP_CONSUMER,
+EXTRAS = (SECURITY, ROUND_TRIPS, STARTS, COORDINATOR_LOAD, MANY_PARTITIONS, MANY_PRODUCERS, GROUP_CONSUMER,
           SCALE)  # runs of their own, in the order they run
 EXTRA_ROUNDS = 3  # at most, for many-partitions and many-clients: the issue's minimum
 
@@ -121,7 +124,7 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
             if workload.name in failures:
                 continue
             topic = topics.setdefault(workload.topic, f"bench-{workload.topic}-{uuid.uuid4().hex[:8]}")
-            if name == OTTLA:
+            if name in (OTTLA, KAFKA, CONTROL):
                 reset_peak_resident(peer.pid)
             try:
                 m = run_client(workload, peer.bootstrap, topic, args)
@@ -141,6 +144,10 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
             run.rounds[name][workload.name][r] = m
             if name == OTTLA:
                 run.memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
+            elif name == KAFKA:
+                run.kafka_memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
+            elif name == CONTROL:
+                run.control_memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
             print(f"{label} {workload.name:<24} {_describe(m)}", flush=True)
     finally:
         peer.stop()
@@ -168,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     # ottla-2 (the A/A control) runs right after noida-db: its figures are a round further
     # from Ottla's than noida-db's, so the noise they show is not less than what the
     # comparison with noida-db sees.
-    parser.add_argument("--peers", default="noida-db,ottla-2,tansu,mock", metavar="NAME,NAME",
-                        help="peers to compare with, of noida-db, ottla-2 (a second Ottla: the A/A control), tansu, "
-                             "mock (default %(default)s; '' for none)")
+    parser.add_argument("--peers", default="kafka,noida-db,ottla-2,tansu,mock", metavar="NAME,NAME",
+                        help="peers to compare with, of kafka (Apache Kafka 4.3.1), noida-db, ottla-2 (a second Ottla: "
+                             "the A/A control), tansu, mock (default %(default)s; '' for none)")
     parser.add_argument("--scale-gib", type=float, default=5.0,
                         help="GiB of data for the scale run (default %(default)s)")
+    parser.add_argument("--round-trip-sessions", type=int, default=SESSIONS,
+                        help="sessions of the round trips, each with fresh brokers (default %(default)s)")
     parser.add_argument("--no-pin", dest="pin", action="store_false",
                         help="leave the round trips' brokers and client where the scheduler puts them (default: "
                              "the brokers on one half of the CPUs, the client on the other)")
@@ -205,9 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
     plan += ["SASL_SSL against PLAINTEXT"] if SECURITY in only else []
     plan += ["start-up after a long coordinator history"] if COORDINATOR_LOAD in only else []
-    plan += ["one request at a time, Ottla and noida-db"] if ROUND_TRIPS in only else []
+    plan += ["one request at a time, Ottla, Kafka and noida-db"] if ROUND_TRIPS in only else []
     extra_rounds = min(args.rounds, EXTRA_ROUNDS)
-    plan += [f"{extra_rounds} rounds of 10,000 partitions starting"] if MANY_PARTITIONS in only else []
+    plan += [f"{extra_rounds} rounds of start-to-ready, Ottla and Kafka"] if STARTS in only else []
+    plan += [f"{extra_rounds} rounds of 10,000 partitions starting, Ottla alone and next to Kafka"] \
+        if MANY_PARTITIONS in only else []
     plan += [f"{extra_rounds} rounds of 1,000 producer connections"] if MANY_PRODUCERS in only else []
     plan += [f"{extra_rounds} rounds of a 1,000-partition group consumer"] if GROUP_CONSUMER in only else []
     plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
@@ -226,9 +237,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise OttlaFailed(f"security: {exc}") from exc
         if ROUND_TRIPS in only:
             try:
-                run.round_trips = run_round_trips(lambda line: print(line, flush=True), pinned=args.pin)
+                run.round_trips = run_round_trips(lambda line: print(line, flush=True), pinned=args.pin,
+                                                  sessions=args.round_trip_sessions)
             except Exception as exc:
                 raise OttlaFailed(f"round trips: {exc}") from exc
+        if STARTS in only:
+            try:
+                run.starts = run_starts(extra_rounds, lambda line: print(line, flush=True))
+            except Exception as exc:
+                raise OttlaFailed(f"starts: {exc}") from exc
         if COORDINATOR_LOAD in only:
             try:
                 run.coordinator_load = run_coordinator_load(1_000_000, 1_000_000, lambda line: print(line, flush=True))
@@ -237,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         if MANY_PARTITIONS in only:
             try:
                 run.many_partitions = run_many_partitions(extra_rounds, lambda line: print(line, flush=True))
+                run.starts_many = run_starts(extra_rounds, lambda line: print(line, flush=True), MANY_STARTS,
+                                             MANY_RECORDS)
             except Exception as exc:
                 raise OttlaFailed(f"many partitions: {exc}") from exc
         if MANY_PRODUCERS in only or GROUP_CONSUMER in only:
@@ -271,10 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         security_lines(run.security),
         coordinator_load_lines(run.coordinator_load),
         round_trip_lines(run.round_trips),
+        starts_lines(run.starts),
+        starts_lines(run.starts_many),
         many_partitions_lines(run.many_partitions),
         many_clients_lines(run.many_clients),
         memory_lines(run),
-        ["Targets (issues 6 and 15):", "", target_table] if target_table else [],
+        ["Targets (issues 6, 15 and 31):", "", target_table] if target_table else [],
         [f"Note: {note}" for note in notes],
     ]
     body = [line for section in sections if section for line in [*section, ""]][:-1]

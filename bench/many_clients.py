@@ -16,15 +16,16 @@ second. The client precomputes each connection's request and only patches the
 sequence and the CRC per batch, so a connection costs the client one send, one receive
 and a response decode per batch.
 
-consumer: Ottla alone. One topic of 1 partition, then (or before: the order alternates
+consumer: Ottla, and Kafka beside it (issue 31). One topic of 1 partition, then (or before: the order alternates
 by round) one topic of GROUP_PARTITIONS partitions, each holding the same RECORDS
 records (spread evenly), written beforehand by a confluent-kafka idempotent producer;
 then one confluent-kafka Consumer with a group.id subscribes to the topic and reads every
 record. Timed from the first record to the last (and, second figure, from subscribe(),
 which includes joining the group). Target: GROUP_PARTITIONS at least 0.8x the single
-partition's rate. noida-db, unless --peers '', reads the same as a reference (if its
-ratio is as low, the client is what bounds the read); a case it fails is not run on it
-again.
+partition's rate; and (issue 31) Ottla's rate of GROUP_PARTITIONS at least Kafka's. A
+case a peer fails is not run on it again. noida-db is left out of the consumer: its read
+of one partition fails (it answers over the client's fetch.max.bytes) after the
+client's whole timeout.
 
 Both report the broker's resident memory (VmRSS, sampled every SAMPLE_EVERY seconds
 while the clients run: the peak, and the value at the end). noida-db's console script is
@@ -33,7 +34,7 @@ a Python wrapper around the native broker: its figure is the sum over its proces
     python -m bench.many_clients [--rounds N] [--only producers|consumer] ...
 
 `python -m bench --only many-producers,group-consumer` runs both with these defaults
-(run_many_clients; the consumer on Ottla alone) and judges the targets in its table.
+(run_many_clients; the consumer on Ottla and Kafka) and judges the targets in its table.
 """
 
 from __future__ import annotations
@@ -55,13 +56,14 @@ from typing import Any, Callable
 import crc32c
 import uvloop
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.codec import decode_response, encode_request
 from tests.clients import create_topic
 from tests.wire import request
 
-from .peers import Ottla, Peer, peers, process_group
+from .peers import KAFKA, Ottla, Peer, peers, process_group
 from .workloads import BenchProducer, ClientErrors, Job, _consumer
 
 CONNECTIONS = 1_000
@@ -179,8 +181,14 @@ class _Connection(asyncio.Protocol):
         return decode_response(type(entity).__api_key__, type(entity).__version__, frame)[1]
 
     async def set_up(self) -> None:
-        init = await self.call(request(INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000,
-                                       producer_id=-1, producer_epoch=-1))
+        for _ in range(600):
+            init = await self.call(request(INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000,
+                                           producer_id=-1, producer_epoch=-1))
+            # Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its producer id manager has a
+            # block of ids, just after it starts: retried, as clients do.
+            if init.error_code not in (14, 15):
+                break
+            await asyncio.sleep(0.1)
         if init.error_code != 0:
             raise RuntimeError(f"InitProducerId: {init.error_code}")
         value = bytes(self.shared.size)
@@ -308,9 +316,27 @@ def _next_event(events: multiprocessing.Queue, deadline: float) -> tuple[str, An
     return kind, value
 
 
+def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """Until Metadata shows a leader for every partition of `topic`. Kafka answers
+    CreateTopics once its controller has the topic; the broker leads the partitions a
+    moment later, and a Produce before that gets NOT_LEADER_OR_FOLLOWER."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        described = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if (described is not None and described.error is None and len(described.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in described.partitions.values())):
+            time.sleep(1.0)  # the leadership applied, not only announced
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: not every partition has a leader after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
 def run_producers(peer: Peer, pgid: int, args: argparse.Namespace) -> ProducersResult:
     topic = f"many-producers-{uuid.uuid4().hex[:8]}"
     create_topic(peer.bootstrap, topic, args.partitions)
+    wait_for_leaders(peer.bootstrap, topic, args.partitions)
     context = multiprocessing.get_context("spawn")  # a fresh interpreter per client process
     events, go, start_at = context.Queue(), context.Event(), context.Value("d", 0.0)
     shares = [[i % args.partitions for i in range(k, args.connections, args.processes)] for k in range(args.processes)]
@@ -430,11 +456,13 @@ def run_consumer(make_peer: Callable[[], Peer], partitions: int, args: argparse.
 
 def _contenders(args: argparse.Namespace, say: Callable[[str], None]) -> list[tuple[str, Callable[[], Peer]]]:
     contenders: list[tuple[str, Callable[[], Peer]]] = [("Ottla", Ottla)]
-    noida = peers()["noida-db"] if args.peers else "not asked for (--peers '')"
-    if callable(noida):
-        contenders.append(("noida-db", noida))
-    else:
-        say(f"noida-db left out: {noida}")
+    available = peers()
+    for name in [name for name in args.peers.split(",") if name]:
+        factory = available.get(name, f"unknown peer {name!r}")
+        if callable(factory):
+            contenders.append((name, factory))
+        else:
+            say(f"{name} left out: {factory}")
     return contenders
 
 
@@ -499,9 +527,9 @@ def median_rate(outcomes: list[ProducersResult | str]) -> float | None:
     return statistics.median(rates) if rates else None
 
 
-def producers_ratio(produced: dict[str, list[ProducersResult | str]]) -> float | None:
-    """Ottla / noida-db: the median of the per-round ratios, over rounds where both ran."""
-    per_round = [o.rate / n.rate for o, n in zip(produced.get("Ottla", []), produced.get("noida-db", []), strict=False)
+def producers_ratio(produced: dict[str, list[ProducersResult | str]], peer: str = "noida-db") -> float | None:
+    """Ottla / `peer`: the median of the per-round ratios, over rounds where both ran."""
+    per_round = [o.rate / n.rate for o, n in zip(produced.get("Ottla", []), produced.get(peer, []), strict=False)
                  if not isinstance(o, str) and not isinstance(n, str)]
     return statistics.median(per_round) if per_round else None
 
@@ -556,18 +584,17 @@ class ManyClients:
 
 def run_many_clients(rounds: int, producers: bool, consumer: bool, say: Callable[[str], None]) -> ManyClients:
     """The two measurements with the defaults of `python -m bench.many_clients`. The
-    consumer runs on Ottla alone: its target is Ottla's own ratio, and noida-db's
-    reference read of one partition fails (it answers over the client's fetch.max.bytes)
-    after the client's whole timeout."""
+    consumer runs on Ottla and Kafka only: noida-db's read of one partition fails (it
+    answers over the client's fetch.max.bytes) after the client's whole timeout."""
     args = _parser().parse_args(["--rounds", str(rounds)])
     result = ManyClients(args.connections, args.group_partitions, args.records)
     if producers:
-        say(f"many producers: {args.connections:,} connections, Ottla and noida-db, {rounds} rounds")
+        say(f"many producers: {args.connections:,} connections, Ottla, {args.peers}, {rounds} rounds")
         result.producers = _producer_rounds(args, lambda line: say(f"many {line}"))
     if consumer:
-        say(f"group consumer: {args.records:,} records, 1 against {args.group_partitions:,} partitions, Ottla, "
-            f"{rounds} rounds")
-        args.peers = ""
+        say(f"group consumer: {args.records:,} records, 1 against {args.group_partitions:,} partitions, Ottla and "
+            f"Kafka, {rounds} rounds")
+        args.peers = KAFKA if KAFKA in args.peers.split(",") else ""
         result.consumer = _consumer_rounds(args, lambda line: say(f"group {line}"))
     return result
 
@@ -592,22 +619,25 @@ def many_clients_lines(result: ManyClients | None) -> list[str]:
                   "| broker | records/s, median | rounds | broker CPU (of a core) | peak RSS MiB |",
                   "|---|---:|---:|---:|---:|", *rows, ""]
     if result.consumer is not None:
-        figures = consumer_figures(result.consumer, "Ottla", result.group_partitions)
-        failed = [o for outcomes in result.consumer.values() for o in outcomes if isinstance(o, str)]
-        lines.append(f"One consumer in a group, {result.records:,} records of {SIZE} B in 1 partition or in "
-                     f"{result.group_partitions:,} (bench/many_clients.py), Ottla: "
-                     + ("no figures" if figures is None else
-                        f"{figures.one:,.0f} and {figures.many:,.0f} records/s first to last "
-                        f"({figures.ratio:.2f}x, the median of the per-round ratios); from subscribe() "
-                        f"{figures.one_from_subscribe:,.0f} and {figures.many_from_subscribe:,.0f}")
-                     + (f"; {failed[0]}" if failed else "") + ".")
+        for name in dict.fromkeys(name for name, _ in result.consumer):
+            figures = consumer_figures(result.consumer, name, result.group_partitions)
+            failed = [o for (broker, _), outcomes in result.consumer.items() if broker == name
+                      for o in outcomes if isinstance(o, str)]
+            lines.append(f"One consumer in a group, {result.records:,} records of {SIZE} B in 1 partition or in "
+                         f"{result.group_partitions:,} (bench/many_clients.py), {name}: "
+                         + ("no figures" if figures is None else
+                            f"{figures.one:,.0f} and {figures.many:,.0f} records/s first to last "
+                            f"({figures.ratio:.2f}x, the median of the per-round ratios); from subscribe() "
+                            f"{figures.one_from_subscribe:,.0f} and {figures.many_from_subscribe:,.0f}")
+                         + (f"; {failed[0]}" if failed else "") + ".")
     return lines[:-1] if lines and not lines[-1] else lines
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.many_clients", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--peers", default="noida-db", help="noida-db, or '' for Ottla alone (producers)")
+    parser.add_argument("--peers", default="kafka,noida-db",
+                        help="of kafka and noida-db, or '' for Ottla alone (producers; the consumer: kafka only)")
     parser.add_argument("--only", choices=["producers", "consumer"], default=None)
     parser.add_argument("--connections", type=int, default=CONNECTIONS)
     parser.add_argument("--processes", type=int, default=PROCESSES)

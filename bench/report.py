@@ -1,5 +1,11 @@
-"""The results: the tables printed at the end of a run, the targets of issues 3, 6 and 15
-judged against them, and the section written to RESULTS.md.
+"""The results: the tables printed at the end of a run, the targets of issues 3, 6, 15 and
+31 judged against them, and the section written to RESULTS.md.
+
+Issue 31's targets are set against Apache Kafka (the peer `kafka`) and are judged against
+the run's own A/A spread (how far Ottla/ottla-2, the same code, strayed from 1.0 in this
+run; for resident memory, how far Ottla's peak strayed from ottla-2's): met only where the
+ratio clears the bar by more than the spread, missed only where it falls short by more,
+and "within noise" in between.
 
 A Run holds, per broker and workload, the Measurement of each round that succeeded and
 the reason a peer could not run the workload. A figure that a broker produced without
@@ -25,7 +31,7 @@ from .client import WORKLOADS
 from .coordinator_load import READY_TARGET
 from .many_clients import TARGET_CONSUMER as GROUP_CONSUMER_TARGET
 from .many_clients import consumer_figures, median_rate, producers_ratio
-from .peers import CONTROL
+from .peers import CONTROL, KAFKA
 from .round_trips import REQUESTS as ROUND_TRIP_REQUESTS
 from .round_trips import TARGET as ROUND_TRIP_TARGET
 from .round_trips import session_ratio
@@ -37,8 +43,10 @@ RESULTS_TITLE = "# Benchmark results"
 RESULTS_INTRO = (
     "Written by `make bench` (`python -m bench`; `--no-write` leaves this file alone). Each workload\n"
     "runs in a confluent-kafka client process of its own, with the same client settings against\n"
-    "every broker; the brokers run in rounds, interleaved (Ottla, noida-db, ottla-2, tansu, mock,\n"
-    "Ottla, ...), each round on a fresh broker and fresh topics. ottla-2 is a second Ottla of the\n"
+    "every broker; the brokers run in rounds, interleaved (Ottla, kafka, noida-db, ottla-2, tansu,\n"
+    "mock, Ottla, ...), each round on a fresh broker and fresh topics. kafka is Apache Kafka 4.3.1\n"
+    "(the conformance tests' fixture, its JVM as Kafka's scripts start it: KAFKA_HEAP_OPTS' default\n"
+    "-Xmx1G -Xms1G, G1). ottla-2 is a second Ottla of the\n"
     "same code, the A/A control: Ottla/ottla-2 is each run's own noise. Figures are medians over\n"
     "the rounds; a ratio is the median of the per-round ratios Ottla/peer. The scale figures are\n"
     "Ottla's alone. Each run ends with a table of the targets, each judged; bench/runs/<start>.json\n"
@@ -76,6 +84,10 @@ class Run:
     many_partitions: Any = None  # bench.many_partitions' PartitionStarts, when it ran
     many_clients: Any = None  # bench.many_clients' ManyClients, when either of its parts ran
     memory: dict[str, list[int]] = field(default_factory=dict)  # workload -> Ottla's peak RSS, bytes, per round
+    kafka_memory: dict[str, list[int]] = field(default_factory=dict)  # workload -> Kafka's peak RSS, bytes, per round
+    control_memory: dict[str, list[int]] = field(default_factory=dict)  # the same, ottla-2's (the A/A control)
+    starts: Any = None  # bench.starts' BrokerStarts per broker, when it ran (1,000 partitions)
+    starts_many: Any = None  # the same with 10,000 partitions, run with many-partitions
 
     def __post_init__(self) -> None:
         for broker in self.brokers:
@@ -230,6 +242,7 @@ def scale_lines(run: Run) -> list[str]:
 # --- targets ------------------------------------------------------------------------------
 
 MET, MISSED, NOT_JUDGED, REPORTED = "met", "**missed**", "not judged", "reported (no numeric bar)"
+WITHIN_NOISE = "within noise"
 NOISE = "the run's noise (no bar)"
 # What a target's figure is, for bench.compare: the issue asks the ratios to reproduce
 # within the noise band; a time or a size is compared by its verdict.
@@ -289,6 +302,7 @@ def targets(run: Run) -> list[Target]:
         rows.append(Target("produce-latency", target, "n/a" if ratio is None else f"{ratio:.2f}x noida-db",
                            NOT_JUDGED if ratio is None else _verdict(ratio <= P99_OF_NOIDA), ratio))
     rows += _round_trip_targets(run)
+    rows += _kafka_targets(run)
     rows += _control_rows(run)
     rows += _coordinator_load_targets(run)
     rows += _many_partitions_targets(run)
@@ -317,6 +331,184 @@ def _round_trip_targets(run: Run) -> list[Target]:
                            f"{ratio:.2f}x noida-db ({ours * 1e6:,.0f} / {noida.percentile(name, 0.5) * 1e6:,.0f} us)",
                            _verdict(ratio <= ROUND_TRIP_TARGET), ratio))
     return rows
+
+
+# Issue 31's bars against Apache Kafka.
+KAFKA_THROUGHPUT = 1.0  # every throughput workload at least Kafka's
+KAFKA_P50 = 1.0  # per-request p50 no higher than Kafka's
+KAFKA_START = 0.1  # start-to-ready at most a tenth of Kafka's
+KAFKA_MEMORY = 0.2  # resident memory at most a fifth of Kafka's
+
+
+def aa_spread(run: Run, round_trips: bool = False) -> float | None:
+    """The run's A/A spread: how far Ottla/ottla-2 (the same code) strayed from 1.0 at
+    worst, over the throughput and latency workloads, or with `round_trips` over the
+    round trips' requests; None where the control did not run."""
+    if round_trips:
+        control = next((r for r in run.round_trips or [] if r.broker == CONTROL), None)
+        ratios = [session_ratio(run.round_trips[0], control, name) for name in ROUND_TRIP_REQUESTS] if control else []
+    elif CONTROL in run.brokers:
+        ratios = [r for w in run.workloads if (r := median_ratio(run, w, CONTROL)) is not None]
+    else:
+        ratios = []
+    return max(abs(r - 1) for r in ratios) if ratios else None
+
+
+def judged(ratio: float, bar: float, higher_is_better: bool, spread: float | None) -> str:
+    """MET if `ratio` clears `bar` by more than `spread` (relative to the bar), MISSED if it
+    falls short by more, WITHIN_NOISE in between; without a spread, on the bar alone."""
+    margin = ratio / bar - 1 if higher_is_better else bar / ratio - 1
+    if not spread:
+        return _verdict(margin >= 0)
+    return MET if margin > spread else MISSED if margin < -spread else WITHIN_NOISE
+
+
+def _noise_note(spread: float | None) -> str:
+    return "no A/A in this run" if spread is None else f"A/A spread ±{spread:.0%}"
+
+
+def _kafka_targets(run: Run) -> list[Target]:
+    """Issue 31: Ottla against Apache Kafka 4.3.1, where Kafka ran."""
+    rows: list[Target] = []
+    spread = aa_spread(run)
+    note = _noise_note(spread)
+    if KAFKA in run.brokers:
+        for workload in run.workloads:
+            if WORKLOADS[workload].latency:
+                ratio = _median([ours.p50_ms / theirs.p50_ms for r, ours in run.rounds[OTTLA][workload].items()
+                                 if (theirs := run.rounds[KAFKA][workload].get(r)) is not None
+                                 and not ours.invalid and not theirs.invalid and ours.p50_ms and theirs.p50_ms])
+                target = f"{workload}: p50 no higher than Kafka's"
+                bar, higher = KAFKA_P50, False
+            else:
+                ratio = median_ratio(run, workload, KAFKA)
+                target = f"{workload}: >= {KAFKA_THROUGHPUT}x Kafka"
+                bar, higher = KAFKA_THROUGHPUT, True
+            key = f"kafka {workload}"
+            if ratio is None:
+                reason = run.failures[KAFKA].get(workload, "no round with valid figures of both")
+                rows.append(Target(key, target, f"n/a ({reason})", NOT_JUDGED, against=KAFKA))
+            else:
+                rows.append(Target(key, target, f"{ratio:.2f}x kafka ({note})", judged(ratio, bar, higher, spread),
+                                   ratio, KAFKA))
+    rows += _kafka_round_trip_targets(run)
+    rows += _kafka_many_clients_targets(run, spread)
+    rows += _kafka_start_targets(run, spread)
+    rows += _kafka_memory_targets(run, spread)
+    return rows
+
+
+def _kafka_round_trip_targets(run: Run) -> list[Target]:
+    kafka = next((r for r in run.round_trips or [] if r.broker == KAFKA), None)
+    if kafka is None:
+        return []
+    ottla, spread = run.round_trips[0], aa_spread(run, round_trips=True)
+    rows = []
+    for name in ROUND_TRIP_REQUESTS:
+        ratio = session_ratio(ottla, kafka, name)
+        rows.append(Target(f"kafka round-trip {name}", f"round trip, {name}: p50 no higher than Kafka's",
+                           f"{ratio:.2f}x kafka ({ottla.percentile(name, 0.5) * 1e6:,.0f} / "
+                           f"{kafka.percentile(name, 0.5) * 1e6:,.0f} us; {_noise_note(spread)})",
+                           judged(ratio, KAFKA_P50, False, spread), ratio, KAFKA))
+    return rows
+
+
+def _kafka_many_clients_targets(run: Run, spread: float | None) -> list[Target]:
+    clients, note = run.many_clients, _noise_note(spread)
+    if clients is None:
+        return []
+    rows = []
+    if clients.producers is not None and KAFKA in clients.producers:
+        target = f"{clients.connections:,} concurrent producer connections: >= {KAFKA_THROUGHPUT}x Kafka"
+        ratio = producers_ratio(clients.producers, KAFKA)
+        rows.append(Target("kafka many-producers", target, "no round with figures of both" if ratio is None
+                           else f"{ratio:.2f}x kafka ({note})",
+                           NOT_JUDGED if ratio is None else judged(ratio, KAFKA_THROUGHPUT, True, spread), ratio,
+                           KAFKA))
+    if clients.consumer is not None and (KAFKA, clients.group_partitions) in clients.consumer:
+        target = (f"a consumer of {clients.group_partitions:,} partitions in one group: >= {KAFKA_THROUGHPUT}x "
+                  "Kafka's rate")
+        ours = consumer_figures(clients.consumer, OTTLA, clients.group_partitions)
+        theirs = consumer_figures(clients.consumer, KAFKA, clients.group_partitions)
+        if ours is None or theirs is None:
+            rows.append(Target("kafka group-consumer", target, "no figures of both", NOT_JUDGED, against=KAFKA))
+        else:
+            ratio = ours.many / theirs.many
+            rows.append(Target("kafka group-consumer", target,
+                               f"{ratio:.2f}x kafka ({ours.many:,.0f} / {theirs.many:,.0f} records/s; {note})",
+                               judged(ratio, KAFKA_THROUGHPUT, True, spread), ratio, KAFKA))
+    return rows
+
+
+def _kafka_start_targets(run: Run, spread: float | None) -> list[Target]:
+    rows = []
+    for starts, size in ((run.starts, ""), (run.starts_many, " many")):
+        if starts and OTTLA in starts and KAFKA in starts:
+            rows += _kafka_start_rows(starts[OTTLA], starts[KAFKA], size, spread)
+    return rows
+
+
+def _kafka_start_rows(ours: Any, theirs: Any, size: str, spread: float | None) -> list[Target]:
+    rows = []
+    for kind, what in (("clean", "after a clean stop"), ("crashed", "after kill -9")):
+        target = f"{ours.partitions:,} partitions, start-to-ready {what}: at most {KAFKA_START}x Kafka's"
+        mine, kafka = getattr(ours, kind), getattr(theirs, kind)
+        key = f"kafka start{size} {kind}"
+        if not mine or not kafka:
+            rows.append(Target(key, target, f"n/a ({theirs.failure or 'no figures'})", NOT_JUDGED, against=KAFKA))
+            continue
+        a, b = statistics.median(mine), statistics.median(kafka)
+        rows.append(Target(key, target, f"{a / b:.3f}x kafka ({a:.2f} / {b:.2f} s; {_noise_note(spread)})",
+                           judged(a / b, KAFKA_START, False, spread), a / b, KAFKA))
+    return rows
+
+
+def kafka_memory_ratios(run: Run) -> dict[str, tuple[float, float]]:
+    """(Ottla's peak MiB, Kafka's peak MiB) per case where both were measured: the
+    workloads' highest over the rounds, the starts', the many-clients cases'."""
+    pairs = {w: (max(run.memory[w]) / MIB, max(rss) / MIB) for w, rss in run.kafka_memory.items()
+             if rss and run.memory.get(w)}
+    for starts in (run.starts, run.starts_many):
+        if starts and OTTLA in starts and KAFKA in starts:
+            ours, theirs = starts[OTTLA].rss_peak, starts[KAFKA].rss_peak
+            if ours and theirs:
+                pairs[f"starts ({starts[OTTLA].partitions:,} partitions)"] = (max(ours) / MIB, max(theirs) / MIB)
+    clients = run.many_clients
+    if clients is not None and clients.producers and KAFKA in clients.producers:
+        ok = {name: [o.rss_peak_mib for o in clients.producers[name] if not isinstance(o, str)]
+              for name in (OTTLA, KAFKA)}
+        if ok[OTTLA] and ok[KAFKA]:
+            pairs["many-producers"] = (max(ok[OTTLA]), max(ok[KAFKA]))
+    if clients is not None and clients.consumer:
+        for partitions in (1, clients.group_partitions):
+            ok = {name: [o.rss_peak_mib for o in clients.consumer.get((name, partitions), [])
+                         if not isinstance(o, str)] for name in (OTTLA, KAFKA)}
+            if ok[OTTLA] and ok[KAFKA]:
+                pairs[f"group-consumer ({partitions:,})"] = (max(ok[OTTLA]), max(ok[KAFKA]))
+    return pairs
+
+
+def memory_spread(run: Run) -> float | None:
+    """The A/A spread of resident memory: how far Ottla's peak strayed from ottla-2's at
+    worst over the workloads both ran (the highest over the rounds each); None without
+    ottla-2's figures."""
+    ratios = [max(run.memory[w]) / max(rss) for w, rss in run.control_memory.items() if rss and run.memory.get(w)]
+    return max(abs(r - 1) for r in ratios) if ratios else None
+
+
+def _kafka_memory_targets(run: Run, spread: float | None) -> list[Target]:
+    pairs = kafka_memory_ratios(run)
+    if not pairs:
+        return []
+    # Memory has an A/A of its own where ottla-2 ran the workloads: the throughput's
+    # spread says nothing about how much two resident sizes of the same code differ.
+    spread = memory_spread(run) if run.control_memory else spread
+    worst = max(pairs, key=lambda case: pairs[case][0] / pairs[case][1])
+    ours, theirs = pairs[worst]
+    return [Target("kafka rss", f"resident memory at most {KAFKA_MEMORY}x Kafka's in every case measured on both",
+                   f"at worst {ours / theirs:.2f}x kafka ({worst}: {ours:.0f} / {theirs:.0f} MiB), of {len(pairs)}; "
+                   f"{_noise_note(spread)}", judged(ours / theirs, KAFKA_MEMORY, False, spread), ours / theirs,
+                   KAFKA)]
 
 
 def _control_rows(run: Run) -> list[Target]:
@@ -459,8 +651,13 @@ def memory_lines(run: Run) -> list[str]:
     peaks = memory_peaks(run)
     if not peaks:
         return []
-    return ["Ottla's peak resident memory per workload, MiB (the highest over the rounds): "
-            + ", ".join(f"{workload} {mib:.0f}" for workload, mib in peaks.items()) + "."]
+    lines = ["Ottla's peak resident memory per workload, MiB (the highest over the rounds): "
+             + ", ".join(f"{workload} {mib:.0f}" for workload, mib in peaks.items()) + "."]
+    pairs = kafka_memory_ratios(run)
+    if pairs:
+        lines += ["", "Ottla's against Kafka's (the JVM's VmHWM, -Xmx1G -Xms1G), MiB: "
+                  + ", ".join(f"{case} {ours:.0f} / {theirs:.0f}" for case, (ours, theirs) in pairs.items()) + "."]
+    return lines
 
 
 def _memory_targets(run: Run) -> list[Target]:
@@ -521,10 +718,13 @@ def ottla_revision(root: str) -> tuple[str, str]:
     try:
         commit = git("rev-parse", "--short", "HEAD").strip()
         changes = git("status", "--porcelain", "--", *SOURCES) + git("diff", "HEAD", "--", *SOURCES)
+        # The sources' trees, not the commit: a commit of bench/ alone during a run changes
+        # nothing the figures depend on.
+        trees = git("rev-parse", *(f"HEAD:{source}" for source in SOURCES))
     except (OSError, subprocess.SubprocessError):
         return "unknown commit", ""
     text = f"commit {commit}" + (" with uncommitted changes" if changes else "")
-    return text, hashlib.sha256(f"{commit}\n{changes}".encode()).hexdigest()
+    return text, hashlib.sha256(f"{trees}\n{changes}".encode()).hexdigest()
 
 
 def _package(name: str) -> str:

@@ -9,12 +9,15 @@ transactional), EndTxn (commit) and Fetch (at the log end, no wait: an empty ans
 A request's time runs from its send to its whole answer read (encoding the request
 and decoding the answer are the client's work and left out).
 
-A run is SESSIONS sessions, each with fresh brokers (Ottla, noida-db and the A/A control
-ottla-2, a second Ottla) running at once and taking the rounds in turn: WARMUP rounds,
+A run is SESSIONS sessions, each with fresh brokers (Ottla, Apache Kafka 4.3.1, noida-db
+and the A/A control ottla-2, a second Ottla) running at once and taking the rounds in turn: WARMUP rounds,
 then ROUNDS measured ones. A broker's speed differs from one start to the next more
 than within one life (where the scheduler puts its threads, its memory layout), so one
 session says little; the ratio judged is the median over the sessions of each session's
-p50 ratio (target: Ottla within 1.2x noida-db at each request). The p50 and p99 shown
+p50 ratio (targets: Ottla within 1.2x noida-db at each request; issue 31: no higher than
+Kafka's). Kafka writes a commit's markers after it answers EndTxn, so the next round's
+InitProducerId may get CONCURRENT_TRANSACTIONS: it is sent again, as clients do, and the
+time of the attempt that succeeded is the one counted. The p50 and p99 shown
 pool every session; RESULTS.md shows each ratio's range over the sessions. The brokers
 run on one half of the CPUs and the client on the other (bench/peers.py says why).
 """
@@ -33,12 +36,16 @@ from ottla.protocol.codec import decode_response, encode_request
 from tests.clients import create_topic
 from tests.wire import WireClient, request
 
-from .peers import CONTROL, Ottla, Peer, SecondOttla, cpu_halves, peak_resident, peers, pin, running_on
+from .peers import CONTROL, KAFKA, Ottla, Peer, SecondOttla, cpu_halves, peak_resident, peers, pin, running_on
 
 WARMUP, ROUNDS, SESSIONS = 200, 1000, 7
 TARGET = 1.2  # Ottla's time at most this multiple of noida-db's
 TOPIC = "round-trips"
 TXN_ID = "round-trips"
+# Answers a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+# NOT_COORDINATOR (Kafka while __transaction_state is being created, in the warm-up),
+# CONCURRENT_TRANSACTIONS.
+RETRIABLE = {14, 15, 16, 51}
 REQUESTS = ("FindCoordinator", "Metadata", "InitProducerId", "AddPartitionsToTxn", "Produce", "EndTxn", "Fetch")
 
 
@@ -106,8 +113,13 @@ def _round(client: WireClient) -> dict[str, float]:
     times["Metadata"], _ = _timed(client, request(3, 12, topics=[{"name": TOPIC, "topic_id": None}],
                                                   allow_auto_topic_creation=False,
                                                   include_topic_authorized_operations=False))
-    times["InitProducerId"], init = _timed(client, request(22, 4, transactional_id=TXN_ID, transaction_timeout=60000,
-                                                           producer_id=-1, producer_epoch=-1))
+    for _ in range(1000):
+        times["InitProducerId"], init = _timed(client, request(22, 4, transactional_id=TXN_ID,
+                                                               transaction_timeout=60000, producer_id=-1,
+                                                               producer_epoch=-1))
+        if init.error_code not in RETRIABLE:  # type: ignore[attr-defined]
+            break
+        time.sleep(0.001 if init.error_code == 51 else 0.1)  # type: ignore[attr-defined]
     assert init.error_code == 0, init  # type: ignore[attr-defined]
     pid, epoch = init.producer_id, init.producer_epoch  # type: ignore[attr-defined]
     times["AddPartitionsToTxn"], added = _timed(client, request(
@@ -136,11 +148,16 @@ def _round(client: WireClient) -> dict[str, float]:
 
 def run_round_trips(say: Callable[[str], None], rounds: int = ROUNDS, warmup: int = WARMUP,
                     sessions: int = SESSIONS, pinned: bool = True) -> list[RoundTrips]:
-    """Ottla, noida-db (when installed) and the A/A control side by side, Ottla first;
+    """Ottla, Kafka and noida-db (when available) and the A/A control side by side, Ottla first;
     `pinned`: the brokers on one half of the CPUs, this (the client) on the other."""
     available = peers()
     halves = cpu_halves() if pinned else None
     makers: list[Callable[[], Peer]] = [Ottla]
+    kafka = available.get(KAFKA)
+    if callable(kafka):
+        makers.append(kafka)
+    else:
+        say(f"round trips: kafka left out: {kafka}")
     noida = available.get("noida-db")
     if callable(noida):
         makers.append(noida)
@@ -215,7 +232,8 @@ def round_trip_lines(results: list[RoundTrips] | None) -> list[str]:
         for o in others)
     lines = [f"Round trip of one request at a time, raw socket, {sessions} sessions of "
              f"{len(ottla.times['Produce']) // sessions:,} rounds (bench/round_trips.py; target: Ottla's p50 within "
-             f"{TARGET}x noida-db's; the ratio is the median over the sessions of each session's p50 ratio; "
+             f"{TARGET}x noida-db's, no higher than Kafka's; the ratio is the median over the sessions of each "
+             "session's p50 ratio; "
              f"{CONTROL} is a second Ottla, the A/A control), microseconds", "",
              header, "|---" * (3 + 4 * len(others)) + "|"]
     for name in REQUESTS:
@@ -223,7 +241,8 @@ def round_trip_lines(results: list[RoundTrips] | None) -> list[str]:
         for other in others:
             ratio = session_ratio(ottla, other, name)
             each = [a / b for a, b in zip(ottla.session_p50[name], other.session_p50[name], strict=False)]
-            judged = "-" if other.broker == CONTROL else "met" if ratio <= TARGET else "**missed**"
+            bar = 1.0 if other.broker == KAFKA else TARGET  # issue 31: no higher than Kafka's
+            judged = "-" if other.broker == CONTROL else "met" if ratio <= bar else "**missed**"
             row += (f" {other.percentile(name, 0.5) * 1e6:,.0f} | {other.percentile(name, 0.99) * 1e6:,.0f} |"
                     f" {ratio:.2f}x ({min(each):.2f}-{max(each):.2f}) | {judged} |")
         lines.append(row)

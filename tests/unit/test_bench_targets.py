@@ -8,8 +8,12 @@ from types import SimpleNamespace
 from bench.compare import A_A_ROW, AGREE, DIFFER, OTHER_VERDICT, SAME_VERDICT, compare, noise_band
 from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
 from bench.many_partitions import PartitionStarts, Start
-from bench.peers import CONTROL
-from bench.report import MET, MISSED, NOT_JUDGED, OTTLA, REPORTED, Run, targets, targets_record
+import pytest
+
+from bench.peers import CONTROL, KAFKA
+from bench.report import (MET, MISSED, NOT_JUDGED, OTTLA, REPORTED, WITHIN_NOISE, Run, aa_spread, judged, targets,
+                          targets_record)
+from bench.starts import BrokerStarts
 from bench.round_trips import REQUESTS, RoundTrips, session_ratio
 from bench.workloads import Measurement
 
@@ -151,3 +155,64 @@ def test_a_time_or_size_is_compared_by_its_verdict_and_the_a_a_rows_are_noise():
                             "kind": "A/A"}]
     assert {row[0]: row[4] for row in compare(first, second)}["A/A consume"] == A_A_ROW
     assert noise_band(first) == (0.93, 1.01) and noise_band(second) == (1.01, 1.08)
+
+
+def _kafka_run(kafka_rates: list[float], control_rates: list[float]) -> Run:
+    """Ottla at 100 msgs/s each round, Kafka and the A/A control at the rates given."""
+    run = Run([OTTLA, KAFKA, CONTROL], ["idempotent-produce"])
+    for r, (kafka, again) in enumerate(zip(kafka_rates, control_rates, strict=True)):
+        run.rounds[OTTLA]["idempotent-produce"][r] = _rate(100)
+        run.rounds[KAFKA]["idempotent-produce"][r] = _rate(kafka)
+        run.rounds[CONTROL]["idempotent-produce"][r] = _rate(again)
+    return run
+
+
+def test_a_target_against_kafka_is_met_or_missed_only_beyond_the_runs_a_a_spread():
+    # The spread is how far the A/A ratio (Ottla/ottla-2) is from 1.0: 100/110 is 9 % off.
+    assert aa_spread(_kafka_run([100] * 3, [110, 110, 110])) == pytest.approx(1 - 100 / 110)
+    spread_run = _kafka_run([96, 96, 96], [108, 108, 108])  # A/A 0.93: spread 7 %
+    row = _by_key(spread_run)["kafka idempotent-produce"]
+    assert (round(row.figure, 2), row.verdict, row.against) == (1.04, WITHIN_NOISE, KAFKA)
+    assert _by_key(_kafka_run([80, 80, 80], [108, 108, 108]))["kafka idempotent-produce"].verdict == MET
+    assert _by_key(_kafka_run([120, 120, 120], [108, 108, 108]))["kafka idempotent-produce"].verdict == MISSED
+    # Without the control there is no spread: the bar alone decides.
+    alone = Run([OTTLA, KAFKA], ["idempotent-produce"])
+    alone.rounds[OTTLA]["idempotent-produce"][0] = _rate(100)
+    alone.rounds[KAFKA]["idempotent-produce"][0] = _rate(96)
+    assert _by_key(alone)["kafka idempotent-produce"].verdict == MET
+
+
+def test_judged_compares_the_margin_beyond_the_bar_with_the_spread_both_ways():
+    assert judged(1.2, 1.0, True, 0.1) == MET and judged(0.85, 1.0, True, 0.1) == MISSED
+    assert judged(1.05, 1.0, True, 0.1) == WITHIN_NOISE and judged(0.95, 1.0, True, 0.1) == WITHIN_NOISE
+    # Lower is better: a start at 0.05x Kafka's clears the 0.1x bar by 100 %.
+    assert judged(0.05, 0.1, False, 0.3) == MET and judged(0.2, 0.1, False, 0.3) == MISSED
+    assert judged(0.1, 0.1, False, None) == MET and judged(0.11, 0.1, False, 0.0) == MISSED
+
+
+def test_start_memory_and_round_trips_against_kafka_each_get_a_row():
+    run = _kafka_run([100] * 3, [100] * 3)  # no spread
+    run.starts = {OTTLA: BrokerStarts(OTTLA, 1_000, 20_000, clean=[1.0, 1.2], crashed=[3.0], rss_peak=[60 * MIB]),
+                  KAFKA: BrokerStarts(KAFKA, 1_000, 20_000, clean=[20.0, 24.0], crashed=[25.0],
+                                      rss_peak=[400 * MIB])}
+    run.starts_many = {OTTLA: BrokerStarts(OTTLA, 10_000, 100_000, clean=[2.0], crashed=[3.0]),
+                       KAFKA: BrokerStarts(KAFKA, 10_000, 100_000, failure="failed in round 1: timeout")}
+    run.memory = {"idempotent-produce": [50 * MIB, 90 * MIB]}
+    run.kafka_memory = {"idempotent-produce": [500 * MIB, 400 * MIB]}
+    run.round_trips = [_round_trips(OTTLA, [120e-6] * 3, produce=[300e-6] * 3), _round_trips(KAFKA, [200e-6] * 3)]
+    rows = _by_key(run)
+    clean, crashed = rows["kafka start clean"], rows["kafka start crashed"]
+    assert (clean.figure, clean.verdict) == (pytest.approx(1.1 / 22.0), MET)
+    assert (crashed.figure, crashed.verdict) == (pytest.approx(0.12), MISSED)
+    assert "10,000 partitions" in rows["kafka start many clean"].target
+    assert rows["kafka start many clean"].verdict == NOT_JUDGED and "timeout" in rows["kafka start many clean"].measured
+    memory = rows["kafka rss"]  # the worst case: 90 / 500 MiB in the workload, 60 / 400 at the starts
+    assert (memory.figure, memory.verdict) == (pytest.approx(0.18), MET) and "idempotent-produce" in memory.measured
+    run.kafka_memory = {"idempotent-produce": [400 * MIB]}
+    assert _by_key(run)["kafka rss"].verdict == MISSED  # 90 / 400 MiB = 0.225x
+    # Memory's own A/A (Ottla's peak 90 MiB against ottla-2's 80: ±12 %) puts 0.225x (11 % over
+    # the bar) within noise.
+    run.control_memory = {"idempotent-produce": [80 * MIB]}
+    assert _by_key(run)["kafka rss"].verdict == WITHIN_NOISE and "±12%" in _by_key(run)["kafka rss"].measured
+    assert rows["kafka round-trip Metadata"].verdict == MET  # 120 against 200 us
+    assert rows["kafka round-trip Produce"].verdict == MISSED  # 300 against 200 us
