@@ -176,3 +176,88 @@ class RestError(Exception):
     def __init__(self, code: int, body: str) -> None:
         super().__init__(f"{code}: {body}")
         self.code = code
+
+
+class MirrorMaker:
+    """MirrorMaker 2 in dedicated mode (connect-mirror-maker.sh): one JVM running the
+    source, checkpoint and heartbeat connectors for every enabled flow of mm2.properties."""
+
+    def __init__(self, work_dir: str, properties: dict[str, str], name: str = "mm2") -> None:
+        self.config_path = os.path.join(work_dir, f"{name}.properties")
+        self.log_path = os.path.join(work_dir, f"{name}.log")
+        self.properties = dict(properties)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "MirrorMaker":
+        write_properties(self.config_path, self.properties)
+        try:
+            command = java_command("org.apache.kafka.connect.mirror.MirrorMaker", [self.config_path],
+                                   WORKER_JVM_OPTS)
+        except ReferenceUnavailable as exc:
+            raise AssertionError(f"MirrorMaker 2 cannot run: {exc}") from None
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def check_alive(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            raise AssertionError(f"MirrorMaker 2 is not running:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+
+def mirror_properties(source_alias: str, source: str, target_alias: str, target: str, topics: str,
+                      groups: str, **extra: str) -> dict[str, str]:
+    """The mm2.properties the tests run (and docs/moving-to-a-kafka-cluster.md shows): one
+    flow, topic names kept (IdentityReplicationPolicy), read_committed on the source,
+    replication factor 1, intervals of a second or two instead of MirrorMaker 2's minutes."""
+    flow = f"{source_alias}->{target_alias}"
+    props = {
+        "clusters": f"{source_alias}, {target_alias}",
+        f"{source_alias}.bootstrap.servers": source,
+        f"{target_alias}.bootstrap.servers": target,
+        f"{flow}.enabled": "true",
+        f"{target_alias}->{source_alias}.enabled": "false",
+        f"{flow}.topics": topics,
+        f"{flow}.groups": groups,
+        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        # Aborted transactions stay behind: the source consumers read committed records only.
+        f"{source_alias}.consumer.isolation.level": "read_committed",
+        "sync.topic.configs.enabled": "true",
+        "sync.group.offsets.enabled": "true",
+        "sync.group.offsets.interval.seconds": "1",
+        "emit.checkpoints.interval.seconds": "1",
+        "emit.heartbeats.interval.seconds": "1",
+        "refresh.topics.interval.seconds": "2",
+        "refresh.groups.interval.seconds": "2",
+        "sync.topic.configs.interval.seconds": "2",
+        "offset.flush.interval.ms": "1000",
+        "replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "config.storage.replication.factor": "1",
+        "plugin.discovery": "only_scan",
+    }
+    props.update(extra)
+    return props
