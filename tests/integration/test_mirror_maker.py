@@ -10,7 +10,10 @@ documents (a translated offset is at or before the true one: it rounds back to a
 offset sync), counted. A group that stops after the copy is done gets translated coarsely
 by MirrorMaker 2 4.3 (its offset-sync store thins old syncs out): offset 1 of 75-89 in both
 directions, Kafka as the source included, so nearly all it had read is read again; the test
-prints the counts. Kafka -> Ottla: the same copy in the other direction.
+prints the counts.
+
+Checked to fail when Ottla's read_committed Fetch lists no aborted transactions: the aborted
+transaction's records were copied to Kafka. Kafka -> Ottla: the same copy in the other direction.
 """
 
 from __future__ import annotations
