@@ -144,6 +144,10 @@ def copy_and_check(source: str, target: str, source_alias: str, target_alias: st
     copy and resume the group on `target`. Returns counts for the report."""
     topic = f"mm-{uuid.uuid4().hex[:8]}"
     group = f"{topic}-group"
+    # Aliases of this run's own: MirrorMaker 2 keeps its connectors' configs in topics named
+    # after them on the target, and the session's Kafka outlives an earlier run's Ottla.
+    run = uuid.uuid4().hex[:6]
+    source_alias, target_alias = f"{source_alias}-{run}", f"{target_alias}-{run}"
     create_topic(source, topic, PARTITIONS, TOPIC_CONFIGS)
     # MirrorMaker 2 runs while the applications still use the source, as in a migration:
     # its checkpoint task translates a group's offsets through the newest offset syncs.
@@ -263,10 +267,11 @@ def test_exactly_once_mirror_maker_across_a_kill_of_ottla(fresh_broker, kafka_re
     ottla = fresh_broker()
     topic = f"mm-eos-{uuid.uuid4().hex[:8]}"
     create_topic(ottla.bootstrap, topic, PARTITIONS)
+    run = uuid.uuid4().hex[:6]
     mm = MirrorMaker(str(tmp_path), mirror_properties(
-        "ottla", ottla.bootstrap, "kafka", kafka_reference.bootstrap, topics=topic, groups="none",
-        **{"kafka.exactly.once.source.support": "enabled", "dedicated.mode.enable.internal.rest": "true",
-           "listeners": "http://127.0.0.1:0", "kafka.consumer.isolation.level": "read_committed"}))
+        f"ottla-{run}", ottla.bootstrap, f"kafka-{run}", kafka_reference.bootstrap, topics=topic, groups="none",
+        **{f"kafka-{run}.exactly.once.source.support": "enabled", "dedicated.mode.enable.internal.rest": "true",
+           "listeners": "http://127.0.0.1:0"}))
     mirror_makers.append(mm)
     mm.start()
     wait_until(lambda: mm.check_alive() or topic_state(kafka_reference.bootstrap, topic), COPY_TIMEOUT,
@@ -294,6 +299,6 @@ def test_exactly_once_mirror_maker_across_a_kill_of_ottla(fresh_broker, kafka_re
     # The copy was transactional: the source task's transactional id is on Kafka.
     listed = run_java("org.apache.kafka.tools.TransactionsCommand",
                       ["--bootstrap-server", kafka_reference.bootstrap, "list"], timeout=120)
-    assert "MirrorSourceConnector-0" in listed.stdout, listed.stdout + listed.stderr
+    assert f"ottla-{run}-mm2-MirrorSourceConnector-0" in listed.stdout, listed.stdout + listed.stderr
     print(f"copied before the kill: {copied_at_kill} offsets (records and markers) of 170,000 records")
     print(listed.stdout)
