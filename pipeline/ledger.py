@@ -16,6 +16,10 @@ record would have to be found by scanning a topic under read_committed, whose la
 stable offset stays behind any other task's transaction still open, such as a
 transaction left open by a killed attempt whose task has not yet been retried.
 
+Kafka commits offsets only for partitions that exist, so the ledger topic is a real
+topic: each task makes sure it has its pseudo-partition (created, or its partitions
+added, on first use). It holds no records.
+
 Inspect a query's ledger with any Kafka tool: the group `ottla-spark-<query id>`,
 topic `__ottla_spark_batches`, shows one "offset" per task partition, the next batch it
 will write.
@@ -23,7 +27,8 @@ will write.
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 LEDGER_TOPIC = "__ottla_spark_batches"
 PREFIX = "ottla-spark"
@@ -34,9 +39,33 @@ def transactional_id(query_id: str, task_partition: int) -> str:
     return f"{PREFIX}-{query_id}-{task_partition}"
 
 
+def ensure_ledger_partition(client_config: dict[str, str], task_partition: int) -> None:
+    """Give LEDGER_TOPIC at least task_partition + 1 partitions. Tasks race to do it:
+    another's creation or growth first is as good as this one's."""
+    admin = AdminClient({**client_config})
+    tolerated = (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS)
+    for _ in range(5):
+        topic = admin.list_topics(LEDGER_TOPIC, timeout=TIMEOUT_S).topics.get(LEDGER_TOPIC)
+        if topic is not None and topic.error is None and len(topic.partitions) > task_partition:
+            return
+        if topic is None or topic.error is not None:
+            # The cluster's default replication factor (-1): Ottla's 1, a cluster's own.
+            futures = admin.create_topics([NewTopic(LEDGER_TOPIC, task_partition + 1, -1)])
+        else:
+            futures = admin.create_partitions([NewPartitions(LEDGER_TOPIC, task_partition + 1)])
+        for future in futures.values():
+            try:
+                future.result(TIMEOUT_S)
+            except KafkaException as exc:
+                if exc.args[0].code() not in tolerated:
+                    raise
+    raise RuntimeError(f"{LEDGER_TOPIC} did not get partition {task_partition}")
+
+
 class BatchLedger:
     def __init__(self, client_config: dict[str, str], query_id: str, task_partition: int) -> None:
         self.task_partition = task_partition
+        ensure_ledger_partition(client_config, task_partition)
         # A consumer that never joins its group: it reads the group's committed offsets
         # and provides the group metadata the producer's transaction needs.
         self.consumer = Consumer({
