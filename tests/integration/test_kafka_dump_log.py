@@ -152,7 +152,9 @@ def test_dump_log_transaction_log_decoder_agrees_with_ottla(written):
             r"txnTimeoutMs=(\d+), state=(\w+), pendingState=None, topicPartitions=Set\((.*)\), "
             r"txnStartTimestamp=(-?\d+), txnLastUpdateTimestamp=(-?\d+)\)", ottla_record.group(3))
         assert metadata, ottla_record.group(3)
-        partitions = sorted(f"{t['topic']}-{p}" for t in data["transactionPartitions"] for p in t["partitionIds"])
+        # An Empty transaction's partitions are a null array, as Kafka writes them.
+        partitions = sorted(f"{t['topic']}-{p}" for t in data["transactionPartitions"] or []
+                            for p in t["partitionIds"])
         assert metadata.groups() == (
             key["data"]["transactionalId"], str(data["producerId"]), str(data["producerEpoch"]),
             str(data["transactionTimeoutMs"]), TXN_STATES[data["transactionStatus"]],
