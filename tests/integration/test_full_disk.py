@@ -86,11 +86,18 @@ def test_a_full_disk_refuses_writes_loses_nothing_and_recovers(small_disk, topic
         # acknowledged record is read back once, in order, and nothing else; the files then
         # hold the marker too.
         broker.kill()
-        assert check_partition_files(partition_dir) in (len(acknowledged), len(acknowledged) + 1)
+        end_at_kill = check_partition_files(partition_dir)
+        assert end_at_kill in (len(acknowledged), len(acknowledged) + 1)
         broker.start()
         got = read_all(broker.bootstrap, topic_name, [0], isolation="read_committed")[0]
         assert got == acknowledged
-        assert check_partition_files(partition_dir) == len(acknowledged) + 1
+        # The restarted coordinator completes the commit by writing its marker. If the kill
+        # fell after the marker but before the coordinator logged the commit complete, the
+        # marker is written once more, as Kafka's coordinator does after a failover: a
+        # second COMMIT marker for a transaction already ended changes nothing a reader sees.
+        marker_was_in = end_at_kill > len(acknowledged)
+        allowed_ends = {len(acknowledged) + 1, len(acknowledged) + 2} if marker_was_in else {len(acknowledged) + 1}
+        assert check_partition_files(partition_dir) in allowed_ends
     finally:
         broker.cleanup()
 
