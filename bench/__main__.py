@@ -43,7 +43,7 @@ from .client import WORKLOADS, Workload
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
 from .many_clients import many_clients_lines, run_many_clients
 from .many_partitions import many_partitions_lines, run_many_partitions
-from .peers import CONTROL, KAFKA, Ottla, Peer, cpu_halves, peak_resident, peers, reset_peak_resident
+from .peers import CONTROL, KAFKA, Ottla, Peer, baseline_peer, cpu_halves, peak_resident, peers, reset_peak_resident
 from .report import (OTTLA, RUN_HEADING, Run, machine_lines, memory_lines, ottla_revision, per_round_lines,
                      scale_lines, tables, targets_record, targets_table, write_results)
 from .scale import GIB, free_disk_problem, run_scale
@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pin", dest="pin", action="store_false",
                         help="leave the round trips' brokers and client where the scheduler puts them (default: "
                              "the brokers on one half of the CPUs, the client on the other)")
+    parser.add_argument("--baseline", default="", metavar="REV",
+                        help="also run Ottla of this git revision as a peer, ottla@REV (built once into "
+                             ".cache/bench-baseline/): what a change did, against the run's A/A spread")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md nor bench/runs/")
     args = parser.parse_args(argv)
     only = [name for name in args.only.split(",") if name] or [*WORKLOADS, *EXTRAS]
@@ -209,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             notes.append(f"{name} left out: {factory}")
         else:
             contenders.append((name, factory))
+    if args.baseline:
+        contenders.append(baseline_peer(args.baseline))
     workloads = [WORKLOADS[name] for name in WORKLOADS if name in only]
     run = Run([name for name, _ in contenders], [w.name for w in workloads])
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []

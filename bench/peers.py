@@ -12,6 +12,10 @@ its data and log) and stopped and removed afterwards:
 - ottla-2: a second Ottla of the same code, run and measured as a peer: the A/A control.
   Ottla/ottla-2 would be 1.0 on a machine without noise; what it is in a run is that
   run's own noise band, measured with everything else.
+- ottla@REV (`--baseline REV`): Ottla of an earlier commit, built once into
+  .cache/bench-baseline/ (the commit's files from git, installed with its own C extension
+  into a virtual environment of its own), run as a peer: how a change moved each figure,
+  judged against the same run's A/A spread.
 - kafka: Apache Kafka 4.3.1 itself (tests/reference/kafka.py's KafkaBroker, the jars of
   `make kafka`), its JVM started as Kafka's scripts start it (-Xmx1G -Xms1G, G1): the
   peer the issue-31 targets are set against.
@@ -116,6 +120,56 @@ class SecondOttla(Ottla):
 
 
 CONTROL = SecondOttla.name
+BASELINE_CACHE = os.path.join(ROOT, ".cache", "bench-baseline")
+BASELINE_PREFIX = "ottla@"
+
+
+def baseline_python(revision: str) -> tuple[str, str]:
+    """The short name and the Python of Ottla at `revision`, built on first use: the
+    commit's tree from git (not a worktree: nothing to clean up in the repository), then
+    `pip install` of it into a virtual environment of its own, which compiles its C
+    extension as a user's install would. The broker alone is installed: the peer is
+    started with BrokerProcess's command, nothing of its test tools is needed."""
+    sha = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", f"{revision}^{{commit}}"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    home = os.path.join(BASELINE_CACHE, sha)
+    python = os.path.join(home, "venv", "bin", "python")
+    if not os.path.exists(os.path.join(home, ".complete")):
+        shutil.rmtree(home, ignore_errors=True)
+        source = os.path.join(home, "src")
+        os.makedirs(source)
+        archive = subprocess.run(["git", "-C", ROOT, "archive", sha], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", source], input=archive, check=True)
+        subprocess.run([sys.executable, "-m", "venv", os.path.join(home, "venv")], check=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", source], check=True)
+        open(os.path.join(home, ".complete"), "w").close()
+    return sha[:7], python
+
+
+class _BaselineBroker(BrokerProcess):
+    """BrokerProcess's broker, run by another installation's Python."""
+
+    def __init__(self, python: str, data_dir: str, log_path: str) -> None:
+        super().__init__(data_dir, log_path=log_path)
+        self.python = python
+
+    def command(self) -> list[str]:
+        return [self.python, *super().command()[1:]]
+
+
+def baseline_peer(revision: str) -> tuple[str, Callable[[], "Peer"]]:
+    """The peer `ottla@<short sha>` for `--baseline`, and its factory."""
+    short, python = baseline_python(revision)
+    name = f"{BASELINE_PREFIX}{short}"
+
+    class BaselineOttla(Ottla):
+        def __init__(self) -> None:
+            super().__init__()
+            self._broker = _BaselineBroker(python, os.path.join(self._dir, "data"),
+                                           os.path.join(self._dir, "broker.log"))
+
+    BaselineOttla.name = name
+    return name, BaselineOttla
 
 
 class Kafka:

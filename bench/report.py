@@ -31,7 +31,7 @@ from .client import WORKLOADS
 from .coordinator_load import READY_TARGET
 from .many_clients import TARGET_CONSUMER as GROUP_CONSUMER_TARGET
 from .many_clients import consumer_figures, median_rate, producers_ratio
-from .peers import CONTROL, KAFKA
+from .peers import BASELINE_PREFIX, CONTROL, KAFKA
 from .round_trips import REQUESTS as ROUND_TRIP_REQUESTS
 from .round_trips import TARGET as ROUND_TRIP_TARGET
 from .round_trips import session_ratio
@@ -271,7 +271,7 @@ def _against_best_peer(run: Run, workload: str, minimum: float, what: str) -> Ta
     """Ottla against the peer with the highest valid median rate for `workload` (the A/A
     control is no peer: it is Ottla)."""
     target = f"{workload}: {what}"
-    rated = [(fig, p) for p in run.brokers if p not in (OTTLA, CONTROL)
+    rated = [(fig, p) for p in run.brokers if p not in (OTTLA, CONTROL) and not p.startswith(BASELINE_PREFIX)
              if (fig := median_figure(run, p, workload)) is not None]
     if not rated:
         return Target(workload, target, "no valid peer figure", NOT_JUDGED)
@@ -304,6 +304,7 @@ def targets(run: Run) -> list[Target]:
     rows += _round_trip_targets(run)
     rows += _kafka_targets(run)
     rows += _control_rows(run)
+    rows += _baseline_rows(run)
     rows += _coordinator_load_targets(run)
     rows += _many_partitions_targets(run)
     rows += _many_clients_targets(run)
@@ -528,6 +529,26 @@ def _control_rows(run: Run) -> list[Target]:
             ratio = session_ratio(ottla, control, name)
             rows.append(Target(f"A/A round-trip {name}", f"round trip, {name}: Ottla/{CONTROL} p50 "
                                "(1.0 without noise)", f"{ratio:.2f}x", NOISE, ratio, kind=CONTROL_RATIO))
+    return rows
+
+
+def _baseline_rows(run: Run) -> list[Target]:
+    """Ottla against ottla@REV (`--baseline`), the same workloads on an earlier commit: a
+    change keeps its promise of making nothing slower where the ratio is met or within
+    the run's A/A spread; missed means slower by more than the spread."""
+    rows = []
+    spread = aa_spread(run)
+    for peer in run.brokers:
+        if not peer.startswith(BASELINE_PREFIX):
+            continue
+        for workload in run.workloads:
+            ratio = median_ratio(run, workload, peer)
+            if ratio is None:
+                continue
+            higher = not WORKLOADS[workload].latency  # a latency's figure is a time: lower is better
+            rows.append(Target(f"{peer} {workload}", f"{workload}: no slower than {peer}",
+                               f"{ratio:.2f}x {peer} ({_noise_note(spread)})", judged(ratio, 1.0, higher, spread),
+                               ratio, peer))
     return rows
 
 
