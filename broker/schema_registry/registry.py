@@ -9,7 +9,18 @@ from typing import Any
 from . import errors
 from .compatibility import DEFAULT_LEVEL, LEVELS, check
 from .errors import RegistryError
-from .schema_types import AVRO, SCHEMA_TYPES, ParsedSchema, Reference, SchemaText, parse, parse_references
+from . import protobuf
+from .schema_types import (
+    AVRO,
+    PROTOBUF,
+    SCHEMA_TYPES,
+    ParsedSchema,
+    Reference,
+    SchemaText,
+    parse,
+    parse_references,
+    protobuf_files,
+)
 from .store import (
     RegistryState,
     SchemaStore,
@@ -76,8 +87,17 @@ class SchemaRegistry:
     def versions(self, subject: str, deleted: bool = False) -> list[int]:
         return [entry.version for entry in self._live_versions_or_404(subject, deleted)]
 
-    def get_version(self, subject: str, version: str, deleted: bool = False) -> dict[str, Any]:
-        return _describe(self._version(subject, version, deleted))
+    def get_version(self, subject: str, version: str, deleted: bool = False, fmt: str | None = None) -> dict[str, Any]:
+        entry = self._version(subject, version, deleted)
+        return _describe(entry, self._formatted(entry.schema, fmt))
+
+    def _formatted(self, schema: SchemaText, fmt: str | None) -> str:
+        """The schema's text in the format a client asks for: `serialized` is a PROTOBUF
+        schema as a base64 FileDescriptorProto (what confluent-kafka's deserializers ask
+        for); every other type, and every other format, is the canonical text."""
+        if fmt != "serialized" or schema.schema_type != PROTOBUF:
+            return schema.text
+        return protobuf.serialized(protobuf.as_text(schema.text), protobuf_files(schema.references, self._resolve))
 
     def get_version_schema(self, subject: str, version: str, deleted: bool = False) -> str:
         return self._version(subject, version, deleted).schema.text
@@ -88,7 +108,7 @@ class SchemaRegistry:
                        if not other.deleted and any(r.subject == entry.subject and r.version == entry.version
                                                     for r in other.schema.references)})
 
-    def schema_by_id(self, schema_id: int) -> dict[str, Any]:
+    def schema_by_id(self, schema_id: int, fmt: str | None = None) -> dict[str, Any]:
         schema = self.state.schema_by_id(schema_id)
         if schema is None:
             raise errors.schema_not_found(schema_id)
@@ -97,7 +117,7 @@ class SchemaRegistry:
             answer["schemaType"] = schema.schema_type
         if schema.references:
             answer["references"] = [r.to_json() for r in schema.references]
-        answer["schema"] = schema.text
+        answer["schema"] = self._formatted(schema, fmt)
         return answer
 
     def schema_text_by_id(self, schema_id: int) -> str:
@@ -273,12 +293,13 @@ class SchemaRegistry:
         self.store.write([(schema_key(subject, version), schema_value(entry))])
         return {"id": schema_id}
 
-    def lookup(self, subject: str, body: object, normalize: bool = False, deleted: bool = False) -> dict[str, Any]:
+    def lookup(self, subject: str, body: object, normalize: bool = False, deleted: bool = False,
+               fmt: str | None = None) -> dict[str, Any]:
         versions = self._live_versions_or_404(subject, deleted)
         parsed, _ = self._parse_request(subject, body, normalize)
         for entry in reversed(versions):
             if entry.schema == parsed.canonical:
-                return _describe(entry)
+                return _describe(entry, self._formatted(entry.schema, fmt))
         raise errors.schema_not_found()
 
     def check_compatibility(self, subject: str, version_text: str | None, body: object,
@@ -357,11 +378,11 @@ class SchemaRegistry:
         return [e.version for e in live]
 
 
-def _describe(entry: SchemaVersion) -> dict[str, Any]:
+def _describe(entry: SchemaVersion, text: str | None = None) -> dict[str, Any]:
     answer: dict[str, Any] = {"subject": entry.subject, "version": entry.version, "id": entry.schema_id}
     if entry.schema.schema_type != AVRO:
         answer["schemaType"] = entry.schema.schema_type
     if entry.schema.references:
         answer["references"] = [r.to_json() for r in entry.schema.references]
-    answer["schema"] = entry.schema.text
+    answer["schema"] = entry.schema.text if text is None else text
     return answer

@@ -37,7 +37,7 @@ def test_own_packages_beside_ottla_fixtures(ottla_broker, ottla_topic, ottla_sch
         assert ottla_topic in answer.read().decode()
     # The schema registry (its package and its avro and jsonschema dependencies) is in it.
     with urllib.request.urlopen(f"{ottla_schema_registry}/schemas/types") as answer:
-        assert answer.read() == b'["JSON", "AVRO"]'
+        assert answer.read() == b'["JSON", "PROTOBUF", "AVRO"]'
 '''
 
 
