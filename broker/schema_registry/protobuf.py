@@ -120,10 +120,15 @@ def _protoc_messages(exc: Exception) -> str:
 
 
 def check_reference_name(name: str) -> None:
-    if name == MAIN_FILE or _IMPORT_NAME.fullmatch(name) is None or ".." in name.split("/") \
-            or name.startswith("google/protobuf/"):
+    if name == MAIN_FILE or _IMPORT_NAME.fullmatch(name) is None or ".." in name.split("/"):
         raise invalid_schema(f"a PROTOBUF reference's name is the path its schema imports (a relative "
-                             f"'....proto' path, not {MAIN_FILE!r} nor a google/protobuf file): {name!r}")
+                             f"'....proto' path, not {MAIN_FILE!r}): {name!r}")
+
+
+def is_well_known(name: str) -> bool:
+    """google/protobuf/*.proto: compiled from protoc's own copy, even when a client
+    registered it as a reference (confluent-kafka's `skip.known.types=False`)."""
+    return name.startswith("google/protobuf/")
 
 
 def serialized(text: str, files: ReferencedFiles) -> str:

@@ -159,6 +159,8 @@ def protobuf_files(references: tuple[Reference, ...], resolve: Resolver) -> prot
             if target.schema_type != PROTOBUF:
                 raise invalid_schema(f"a PROTOBUF schema cannot reference a {target.schema_type} schema")
             add(target.references, in_progress | {reference})
+            if protobuf.is_well_known(reference.name):
+                continue
             text = protobuf.as_text(target.text)
             if files.setdefault(reference.name, text) != text:
                 raise invalid_schema(f"two references name different schemas {reference.name!r}")

@@ -9,7 +9,8 @@ test_protobuf_serializers_end_to_end failed in ProtobufDeserializer (it could no
 the schema); with `render` dropping field labels ("repeated "), test_text_and_descriptor
 _get_the_same_id failed (the descriptor sent back differed); with FIELD_SCALAR_KIND_CHANGED
 never reported, test_protobuf_compatibility[int64 to string] and the 409 of the end-to-end
-test failed.
+test failed; with references named google/protobuf/... refused (as they first were),
+test_well_known_types_registered_as_references failed.
 """
 
 from __future__ import annotations
@@ -309,3 +310,21 @@ def test_protobuf_serializers_end_to_end(ottla_broker: BrokerProcess, ottla_sche
         consumer.close()
     assert [(v.id, v.customer, list(v.tags), v.total.units, v.at.seconds, dict(v.counts)) for v in values] == \
         [(7, "ada", ["a", "b"], 12, 1700000000, {}), (8, "grace", [], 0, 0, {"x": 3})]
+
+
+def test_well_known_types_registered_as_references(ottla_broker: BrokerProcess, ottla_schema_registry: str,
+                                                   ottla_topic: str) -> None:
+    """With `skip.known.types=False` the serializer registers google/protobuf/timestamp.proto
+    as a subject of its own and references it; the registry takes the reference (compiling
+    with protoc's own copy of the file) and the deserializer reads the record back."""
+    client = SchemaRegistryClient({"url": ottla_schema_registry})
+    context = SerializationContext(ottla_topic, MessageField.VALUE)
+    order = _message_class(ORDER_V1)
+    value = order(id=1, customer="kt")
+    value.at.seconds = 42
+    data = ProtobufSerializer(order, client, {"skip.known.types": False})(value, context)
+    latest = client.get_latest_version(f"{ottla_topic}-value")
+    assert sorted(r.name for r in latest.schema.references) == ["google/protobuf/timestamp.proto",
+                                                                 "ottla/common.proto"]
+    read = ProtobufDeserializer(order, {}, SchemaRegistryClient({"url": ottla_schema_registry}))(data, context)
+    assert (read.id, read.customer, read.at.seconds) == (1, "kt", 42)
