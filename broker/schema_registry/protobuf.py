@@ -4,9 +4,10 @@ Python ProtobufSerializer sends). Its references are the files it imports, each
 `{"name": <the import path>, "subject", "version"}`; google/protobuf/*.proto are known
 without one.
 
-The text is compiled by protoc itself, the one in `grpcio-tools` (Google's compiler,
-in-process, with its own limits on nesting): whatever protoc refuses is an invalid
-schema (42201) with protoc's messages. The canonical text, on which two registrations
+The text is compiled by protoc itself, the one in `grpcio-tools` (Google's compiler),
+in a process of its own (protoc.py): whatever protoc refuses, or dies or hangs on, is an
+invalid schema (42201) with protoc's messages. The schema's file is compiled as
+`schema.proto` (a reference may not take that name). The canonical text, on which two registrations
 compare equal, is the compiled FileDescriptorProto written back as .proto text by
 `render`, so the file sent as text and the same file sent as a descriptor get the same
 id. `serialized` is the other way: the canonical text compiled back to a base64
@@ -24,24 +25,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from google.protobuf import descriptor_pb2, text_format
 from google.protobuf.message import DecodeError, Message
 
-import grpc_tools
-from grpc_tools import _protoc_compiler
-
 from .errors import invalid_schema
+from .protoc import MAIN_FILE, CompileFailed, ProtocProcess
 
 PROTOBUF = "PROTOBUF"
-# The name the compiled main file takes (a reference may not use it).
-MAIN_FILE = "schema.proto"
-_WELL_KNOWN = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+_PROTOC = ProtocProcess()
 _IMPORT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*(/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*\.proto")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 _MAX_FIELD_NUMBER = 536870911
@@ -84,39 +79,23 @@ def as_text(text: str) -> str:
 
 def compile_files(main: str, files: ReferencedFiles) -> ProtobufSchema:
     """Compile `main` (.proto text) with `files` ((import path, .proto text)) beside it,
-    through protoc; 42201 with protoc's messages if it refuses."""
-    with tempfile.TemporaryDirectory(prefix="ottla-proto-") as folder:
-        for name, text in [(MAIN_FILE, main), *files]:
-            path = os.path.join(folder, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as out:
-                out.write(text)
-        include = [folder.encode(), _WELL_KNOWN.encode()]
+    through protoc (in its own process: protoc.py); 42201 with protoc's messages if it
+    refuses, dies or hangs."""
+    for text in [main, *(text for _, text in files)]:
         try:
-            _protoc_compiler.get_protos(MAIN_FILE.encode(), include)
-        except _protoc_compiler.ProtocErrors as exc:
-            raise invalid_schema(f"{_short(main)}, details: {_protoc_messages(exc)}") from None
-        out_path = os.path.join(folder, "out.pb")
-        status = _protoc_compiler.run_main([b"protoc", b"-I" + include[0], b"-I" + include[1],
-                                            b"--include_imports", b"--descriptor_set_out=" + out_path.encode(),
-                                            MAIN_FILE.encode()])
-        if status != 0:
-            raise invalid_schema(f"{_short(main)}, details: protoc refused it")
-        found = descriptor_pb2.FileDescriptorSet()
-        with open(out_path, "rb") as source:
-            found.ParseFromString(source.read())
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise invalid_schema(f"{_short(main)}, details: not UTF-8 text ({exc.reason})") from None
+    try:
+        compiled = _PROTOC.compile(main, files)
+    except CompileFailed as exc:
+        raise invalid_schema(f"{_short(main)}, details: {exc}") from None
+    found = descriptor_pb2.FileDescriptorSet.FromString(compiled)
     by_name = {file.name: file for file in found.file}
     main_file = by_name.pop(MAIN_FILE)
     if main_file.syntax not in ("", "proto2", "proto3"):
         raise invalid_schema(f"{_short(main)}, details: syntax {main_file.syntax!r} (editions) is not supported")
     return ProtobufSchema(main_file, by_name)
-
-
-def _protoc_messages(exc: Exception) -> str:
-    text = str(exc)
-    lines = [line for line in text.splitlines() if line.strip()]
-    # Each line is "file:line:column error: message"; keep the first few, without temp paths.
-    return "; ".join(lines[:5]) + ("; ..." if len(lines) > 5 else "")
 
 
 def check_reference_name(name: str) -> None:

@@ -10,7 +10,9 @@ the schema); with `render` dropping field labels ("repeated "), test_text_and_de
 _get_the_same_id failed (the descriptor sent back differed); with FIELD_SCALAR_KIND_CHANGED
 never reported, test_protobuf_compatibility[int64 to string] and the 409 of the end-to-end
 test failed; with references named google/protobuf/... refused (as they first were),
-test_well_known_types_registered_as_references failed.
+test_well_known_types_registered_as_references failed; with protoc run in the broker's
+process (protoc.py's worker bypassed), test_deep_huge_and_cyclic_protobuf killed the
+broker (a segmentation fault) and failed.
 """
 
 from __future__ import annotations
@@ -180,12 +182,21 @@ extend Legacy {{ optional bytes blob = 100; }}
 
 
 def test_deep_huge_and_cyclic_protobuf(http: RegistryHttp, ottla_broker: BrokerProcess, subject: str) -> None:
-    """Messages nested past protoc's limit: 42201; 3,000 fields: registered and read back
-    whole; references in a cycle (as a copied `_schemas` may hold): 42201; and the registry
-    and broker serve on."""
+    """Messages nested past protoc's limit, an option nested past its stack, text that is
+    not UTF-8: 42201; 3,000 fields: registered and read back whole; references in a cycle
+    (as a copied `_schemas` may hold): 42201; and the registry and broker serve on."""
     deep = 'syntax = "proto3"; ' + "message M { " * 3000 + "}" * 3000
     status, body = _register(http, subject, deep)
     assert (status, body["error_code"]) == (422, 42201) and "recursion" in body["message"]
+    # An option value nested past protoc's stack: it kills the compiler's process (not the
+    # broker's), and the next schema gets a new one.
+    crash = ('syntax = "proto2"; import "google/protobuf/descriptor.proto"; message O { optional O o = 1; } '
+             'extend google.protobuf.MessageOptions { optional O opt = 50000; } message M { option (opt) = '
+             + "{ o " * 200000 + "}" * 200000 + "; }")
+    status, body = _register(http, subject, crash)
+    assert (status, body["error_code"]) == (422, 42201) and "protoc stopped" in body["message"]
+    status, body = _register(http, subject, 'syntax = "proto3"; message A { int32 a = 1 [default = "\udcff"]; }')
+    assert (status, body["error_code"]) == (422, 42201), body
     wide = 'syntax = "proto3"; package ns_wide_%s; message Wide { %s }' % (
         subject.replace("-", "_"), " ".join(f"string field_{i} = {i};" for i in range(1, 3001)))
     status, answer = _register(http, subject, wide)
