@@ -77,6 +77,47 @@ def as_text(text: str) -> str:
     return render(_decode_descriptor(text)) if is_descriptor(text) else text
 
 
+def compile_schema(text: str, files: ReferencedFiles) -> ProtobufSchema:
+    """A schema sent either way, compiled. A descriptor is written as text and compiled
+    back, and must come back the same: names that are no identifiers (`a = 1; int32 b`)
+    would otherwise make the text say another schema than the descriptor."""
+    if not is_descriptor(text):
+        return compile_files(text, files)
+    sent = _decode_descriptor(text)
+    compiled = compile_files(render(sent), files)
+    if _structure(compiled.file) != _structure(sent):
+        raise invalid_schema("the FileDescriptorProto does not describe a .proto file protoc compiles the same")
+    return compiled
+
+
+def _structure(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDescriptorProto:
+    """What of a descriptor a schema means: not its file name, source positions, default
+    json names, `syntax = "proto2"` said or not, nor custom options (which the registry's
+    runtime does not know, and the canonical text leaves out)."""
+    found = descriptor_pb2.FileDescriptorProto()
+    found.CopyFrom(file)
+    found.ClearField("name")
+    found.ClearField("source_code_info")
+    if found.syntax == "proto2":
+        found.ClearField("syntax")
+    found.DiscardUnknownFields()
+
+    def clear(fields: Iterable[descriptor_pb2.FieldDescriptorProto]) -> None:
+        for entry in fields:
+            if entry.json_name == _json_name(entry.name):
+                entry.ClearField("json_name")
+
+    def walk(messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
+        for message in messages:
+            clear(message.field)
+            clear(message.extension)
+            walk(message.nested_type)
+
+    walk(found.message_type)
+    clear(found.extension)
+    return found
+
+
 def compile_files(main: str, files: ReferencedFiles) -> ProtobufSchema:
     """Compile `main` (.proto text) with `files` ((import path, .proto text)) beside it,
     through protoc (in its own process: protoc.py); 42201 with protoc's messages if it

@@ -131,7 +131,7 @@ def _parse_json(schema: SchemaText, resolve: Resolver, normalize: bool) -> Parse
 def _parse_protobuf(schema: SchemaText, resolve: Resolver) -> ParsedSchema:
     try:
         files = protobuf_files(schema.references, resolve)
-        compiled = protobuf.compile_files(protobuf.as_text(schema.text), files)
+        compiled = protobuf.compile_schema(schema.text, files)
         text = protobuf.render(compiled.file)
     except RegistryError:
         raise

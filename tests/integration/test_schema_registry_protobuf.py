@@ -12,7 +12,9 @@ never reported, test_protobuf_compatibility[int64 to string] and the 409 of the 
 test failed; with references named google/protobuf/... refused (as they first were),
 test_well_known_types_registered_as_references failed; with protoc run in the broker's
 process (protoc.py's worker bypassed), test_deep_huge_and_cyclic_protobuf killed the
-broker (a segmentation fault) and failed.
+broker (a segmentation fault) and failed; without compile_schema's comparison of the
+descriptor sent with the one compiled back, test_invalid_protobuf_schemas[descriptor
+injecting text] failed (registered as two fields).
 """
 
 from __future__ import annotations
@@ -147,6 +149,14 @@ def test_text_and_descriptor_get_the_same_id(http: RegistryHttp, subject: str) -
     assert http.get(f"/subjects/{common_subject}/versions/1?format=serialized")[1]["schema"] != COMMON
 
 
+def _descriptor_with_a_field_named(name: str) -> str:
+    file = descriptor_pb2.FileDescriptorProto(name="odd.proto", syntax="proto3")
+    message = file.message_type.add(name="Odd")
+    message.field.add(name=name, number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
+                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    return base64.b64encode(file.SerializeToString()).decode()
+
+
 @pytest.mark.parametrize("schema", [
     'syntax = "proto3"; message A { int32 a = 1; int32 b = 1; }',  # a field number used twice
     'syntax = "proto3"; message A { Missing m = 1; }',  # an unknown type
@@ -155,8 +165,9 @@ def test_text_and_descriptor_get_the_same_id(http: RegistryHttp, subject: str) -
     'syntax = "proto4"; message A {}',
     "AAAAAAAA",  # base64, but no FileDescriptorProto
     'edition = "2023"; message A { int32 a = 1; }',  # editions: not supported
+    _descriptor_with_a_field_named("a = 1; int32 b"),  # a descriptor whose text would say two fields
 ], ids=["number twice", "unknown type", "syntax error", "unreferenced import", "proto4", "bad descriptor",
-        "editions"])
+        "editions", "descriptor injecting text"])
 def test_invalid_protobuf_schemas(http: RegistryHttp, subject: str, schema: str) -> None:
     status, body = _register(http, subject, schema)
     assert (status, body["error_code"]) == (422, 42201), body
