@@ -13,12 +13,13 @@ compare equal, is the compiled FileDescriptorProto written back as .proto text b
 id. `serialized` is the other way: the canonical text compiled back to a base64
 FileDescriptorProto (`?format=serialized`).
 
-Compatibility (`differences`) is Ottla's own code, after the rules Confluent documents
-for its Protobuf checker: wire-compatible changes pass (fields added or removed, scalar
-types within one wire group, labels), while a removed message, a changed package, a
-field's kind (scalar, message, enum, map) or named type changed, a scalar moved out of
-its wire group, a required field added or removed, a field removed from a oneof, and
-fields moved into a oneof are incompatible.
+Compatibility (`differences`) is Ottla's own code, after the rules of Confluent's
+Protobuf checker: wire-compatible changes pass (fields added or removed, scalar types
+within one wire group, names and labels, the package, oneofs added or removed), while a
+removed message, a field's kind (scalar, message, enum, map) or named type changed, a
+scalar moved out of its wire group, a required field added or removed, a field removed
+from a oneof that stays, and fields moved into a oneof are incompatible. Messages and
+named types are compared by their names within the package.
 """
 
 from __future__ import annotations
@@ -385,17 +386,24 @@ _WIRE_GROUPS = [
 
 
 def _messages(schema: ProtobufSchema) -> dict[str, descriptor_pb2.DescriptorProto]:
-    """Every message type of the schema's own file, by full name (leading dot)."""
+    """Every message type of the schema's own file, by its name within the package
+    ("Outer.Inner")."""
     found: dict[str, descriptor_pb2.DescriptorProto] = {}
 
     def walk(prefix: str, messages: Iterable[descriptor_pb2.DescriptorProto]) -> None:
         for message in messages:
-            name = f"{prefix}.{message.name}"
+            name = f"{prefix}{message.name}"
             found[name] = message
-            walk(name, message.nested_type)
+            walk(name + ".", message.nested_type)
 
-    walk(f".{schema.file.package}" if schema.file.package else "", schema.file.message_type)
+    walk("", schema.file.message_type)
     return found
+
+
+def _type_name(schema: ProtobufSchema, entry: descriptor_pb2.FieldDescriptorProto) -> str:
+    """A field's message or enum type, within the schema's package if it is of it."""
+    own = f".{schema.file.package}." if schema.file.package else "."
+    return entry.type_name.removeprefix(own) if entry.type_name.startswith(own) else entry.type_name.lstrip(".")
 
 
 def _kind(entry: descriptor_pb2.FieldDescriptorProto, message: descriptor_pb2.DescriptorProto) -> str:
@@ -414,16 +422,12 @@ def differences(reader: ProtobufSchema, writer: ProtobufSchema) -> list[tuple[st
     """(kind, path, what) of each way data `writer` wrote may not read as `reader`'s;
     empty when the change is compatible in that direction."""
     found: list[tuple[str, str, str]] = []
-    if reader.file.package != writer.file.package:
-        found.append(("PACKAGE_CHANGED", "#/", f"The package changed from '{writer.file.package}' to "
-                                               f"'{reader.file.package}'"))
-        return found
     readers = _messages(reader)
     for name, written in _messages(writer).items():
-        path = "#/" + name.lstrip(".").removeprefix(reader.file.package + ".").replace(".", "/")
+        path = "#/" + name.replace(".", "/")
         read = readers.get(name)
         if read is None:
-            found.append(("MESSAGE_REMOVED", path, f"The message {name.lstrip('.')} is missing"))
+            found.append(("MESSAGE_REMOVED", path, f"The message {name} is missing"))
             continue
         read_fields = {entry.number: entry for entry in read.field}
         written_fields = {entry.number: entry for entry in written.field}
@@ -436,7 +440,8 @@ def differences(reader: ProtobufSchema, writer: ProtobufSchema) -> list[tuple[st
                 if present.label == _F.LABEL_REQUIRED:
                     found.append(("REQUIRED_FIELD_ADDED" if old is None else "REQUIRED_FIELD_REMOVED", at,
                                   f"The required field {present.name} is on one side only"))
-                elif new is None and old is not None and old.HasField("oneof_index") and not old.proto3_optional:
+                elif new is None and old is not None and old.HasField("oneof_index") and not old.proto3_optional \
+                        and written.oneof_decl[old.oneof_index].name in {o.name for o in read.oneof_decl}:
                     found.append(("ONEOF_FIELD_REMOVED", at, f"The field {old.name} of a oneof is missing"))
                 continue
             if (old.label == _F.LABEL_REQUIRED) != (new.label == _F.LABEL_REQUIRED):
@@ -450,9 +455,9 @@ def differences(reader: ProtobufSchema, writer: ProtobufSchema) -> list[tuple[st
                     and not any(old.type in group and new.type in group for group in _WIRE_GROUPS):
                 found.append(("FIELD_SCALAR_KIND_CHANGED", at, f"The scalar type changed from "
                                                                f"{_SCALARS[old.type]} to {_SCALARS[new.type]}"))
-            elif old_kind in ("MESSAGE", "ENUM") and old.type_name != new.type_name:
-                found.append(("FIELD_NAMED_TYPE_CHANGED", at, f"The type changed from {old.type_name.lstrip('.')} "
-                                                              f"to {new.type_name.lstrip('.')}"))
+            elif old_kind in ("MESSAGE", "ENUM") and _type_name(writer, old) != _type_name(reader, new):
+                found.append(("FIELD_NAMED_TYPE_CHANGED", at, f"The type changed from {_type_name(writer, old)} "
+                                                              f"to {_type_name(reader, new)}"))
         found += _oneof_moves(read, written, path)
     return found
 

@@ -259,7 +259,8 @@ message Extra { int32 x = 1; }
     ("BACKWARD", ("int64 id = 1;", "Kind id = 1;"), False),  # scalar to message
     ("BACKWARD", ("Kind kind = 3;", "Event kind = 3;"), False),  # another named type
     ("BACKWARD", ("message Extra { int32 x = 1; }", ""), False),  # a message removed
-    ("BACKWARD", ("_value;", "_value.v2;"), False),  # the package changed
+    ("BACKWARD", ("_value;", "_value.v2;"), True),  # the package changed: names within it compared
+    ("BACKWARD", (" oneof target { string user = 4; string group = 5; }", ""), True),  # a whole oneof removed
     ("BACKWARD", (" string group = 5; ", " "), False),  # a field removed from a oneof
     ("BACKWARD", ("  int32 size = 6;\n  int32 weight = 7;",
                   "  oneof dims { int32 size = 6; int32 weight = 7; }"), False),  # fields moved to a oneof
@@ -267,7 +268,7 @@ message Extra { int32 x = 1; }
     ("FULL", ("int64 id = 1;", "string id = 1;"), False),
     ("NONE", ("int64 id = 1;", "string id = 1;"), True),
 ], ids=["field added", "field removed", "int64 to uint64", "string to bytes", "int64 to string",
-        "scalar to message", "named type", "message removed", "package", "oneof field removed",
+        "scalar to message", "named type", "message removed", "package", "oneof removed", "oneof field removed",
         "moved to oneof", "forward added", "full", "none"])
 def test_protobuf_compatibility(http: RegistryHttp, subject: str, level: str, change: tuple[str, str],
                                 compatible: bool) -> None:
