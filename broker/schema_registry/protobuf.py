@@ -152,9 +152,9 @@ def is_well_known(name: str) -> bool:
     return name.startswith("google/protobuf/")
 
 
-def serialized(text: str, files: ReferencedFiles) -> str:
-    """The base64 FileDescriptorProto of a stored schema (`?format=serialized`)."""
-    return base64.b64encode(compile_files(text, files).file.SerializeToString()).decode("ascii")
+def serialized(schema: ProtobufSchema) -> str:
+    """The base64 FileDescriptorProto of a compiled schema (`?format=serialized`)."""
+    return base64.b64encode(schema.file.SerializeToString()).decode("ascii")
 
 
 # --- writing a FileDescriptorProto back as .proto text -----------------------------------

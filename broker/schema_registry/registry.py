@@ -4,6 +4,8 @@ JSON-ready values."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from . import errors
@@ -16,10 +18,10 @@ from .schema_types import (
     SCHEMA_TYPES,
     ParsedSchema,
     Reference,
+    Resolver,
     SchemaText,
     parse,
     parse_references,
-    protobuf_files,
 )
 from .store import (
     RegistryState,
@@ -48,12 +50,24 @@ def parse_version(text: str) -> int | None:
 # Parsed versions kept for compatibility checks: a version's text and references never
 # change, so its parse does not either.
 _PARSED_KEPT = 4096
+# Parses done off the event loop for requests still to run (see `prepare`): a handler
+# takes its own; what an interrupted request left is dropped once this many wait.
+_PREPARED_KEPT = 64
+
+
+@dataclass
+class _Prepared:
+    """A schema parsed off the event loop: the outcome, and what each reference resolved
+    to then. The handler uses it only if every reference still resolves the same way."""
+    resolved: dict[Reference, SchemaText | None]
+    outcome: ParsedSchema | RegistryError
 
 
 class SchemaRegistry:
     def __init__(self, store: SchemaStore) -> None:
         self.store = store
         self._parsed: dict[SchemaText, ParsedSchema] = {}
+        self._prepared: dict[tuple[SchemaText, bool], _Prepared] = {}
 
     @property
     def state(self) -> RegistryState:
@@ -97,7 +111,9 @@ class SchemaRegistry:
         for); every other type, and every other format, is the canonical text."""
         if fmt != "serialized" or schema.schema_type != PROTOBUF:
             return schema.text
-        return protobuf.serialized(protobuf.as_text(schema.text), protobuf_files(schema.references, self._resolve))
+        compiled = self._stored_parsed(schema).parsed
+        assert isinstance(compiled, protobuf.ProtobufSchema)
+        return protobuf.serialized(compiled)
 
     def get_version_schema(self, subject: str, version: str, deleted: bool = False) -> str:
         return self._version(subject, version, deleted).schema.text
@@ -229,7 +245,10 @@ class SchemaRegistry:
         entry = self.state.versions.get(reference.subject, {}).get(reference.version)
         return entry.schema if entry is not None else None
 
-    def _parse_request(self, subject: str, body: object, normalize: bool) -> tuple[ParsedSchema, dict[str, Any]]:
+    @staticmethod
+    def _requested_schema(body: object) -> SchemaText:
+        """The schema a register, lookup or compatibility request sends; 42201 or 422 if
+        the body holds none."""
         if not isinstance(body, dict):
             raise errors.unprocessable("the request body must be a JSON object")
         text = body.get("schema")
@@ -238,23 +257,73 @@ class SchemaRegistry:
         schema_type = body.get("schemaType") or AVRO
         if not isinstance(schema_type, str):
             raise errors.invalid_schema(f"of unknown schema type {schema_type!r}")
-        references = parse_references(body.get("references"))
-        parsed = parse(SchemaText(schema_type.upper(), text, references), self._resolve,
-                       normalize=normalize or self.normalizes(subject))
-        return parsed, body
+        return SchemaText(schema_type.upper(), text, parse_references(body.get("references")))
+
+    def _parse_request(self, subject: str, body: object, normalize: bool) -> tuple[ParsedSchema, dict[str, Any]]:
+        schema = self._requested_schema(body)
+        assert isinstance(body, dict)
+        return self._parse(schema, normalize or self.normalizes(subject)), body
+
+    async def prepare(self, subject: str | None, body: object, normalize: bool) -> None:
+        """Parse, in a worker thread, what the request's handler is about to parse: the
+        schema it sends and the subject's versions not parsed yet (a compatibility check
+        compares with them). A schema of megabytes, or protoc's round trip to its own
+        process, then holds no other client's request on the event loop; the handler,
+        which stays on the loop, takes the outcome (`_parse`). A body that holds no
+        schema is left to the handler to refuse."""
+        wanted: list[tuple[SchemaText, bool]] = []
+        try:
+            wanted.append((self._requested_schema(body), normalize or (subject is not None
+                                                                       and self.normalizes(subject))))
+        except RegistryError:
+            pass
+        if subject is not None:
+            wanted += [(entry.schema, False) for entry in self._versions(subject) if entry.schema not in self._parsed]
+        for schema, normalized in wanted:
+            resolved: dict[Reference, SchemaText | None] = {}
+            outcome: ParsedSchema | RegistryError
+            try:
+                outcome = await asyncio.to_thread(parse, schema, self._recording_resolver(resolved), normalized)
+            except RegistryError as exc:
+                outcome = exc
+            if len(self._prepared) >= _PREPARED_KEPT:
+                self._prepared.clear()
+            self._prepared[(schema, normalized)] = _Prepared(resolved, outcome)
+
+    def _recording_resolver(self, resolved: dict[Reference, SchemaText | None]) -> Resolver:
+        """`_resolve`, noting in `resolved` what each reference resolved to."""
+        def resolve(reference: Reference) -> SchemaText | None:
+            resolved[reference] = found = self._resolve(reference)
+            return found
+        return resolve
+
+    def _parse(self, schema: SchemaText, normalize: bool = False) -> ParsedSchema:
+        """parse(), or its outcome from `prepare` where every reference it resolved then
+        still resolves the same way."""
+        prepared = self._prepared.pop((schema, normalize), None)
+        if prepared is not None and all(self._resolve(r) == found for r, found in prepared.resolved.items()):
+            if isinstance(prepared.outcome, RegistryError):
+                raise prepared.outcome
+            return prepared.outcome
+        return parse(schema, self._resolve, normalize=normalize)
+
+    def _stored_parsed(self, schema: SchemaText) -> ParsedSchema:
+        """A stored version's parse, kept (its text and references never change)."""
+        parsed = self._parsed.get(schema)
+        if parsed is None:
+            parsed = self._parse(schema)
+            if len(self._parsed) >= _PARSED_KEPT:
+                self._parsed.clear()
+            self._parsed[schema] = parsed
+        return parsed
 
     def _previous(self, subject: str) -> list[tuple[int, str, str, Any]]:
         found = []
         for entry in self._versions(subject):
-            parsed = self._parsed.get(entry.schema)
-            if parsed is None:
-                try:
-                    parsed = parse(entry.schema, self._resolve)
-                except RegistryError:
-                    continue  # a version that no longer parses (a reference deleted for good) cannot be compared
-                if len(self._parsed) >= _PARSED_KEPT:
-                    self._parsed.clear()
-                self._parsed[entry.schema] = parsed
+            try:
+                parsed = self._stored_parsed(entry.schema)
+            except RegistryError:
+                continue  # a version that no longer parses (a reference deleted for good) cannot be compared
             found.append((entry.version, entry.schema.text, entry.schema.schema_type, parsed.parsed))
         return found
 

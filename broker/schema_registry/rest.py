@@ -104,6 +104,9 @@ class Path:
     def __getitem__(self, name: str) -> str:
         return self._parts[name]
 
+    def get(self, name: str) -> str | None:
+        return self._parts.get(name)
+
 
 class SchemaRegistryServer:
     def __init__(self, registry: SchemaRegistry, access: RegistryAccess | None = None) -> None:
@@ -251,6 +254,8 @@ class SchemaRegistryServer:
             try:
                 self._authorize(request, kind, match)
                 body = await self._body(request)
+                if request.method == "POST":
+                    await self.registry.prepare(match.get("subject"), body, _flag(request, "normalize"))
                 return _answer(self._filter(request, kind, handler(match, request, body)))
             except RegistryError as exc:
                 return _error(exc)

@@ -23,6 +23,8 @@ import base64
 import json
 import os
 import tempfile
+import threading
+import time
 import uuid
 
 import pytest
@@ -39,6 +41,7 @@ import grpc_tools
 from ottla.broker.testing import BrokerProcess
 
 from ..schema_registry_http import RegistryHttp
+from ..wire import WireClient, request
 
 COMMON = """syntax = "proto3";
 package ottla.common;
@@ -351,3 +354,32 @@ def test_well_known_types_registered_as_references(ottla_broker: BrokerProcess, 
                                                                  "ottla/common.proto"]
     read = ProtobufDeserializer(order, {}, SchemaRegistryClient({"url": ottla_schema_registry}))(data, context)
     assert (read.id, read.customer, read.at.seconds) == (1, "kt", 42)
+
+
+def test_a_schema_slow_to_compile_holds_no_kafka_client(http: RegistryHttp, ottla_broker: BrokerProcess,
+                                                        subject: str) -> None:
+    """A PROTOBUF schema of 20,000 messages keeps protoc busy for seconds. The registry's
+    handlers run on the broker's event loop, but what they parse is parsed in a worker
+    thread first (SchemaRegistry.prepare): a Kafka client's ApiVersions sent while the
+    schema compiles is answered before the registration is. Order, not time, is what is
+    asserted. Break-and-see-it-fail: with the prepare call in rest.py removed, the
+    registration was answered first (the loop waited for protoc)."""
+    big = f'syntax = "proto3"; package ns_big_{subject.replace("-", "_")}; ' + " ".join(
+        f"message M{i} {{ int32 a = 1; string b = 2; }}" for i in range(20_000))
+    answered: list[str] = []
+    outcome: list[tuple[int, dict]] = []
+
+    def register() -> None:
+        outcome.append(_register(http, subject, big))
+        answered.append("registration")
+
+    registering = threading.Thread(target=register)
+    with WireClient(ottla_broker.bootstrap) as client:
+        client.call(request(18, 3, client_software_name="t", client_software_version="1"))  # connected
+        registering.start()
+        time.sleep(1.0)  # the body is sent and protoc is at work (it takes seconds)
+        client.call(request(18, 3, client_software_name="t", client_software_version="1"))
+        answered.append("kafka")
+    registering.join(120)
+    assert outcome and outcome[0][0] == 200, outcome
+    assert answered == ["kafka", "registration"]
