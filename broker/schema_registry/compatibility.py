@@ -10,13 +10,17 @@ Confluent documents: a reader accepts a writer when every document valid under t
 writer is valid under the reader, judged on `type`, `enum`, `properties`,
 `additionalProperties` (open or closed content model), `required`, `items` and the
 numeric, length and size bounds; any other keyword (`$ref`, `oneOf`, `pattern`...) must
-be the same on both sides. A schema of another type than the new one is incompatible.
+be the same on both sides. For PROTOBUF the rules are Ottla's own too, after Confluent's
+(protobuf.py says which). A schema of another type than the new one is incompatible.
 """
 
 from __future__ import annotations
 
-from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 from typing import Any
+
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+
+from .protobuf import differences as protobuf_differences
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 DEFAULT_LEVEL = "BACKWARD"
@@ -41,6 +45,11 @@ def check(level: str, schema_type: str, new: Any, previous: list[tuple[int, str,
                 found.append(f"{{errorType:'TYPE_CHANGED', description:'The schema type changed from {old_type} "
                              f"to {schema_type}', additionalInfo:''}}")
                 break
+            if schema_type == "PROTOBUF":
+                for kind, path, info in protobuf_differences(reader, writer):
+                    found.append(f"{{errorType:'{kind}', description:'{info} at path '{path}' in the "
+                                 f"{names[0]} schema', additionalInfo:''}}")
+                continue
             if schema_type == "JSON":
                 try:
                     differences = _json_reads(reader, writer, "#")

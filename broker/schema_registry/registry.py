@@ -4,12 +4,25 @@ JSON-ready values."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from . import errors
 from .compatibility import DEFAULT_LEVEL, LEVELS, check
 from .errors import RegistryError
-from .schema_types import AVRO, SCHEMA_TYPES, ParsedSchema, Reference, SchemaText, parse, parse_references
+from . import protobuf
+from .schema_types import (
+    AVRO,
+    PROTOBUF,
+    SCHEMA_TYPES,
+    ParsedSchema,
+    Reference,
+    Resolver,
+    SchemaText,
+    parse,
+    parse_references,
+)
 from .store import (
     RegistryState,
     SchemaStore,
@@ -37,12 +50,24 @@ def parse_version(text: str) -> int | None:
 # Parsed versions kept for compatibility checks: a version's text and references never
 # change, so its parse does not either.
 _PARSED_KEPT = 4096
+# Parses done off the event loop for requests still to run (see `prepare`): a handler
+# takes its own; what an interrupted request left is dropped once this many wait.
+_PREPARED_KEPT = 64
+
+
+@dataclass
+class _Prepared:
+    """A schema parsed off the event loop: the outcome, and what each reference resolved
+    to then. The handler uses it only if every reference still resolves the same way."""
+    resolved: dict[Reference, SchemaText | None]
+    outcome: ParsedSchema | RegistryError
 
 
 class SchemaRegistry:
     def __init__(self, store: SchemaStore) -> None:
         self.store = store
         self._parsed: dict[SchemaText, ParsedSchema] = {}
+        self._prepared: dict[tuple[SchemaText, bool], _Prepared] = {}
 
     @property
     def state(self) -> RegistryState:
@@ -76,8 +101,19 @@ class SchemaRegistry:
     def versions(self, subject: str, deleted: bool = False) -> list[int]:
         return [entry.version for entry in self._live_versions_or_404(subject, deleted)]
 
-    def get_version(self, subject: str, version: str, deleted: bool = False) -> dict[str, Any]:
-        return _describe(self._version(subject, version, deleted))
+    def get_version(self, subject: str, version: str, deleted: bool = False, fmt: str | None = None) -> dict[str, Any]:
+        entry = self._version(subject, version, deleted)
+        return _describe(entry, self._formatted(entry.schema, fmt))
+
+    def _formatted(self, schema: SchemaText, fmt: str | None) -> str:
+        """The schema's text in the format a client asks for: `serialized` is a PROTOBUF
+        schema as a base64 FileDescriptorProto (what confluent-kafka's deserializers ask
+        for); every other type, and every other format, is the canonical text."""
+        if fmt != "serialized" or schema.schema_type != PROTOBUF:
+            return schema.text
+        compiled = self._stored_parsed(schema).parsed
+        assert isinstance(compiled, protobuf.ProtobufSchema)
+        return protobuf.serialized(compiled)
 
     def get_version_schema(self, subject: str, version: str, deleted: bool = False) -> str:
         return self._version(subject, version, deleted).schema.text
@@ -88,7 +124,7 @@ class SchemaRegistry:
                        if not other.deleted and any(r.subject == entry.subject and r.version == entry.version
                                                     for r in other.schema.references)})
 
-    def schema_by_id(self, schema_id: int) -> dict[str, Any]:
+    def schema_by_id(self, schema_id: int, fmt: str | None = None) -> dict[str, Any]:
         schema = self.state.schema_by_id(schema_id)
         if schema is None:
             raise errors.schema_not_found(schema_id)
@@ -97,7 +133,7 @@ class SchemaRegistry:
             answer["schemaType"] = schema.schema_type
         if schema.references:
             answer["references"] = [r.to_json() for r in schema.references]
-        answer["schema"] = schema.text
+        answer["schema"] = self._formatted(schema, fmt)
         return answer
 
     def schema_text_by_id(self, schema_id: int) -> str:
@@ -209,7 +245,10 @@ class SchemaRegistry:
         entry = self.state.versions.get(reference.subject, {}).get(reference.version)
         return entry.schema if entry is not None else None
 
-    def _parse_request(self, subject: str, body: object, normalize: bool) -> tuple[ParsedSchema, dict[str, Any]]:
+    @staticmethod
+    def _requested_schema(body: object) -> SchemaText:
+        """The schema a register, lookup or compatibility request sends; 42201 or 422 if
+        the body holds none."""
         if not isinstance(body, dict):
             raise errors.unprocessable("the request body must be a JSON object")
         text = body.get("schema")
@@ -218,23 +257,73 @@ class SchemaRegistry:
         schema_type = body.get("schemaType") or AVRO
         if not isinstance(schema_type, str):
             raise errors.invalid_schema(f"of unknown schema type {schema_type!r}")
-        references = parse_references(body.get("references"))
-        parsed = parse(SchemaText(schema_type.upper(), text, references), self._resolve,
-                       normalize=normalize or self.normalizes(subject))
-        return parsed, body
+        return SchemaText(schema_type.upper(), text, parse_references(body.get("references")))
+
+    def _parse_request(self, subject: str, body: object, normalize: bool) -> tuple[ParsedSchema, dict[str, Any]]:
+        schema = self._requested_schema(body)
+        assert isinstance(body, dict)
+        return self._parse(schema, normalize or self.normalizes(subject)), body
+
+    async def prepare(self, subject: str | None, body: object, normalize: bool) -> None:
+        """Parse, in a worker thread, what the request's handler is about to parse: the
+        schema it sends and the subject's versions not parsed yet (a compatibility check
+        compares with them). A schema of megabytes, or protoc's round trip to its own
+        process, then holds no other client's request on the event loop; the handler,
+        which stays on the loop, takes the outcome (`_parse`). A body that holds no
+        schema is left to the handler to refuse."""
+        wanted: list[tuple[SchemaText, bool]] = []
+        try:
+            wanted.append((self._requested_schema(body), normalize or (subject is not None
+                                                                       and self.normalizes(subject))))
+        except RegistryError:
+            pass
+        if subject is not None:
+            wanted += [(entry.schema, False) for entry in self._versions(subject) if entry.schema not in self._parsed]
+        for schema, normalized in wanted:
+            resolved: dict[Reference, SchemaText | None] = {}
+            outcome: ParsedSchema | RegistryError
+            try:
+                outcome = await asyncio.to_thread(parse, schema, self._recording_resolver(resolved), normalized)
+            except RegistryError as exc:
+                outcome = exc
+            if len(self._prepared) >= _PREPARED_KEPT:
+                self._prepared.clear()
+            self._prepared[(schema, normalized)] = _Prepared(resolved, outcome)
+
+    def _recording_resolver(self, resolved: dict[Reference, SchemaText | None]) -> Resolver:
+        """`_resolve`, noting in `resolved` what each reference resolved to."""
+        def resolve(reference: Reference) -> SchemaText | None:
+            resolved[reference] = found = self._resolve(reference)
+            return found
+        return resolve
+
+    def _parse(self, schema: SchemaText, normalize: bool = False) -> ParsedSchema:
+        """parse(), or its outcome from `prepare` where every reference it resolved then
+        still resolves the same way."""
+        prepared = self._prepared.pop((schema, normalize), None)
+        if prepared is not None and all(self._resolve(r) == found for r, found in prepared.resolved.items()):
+            if isinstance(prepared.outcome, RegistryError):
+                raise prepared.outcome
+            return prepared.outcome
+        return parse(schema, self._resolve, normalize=normalize)
+
+    def _stored_parsed(self, schema: SchemaText) -> ParsedSchema:
+        """A stored version's parse, kept (its text and references never change)."""
+        parsed = self._parsed.get(schema)
+        if parsed is None:
+            parsed = self._parse(schema)
+            if len(self._parsed) >= _PARSED_KEPT:
+                self._parsed.clear()
+            self._parsed[schema] = parsed
+        return parsed
 
     def _previous(self, subject: str) -> list[tuple[int, str, str, Any]]:
         found = []
         for entry in self._versions(subject):
-            parsed = self._parsed.get(entry.schema)
-            if parsed is None:
-                try:
-                    parsed = parse(entry.schema, self._resolve)
-                except RegistryError:
-                    continue  # a version that no longer parses (a reference deleted for good) cannot be compared
-                if len(self._parsed) >= _PARSED_KEPT:
-                    self._parsed.clear()
-                self._parsed[entry.schema] = parsed
+            try:
+                parsed = self._stored_parsed(entry.schema)
+            except RegistryError:
+                continue  # a version that no longer parses (a reference deleted for good) cannot be compared
             found.append((entry.version, entry.schema.text, entry.schema.schema_type, parsed.parsed))
         return found
 
@@ -273,12 +362,13 @@ class SchemaRegistry:
         self.store.write([(schema_key(subject, version), schema_value(entry))])
         return {"id": schema_id}
 
-    def lookup(self, subject: str, body: object, normalize: bool = False, deleted: bool = False) -> dict[str, Any]:
+    def lookup(self, subject: str, body: object, normalize: bool = False, deleted: bool = False,
+               fmt: str | None = None) -> dict[str, Any]:
         versions = self._live_versions_or_404(subject, deleted)
         parsed, _ = self._parse_request(subject, body, normalize)
         for entry in reversed(versions):
             if entry.schema == parsed.canonical:
-                return _describe(entry)
+                return _describe(entry, self._formatted(entry.schema, fmt))
         raise errors.schema_not_found()
 
     def check_compatibility(self, subject: str, version_text: str | None, body: object,
@@ -357,11 +447,11 @@ class SchemaRegistry:
         return [e.version for e in live]
 
 
-def _describe(entry: SchemaVersion) -> dict[str, Any]:
+def _describe(entry: SchemaVersion, text: str | None = None) -> dict[str, Any]:
     answer: dict[str, Any] = {"subject": entry.subject, "version": entry.version, "id": entry.schema_id}
     if entry.schema.schema_type != AVRO:
         answer["schemaType"] = entry.schema.schema_type
     if entry.schema.references:
         answer["references"] = [r.to_json() for r in entry.schema.references]
-    answer["schema"] = entry.schema.text
+    answer["schema"] = entry.schema.text if text is None else text
     return answer

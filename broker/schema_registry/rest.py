@@ -104,6 +104,9 @@ class Path:
     def __getitem__(self, name: str) -> str:
         return self._parts[name]
 
+    def get(self, name: str) -> str | None:
+        return self._parts.get(name)
+
 
 class SchemaRegistryServer:
     def __init__(self, registry: SchemaRegistry, access: RegistryAccess | None = None) -> None:
@@ -117,7 +120,8 @@ class SchemaRegistryServer:
         routes: list[tuple[str, str, str, Callable[..., Any]]] = [
             ("GET", "/", PUBLIC, lambda m, q, b: {}),
             ("GET", "/schemas/types", PUBLIC, lambda m, q, b: r.schema_types()),
-            ("GET", f"/schemas/ids/{_ID}", ID_READ, lambda m, q, b: r.schema_by_id(_schema_id(m["id"]))),
+            ("GET", f"/schemas/ids/{_ID}", ID_READ,
+             lambda m, q, b: r.schema_by_id(_schema_id(m["id"]), q.query.get("format"))),
             ("GET", f"/schemas/ids/{_ID}/schema", ID_READ,
              lambda m, q, b: RawSchema(r.schema_text_by_id(_schema_id(m["id"])))),
             ("GET", f"/schemas/ids/{_ID}/versions", ID_LIST,
@@ -127,8 +131,8 @@ class SchemaRegistryServer:
             ("GET", "/subjects", LIST,
              lambda m, q, b: r.subjects(_flag(q, "deleted"), q.query.get("subjectPrefix", ""))),
             ("POST", f"/subjects/{_SUBJECT}", SUBJECT_READ,
-             lambda m, q, b: r.lookup(m["subject"], b, _flag(q, "normalize"),
-                                                                        _flag(q, "deleted"))),
+             lambda m, q, b: r.lookup(m["subject"], b, _flag(q, "normalize"), _flag(q, "deleted"),
+                                      q.query.get("format"))),
             ("DELETE", f"/subjects/{_SUBJECT}", SUBJECT_WRITE,
              lambda m, q, b: r.delete_subject(m["subject"], _flag(q, "permanent"))),
             ("GET", f"/subjects/{_SUBJECT}/versions", SUBJECT_READ,
@@ -136,7 +140,7 @@ class SchemaRegistryServer:
             ("POST", f"/subjects/{_SUBJECT}/versions", SUBJECT_WRITE,
              lambda m, q, b: r.register(m["subject"], b, _flag(q, "normalize"))),
             ("GET", f"/subjects/{_SUBJECT}/versions/{_VERSION}", SUBJECT_READ,
-             lambda m, q, b: r.get_version(m["subject"], m["version"], _flag(q, "deleted"))),
+             lambda m, q, b: r.get_version(m["subject"], m["version"], _flag(q, "deleted"), q.query.get("format"))),
             ("DELETE", f"/subjects/{_SUBJECT}/versions/{_VERSION}", SUBJECT_WRITE,
              lambda m, q, b: r.delete_version(m["subject"], m["version"], _flag(q, "permanent"))),
             ("GET", f"/subjects/{_SUBJECT}/versions/{_VERSION}/schema", SUBJECT_READ,
@@ -250,6 +254,8 @@ class SchemaRegistryServer:
             try:
                 self._authorize(request, kind, match)
                 body = await self._body(request)
+                if request.method == "POST":
+                    await self.registry.prepare(match.get("subject"), body, _flag(request, "normalize"))
                 return _answer(self._filter(request, kind, handler(match, request, body)))
             except RegistryError as exc:
                 return _error(exc)

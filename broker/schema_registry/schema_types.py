@@ -24,11 +24,13 @@ import avro.schema
 import jsonschema
 import jsonschema.validators
 
+from . import protobuf
 from .errors import RegistryError, invalid_schema
+from .protobuf import PROTOBUF
 
 AVRO = "AVRO"
 JSON = "JSON"
-SCHEMA_TYPES = (JSON, AVRO)
+SCHEMA_TYPES = (JSON, PROTOBUF, AVRO)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,8 @@ class SchemaText:
 @dataclass(frozen=True, slots=True)
 class ParsedSchema:
     canonical: SchemaText
-    # AVRO: avro.schema.Schema; JSON: the document (a dict or a bool)
+    # AVRO: avro.schema.Schema; JSON: the document (a dict or a bool); PROTOBUF:
+    # protobuf.ProtobufSchema
     parsed: object
 
 
@@ -81,6 +84,8 @@ def parse(schema: SchemaText, resolve: Resolver, normalize: bool = False) -> Par
     back to itself, a schema too deeply nested to parse...)."""
     if schema.schema_type == JSON:
         return _parse_json(schema, resolve, normalize)
+    if schema.schema_type == PROTOBUF:
+        return _parse_protobuf(schema, resolve)
     if schema.schema_type != AVRO:
         raise invalid_schema(f"of unknown or unsupported schema type {schema.schema_type!r}")
     names = avro.name.Names()
@@ -121,6 +126,47 @@ def _parse_json(schema: SchemaText, resolve: Resolver, normalize: bool) -> Parse
     except jsonschema.SchemaError as exc:
         raise invalid_schema(f"{_short(schema.text)}, details: {exc.message}") from None
     return ParsedSchema(SchemaText(schema.schema_type, text, schema.references), document)
+
+
+def _parse_protobuf(schema: SchemaText, resolve: Resolver) -> ParsedSchema:
+    try:
+        files = protobuf_files(schema.references, resolve)
+        compiled = protobuf.compile_schema(schema.text, files)
+        text = protobuf.render(compiled.file)
+    except RegistryError:
+        raise
+    except RecursionError:
+        raise invalid_schema("nested too deeply to parse") from None
+    return ParsedSchema(SchemaText(schema.schema_type, text, schema.references), compiled)
+
+
+def protobuf_files(references: tuple[Reference, ...], resolve: Resolver) -> protobuf.ReferencedFiles:
+    """(import path, .proto text) of every file a PROTOBUF schema's references bring, the
+    references' own references included; 42201 for a missing one, one of another type,
+    a name that is no import path, or a cycle."""
+    files: dict[str, str] = {}
+
+    def add(found: tuple[Reference, ...], in_progress: frozenset[Reference]) -> None:
+        for reference in found:
+            protobuf.check_reference_name(reference.name)
+            if reference in in_progress:
+                raise invalid_schema(f"reference cycle through subject {reference.subject!r} "
+                                     f"version {reference.version}")
+            target = resolve(reference)
+            if target is None:
+                raise invalid_schema(f"reference {reference.name!r} to subject {reference.subject!r} version "
+                                     f"{reference.version}, which does not exist")
+            if target.schema_type != PROTOBUF:
+                raise invalid_schema(f"a PROTOBUF schema cannot reference a {target.schema_type} schema")
+            add(target.references, in_progress | {reference})
+            if protobuf.is_well_known(reference.name):
+                continue
+            text = protobuf.as_text(target.text)
+            if files.setdefault(reference.name, text) != text:
+                raise invalid_schema(f"two references name different schemas {reference.name!r}")
+
+    add(references, frozenset())
+    return list(files.items())
 
 
 def _check_references(schema: SchemaText, resolve: Resolver, in_progress: set[Reference]) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 USER_TEST = '''
+import json
 import urllib.request
 
 import protocol
@@ -35,9 +36,17 @@ def test_own_packages_beside_ottla_fixtures(ottla_broker, ottla_topic, ottla_sch
             assert answer.status == 200 and len(answer.read()) > 1000
     with urllib.request.urlopen(f"{ottla_broker.admin_url}/console/topics") as answer:
         assert ottla_topic in answer.read().decode()
-    # The schema registry (its package and its avro and jsonschema dependencies) is in it.
+    # The schema registry (its package and its avro, jsonschema, protobuf dependencies) is in it.
     with urllib.request.urlopen(f"{ottla_schema_registry}/schemas/types") as answer:
-        assert answer.read() == b'["JSON", "AVRO"]'
+        assert answer.read() == b'["JSON", "PROTOBUF", "AVRO"]'
+    # PROTOBUF: protoc (grpcio-tools) and its copy of the well-known types come along.
+    text = ('syntax = "proto3"; import "google/protobuf/timestamp.proto"; '
+            'message P { google.protobuf.Timestamp at = 1; }')
+    request = urllib.request.Request(f"{ottla_schema_registry}/subjects/p-value/versions", method="POST",
+                                     data=json.dumps({"schemaType": "PROTOBUF", "schema": text}).encode(),
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    with urllib.request.urlopen(request) as answer:
+        assert json.loads(answer.read())["id"] >= 1
 '''
 
 

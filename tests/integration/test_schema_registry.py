@@ -96,7 +96,7 @@ def test_reads_by_subject_version_and_id(http: RegistryHttp, subject: str) -> No
     status, subjects = http.get("/subjects")
     assert status == 200 and subject in subjects
     assert http.get(f"/subjects?subjectPrefix={subject}") == (200, [subject])
-    assert http.get("/schemas/types") == (200, ["JSON", "AVRO"])
+    assert http.get("/schemas/types") == (200, ["JSON", "PROTOBUF", "AVRO"])
 
 
 def test_lookup(http: RegistryHttp, subject: str) -> None:

@@ -137,3 +137,41 @@ def test_console_shows_a_principal_the_subjects_it_may_read(secured: BrokerProce
     status, page = get("/console/subject?name=orders-value", "alice")
     assert status == 200 and "version 1" in page and "&quot;Order&quot;" in page
     assert "secret-value" in get("/console/schemas", "admin")[1]
+
+
+def test_console_decodes_records_with_the_schemas_the_viewer_may_read(secured: BrokerProcess,
+                                                                      http: RegistryHttp) -> None:
+    """The Messages page reads a record's schema as the registry would let the viewer:
+    bob (READ on orders) sees orders' records decoded with orders-value's schema, but a
+    record there carrying the id of vault-value's schema stays raw bytes, its schema
+    unknown to him, while the super user sees it decoded.
+
+    Break-and-see-it-fail: with the decoder handed `lambda subject: True` in
+    pages/messages.py, the secret record was decoded for bob and this test failed."""
+    import urllib.error
+    import urllib.request
+
+    from confluent_kafka import Producer
+
+    secret_schema = json.dumps({"type": "record", "name": "Secret", "fields": [{"name": "code", "type": "string"}]})
+    order_id = http.call("POST", "/subjects/orders-value/versions", {"schema": SCHEMA},
+                         headers=_basic("alice"))[1]["id"]
+    secret_id = http.call("POST", "/subjects/vault-value/versions", {"schema": secret_schema},
+                          headers=_basic("admin"))[1]["id"]
+    producer = Producer({"bootstrap.servers": secured.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": USERS["admin"]})
+    producer.produce("orders", b"\x00" + order_id.to_bytes(4, "big") + b"\x54", partition=0)  # id 42
+    producer.produce("orders", b"\x00" + secret_id.to_bytes(4, "big") + b"\x0ehunter2", partition=0)
+    assert producer.flush(30) == 0
+
+    def page(user: str) -> str:
+        request = urllib.request.Request(secured.admin_url + "/console/messages?topic=orders&partition=0",
+                                         headers=_basic(user))
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read().decode().replace("&quot;", '"')
+
+    seen = page("bob")
+    assert f"AVRO, schema id {order_id} (orders-value v1)" in seen and '"id": 42' in seen
+    assert f"schema id {secret_id}: the schema registry has no such schema" in seen
+    assert '"code": "hunter2"' not in seen and "vault-value" not in seen
+    assert '"code": "hunter2"' in page("admin")

@@ -159,7 +159,8 @@ def test_broker_rooms_have_no_circle() -> None:
 def test_schema_registry_is_a_room_of_its_own() -> None:
     """broker/schema_registry/ stands on the storage and protocol layers and the broker's
     logging only (not on the request handlers, the admin endpoint or the server), and only
-    the server (which starts it) and the console's schema pages reach into it."""
+    the server (which starts it), the console's schema pages and its decoding of records
+    by their schema id (the Messages page) reach into it."""
     room = "ottla.broker.schema_registry"
     graph = _graph()
     allowed_outside = {"ottla.broker.logging"}
@@ -170,5 +171,6 @@ def test_schema_registry_is_a_room_of_its_own() -> None:
     assert leaks == []
     users = sorted({name for name, targets in graph.items() if not name.startswith(room)
                     for target in targets if target.startswith(room)})
-    assert users == ["ottla.broker.admin.web_console.pages.common", "ottla.broker.admin.web_console.pages.schemas",
+    assert users == ["ottla.broker.admin.web_console.pages.common", "ottla.broker.admin.web_console.pages.messages",
+                     "ottla.broker.admin.web_console.pages.schemas", "ottla.broker.admin.web_console.schema_decoding",
                      "ottla.broker.server"]

@@ -1,4 +1,6 @@
-"""The Messages page: a partition's records from an offset or a time, and its live tail."""
+"""The Messages page: a partition's records from an offset or a time, and its live tail.
+With the schema registry on, a key or value in Confluent's wire format is shown decoded
+with its schema (schema_decoding.py) when the format is "auto"."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from datetime import datetime, timezone
 
 from ..html import Markup, dl, esc, join, link, page, tag, url, when
 from ..params import Params
+from ....schema_registry.access import topic_of
 from ..records import DEFAULT_RECORDS, MAX_RECORDS, Row, read_slice
+from ..schema_decoding import SchemaDecoder
 from .common import BadRequest, ConsoleBroker, NotFound, lso_cell, txn_ids_by_producer
 
 SHOWN_BYTES = 4096  # of a key or value as text; the rest is summarised
@@ -48,7 +52,7 @@ def messages(broker: ConsoleBroker, params: Params) -> bytes:
                                              else " (everything written; aborted records marked)"))])
     hidden = tag("p", f"{got.hidden_aborted} aborted record(s) left out, as a read_committed consumer "
                       "never sees them", class_="note") if got.hidden_aborted else Markup("")
-    rows_html, cut_at = message_rows(got.rows, fmt)
+    rows_html, cut_at = message_rows(got.rows, fmt, _decoder(broker, fmt))
     next_offset = got.next_offset if cut_at is None else cut_at
     more = dict(topic=topic_name, partition=partition, isolation=isolation, format=fmt, limit=limit)
     nav = join([link("« from the start", "messages", **more, offset=got.log_start_offset), " ",
@@ -81,7 +85,8 @@ def messages_rows(broker: ConsoleBroker, params: Params) -> tuple[str, int]:
     isolation = params.choice("isolation", ("read_uncommitted", "read_committed"))
     got = read_slice(log, params.integer("offset", 0, 0, 2**63 - 1), read_committed=isolation == "read_committed",
                      limit=params.integer("limit", DEFAULT_RECORDS, 1, MAX_RECORDS))
-    rows_html, cut_at = message_rows(got.rows, params.choice("format", ("auto", "text", "json", "hex")))
+    fmt = params.choice("format", ("auto", "text", "json", "hex"))
+    rows_html, cut_at = message_rows(got.rows, fmt, _decoder(broker, fmt))
     return rows_html, got.next_offset if cut_at is None else cut_at
 
 
@@ -95,7 +100,15 @@ def _messages_table(rows_html: str) -> Markup:
     return Markup(f'<table id="messages"><thead><tr>{head}</tr></thead><tbody>{rows_html}</tbody></table>')
 
 
-def message_rows(rows: list[Row], fmt: str) -> tuple[str, int | None]:
+def _decoder(broker: ConsoleBroker, fmt: str) -> SchemaDecoder | None:
+    """The page's decoder of Confluent's wire format: with the registry on, in "auto"; it
+    reads a schema as the registry lets this viewer (DESCRIBE on a subject's topic)."""
+    if fmt != "auto" or getattr(broker, "schema_registry", None) is None:
+        return None
+    return SchemaDecoder(broker.schema_store.state, lambda subject: broker.may_describe_topic(topic_of(subject)))
+
+
+def message_rows(rows: list[Row], fmt: str, decoder: SchemaDecoder | None = None) -> tuple[str, int | None]:
     """The rows as table rows, at most MAX_PAGE_BYTES of them, and the offset of the first
     row left out for that (None: all are in)."""
     out: list[str] = []
@@ -112,12 +125,24 @@ def message_rows(rows: list[Row], fmt: str) -> tuple[str, int | None]:
         else:
             css = row.txn or "plain"
             status = tag("span", row.txn, class_=f"badge {row.txn}") if row.txn else "–"
-            cells = [row.offset, when(row.timestamp), _payload(row.key, fmt), _payload(row.value, fmt),
+            cells = [row.offset, when(row.timestamp), _cell(row.key, fmt, decoder), _cell(row.value, fmt, decoder),
                      _headers(row.headers), producer, row.sequence if row.sequence >= 0 else "–", status]
         html_row = tag("tr", join(tag("td", c) for c in cells), class_=css, data_offset=row.offset)
         size += len(html_row)
         out.append(html_row)
     return "".join(out), None
+
+
+def _cell(data: bytes | None, fmt: str, decoder: SchemaDecoder | None) -> Markup:
+    """A key or value: decoded with its registered schema if it is in Confluent's wire
+    format and the decoder can, else as `_payload` shows it (with the decoder's note)."""
+    decoded = decoder.decode(data) if decoder is not None and data is not None else None
+    if decoded is None:
+        return _payload(data, fmt)
+    note = tag("div", decoded.note, class_="note schema")
+    if decoded.text is None:
+        return join([note, _hex(data) if data is not None else Markup("")])
+    return join([note, tag("pre", decoded.text, class_="json decoded")])
 
 
 def _payload(data: bytes | None, fmt: str, shown: int = SHOWN_BYTES) -> Markup:
