@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import IO
 
 MAIN_FILE = "schema.proto"
@@ -75,20 +76,21 @@ class ProtocProcess:
 
 class _Deadline:
     def __init__(self, seconds: float) -> None:
-        import time
-        self._time = time.monotonic
         self._at = time.monotonic() + seconds
 
     def left(self) -> float:
-        return max(0.0, self._at - self._time())
+        return max(0.0, self._at - time.monotonic())
 
 
 def _read(stream: IO[bytes], size: int, deadline: _Deadline) -> bytes:
     found = bytearray()
     descriptor = stream.fileno()
+    # poll, not select: a broker holding over 1,024 descriptors (connections, segments)
+    # gets pipe numbers select() cannot wait on.
+    waiting = select.poll()
+    waiting.register(descriptor, select.POLLIN)
     while len(found) < size:
-        ready, _, _ = select.select([descriptor], [], [], deadline.left())
-        if not ready:
+        if not waiting.poll(deadline.left() * 1000):
             raise TimeoutError
         chunk = os.read(descriptor, size - len(found))
         if not chunk:

@@ -15,6 +15,8 @@ failed too (the structures differed).
 from __future__ import annotations
 
 import base64
+import os
+import resource
 
 import pytest
 from google.protobuf import (
@@ -29,6 +31,7 @@ from google.protobuf import (
 )
 
 from ottla.broker.schema_registry.protobuf import compile_files, render
+from ottla.broker.schema_registry.protoc import ProtocProcess
 from ottla.broker.schema_registry.schema_types import SchemaText, parse
 
 EVERYTHING = """syntax = "proto2";
@@ -118,3 +121,25 @@ def test_text_round_trips(text: str) -> None:
     canonical = render(compiled)
     assert _structure(compile_files(canonical, []).file) == _structure(compiled), canonical
     assert render(compile_files(canonical, []).file) == canonical
+
+
+def test_protoc_pipes_numbered_past_select_limit() -> None:
+    """A broker holding over 1,024 descriptors (connections, segments) gets pipes to its
+    protoc worker numbered past what select() can wait on: the worker's answer is waited
+    for with poll. Break-and-see-it-fail: with select.select back in protoc._read, this
+    failed with "ValueError: filedescriptor out of range in select()"."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1_400
+    if soft < wanted:
+        assert hard == resource.RLIM_INFINITY or hard >= wanted, f"needs {wanted} descriptors, hard limit {hard}"
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1_100)]
+    worker = ProtocProcess()  # a worker of its own: its pipes are opened now, past 1,024
+    try:
+        compiled = worker.compile('syntax = "proto3"; message M { int32 a = 1; }', [])
+        assert compiled
+    finally:
+        worker._stop()
+        for descriptor in held:
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
