@@ -77,9 +77,13 @@ run: $(VENV)/.installed-base
 	$(BIN)/ottla serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) --admin-port $(ADMIN_PORT) \
 		--override schema.registry.listeners=http://127.0.0.1:$(SCHEMA_REGISTRY_PORT)
 
-# The checkers first: a finding fails the run before the long suite starts.
+# The checkers first: a finding fails the run before the long suite starts. The suite runs
+# in TEST_WORKERS processes (pytest-xdist): most of a test's time is spent waiting on brokers,
+# clients and JVMs, so three workers fit two cores. loadgroup keeps a module's tests in one
+# worker and all Spark tests in one (tests/conftest.py). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
 test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
-	$(BIN)/python -m pytest -m "not kafka"
+	$(BIN)/python -m pytest -m "not kafka" -n $(TEST_WORKERS) --dist loadgroup
 
 # Every test that runs Apache Kafka 4.3.1 beside Ottla and compares them: the differential
 # suite, Kafka's tools and clients, Streams, Spark's Kafka connector, Connect, MirrorMaker 2.

@@ -23,6 +23,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "kafka_reference" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kafka)
+        # Under pytest-xdist's loadgroup (make test): a module's tests run in one worker,
+        # where they share its module-scoped broker, and every Spark test in the same one:
+        # a process holds one SparkSession, and two standalone clusters would fight over
+        # the cores.
+        module = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("spark" if module.startswith("tests/pipeline/") else module))
 
 
 @pytest.fixture(scope="module")
