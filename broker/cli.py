@@ -22,6 +22,7 @@ from . import ready_lines
 from .tools import admin_cli, console, open_console
 from .config import LOG_DEFAULTS, PROPERTIES, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
+from .network.request_memory import settle_allocator
 from .security.dev_security import DevSecurity, prepare
 from .security.oauthbearer import validator_for
 from .security.scram_credentials import ScramCredential, parse_add_scram
@@ -174,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 get_logger("ottla.config").warning(
                     "OAUTHBEARER accepts unsecured tokens: anyone may claim any principal; for development only "
                     "(set sasl.oauthbearer.jwks.endpoint.url to validate signed tokens)", listener=listener.name)
+        settle_allocator()
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency; this is a fallback
