@@ -37,17 +37,21 @@ class FrameReader:
     """Splits a byte stream, fed chunk by chunk, into frame bodies.
 
     A frame that arrives whole inside one chunk comes out as a read-only view of that
-    chunk, uncopied (most requests). One that spans chunks is kept as the list of the
-    chunks' pieces and joined once complete: one allocation of the frame's exact size,
-    where growing a buffer chunk by chunk left the allocator fragmented after a burst of
-    large frames (memory the process could not give back)."""
+    chunk, uncopied (most requests). One that spans chunks is copied, chunk by chunk as
+    they arrive, into a buffer of the frame's exact size allocated at its size prefix
+    (as Kafka's MemoryPool allocates a receive's buffer), and comes out as a read-only
+    view of that buffer. One allocation per frame: a buffer grown chunk by chunk left the
+    allocator fragmented after a burst of large frames (memory the process could not
+    give back), and keeping the chunks until the frame is complete cost a Python object
+    per chunk: a client sending its frame a byte per packet would have held hundreds of
+    bytes of them per byte counted in the request memory."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.max_name = "socket.request.max.bytes"  # the setting max_bytes comes from
         self._prefix = bytearray()  # a size prefix split across chunks
-        self._pieces: list[memoryview] = []  # the part of a frame received so far
-        self._received = 0  # bytes in _pieces
+        self._gather = bytearray()  # the frame being received, allocated at its full size
+        self._received = 0  # bytes of it received so far
         self._size = -1  # the size of the frame being gathered, -1 when none
         self.backlog = b""  # bytes not fed yet (see feed's may_start)
 
@@ -70,12 +74,12 @@ class FrameReader:
         while pos < end:
             if self._size >= 0:
                 take = min(self._size - self._received, end - pos)
-                self._pieces.append(view[pos : pos + take])
+                self._gather[self._received : self._received + take] = view[pos : pos + take]
                 self._received += take
                 pos += take
                 if self._received == self._size:
-                    frames.append(memoryview(b"".join(self._pieces)))
-                    self._pieces.clear()
+                    frames.append(memoryview(self._gather).toreadonly())
+                    self._gather = bytearray()
                     self._received = 0
                     self._size = -1
                 continue
@@ -100,4 +104,5 @@ class FrameReader:
                 pos += size
             else:
                 self._size = size
+                self._gather = bytearray(size)
         return frames
