@@ -185,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pin", dest="pin", action="store_false",
                         help="leave the round trips' brokers and client where the scheduler puts them (default: "
                              "the brokers on one half of the CPUs, the client on the other)")
-    parser.add_argument("--baseline", default="", metavar="REV",
-                        help="also run Ottla of this git revision as a peer, ottla@REV (built once into "
+    parser.add_argument("--baseline", default="", metavar="REV,REV",
+                        help="also run Ottla of these git revisions as peers, ottla@REV (each built once into "
                              ".cache/bench-baseline/): what a change did, against the run's A/A spread")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md nor bench/runs/")
     args = parser.parse_args(argv)
@@ -212,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             notes.append(f"{name} left out: {factory}")
         else:
             contenders.append((name, factory))
-    if args.baseline:
-        contenders.append(baseline_peer(args.baseline))
+    contenders += [baseline_peer(revision) for revision in args.baseline.split(",") if revision]
     workloads = [WORKLOADS[name] for name in WORKLOADS if name in only]
     run = Run([name for name, _ in contenders], [w.name for w in workloads])
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
