@@ -20,9 +20,15 @@
  *   object unless a bytes value of LARGE bytes or more (record data) is in it, which is
  *   passed on as its own chunk, uncopied. The plan (compiled_codec.encode_plan) lists
  *   the fields of a kio class and how each is written (compiled_writers.py says how).
+ * build(plan, values) -> entity, as entities.compiled_builder(cls)(values): a response
+ *   entity from a handler's version-agnostic dict (entities.build_plan), its slots set
+ *   directly as object.__setattr__ sets them in the dataclass's __init__ (kio's classes
+ *   are frozen, slotted and have no __post_init__). member_offset(cls, name) gives the
+ *   slots' places.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -788,6 +794,148 @@ done:
     return result;
 }
 
+/* --- building a response entity ------------------------------------------------------ */
+
+/* entities.build_plan's field kinds */
+enum { B_VALUE = 0, B_CONVERT = 1, B_ENTITY = 2, B_TUPLE = 3, B_ENTITIES = 4 };
+
+/* The offset of slot `name` of class `cls`, where a plain member descriptor holds it; -1
+ * otherwise (entities.py then keeps its Python builder for that class). */
+static PyObject *member_offset(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *name;
+    if (!PyArg_ParseTuple(args, "O!U", &PyType_Type, &cls, &name))
+        return NULL;
+    PyObject *found = PyObject_GetAttr(cls, name);
+    if (found == NULL) {
+        PyErr_Clear();
+        return PyLong_FromLong(-1);
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(found, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)found)->d_member;
+        if (member->type == T_OBJECT_EX && PyType_IsSubtype((PyTypeObject *)cls, PyDescr_TYPE(found)))
+            offset = member->offset;
+    }
+    Py_DECREF(found);
+    return PyLong_FromSsize_t(offset);
+}
+
+static PyObject *build_entity(PyObject *plan, PyObject *values, int depth);
+
+/* An entity-valued field: a dict is built with the nested plan, anything else (None, an
+ * entity built already) is taken as it is. */
+static PyObject *entity_value(PyObject *nested, PyObject *value, int depth)
+{
+    if (value == Py_None || !PyDict_Check(value))
+        return Py_NewRef(value);
+    return build_entity(nested, value, depth + 1);
+}
+
+static PyObject *field_value(PyObject *field, PyObject *value, int depth)
+{
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(field, 2));
+    PyObject *extra = PyTuple_GET_ITEM(field, 4);
+    switch (kind) {
+    case B_VALUE:
+        return Py_NewRef(value);
+    case B_CONVERT:
+        return PyObject_CallOneArg(extra, value);
+    case B_ENTITY:
+        return entity_value(extra, value, depth);
+    case B_TUPLE:
+        if (value == Py_None)
+            return Py_NewRef(Py_None);
+        return PySequence_Tuple(value);
+    case B_ENTITIES: {
+        if (value == Py_None)
+            return Py_NewRef(Py_None);
+        PyObject *items = PySequence_Fast(value, "an array is given as no iterable");
+        if (items == NULL)
+            return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+        PyObject *out = PyTuple_New(n);
+        for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+            PyObject *item = entity_value(extra, PySequence_Fast_GET_ITEM(items, i), depth);
+            if (item == NULL)
+                Py_CLEAR(out);
+            else
+                PyTuple_SET_ITEM(out, i, item);
+        }
+        Py_DECREF(items);
+        return out;
+    }
+    default:
+        PyErr_Format(PyExc_SystemError, "unknown build kind %ld", kind);
+        return NULL;
+    }
+}
+
+/* plan: (cls, field names, check_names, ((name, offset, kind, default, extra), ...)) */
+static PyObject *build_entity(PyObject *plan, PyObject *values, int depth)
+{
+    if (depth > TOO_DEEP) {
+        PyErr_SetString(PyExc_RecursionError, "entity nested too deep");
+        return NULL;
+    }
+    PyObject *cls = PyTuple_GET_ITEM(plan, 0), *names = PyTuple_GET_ITEM(plan, 1);
+    PyObject *fields = PyTuple_GET_ITEM(plan, 3);
+    if (!PyDict_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "an entity is built from a dict");
+        return NULL;
+    }
+    /* a name this version lacks is dropped, unless no version has it (a handler's typo) */
+    Py_ssize_t pos = 0;
+    PyObject *key, *item;
+    while (PyDict_Next(values, &pos, &key, &item)) {
+        int known = PySet_Contains(names, key);
+        if (known < 0)
+            return NULL;
+        if (!known) {
+            PyObject *checked = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(plan, 2), cls, values, NULL);
+            if (checked == NULL)
+                return NULL;
+            Py_DECREF(checked);
+            break;
+        }
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    PyObject *entity = type->tp_alloc(type, 0);
+    if (entity == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(fields);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *field = PyTuple_GET_ITEM(fields, i);
+        PyObject *given = PyDict_GetItemWithError(values, PyTuple_GET_ITEM(field, 0));
+        PyObject *value;
+        if (given == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            value = Py_NewRef(PyTuple_GET_ITEM(field, 3));
+        } else {
+            Py_INCREF(given); /* a converter may run Python code that changes the dict */
+            value = field_value(field, given, depth);
+            Py_DECREF(given);
+            if (value == NULL)
+                goto fail;
+        }
+        PyObject **slot = (PyObject **)((char *)entity + PyLong_AsSsize_t(PyTuple_GET_ITEM(field, 1)));
+        Py_XSETREF(*slot, value);
+    }
+    return entity;
+fail:
+    Py_DECREF(entity);
+    return NULL;
+}
+
+static PyObject *build(PyObject *self, PyObject *args)
+{
+    PyObject *plan, *values;
+    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &plan, &values))
+        return NULL;
+    return build_entity(plan, values, 0);
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(flexible, header_type, malformed_error, length_error): what the functions below need"},
@@ -796,6 +944,9 @@ static PyMethodDef methods[] = {
      "check_body(plan, frame, offset) -> offset after the body, as request_bounds.check_request_body"},
     {"encode_response", encode_response, METH_VARARGS,
      "encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as codec.encode_response"},
+    {"member_offset", member_offset, METH_VARARGS,
+     "member_offset(cls, name) -> the offset of slot `name` in instances of cls, or -1"},
+    {"build", build, METH_VARARGS, "build(plan, values) -> the entity, as entities.compiled_builder(cls)(values)"},
     {NULL, NULL, 0, NULL},
 };
 
