@@ -87,6 +87,11 @@ static PyObject *configure(PyObject *self, PyObject *args)
     PyObject *lookup, *type, *malformed, *length;
     if (!PyArg_ParseTuple(args, "OOOO", &lookup, &type, &malformed, &length))
         return NULL;
+    /* the header is built as tuple_subtype_new builds a named tuple: allocated, then filled */
+    if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "the header type must be a named tuple");
+        return NULL;
+    }
     Py_XSETREF(flexible_lookup, Py_NewRef(lookup));
     Py_XSETREF(header_type, Py_NewRef(type));
     Py_XSETREF(malformed_error, Py_NewRef(malformed));
@@ -156,7 +161,7 @@ static PyObject *parse_header(PyObject *self, PyObject *frame)
             goto done;
         }
     }
-    header = PyTuple_Type.tp_alloc((PyTypeObject *)header_type, 5);
+    header = ((PyTypeObject *)header_type)->tp_alloc((PyTypeObject *)header_type, 5);
     if (header == NULL)
         goto done;
     PyTuple_SET_ITEM(header, 0, PyLong_FromLong(api_key));
