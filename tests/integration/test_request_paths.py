@@ -32,7 +32,8 @@ PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
 @pytest.fixture(scope="module")
 def brokers() -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
     compiled_extension("_codec")  # a machine with a compiler must have built it
-    compiled = BrokerProcess().start()
+    # Explicitly "0": the suite itself may run with OTTLA_PURE_PYTHON=1 in its environment.
+    compiled = BrokerProcess(env={"OTTLA_PURE_PYTHON": "0"}).start()
     python = BrokerProcess(env={"OTTLA_PURE_PYTHON": "1"})
     try:
         python.start()
