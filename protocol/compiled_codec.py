@@ -1,21 +1,25 @@
 """The compiled request path: which path codec.py takes, and the plans its C code walks.
 
-Every request costs a header decode, a length check of its body and the encoding of
-its response; in Python that is a few microseconds for a small request and tens for an
-ApiVersions answer (a tagged section written through kio, sixty-odd entries). `_codec.c`
-does the same work in C, following plans computed here once per kio class:
+Every request costs a header decode, a length check of its body, the building of its
+response entity and the encoding of that response: Python work on every request, whose
+cost grows with the fields of the answer (bench/RESULTS.md has the instruction counts of
+both paths). `_codec.c` does the same work in C, following plans computed here once per
+kio class:
 
 - the length check walks request_bounds' own plan (`_plan`), so both check one
   description of the body;
 - the encoder walks `encode_plan(cls)`: each field's attribute name and how
-  compiled_writers.py writes it.
+  compiled_writers.py writes it;
+- the builder walks entities.build_plan(cls).
 
 The Python code stays the reference (codec.parse_request_header_in_python,
-request_bounds.check_request_body, codec.encode_response_in_python), and the path where
+request_bounds.check_request_body, codec.encode_response_in_python,
+entities.compiled_builder), and the path where
 the extension could not be built (no C compiler at install time). OTTLA_PURE_PYTHON=1 in
 the environment selects it even where the extension exists (read at import, so set it
 before the broker starts): the unit tests compare both paths
-(tests/unit/test_compiled_codec.py), and the integration tests can run on either.
+(tests/unit/test_compiled_codec.py, test_entities.py), tests/integration/test_request_paths.py
+runs a broker on each, and the integration tests can run on either.
 """
 
 from __future__ import annotations
