@@ -25,6 +25,9 @@
  *   directly as object.__setattr__ sets them in the dataclass's __init__ (kio's classes
  *   are frozen, slotted and have no __post_init__). member_offset(cls, name) gives the
  *   slots' places.
+ * error_codes(plan, entity) -> the error codes other than NONE in a response, as
+ *   admin/metrics.py's _count_errors finds them (its plan, with nested plans in place of
+ *   the nested classes), or None: the metrics of every request served.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -941,6 +944,68 @@ static PyObject *build(PyObject *self, PyObject *args)
     return build_entity(plan, values, 0);
 }
 
+/* --- the error codes of a response ------------------------------------------------------ */
+
+/* Appends to *found (made on the first) every true error code of `entity`, following
+ * plan ((name, nested plan or None for an error code, is an array), ...). */
+static int error_codes_of(PyObject *plan, PyObject *entity, PyObject **found, int depth)
+{
+    if (depth > TOO_DEEP) {
+        PyErr_SetString(PyExc_RecursionError, "response nested too deep");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(plan);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *step = PyTuple_GET_ITEM(plan, i);
+        PyObject *nested = PyTuple_GET_ITEM(step, 1);
+        PyObject *value = PyObject_GetAttr(entity, PyTuple_GET_ITEM(step, 0));
+        if (value == NULL)
+            return -1;
+        int failed = 0;
+        if (nested == Py_None) {
+            int truth = PyObject_IsTrue(value); /* ErrorCode.none is 0 */
+            if (truth < 0)
+                failed = 1;
+            else if (truth) {
+                if (*found == NULL && (*found = PyList_New(0)) == NULL)
+                    failed = 1;
+                else
+                    failed = PyList_Append(*found, value) < 0;
+            }
+        } else if (value != Py_None) {
+            if (PyObject_IsTrue(PyTuple_GET_ITEM(step, 2))) {
+                PyObject *items = PySequence_Fast(value, "an array field holds no sequence");
+                if (items == NULL) {
+                    failed = 1;
+                } else {
+                    Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+                    for (Py_ssize_t j = 0; j < count && !failed; j++)
+                        failed = error_codes_of(nested, PySequence_Fast_GET_ITEM(items, j), found, depth + 1) < 0;
+                    Py_DECREF(items);
+                }
+            } else {
+                failed = error_codes_of(nested, value, found, depth + 1) < 0;
+            }
+        }
+        Py_DECREF(value);
+        if (failed)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *error_codes(PyObject *self, PyObject *args)
+{
+    PyObject *plan, *entity, *found = NULL;
+    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &plan, &entity))
+        return NULL;
+    if (error_codes_of(plan, entity, &found, 0) < 0) {
+        Py_XDECREF(found);
+        return NULL;
+    }
+    return found != NULL ? found : Py_NewRef(Py_None);
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(flexible, header_type, malformed_error, length_error): what the functions below need"},
@@ -952,6 +1017,8 @@ static PyMethodDef methods[] = {
     {"member_offset", member_offset, METH_VARARGS,
      "member_offset(cls, name) -> the offset of slot `name` in instances of cls, or -1"},
     {"build", build, METH_VARARGS, "build(plan, values) -> the entity, as entities.compiled_builder(cls)(values)"},
+    {"error_codes", error_codes, METH_VARARGS,
+     "error_codes(plan, entity) -> the true error codes in entity, in order, or None if there is none"},
     {NULL, NULL, 0, NULL},
 };
 

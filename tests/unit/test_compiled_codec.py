@@ -276,3 +276,47 @@ def test_request_plans_cover_every_request_version() -> None:
             assert isinstance(request_plan(cls), tuple)
             count += 1
     assert count > 250
+
+
+# --- the error codes of a response (the metrics of every request) ----------------------------
+
+
+def test_error_codes_are_found_as_the_python_walk_finds_them() -> None:
+    """Every response class, filled (every error code set), with nulls, and from its
+    defaults (every code NONE): the same counts from C as from metrics._count_errors."""
+    from collections import Counter
+
+    from ottla.broker.admin.metrics import _count_errors, _nested_error_plan
+
+    with_errors = 0
+    for cls in RESPONSES:
+        entities = [_instance(cls, False), _instance(cls, True)]
+        try:
+            entities.append(cls())
+        except TypeError:
+            pass
+        for entity in entities:
+            expected: Counter[Any] = Counter()
+            _count_errors(entity, cls, expected)
+            found = C.error_codes(_nested_error_plan(cls), entity)
+            assert Counter(found or ()) == expected, cls
+            assert found is None or found, cls  # None when there is none, never []
+            with_errors += bool(expected)
+    assert with_errors > 100
+
+
+def test_the_metrics_count_on_the_selected_path() -> None:
+    from kio.schema.errors import ErrorCode
+
+    from ottla.broker.admin import metrics as metrics_module
+    from ottla.protocol.codec import response_class
+    from ottla.protocol.entities import make
+
+    assert (metrics_module._error_codes_in_c is not None) == compiled_codec.ENABLED
+    response = make(response_class(0, 9), responses=[{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": ErrorCode.not_leader_or_follower},
+        {"index": 1, "error_code": ErrorCode.none},
+        {"index": 2, "error_code": ErrorCode.not_leader_or_follower}]}])
+    served = metrics_module.Metrics()
+    served.request_served(0, 0.001, response)
+    assert served.apis[0].errors == {ErrorCode.not_leader_or_follower: 2}
