@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -117,10 +118,13 @@ def test_the_image_steps_install_start_pass_the_healthcheck_and_serve_clients(tm
     pip_argv = [str(venv / "bin" / "python"), "-m", *install_argv[:-1], *map(str, wheels.glob("*.whl"))]
     installed = subprocess.run(pip_argv, capture_output=True, text=True, timeout=480, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr[-3000:]
-    # The image runs the compiled request path and record walk.
+    # The image runs the compiled request path and record walk: its build stage has gcc.
+    # This machine builds the same wheel only if it has a C compiler too; without one the
+    # wheel falls back to Python, which the broker's ready line must then say.
+    has_compiler = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is not None
     compiled = subprocess.run([str(venv / "bin" / "python"), "-c", "import ottla.protocol._codec, "
                                "ottla.protocol._records"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert compiled.returncode == 0, compiled.stderr
+    assert (compiled.returncode == 0) == has_compiler, compiled.stderr
 
     # docker run -p PORT:9092 -p ADMIN:9644 -v DATA:/var/lib/ottla/data: the image's ENV,
     # with the published ports and the volume's host path in place of the container's.
@@ -160,5 +164,5 @@ def test_the_image_steps_install_start_pass_the_healthcheck_and_serve_clients(tm
         code = broker.wait(60)
     assert code == 0, log_path.read_text()
     assert "stopped" in log_path.read_text()
-    assert "request_path=compiled" in log_path.read_text()
+    assert f"request_path={'compiled' if has_compiler else 'python'}" in log_path.read_text()
     assert os.path.exists(data / "producer-id-block")
