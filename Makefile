@@ -50,7 +50,8 @@ spark-kafka: $(SPARK_KAFKA_LIBS)/.complete
 # nothing to act on, so it is filtered out of the output.
 EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
 
-$(VENV)/.installed-base: pyproject.toml setup.py
+# The C extensions (protocol/*.c) are built by the install: a changed source reinstalls.
+$(VENV)/.installed-base: pyproject.toml setup.py $(wildcard protocol/*.c)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e .

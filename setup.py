@@ -1,8 +1,12 @@
 """The one thing pyproject.toml cannot say without an experimental table: the optional C
-extension. protocol/_records.c walks a produced batch's records; where it cannot be
-built (no compiler, as in the slim container image) the install goes on without it and
-protocol/records.py falls back to Python. Everything else is in pyproject.toml."""
+extensions. protocol/_records.c walks a produced batch's records; protocol/_codec.c
+decodes request headers, checks request bodies and encodes responses. Where they cannot
+be built (no C compiler) the install goes on without them and protocol/records.py and
+protocol/codec.py fall back to Python. Everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("ottla.protocol._records", sources=["protocol/_records.c"], optional=True)])
+setup(ext_modules=[
+    Extension("ottla.protocol._records", sources=["protocol/_records.c"], optional=True),
+    Extension("ottla.protocol._codec", sources=["protocol/_codec.c"], optional=True),
+])

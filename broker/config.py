@@ -177,8 +177,9 @@ KAFKA_VERSION_PROPERTIES = {"inter.broker.protocol.version": "4.1-IV1", "log.mes
 LISTENER_PROPERTIES = ("listeners", "advertised.listeners", "listener.security.protocol.map")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ENV_PREFIX = "OTTLA_"
-# Environment variables of the tests' launchers (OTTLA_TEST_RELEASE_LOADING), not settings.
-_ENV_NOT_SETTINGS = "OTTLA_TEST_"
+# Environment variables that are not settings: the tests' launchers' (OTTLA_TEST_RELEASE_LOADING)
+# and OTTLA_PURE_PYTHON, which turns the compiled request path off (protocol/compiled_codec.py).
+_ENV_NOT_SETTINGS = ("OTTLA_TEST_", "OTTLA_PURE_PYTHON")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.producer_ids import ProducerIdAllocator
 from ottla.coordinator.transactions import TransactionCoordinator
 
+from ottla.protocol import compiled_codec
 from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
@@ -272,6 +273,8 @@ class Broker:
             recovered_bytes_checked=report.checked_bytes,
             logs_seconds=round(report.seconds, 3),
             startup_seconds=round(time.monotonic() - started, 3),
+            # "compiled" or "python" (protocol/compiled_codec.py: OTTLA_PURE_PYTHON, or no C compiler).
+            request_path="compiled" if compiled_codec.ENABLED else "python",
         )
 
     async def _load_coordinators(self) -> None:

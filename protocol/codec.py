@@ -6,14 +6,20 @@ for that (api_key, version). Encoding a response is `encode_response`, with the 
 compiled from the kio class (protocol/compiled_writers.py); it returns a list of byte
 chunks, size prefix first, ready for `transport.writelines`: large values (record data)
 are passed through as their own chunk, never copied into a bigger buffer.
+
+Each of the three runs in C where the extension was built (compiled_codec.py says how
+the path is chosen): `parse_request_header`, the length check in `decode_request` and
+`encode_response` are then _codec's; the Python functions beside them
+(`parse_request_header_in_python`, `encode_response_in_python`) are the reference the
+tests compare the compiled path with, and the path taken without a compiler.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader
@@ -22,6 +28,7 @@ from kio.serial.errors import SerialError
 from kio.static.protocol import Entity, Payload
 
 from .apis import API_VERSIONS
+from . import compiled_codec
 from .compiled_writers import compiled_writer
 from .kio_schema import (
     EntityField,
@@ -33,7 +40,7 @@ from .kio_schema import (
     get_schema_field_type,
     is_optional,
 )
-from .request_bounds import LengthError, check_request_body
+from .request_bounds import LengthError, check_request_body, request_plan
 from .varint import VarintError, read_uvarint, write_uvarint
 
 _HEADER_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -44,8 +51,9 @@ class MalformedRequest(Exception):
     """A frame whose header or body cannot be decoded."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
+    """A named tuple, which _codec builds without calling back into Python."""
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -94,7 +102,7 @@ def skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
     return offset
 
 
-def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
+def parse_request_header_in_python(frame: bytes | memoryview) -> RequestHeader:
     """Header v1 (api key, version, correlation id, client id) plus, for flexible
     requests, header v2's tagged fields. The client id is always a legacy int16 string,
     even in flexible versions (Kafka special-cases it)."""
@@ -125,7 +133,10 @@ def decode_request(cls: type[Entity], frame: bytes | memoryview, offset: int) ->
     them. On that (rare) path the body is rewritten without the unknown tags and read
     again."""
     try:
-        check_request_body(cls, frame, offset)
+        if _check_body_in_c is not None:
+            _check_body_in_c(request_plan(cls), frame, offset)
+        else:
+            check_request_body(cls, frame, offset)
     except LengthError as exc:
         raise MalformedRequest(f"{cls.__name__}: {exc}") from exc
     read = _reader(cls)
@@ -254,6 +265,16 @@ def response_header_is_flexible(api_key: int, version: int, cls: type[Entity]) -
 
 def encode_response(correlation_id: int, response: Any, api_key: int | None = None) -> list:
     """Size prefix + response header + body, as chunks for `transport.writelines`."""
+    if _encode_response_in_c is None:
+        return encode_response_in_python(correlation_id, response, api_key)
+    cls: type[Payload] = type(response)
+    key = cls.__api_key__ if api_key is None else api_key
+    return _encode_response_in_c(correlation_id, response_header_is_flexible(key, cls.__version__, cls),
+                                 compiled_codec.encode_plan(cls), response)
+
+
+def encode_response_in_python(correlation_id: int, response: Any, api_key: int | None = None) -> list:
+    """encode_response in Python: the reference."""
     cls: type[Payload] = type(response)
     key = cls.__api_key__ if api_key is None else api_key
     out = ChunkWriter()
@@ -292,3 +313,24 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
         offset = skip_tagged_fields(frame, offset)
     body, _ = _reader(cls)(frame, offset)
     return correlation_id, body
+
+
+# --- the compiled path (compiled_codec.py) ------------------------------------------------
+
+
+def _request_is_flexible(api_key: int, version: int) -> bool:
+    cls = request_class(api_key, version)
+    return cls is not None and bool(cls.__flexible__)
+
+
+if compiled_codec.compiled is not None:
+    compiled_codec.compiled.configure(_request_is_flexible, RequestHeader, MalformedRequest, LengthError)
+if compiled_codec.ENABLED:
+    assert compiled_codec.compiled is not None
+    parse_request_header = compiled_codec.compiled.parse_header
+    _check_body_in_c = compiled_codec.compiled.check_body
+    _encode_response_in_c = compiled_codec.compiled.encode_response
+else:
+    parse_request_header = parse_request_header_in_python
+    _check_body_in_c = None
+    _encode_response_in_c = None

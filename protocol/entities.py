@@ -21,6 +21,11 @@ straight to the nested class's builder, instead of interpreting the plan field b
 with a **kwargs copy per nested entity on every response.
 tests/unit/test_entities.py builds every class both ways, compiled and by walking the
 plan, and compares them.
+
+Where the C extension was built (compiled_codec.py), `builder(cls)` is _codec's `build`
+over `build_plan(cls)`, the same plan as data: it sets the new instance's slots without
+the dataclass's keyword call. The compiled Python builder stays the reference and the
+path without a compiler; tests/unit/test_entities.py compares the two over every class.
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ from __future__ import annotations
 import datetime
 import uuid
 from dataclasses import MISSING, fields
-from functools import cache
+from functools import cache, partial
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
+from . import compiled_codec
 from .kio_schema import (
     EntityField,
     EntityTupleField,
@@ -158,7 +164,51 @@ def _error_code(value: Any) -> ErrorCode:
 
 def make(cls: type, **values: Any) -> Any:
     """An instance of kio class `cls` from version-agnostic keyword values."""
-    return compiled_builder(cls)(values)
+    return builder(cls)(values)
+
+
+@cache
+def builder(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """What builds an instance of `cls` from a dict of version-agnostic values: C's
+    build over `build_plan(cls)` on the compiled path, else `compiled_builder(cls)`."""
+    plan = build_plan(cls) if compiled_codec.ENABLED else None
+    if plan is None:
+        return compiled_builder(cls)
+    return partial(compiled_codec.compiled.build, plan)
+
+
+# build_plan's field kinds (_codec.c's build).
+B_VALUE, B_CONVERT, B_ENTITY, B_TUPLE, B_ENTITIES = range(5)
+
+
+@cache
+def build_plan(cls: type) -> tuple[Any, ...] | None:
+    """_codec's build plan of `cls`: (cls, its field names, _check_names, per field (name,
+    slot offset, kind, default, converter or nested plan)); None where a field is not a
+    plain slot (then the Python builder builds it)."""
+    compiled = compiled_codec.compiled
+    if compiled is None:
+        return None
+    planned = []
+    for f, (name, convert, default) in zip(fields(cls), _plan(cls), strict=True):
+        offset = compiled.member_offset(cls, name)
+        if offset < 0:
+            return None
+        kind = classify_field(f)
+        extra: Any = None
+        if isinstance(kind, (EntityField, EntityTupleField)):
+            extra = build_plan(kind.type_)
+            if extra is None:
+                return None
+            code = B_ENTITY if isinstance(kind, EntityField) else B_ENTITIES
+        elif isinstance(kind, PrimitiveTupleField):
+            code = B_TUPLE
+        elif convert is _identity:
+            code = B_VALUE
+        else:
+            code, extra = B_CONVERT, convert
+        planned.append((name, offset, code, default, extra))
+    return (cls, frozenset(f.name for f in fields(cls)), _check_names, tuple(planned))
 
 
 @cache

@@ -68,9 +68,18 @@ class FrameReader:
         `may_start(size)` is asked at each new frame's size prefix; False keeps that
         prefix and the rest of `data` in `backlog`, for the caller to feed again once it
         may (a connection over its memory bound). A frame already begun is finished."""
+        end = len(data)
+        if self._size < 0 and not self._prefix and end > SIZE_BYTES:
+            # Most reads hold exactly one whole request: the loop below, taken straight.
+            size = int.from_bytes(data[:SIZE_BYTES], "big", signed=True)
+            if size == end - SIZE_BYTES and size <= self.max_bytes:
+                if may_start is not None and not may_start(size):
+                    self.backlog = bytes(data)
+                    return []
+                return [memoryview(data)[SIZE_BYTES:]]
         frames: list[memoryview] = []
         view = memoryview(data)
-        pos, end = 0, len(data)
+        pos = 0
         while pos < end:
             if self._size >= 0:
                 take = min(self._size - self._received, end - pos)

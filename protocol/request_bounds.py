@@ -195,6 +195,10 @@ def _plan(cls: type[Entity]) -> Plan:
     return _merge_skips(steps)
 
 
+# The plan of a class's body, which _codec.c's check walks too (compiled_codec.py).
+request_plan = _plan
+
+
 def _field_step(f: Any, flexible: bool) -> Step:
     kind = classify_field(f)
     if isinstance(kind, EntityField):

@@ -22,6 +22,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ottla.coordinator.transaction_log import TxnState
+from ottla.protocol import compiled_codec
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.kio_schema import EntityField, EntityTupleField, classify_field
@@ -69,7 +70,13 @@ class Metrics:
         api.seconds += seconds
         api.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
         if response is not None:
-            _count_errors(response, type(response), api.errors)
+            if _error_codes_in_c is None:
+                _count_errors(response, type(response), api.errors)
+            else:
+                cls: type = type(response)
+                codes = _error_codes_in_c(_nested_error_plan(cls), response)
+                if codes is not None:
+                    api.errors.update(codes)
 
     # --- rendering -----------------------------------------------------------------------
 
@@ -174,6 +181,17 @@ def _error_plan(cls: type) -> tuple[tuple[str, type | None, bool], ...]:
         if isinstance(kind, (EntityField, EntityTupleField)) and _error_plan(kind.type_):
             plan.append((f.name, kind.type_, isinstance(kind, EntityTupleField)))
     return tuple(plan)
+
+
+@cache
+def _nested_error_plan(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    """_error_plan with each nested class replaced by its own plan: what _codec's
+    error_codes walks on the compiled path (protocol/compiled_codec.py)."""
+    return tuple((name, None if nested is None else _nested_error_plan(nested), many)
+                 for name, nested, many in _error_plan(cls))
+
+
+_error_codes_in_c = compiled_codec.compiled.error_codes if compiled_codec.ENABLED else None
 
 
 def _count_errors(entity: Any, cls: type, counts: Counter[ErrorCode]) -> None:

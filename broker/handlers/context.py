@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ottla.protocol.codec import RequestHeader, response_class
-from ottla.protocol.entities import compiled_builder
+from ottla.protocol.entities import builder
 
 from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from ..security.sasl import Session
@@ -67,4 +67,4 @@ class RequestContext:
 
     def respond(self, **values: Any) -> Any:
         """The response entity of the client's version, from version-agnostic values."""
-        return compiled_builder(self.response_class)(values)
+        return builder(self.response_class)(values)

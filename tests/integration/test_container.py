@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -95,17 +96,35 @@ def test_the_image_steps_install_start_pass_the_healthcheck_and_serve_clients(tm
     assert json.loads(by_keyword["VOLUME"][0]) == [image_env["OTTLA_LOG_DIRS"]]
     assert "9092" in by_keyword["EXPOSE"][0].split()
     assert ". /src" in by_keyword["COPY"]
+    # The build stage has a C compiler (this machine has one too); the image gets the wheel.
+    assert any("gcc" in args.split() for args in by_keyword["RUN"] if args.startswith("apt-get"))
+    assert "--from=build /wheels /wheels" in by_keyword["COPY"]
 
-    # RUN pip install ... /src, into a fresh virtual environment, from the build context.
+    # RUN pip wheel ... /src, from the build context; then RUN pip install /wheels/*.whl
+    # into a fresh virtual environment.
     context = tmp_path / "src"
     copy_context(context)
-    install = next(args for args in by_keyword["RUN"] if args.startswith("pip install"))
-    install_argv = shlex.split(install.split("&&")[0])
+    wheels = tmp_path / "wheels"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip_argv = [str(venv / "bin" / "python"), "-m", *[str(context) if a == "/src" else a for a in install_argv]]
+    build = next(args for args in by_keyword["RUN"] if args.startswith("pip wheel"))
+    build_argv = [{"/src": str(context), "/wheels": str(wheels)}.get(a, a) for a in shlex.split(build)]
+    built = subprocess.run([str(venv / "bin" / "python"), "-m", *build_argv], capture_output=True, text=True,
+                           timeout=480, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr[-3000:]
+    install = next(args for args in by_keyword["RUN"] if args.startswith("pip install"))
+    install_argv = shlex.split(install.split("&&")[0])
+    assert install_argv[-1] == "/wheels/*.whl"
+    pip_argv = [str(venv / "bin" / "python"), "-m", *install_argv[:-1], *map(str, wheels.glob("*.whl"))]
     installed = subprocess.run(pip_argv, capture_output=True, text=True, timeout=480, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr[-3000:]
+    # The image runs the compiled request path and record walk: its build stage has gcc.
+    # This machine builds the same wheel only if it has a C compiler too; without one the
+    # wheel falls back to Python, which the broker's ready line must then say.
+    has_compiler = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is not None
+    compiled = subprocess.run([str(venv / "bin" / "python"), "-c", "import ottla.protocol._codec, "
+                               "ottla.protocol._records"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (compiled.returncode == 0) == has_compiler, compiled.stderr
 
     # docker run -p PORT:9092 -p ADMIN:9644 -v DATA:/var/lib/ottla/data: the image's ENV,
     # with the published ports and the volume's host path in place of the container's.
@@ -145,4 +164,5 @@ def test_the_image_steps_install_start_pass_the_healthcheck_and_serve_clients(tm
         code = broker.wait(60)
     assert code == 0, log_path.read_text()
     assert "stopped" in log_path.read_text()
+    assert f"request_path={'compiled' if has_compiler else 'python'}" in log_path.read_text()
     assert os.path.exists(data / "producer-id-block")

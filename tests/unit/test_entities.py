@@ -10,11 +10,15 @@ from uuid import UUID
 import pytest
 
 from ottla.protocol.codec import response_class
-from ottla.protocol.entities import _plan, make
+from functools import partial
+
+from ottla.protocol import compiled_codec
+from ottla.protocol.entities import _plan, build_plan, builder, compiled_builder, make
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.kio_schema import (EntityField, EntityTupleField, PrimitiveTupleField, classify_field,
                                        get_schema_field_type)
 
+from .extensions import compiled_extension
 from .test_compiled_writers import CLASSES
 
 FETCH, FIND_COORDINATOR = 1, 10
@@ -93,3 +97,65 @@ def test_plain_values_are_converted() -> None:
     built = make(response_class(FIND_COORDINATOR, 4), coordinators=[{"key": "k", "error_code": 15}])
     assert built.coordinators[0].error_code is ErrorCode.coordinator_not_available
     assert built.throttle_time == timedelta(0)
+
+
+# --- the C builder (protocol/_codec.c) against the compiled Python builder -----------------
+
+
+def _variants(cls: type) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(values for the Python builder, the same for the C one): {}, every field given,
+    nested entities given built already, arrays as lists and as iterators."""
+    plain = _plain(cls)
+    built = dict(plain)
+    iterated = dict(plain)
+    for f in fields(cls):
+        kind = classify_field(f)
+        if isinstance(kind, EntityField):
+            built[f.name] = compiled_builder(kind.type_)(plain[f.name])
+        elif isinstance(kind, EntityTupleField):
+            built[f.name] = [compiled_builder(kind.type_)(plain[f.name][0]), {}]
+            iterated[f.name] = iter(list(plain[f.name]))
+        elif isinstance(kind, PrimitiveTupleField):
+            iterated[f.name] = iter(list(plain[f.name]))
+    return [({}, {}), (plain, plain), (built, built), (plain, iterated)]
+
+
+def test_the_c_builder_builds_what_the_python_builder_builds() -> None:
+    c_module = compiled_extension("_codec")
+    for cls in CLASSES:
+        plan = build_plan(cls)
+        assert plan is not None, f"{cls.__module__}.{cls.__name__}: no C build plan"
+        for python_values, c_values in _variants(cls):
+            expected = compiled_builder(cls)(python_values)
+            got = c_module.build(plan, c_values)
+            assert type(got) is cls and got == expected, cls
+            assert repr(got) == repr(expected)
+
+
+def test_the_c_builder_refuses_what_the_python_builder_refuses() -> None:
+    c_module = compiled_extension("_codec")
+    cls = response_class(FIND_COORDINATOR, 4)
+    plan = build_plan(cls)
+    with pytest.raises(TypeError, match="no field eror_code"):
+        c_module.build(plan, {"eror_code": ErrorCode.none})
+    with pytest.raises(TypeError, match="no field eror_code"):
+        compiled_builder(cls)({"eror_code": ErrorCode.none})
+    # A name of another version is dropped by both: FindCoordinator v4 has no top-level host.
+    assert c_module.build(plan, {"host": "h"}) == compiled_builder(cls)({"host": "h"})
+    fetch = response_class(FETCH, 12)
+    bad = {"responses": [{"topic": "t", "partitions": [{"partition": 0}]}]}
+    with pytest.raises(TypeError, match="no field partition"):
+        c_module.build(build_plan(fetch), bad)
+    with pytest.raises(ValueError):  # an error code no ErrorCode member has: the converter's error
+        c_module.build(plan, {"coordinators": [{"key": "k", "error_code": 12345}]})
+    with pytest.raises(TypeError):
+        c_module.build(plan, {"coordinators": 5})
+
+
+def test_make_takes_the_selected_path() -> None:
+    cls = response_class(FIND_COORDINATOR, 4)
+    c_module = compiled_codec.compiled
+    if compiled_codec.ENABLED:
+        assert isinstance(builder(cls), partial) and builder(cls).func is c_module.build
+    else:
+        assert builder(cls) is compiled_builder(cls)

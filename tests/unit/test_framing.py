@@ -62,3 +62,24 @@ def test_a_prefix_split_across_chunks_goes_back_whole_when_its_frame_may_not_sta
     assert reader.feed(stream[:2], may_start=lambda size: False) == []
     assert reader.feed(stream[2:50], may_start=lambda size: False) == []
     assert reader.backlog == stream[:50]
+
+
+def test_a_read_of_exactly_one_frame_splits_as_any_other():
+    """The path for a read holding exactly one whole frame (most reads) gives what the
+    general loop gives: the frame as a view of the read, its size checked, and the whole
+    read in the backlog when the frame may not start. (Break-and-see-it-fail, made once:
+    dropping its size check let an oversized frame through and failed this test.)"""
+    for body in (b"q", b"r" * 100, b"s" * 70_000):
+        data = framed(body)
+        frames = FrameReader(1 << 20).feed(data, may_start=lambda size: True)
+        assert [bytes(f) for f in frames] == [body] and frames[0].obj is data and frames[0].readonly
+        bytewise = FrameReader(1 << 20)
+        assert [bytes(f) for i in range(len(data)) for f in bytewise.feed(data[i:i + 1])] == [body]
+        held = FrameReader(1 << 20)
+        assert held.feed(data, may_start=lambda size: False) == [] and held.backlog == data
+        with pytest.raises(FrameError):
+            FrameReader(max_bytes=len(body) - 1).feed(data)
+    # A frame already begun, or a prefix split before, keeps to the general loop.
+    reader = FrameReader(1 << 20)
+    assert reader.feed(framed(b"t" * 10)[:6]) == []
+    assert [bytes(f) for f in reader.feed(framed(b"t" * 10)[6:] + framed(b"u"))] == [b"t" * 10, b"u"]

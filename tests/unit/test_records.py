@@ -12,9 +12,17 @@ import crc32c
 import pytest
 
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records, recompressed
-from ottla.protocol import _records, records
+from ottla.protocol import records
 from ottla.protocol.records import InvalidRecords, validate_records, walk_records, walk_records_in_python
 from ottla.protocol.varint import write_varint
+
+from .extensions import compiled_extension
+
+
+def _c_walk():
+    """protocol/_records.c (extensions.py: where no C compiler exists, the tests of the C
+    walk are skipped and those of the Python walk run)."""
+    return compiled_extension("_records")
 
 
 def record(body: bytes) -> bytes:
@@ -70,7 +78,7 @@ def test_well_formed_records_pass_and_agree_with_the_full_decoder():
 @pytest.mark.parametrize("name,section,count,message", DAMAGED, ids=[d[0] for d in DAMAGED])
 def test_damaged_records_are_refused(name, section, count, message):
     # The C walk and the Python walk agree; the Python one says why.
-    assert _records.walk(section, 0, len(section), count) == -1
+    assert _c_walk().walk(section, 0, len(section), count) == -1
     for walk in (walk_records, walk_records_in_python):
         with pytest.raises(InvalidRecords) as refused:
             walk(section, 0, len(section), count)
@@ -80,11 +88,11 @@ def test_damaged_records_are_refused(name, section, count, message):
 def test_the_c_walk_counts_null_keys_and_reads_any_buffer():
     data = b"".join(GOOD)
     for buffer in (data, memoryview(data), bytearray(data)):
-        assert _records.walk(buffer, 0, len(data), 3) == 1
+        assert _c_walk().walk(buffer, 0, len(data), 3) == 1
     framed = b"xx" + data + b"yy"
-    assert _records.walk(framed, 2, 2 + len(data), 3) == 1
-    assert _records.walk(framed, 2, 3 + len(data), 3) == -1
-    assert _records.walk(data, 0, len(data) + 1, 3) == -1  # an end past the buffer is refused, not read
+    assert _c_walk().walk(framed, 2, 2 + len(data), 3) == 1
+    assert _c_walk().walk(framed, 2, 3 + len(data), 3) == -1
+    assert _c_walk().walk(data, 0, len(data) + 1, 3) == -1  # an end past the buffer is refused, not read
     assert walk_records_in_python(data, 0, len(data), 3, keys_required=True).missing_keys == (1,)
 
 
@@ -148,5 +156,5 @@ UNREADABLE = [d for d in DAMAGED if d[0] != "offset delta out of order"]
 
 @pytest.mark.parametrize("name,section,count,message", UNREADABLE, ids=[d[0] for d in UNREADABLE])
 def test_the_c_key_reader_refuses_what_it_cannot_read(name, section, count, message):
-    assert _records.keys_and_values(section, 0, len(section), count) is None
-    assert _records.keys_and_values(section, 0, len(section) + 1, count) is None  # never past the buffer
+    assert _c_walk().keys_and_values(section, 0, len(section), count) is None
+    assert _c_walk().keys_and_values(section, 0, len(section) + 1, count) is None  # never past the buffer

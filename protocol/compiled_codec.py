@@ -1,0 +1,134 @@
+"""The compiled request path: which path codec.py takes, and the plans its C code walks.
+
+Every request costs a header decode, a length check of its body, the building of its
+response entity and the encoding of that response: Python work on every request, whose
+cost grows with the fields of the answer (bench/RESULTS.md has the instruction counts of
+both paths). `_codec.c` does the same work in C, following plans computed here once per
+kio class:
+
+- the length check walks request_bounds' own plan (`_plan`), so both check one
+  description of the body;
+- the encoder walks `encode_plan(cls)`: each field's attribute name and how
+  compiled_writers.py writes it;
+- the builder walks entities.build_plan(cls).
+
+The Python code stays the reference (codec.parse_request_header_in_python,
+request_bounds.check_request_body, codec.encode_response_in_python,
+entities.compiled_builder), and the path where
+the extension could not be built (no C compiler at install time). OTTLA_PURE_PYTHON=1 in
+the environment selects it even where the extension exists (read at import, so set it
+before the broker starts): the unit tests compare both paths
+(tests/unit/test_compiled_codec.py, test_entities.py), tests/integration/test_request_paths.py
+runs a broker on each, and the integration tests can run on either.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import MISSING, fields
+from functools import cache
+from typing import Any, Callable
+
+from kio.static.protocol import Entity
+
+from .kio_schema import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    get_tagged_field_default,
+    is_optional,
+)
+
+compiled: Any  # the extension module, or None
+try:
+    compiled = importlib.import_module("._codec", __package__)
+except ImportError:  # installed without a C compiler: Python alone
+    compiled = None
+
+PURE_PYTHON_VARIABLE = "OTTLA_PURE_PYTHON"
+# Whether codec.py takes the compiled path.
+ENABLED = compiled is not None and os.environ.get(PURE_PYTHON_VARIABLE, "") in ("", "0")
+
+# The steps of an encode plan (their layout is documented in _codec.c).
+E_FIXED, E_CONVERT, E_UUID, E_STRING, E_BYTES, E_STRUCT, E_ARRAY, E_ENTITIES, E_TAGS, E_NO_TAGS = range(10)
+
+# struct codes of the fixed-size Kafka types, as compiled_writers packs them.
+_FIXED = {
+    "int8": "b", "int16": "h", "int32": "i", "int64": "q",
+    "uint8": "B", "uint16": "H", "uint32": "I", "uint64": "Q",
+    "float64": "d", "bool": "?", "error_code": "h",
+    "timedelta_i32": "i", "timedelta_i64": "q", "datetime_i64": "q",
+}
+
+Plan = tuple[bool, tuple[tuple[Any, ...], ...]]
+
+
+def _milliseconds(value: Any) -> int:
+    return round(value.total_seconds() * 1000)
+
+
+def _timestamp(value: Any) -> int:
+    return round(value.timestamp() * 1000)
+
+
+def _optional_timestamp(value: Any) -> int:
+    return -1 if value is None else round(value.timestamp() * 1000)
+
+
+def _converter(kafka_type: str, optional: bool) -> Callable[[Any], int] | None:
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return _milliseconds
+    if kafka_type == "datetime_i64":
+        return _optional_timestamp if optional else _timestamp
+    return None
+
+
+def _value_step(name: str | None, kafka_type: str, optional: bool) -> tuple[Any, ...]:
+    if kafka_type == "uuid":
+        return (E_UUID, name)
+    if kafka_type in _FIXED:
+        code = ord(_FIXED[kafka_type])
+        convert = _converter(kafka_type, optional)
+        return (E_FIXED, name, code) if convert is None else (E_CONVERT, name, code, convert)
+    if kafka_type == "string":
+        return (E_STRING, name, optional)
+    if kafka_type in ("bytes", "records"):
+        return (E_BYTES, name, optional)
+    # Every type of the pinned kio is handled above; a kio upgrade that adds one must be
+    # taught here, not guessed at.
+    raise TypeError(f"kio declares Kafka type {kafka_type!r}, which the compiled encoder does not know")
+
+
+def _field_step(f: Any) -> tuple[Any, ...]:
+    kind = classify_field(f)
+    optional = is_optional(f)
+    if isinstance(kind, EntityField):
+        return (E_STRUCT, f.name, optional, encode_plan(kind.type_))
+    if isinstance(kind, EntityTupleField):
+        return (E_ENTITIES, f.name, encode_plan(kind.type_))
+    if isinstance(kind, PrimitiveTupleField):
+        return (E_ARRAY, f.name, _value_step(None, get_schema_field_type(f), False))
+    assert isinstance(kind, PrimitiveField)
+    return _value_step(f.name, get_schema_field_type(f), optional)
+
+
+@cache
+def encode_plan(cls: type[Entity]) -> Plan:
+    """How `cls` (a message, or an entity nested in one) is written, for _codec."""
+    steps = [_field_step(f) for f in fields(cls) if get_field_tag(f) is None]
+    if cls.__flexible__:
+        tagged = []
+        for f in fields(cls):
+            tag = get_field_tag(f)
+            if tag is not None:
+                # kio leaves out a tagged field equal to its default (compiled_writers._write_tags).
+                skipped = f.default if f.default is not MISSING else get_tagged_field_default(f)
+                tagged.append((int(tag), f.name, skipped, _field_step(f)))
+        tagged.sort(key=lambda entry: entry[0])
+        steps.append((E_TAGS, tuple(tagged)) if tagged else (E_NO_TAGS,))
+    return (bool(cls.__flexible__), tuple(steps))
