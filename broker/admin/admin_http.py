@@ -45,14 +45,13 @@ request may be repeated where one is meant (a second Host, Authorization...): 40
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from aiohttp import web
 
+from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
 from ..logging import get_logger
 from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from .access import AdminAccess, Principal
@@ -64,11 +63,6 @@ if TYPE_CHECKING:
 log = get_logger("ottla.admin")
 
 _MAX_BODY = 64 * 1024
-# How long a client has to send a request's headers (from connecting, or from the last
-# answer on a kept-alive connection), and its body: a slow client is closed, not waited for.
-_READ_TIMEOUT = 10
-_MAX_HEADERS = 100
-_MAX_HEADER_BYTES = 8190  # of a request line or one header line
 # Sent with every answer: the console's pages run no script but their own (no inline
 # script, nothing from elsewhere, whatever a record's value holds), cannot be framed by
 # another page (clickjacking a delete button), and no answer is sniffed into HTML.
@@ -119,25 +113,20 @@ class AdminServer:
         self.access = access or AdminAccess(token, has_authorizer=False, sasl=False, plain_users={},
                                             stores=lambda: (None, None), remote_console=False)
         self.host = ""
-        self.port = 0
-        self._runner: web.AppRunner | None = None
+        self._site = HttpSite("admin")
+
+    @property
+    def port(self) -> int:
+        return self._site.port
 
     async def start(self, host: str, port: int) -> None:
         self.host = host
         app = web.Application(middlewares=[_answer_headers, self._guard], client_max_size=_MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
-                                     logger=_ProtocolLog(),
-                                     keepalive_timeout=_READ_TIMEOUT, max_headers=_MAX_HEADERS,
-                                     max_line_size=_MAX_HEADER_BYTES, max_field_size=_MAX_HEADER_BYTES)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        await self._site.start(app, host, port)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        await self._site.stop()
 
     # --- the rules, once for every request ----------------------------------------------------
 
@@ -156,8 +145,8 @@ class AdminServer:
         body = b""
         if request.body_exists:  # read here, in time or not at all; the handlers get it from aiohttp's cache
             try:
-                body = await asyncio.wait_for(request.read(), _READ_TIMEOUT)
-            except asyncio.TimeoutError:
+                body = await read_body(request)
+            except BodyTimeout:
                 return _json(408, {"error": "the body did not arrive in time"}, {"Connection": "close"})
         if request.method in _CHANGES:
             refused = self._refuse_change(request, host, peer, body)
@@ -170,7 +159,7 @@ class AdminServer:
         # authorizer can judge. /metrics and /faults are the operator's, under the rules
         # of changes: from this machine, or with the token (or a principal with CLUSTER
         # DESCRIBE/ALTER) from elsewhere.
-        if access.secured and principal is None and (console or not _is_loopback(peer)):
+        if access.secured and principal is None and (console or not is_loopback(peer)):
             return _json(401, {"error": "this broker has SASL users or ACLs: sign in as one of its users "
                                         "(HTTP Basic) or with admin.token"}, {"WWW-Authenticate": _REALM})
         if not console and principal is not None:
@@ -181,14 +170,14 @@ class AdminServer:
         return await handler(request)
 
     def _names_this_endpoint(self, host: str) -> bool:
-        return _is_loopback(host) or _host_of(host) == self.host
+        return is_loopback(host) or host_of(host) == self.host
 
     def _refuse_read(self, path: str, host: str, peer: str, principal: Principal | None) -> web.Response | None:
         operator = principal is not None and principal.operator
         if not operator and not self._names_this_endpoint(host):
             return _json(403, {"error": f"this endpoint answers requests addressed to it, not {host!r}"})
         if path.startswith("/console") and not self.access.secured and not self.access.remote_console \
-                and not operator and not _is_loopback(peer):
+                and not operator and not is_loopback(peer):
             return _json(403, {"error": "the console of a broker without SASL users or ACLs answers this machine "
                                         "only (admin.console.remote=true opens it, admin.token lets a holder in)"})
         return None
@@ -203,7 +192,7 @@ class AdminServer:
             scheme, _, _given = headers.get("Authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not self.access.holds_token(headers.get("Authorization", "")):
                 return _json(401, {"error": "a change needs Authorization: Bearer <admin.token>"})
-        elif not (_is_loopback(peer) and _is_loopback(host)):
+        elif not (is_loopback(peer) and is_loopback(host)):
             return _json(403, {"error": "without admin.token, changes are accepted from this machine only "
                                         f"(from {peer}, addressed to {host!r})"})
         if body and headers.get("Content-Type", "").split(";")[0].strip().lower() != "application/json":
@@ -265,22 +254,6 @@ class AdminServer:
         return _json_body(404, {"error": f"no route {method} {path}"})
 
 
-class _ProtocolLog:
-    """aiohttp's server logger: a request it could not parse (answered 400) is one line
-    with the reason, not a traceback a client could fill the log with."""
-
-    def exception(self, message: str, *args: Any, exc_info: BaseException | None = None, **_: Any) -> None:
-        log.warning("admin request refused", reason=str(exc_info or "").strip().replace("\n", " ")[:200],
-                    what=message % args if args else message)
-
-    error = warning = exception
-
-    def info(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    debug = info
-
-
 @web.middleware
 async def _answer_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The security headers on every answer, the library's own errors (413...) included."""
@@ -291,25 +264,6 @@ async def _answer_headers(request: web.Request, handler: Handler) -> web.StreamR
     response.headers.update(SECURITY_HEADERS)
     response.headers["Server"] = "Ottla"  # not the library's name and version
     return response
-
-
-def _host_of(address: str) -> str:
-    """The host of a Host header or a peer address, without its port."""
-    host = address
-    if host.startswith("[") or host.count(":") == 1:  # [::1]:9644, 127.0.0.1:9644, localhost:9644
-        host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    return host.strip("[]")
-
-
-def _is_loopback(address: str) -> bool:
-    """Whether a Host header or a peer address names a loopback address (any port)."""
-    host = _host_of(address)
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _response(status: int, content_type: str, body: bytes) -> web.Response:

@@ -18,7 +18,6 @@ of the broker decodes with, so who may use it is decided before any route:
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 from typing import Any, Awaitable, Callable
@@ -26,6 +25,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
 from ..logging import get_logger
 from .access import ALTER_CLUSTER, READ, WRITE, RegistryAccess, Unsecured, topic_of
 from .errors import RegistryError, bad_request
@@ -79,22 +79,6 @@ def _schema_id(text: str) -> int:
     return int(text)
 
 
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_of(header: str) -> str:
-    if header.startswith("["):
-        return header[1:].partition("]")[0]
-    return header.rpartition(":")[0] if header.count(":") == 1 else header
-
-
 class Path:
     """The parts a route's pattern matched in the raw path, percent-decoded."""
 
@@ -113,8 +97,7 @@ class SchemaRegistryServer:
         self.registry = registry
         self.access: RegistryAccess = access or Unsecured()
         self.host = ""
-        self.port = 0
-        self._runner: web.AppRunner | None = None
+        self._site = HttpSite("schema_registry")
         r = registry
         # (method, path pattern, who may (see _authorize), handler(match, request, body) -> JSON value)
         routes: list[tuple[str, str, str, Callable[..., Any]]] = [
@@ -173,15 +156,14 @@ class SchemaRegistryServer:
         self.host = host
         app = web.Application(middlewares=[_errors_as_confluent, self._guard], client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        await self._site.start(app, host, port)
+
+    @property
+    def port(self) -> int:
+        return self._site.port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        await self._site.stop()
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -198,10 +180,10 @@ class SchemaRegistryServer:
                 return refused
             request["principal"] = principal
             return await handler(request)
-        if not _is_loopback(peer):
+        if not is_loopback(peer):
             return _error(RegistryError(403, 40301, "this schema registry answers this machine only (a broker "
                                                     "with SASL users or ACLs signs its users in instead)"))
-        if not (_is_loopback(_host_of(host)) or _host_of(host) == self.host):
+        if not (is_loopback(host_of(host)) or host_of(host) == self.host):
             return _error(RegistryError(403, 40301, f"this schema registry answers requests addressed to it, "
                                                     f"not {host!r}"))
         return await handler(request)
@@ -266,7 +248,10 @@ class SchemaRegistryServer:
     async def _body(self, request: web.Request) -> Any:
         if request.method not in ("POST", "PUT"):
             return None
-        raw = await request.read()
+        try:
+            raw = await read_body(request)
+        except BodyTimeout:
+            raise RegistryError(408, 408, "HTTP 408 Request Timeout: the body did not arrive in time") from None
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type not in _JSON_TYPES:
             raise RegistryError(415, 415, "HTTP 415 Unsupported Media Type")

@@ -13,8 +13,6 @@ import http.client
 import json
 import re
 import socket
-import threading
-import time
 import urllib.parse
 
 import pytest
@@ -22,6 +20,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from ottla.broker.testing import BrokerProcess
 from tests.clients import create_topic, transactional_producer
+from tests.slow_http import send_part_of_a_body, trickle_headers_while
 
 # Every character the issue names: %, /, &, +, a space, and non-ASCII.
 ODD_TXN_ID = "pay%2F ments/eu&us+é 支付"
@@ -187,38 +186,12 @@ def test_a_malformed_content_length_is_a_400(broker):
 
 def test_a_client_sending_its_headers_a_byte_a_second_is_closed_while_others_are_served(broker):
     request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"s" * 60 + b"\r\n\r\n"
-    closed = threading.Event()
-    sent = []
 
-    def trickle() -> None:
-        with socket.create_connection(_address(broker), timeout=60) as sock:
-            try:
-                for byte in request:
-                    sock.sendall(bytes([byte]))
-                    sent.append(byte)
-                    time.sleep(1)
-                    if not closed.is_set():
-                        sock.setblocking(False)
-                        try:
-                            if sock.recv(1) == b"":
-                                closed.set()
-                                return
-                        except BlockingIOError:
-                            pass
-                        finally:
-                            sock.setblocking(True)
-            except (BrokenPipeError, ConnectionResetError):
-                closed.set()
-
-    slow = threading.Thread(target=trickle)
-    slow.start()
-    served = 0
-    while slow.is_alive():  # meanwhile, others are answered
+    def others() -> None:
         assert _get(broker, "/healthz") == (200, "ok\n")
-        served += 1
-        slow.join(0.5)
-    assert closed.is_set(), "the slow client's connection was never closed"
-    assert len(sent) < len(request), "the slow client sent its whole request"
+
+    closed, served = trickle_headers_while(_address(broker), request, others)
+    assert closed, "the slow client's connection was never closed"
     assert served > 3
 
 
@@ -238,11 +211,7 @@ def test_a_body_that_stops_arriving_is_answered_408(broker):
     """The hand-written server gave a request 10 s in all; aiohttp times out headers
     only, so the body is read under the same 10 s by the guard. Checked by reading it
     without the timeout: the request then hangs until the socket's own timeout."""
-    with socket.create_connection(_address(broker), timeout=60) as sock:
-        sock.sendall(b"POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 100\r\n\r\n{\"kind\":")
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
+    answer = send_part_of_a_body(_address(broker), b"POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"kind\":")
     assert _status(answer) == 408
     assert broker.admin.faults() == []

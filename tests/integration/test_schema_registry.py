@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from ottla.broker.testing import BrokerProcess
 
 from ..schema_registry_http import CONTENT_TYPE, RegistryHttp
+from ..slow_http import send_part_of_a_body, trickle_headers_while
 
 USER_V1 = {"type": "record", "name": "User", "namespace": "ottla.test",
            "fields": [{"name": "name", "type": "string"}]}
@@ -509,3 +510,41 @@ def test_deleting_the_global_config_goes_back_to_backward(fresh_broker) -> None:
     http.put("/mode", {"mode": "READONLY"})
     assert http.register("s", USER_V1)[1]["error_code"] == 42205
     assert http.put("/config", {"compatibility": "FULL"})[1]["error_code"] == 42205
+
+
+def _registry_address(registry_broker: BrokerProcess) -> tuple[str, int]:
+    assert registry_broker.schema_registry_url is not None
+    host, port = registry_broker.schema_registry_url.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
+
+
+def test_a_client_sending_its_headers_a_byte_a_second_is_closed(http: RegistryHttp,
+                                                                registry_broker: BrokerProcess) -> None:
+    """The registry runs aiohttp's server as the admin endpoint does (broker/http_site.py):
+    10 s for a request's headers, then the connection is closed, and other clients are
+    answered meanwhile. Break-and-see-it-fail: with the registry's runner built with
+    aiohttp's defaults again (no keepalive_timeout), the slow client sent its whole
+    request and this failed."""
+    request = b"GET /subjects HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"s" * 60 + b"\r\n\r\n"
+
+    def others() -> None:
+        assert http.get("/subjects")[0] == 200
+
+    closed, served = trickle_headers_while(_registry_address(registry_broker), request, others)
+    assert closed, "the slow client's connection was never closed"
+    assert served > 3
+
+
+def test_a_body_that_stops_arriving_is_answered_408(http: RegistryHttp, registry_broker: BrokerProcess,
+                                                    subject: str) -> None:
+    """A registration whose body stops halfway is answered 408 after 10 s, and nothing is
+    registered. Break-and-see-it-fail: with the body read without read_body's timeout,
+    the request hung until the client's own 60 s timeout."""
+    answer = send_part_of_a_body(_registry_address(registry_broker), (
+        f"POST /subjects/{subject}/versions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: 100\r\n\r\n").encode()
+        + b'{"schema": "')
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error_code"] == 408
+    assert http.get(f"/subjects/{subject}/versions")[0] == 404
+    _still_serves(http, registry_broker)

@@ -110,10 +110,11 @@ def test_an_import_under_type_checking_counts(tmp_path: Path) -> None:
 
 
 # broker/'s rooms, and the rooms each may import besides its own (and the layers below
-# broker/). The foundation is the two modules every room uses; the assembly (the server
+# broker/). The foundation is what every room may use (logging, JSON files, the HTTP
+# servers' common ground); the assembly (the server
 # and the `ottla` command) puts the rooms together; core is the rest of broker/'s own
 # modules: the configuration and what handlers use.
-FOUNDATION = {"ottla.broker.logging", "ottla.broker.json_files"}
+FOUNDATION = {"ottla.broker.logging", "ottla.broker.json_files", "ottla.broker.http_site"}
 ASSEMBLY = {"ottla.broker.server", "ottla.broker.cli"}
 SUBPACKAGE_ROOMS = ("network", "security", "admin", "tools", "testing", "handlers", "schema_registry")
 ROOMS: dict[str, set[str]] = {
@@ -158,12 +159,12 @@ def test_broker_rooms_have_no_circle() -> None:
 
 def test_schema_registry_is_a_room_of_its_own() -> None:
     """broker/schema_registry/ stands on the storage and protocol layers and the broker's
-    logging only (not on the request handlers, the admin endpoint or the server), and only
-    the server (which starts it), the console's schema pages and its decoding of records
-    by their schema id (the Messages page) reach into it."""
+    logging and HTTP site only (not on the request handlers, the admin endpoint or the
+    server), and only the server (which starts it), the console's schema pages and its
+    decoding of records by their schema id (the Messages page) reach into it."""
     room = "ottla.broker.schema_registry"
     graph = _graph()
-    allowed_outside = {"ottla.broker.logging"}
+    allowed_outside = {"ottla.broker.logging", "ottla.broker.http_site"}
     leaks = sorted((name, target) for name, targets in graph.items() if name.startswith(room)
                    for target in targets
                    if target.startswith("ottla.broker") and not target.startswith(room)
