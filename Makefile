@@ -80,11 +80,11 @@ run: $(VENV)/.installed-base
 
 # The checkers first: a finding fails the run before the long suite starts. The suite runs
 # in TEST_WORKERS processes (pytest-xdist): most of a test's time is spent waiting on brokers,
-# clients and JVMs, so three workers fit two cores. loadgroup keeps a module's tests in one
-# worker and all Spark tests in one (tests/conftest.py). TEST_WORKERS=0 runs it in one process.
+# clients and JVMs, so three workers fit two cores. A module's tests run in one worker, all
+# Spark tests in one (tests/conftest.py's scheduler). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 3
 test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
-	$(BIN)/python -m pytest -m "not kafka" -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -m "not kafka" -n $(TEST_WORKERS)
 
 # Every test that runs Apache Kafka 4.3.1 beside Ottla and compares them: the differential
 # suite, Kafka's tools and clients, Streams, Spark's Kafka connector, Connect, MirrorMaker 2.

@@ -23,12 +23,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "kafka_reference" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kafka)
-        # Under pytest-xdist's loadgroup (make test): a module's tests run in one worker,
-        # where they share its module-scoped broker, and every Spark test in the same one:
-        # a process holds one SparkSession, and two standalone clusters would fight over
-        # the cores.
-        module = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group("spark" if module.startswith("tests/pipeline/") else module))
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +83,18 @@ def kafkajs() -> str:
         with open(stamp, "w") as f:
             f.write(lock_hash)
     return os.path.join(js_dir, "roundtrip.js")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """make test's workers (pytest-xdist): a module's tests run in one worker, where they
+    share its module-scoped broker, and every Spark test in the same one: a process
+    holds one SparkSession, and two standalone clusters would fight over the cores.
+    (xdist's own loadgroup marks do not reach its scheduler under pytest 9: the group
+    is added to a node id pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleAndSparkScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/pipeline/" if nodeid.startswith("tests/pipeline/") else nodeid.split("::", 1)[0]
+
+    return ModuleAndSparkScheduling(config, log)

@@ -148,11 +148,13 @@ class StandaloneCluster:
         return self
 
     def state(self) -> dict | None:
-        """The master's status (its web UI's /json): workers, applications."""
+        """The master's status (its web UI's /json): workers, applications; None while
+        it does not answer, or answers its HTML page (the UI serves a page before its
+        /json handler is attached, which a busy machine makes likely to be seen)."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.master_ui_port}/json", timeout=5) as answer:
                 return json.load(answer)
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def alive_workers(self) -> set[str]:
