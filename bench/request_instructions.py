@@ -119,6 +119,20 @@ def _call(client: Any, entity: Any) -> Any:
     return body
 
 
+def _init_producer(client: Any) -> tuple[int, int]:
+    """InitProducerId for TXN_ID, asked again while the coordinator loads: (id, epoch)."""
+    from tests.wire import request
+
+    for _ in range(1000):
+        init = _call(client, request(22, 4, transactional_id=TXN_ID, transaction_timeout=600_000, producer_id=-1,
+                                     producer_epoch=-1))
+        if init.error_code not in RETRIABLE:
+            break
+        time.sleep(0.05)
+    _check("InitProducerId", init)
+    return init.producer_id, init.producer_epoch
+
+
 def _check(name: str, answer: Any, code: int | None = None) -> None:
     code = answer.error_code if code is None else code
     if code != 0:
@@ -166,14 +180,7 @@ class Rounds:
 
         c = self.client
         _call(c, request(10, 4, key_type=1, coordinator_keys=[TXN_ID]))
-        for _ in range(1000):
-            init = _call(c, request(22, 4, transactional_id=TXN_ID, transaction_timeout=600_000, producer_id=-1,
-                                    producer_epoch=-1))
-            if init.error_code not in RETRIABLE:
-                break
-            time.sleep(0.05)
-        _check("InitProducerId", init)
-        pid, epoch = init.producer_id, init.producer_epoch
+        pid, epoch = _init_producer(c)
         _call(c, request(24, 3, v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=pid,
                          v3_and_below_producer_epoch=epoch, v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}]))
         batch = build_batch([encode_record(None, b"r" * 100)], timestamp=int(time.time() * 1000), producer_id=pid,
@@ -193,14 +200,7 @@ class Rounds:
         _call(c, request(3, 12, topics=[{"name": TOPIC, "topic_id": None}], allow_auto_topic_creation=False,
                          include_topic_authorized_operations=False))
         _call(c, request(10, 4, key_type=1, coordinator_keys=[TXN_ID]))
-        for _ in range(1000):
-            init = _call(c, request(22, 4, transactional_id=TXN_ID, transaction_timeout=600_000, producer_id=-1,
-                                    producer_epoch=-1))
-            if init.error_code not in RETRIABLE:
-                break
-            time.sleep(0.05)
-        _check("InitProducerId", init)
-        pid, epoch = init.producer_id, init.producer_epoch
+        pid, epoch = _init_producer(c)
         added = _call(c, request(24, 3, v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=pid,
                                  v3_and_below_producer_epoch=epoch,
                                  v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}]))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from collections.abc import Collection
 from typing import Callable
 
 import avro.errors
@@ -140,6 +141,18 @@ def _parse_protobuf(schema: SchemaText, resolve: Resolver) -> ParsedSchema:
     return ParsedSchema(SchemaText(schema.schema_type, text, schema.references), compiled)
 
 
+def _referenced(reference: Reference, resolve: Resolver, in_progress: Collection[Reference]) -> SchemaText:
+    """The schema `reference` names; 42201 if it does not exist or leads back into
+    `in_progress` (the references being followed)."""
+    if reference in in_progress:
+        raise invalid_schema(f"reference cycle through subject {reference.subject!r} version {reference.version}")
+    target = resolve(reference)
+    if target is None:
+        raise invalid_schema(f"reference {reference.name!r} to subject {reference.subject!r} version "
+                             f"{reference.version}, which does not exist")
+    return target
+
+
 def protobuf_files(references: tuple[Reference, ...], resolve: Resolver) -> protobuf.ReferencedFiles:
     """(import path, .proto text) of every file a PROTOBUF schema's references bring, the
     references' own references included; 42201 for a missing one, one of another type,
@@ -149,13 +162,7 @@ def protobuf_files(references: tuple[Reference, ...], resolve: Resolver) -> prot
     def add(found: tuple[Reference, ...], in_progress: frozenset[Reference]) -> None:
         for reference in found:
             protobuf.check_reference_name(reference.name)
-            if reference in in_progress:
-                raise invalid_schema(f"reference cycle through subject {reference.subject!r} "
-                                     f"version {reference.version}")
-            target = resolve(reference)
-            if target is None:
-                raise invalid_schema(f"reference {reference.name!r} to subject {reference.subject!r} version "
-                                     f"{reference.version}, which does not exist")
+            target = _referenced(reference, resolve, in_progress)
             if target.schema_type != PROTOBUF:
                 raise invalid_schema(f"a PROTOBUF schema cannot reference a {target.schema_type} schema")
             add(target.references, in_progress | {reference})
@@ -172,13 +179,7 @@ def protobuf_files(references: tuple[Reference, ...], resolve: Resolver) -> prot
 def _check_references(schema: SchemaText, resolve: Resolver, in_progress: set[Reference]) -> None:
     """Every reference of a JSON schema exists, and none leads back to itself."""
     for reference in schema.references:
-        if reference in in_progress:
-            raise invalid_schema(f"reference cycle through subject {reference.subject!r} "
-                                 f"version {reference.version}")
-        target = resolve(reference)
-        if target is None:
-            raise invalid_schema(f"reference {reference.name!r} to subject {reference.subject!r} version "
-                                 f"{reference.version}, which does not exist")
+        target = _referenced(reference, resolve, in_progress)
         _check_references(target, resolve, in_progress | {reference})
 
 
@@ -188,13 +189,7 @@ def _load_references(references: tuple[Reference, ...], resolve: Resolver, names
     for reference in references:
         if reference in done:
             continue
-        if reference in in_progress:
-            raise invalid_schema(f"reference cycle through subject {reference.subject!r} "
-                                 f"version {reference.version}")
-        target = resolve(reference)
-        if target is None:
-            raise invalid_schema(f"reference {reference.name!r} to subject {reference.subject!r} version "
-                                 f"{reference.version}, which does not exist")
+        target = _referenced(reference, resolve, in_progress)
         if target.schema_type != AVRO:
             raise invalid_schema(f"an AVRO schema cannot reference a {target.schema_type} schema")
         in_progress.add(reference)

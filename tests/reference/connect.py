@@ -49,17 +49,64 @@ def write_properties(path: str, properties: dict[str, str]) -> None:
         f.writelines(f"{key}={value}\n" for key, value in properties.items())
 
 
-class ConnectWorker:
+class _PropertiesJvm:
+    """A JVM program of Kafka's started on a properties file, in a session of its own so
+    that kill() (kill -9) and stop() (SIGTERM, then kill -9) reach every process it has,
+    its output in a log beside the file."""
+
+    def __init__(self, work_dir: str, name: str, main_class: str, what: str) -> None:
+        self.config_path = os.path.join(work_dir, f"{name}.properties")
+        self.log_path = os.path.join(work_dir, f"{name}.log")
+        self.main_class, self.what = main_class, what
+        self.properties: dict[str, str] = {}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _launch(self) -> None:
+        write_properties(self.config_path, self.properties)
+        try:
+            command = java_command(self.main_class, [self.config_path], WORKER_JVM_OPTS)
+        except ReferenceUnavailable as exc:
+            raise AssertionError(f"{self.what} cannot run: {exc}") from None
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """kill -9: no LeaveGroup, no last offset flush, no transaction ended."""
+        if self.alive():
+            assert self.process is not None
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.alive():
+            assert self.process is not None
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+
+class ConnectWorker(_PropertiesJvm):
     """One distributed-mode Connect worker in a JVM of its own (kill() is kill -9)."""
 
     def __init__(self, work_dir: str, name: str, bootstrap: str, group: str,
                  extra: dict[str, str] | None = None) -> None:
+        super().__init__(work_dir, name, "org.apache.kafka.connect.cli.ConnectDistributed", "Kafka Connect")
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.worker_id = f"127.0.0.1:{self.port}"
-        self.config_path = os.path.join(work_dir, f"{name}.properties")
-        self.log_path = os.path.join(work_dir, f"{name}.log")
         self.properties = {
             "bootstrap.servers": bootstrap,
             "group.id": group,
@@ -84,17 +131,9 @@ class ConnectWorker:
             "heartbeat.interval.ms": "1000",
         }
         self.properties.update(extra or {})
-        self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "ConnectWorker":
-        write_properties(self.config_path, self.properties)
-        try:
-            command = java_command("org.apache.kafka.connect.cli.ConnectDistributed", [self.config_path],
-                                   WORKER_JVM_OPTS)
-        except ReferenceUnavailable as exc:
-            raise AssertionError(f"Kafka Connect cannot run: {exc}") from None
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._launch()
         wait_until(self._serving, START_TIMEOUT, f"Connect worker {self.name} to serve its REST API",
                    self.log_tail)
         return self
@@ -147,81 +186,27 @@ class ConnectWorker:
             return {}
         return {task["id"]: task["worker_id"] for task in status["tasks"] if task["state"] == "RUNNING"}
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        """kill -9: no LeaveGroup, no last offset flush, no transaction ended."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except FileNotFoundError:
-            return ""
-
-
 class RestError(Exception):
     def __init__(self, code: int, body: str) -> None:
         super().__init__(f"{code}: {body}")
         self.code = code
 
 
-class MirrorMaker:
+class MirrorMaker(_PropertiesJvm):
     """MirrorMaker 2 in dedicated mode (connect-mirror-maker.sh): one JVM running the
     source, checkpoint and heartbeat connectors for every enabled flow of mm2.properties."""
 
     def __init__(self, work_dir: str, properties: dict[str, str], name: str = "mm2") -> None:
-        self.config_path = os.path.join(work_dir, f"{name}.properties")
-        self.log_path = os.path.join(work_dir, f"{name}.log")
+        super().__init__(work_dir, name, "org.apache.kafka.connect.mirror.MirrorMaker", "MirrorMaker 2")
         self.properties = dict(properties)
-        self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "MirrorMaker":
-        write_properties(self.config_path, self.properties)
-        try:
-            command = java_command("org.apache.kafka.connect.mirror.MirrorMaker", [self.config_path],
-                                   WORKER_JVM_OPTS)
-        except ReferenceUnavailable as exc:
-            raise AssertionError(f"MirrorMaker 2 cannot run: {exc}") from None
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._launch()
         return self
 
     def check_alive(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        if not self.alive():
             raise AssertionError(f"MirrorMaker 2 is not running:\n{self.log_tail()}")
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except FileNotFoundError:
-            return ""
 
 
 def mirror_properties(source_alias: str, source: str, target_alias: str, target: str, topics: str,
