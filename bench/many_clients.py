@@ -21,9 +21,9 @@ by round) one topic of GROUP_PARTITIONS partitions, each holding the same RECORD
 records (spread evenly), written beforehand by a confluent-kafka idempotent producer;
 then one confluent-kafka Consumer with a group.id subscribes to the topic and reads every
 record. Timed from the first record to the last (and, second figure, from subscribe(),
-which includes joining the group). Target: GROUP_PARTITIONS at least 0.8x the single
-partition's rate; and (issue 31) Ottla's rate of GROUP_PARTITIONS at least Kafka's. A
-case a peer fails is not run on it again. noida-db is left out of the consumer: its read
+which includes joining the group). Targets (issue 31's; issue 15 asked 0.8x): GROUP_PARTITIONS at
+least TARGET_CONSUMER (0.9x) the single partition's rate, and Ottla's rate of GROUP_PARTITIONS at
+least Kafka's. A case a peer fails is not run on it again. noida-db is left out of the consumer: its read
 of one partition fails (it answers over the client's fetch.max.bytes) after the
 client's whole timeout.
 
@@ -75,7 +75,8 @@ WARMUP = 2.0
 DURATION = 10.0
 GROUP_PARTITIONS = 1_000
 RECORDS = 1_000_000
-TARGET_CONSUMER = 0.8
+TARGET_CONSUMER = 0.9  # issue 31's bar (issue 15 asked 0.8x)
+TARGET_PRODUCERS = 0.9  # Ottla's aggregate at least this share of noida-db's (issue 31; issue 15 asked 1.0x)
 SAMPLE_EVERY = 0.25
 CLIENT_TIMEOUT = 180.0
 PRODUCE, INIT_PRODUCER_ID = 0, 22

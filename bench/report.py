@@ -29,7 +29,7 @@ import confluent_kafka
 
 from .client import WORKLOADS
 from .coordinator_load import READY_TARGET
-from .many_clients import TARGET_CONSUMER as GROUP_CONSUMER_TARGET
+from .many_clients import TARGET_CONSUMER as GROUP_CONSUMER_TARGET, TARGET_PRODUCERS
 from .many_clients import consumer_figures, median_rate, producers_ratio
 from .peers import BASELINE_PREFIX, CONTROL, KAFKA
 from .round_trips import REQUESTS as ROUND_TRIP_REQUESTS
@@ -593,7 +593,8 @@ def _many_clients_targets(run: Run) -> list[Target]:
         return []
     rows = []
     if clients.producers is not None:
-        target = f"{clients.connections:,} concurrent producer connections: at least noida-db's aggregate"
+        target = (f"{clients.connections:,} concurrent producer connections: at least {TARGET_PRODUCERS}x "
+                  "noida-db's aggregate")
         ratio = producers_ratio(clients.producers)
         if ratio is None:
             rows.append(Target("many-producers", target, "no round with figures of both Ottla and noida-db",
@@ -602,7 +603,7 @@ def _many_clients_targets(run: Run) -> list[Target]:
             rates = {name: median_rate(outcomes) for name, outcomes in clients.producers.items()}
             rows.append(Target("many-producers", target,
                                f"{ratio:.2f}x noida-db ({rates['Ottla']:,.0f} / {rates['noida-db']:,.0f} records/s)",
-                               _verdict(ratio >= AT_LEAST_FASTEST_PEER), ratio))
+                               _verdict(ratio >= TARGET_PRODUCERS), ratio))
     if clients.consumer is not None:
         target = (f"a consumer of {clients.group_partitions:,} partitions in one group: at least "
                   f"{GROUP_CONSUMER_TARGET}x the single-partition rate")

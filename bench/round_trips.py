@@ -39,7 +39,8 @@ from tests.wire import WireClient, request
 from .peers import CONTROL, KAFKA, Ottla, Peer, SecondOttla, cpu_halves, peak_resident, peers, pin, running_on
 
 WARMUP, ROUNDS, SESSIONS = 200, 1000, 7
-TARGET = 1.2  # Ottla's time at most this multiple of noida-db's
+# Ottla's time at most this multiple of noida-db's: issue 31's bar (issue 15 asked 1.2x).
+TARGET = 1.5
 TOPIC = "round-trips"
 TXN_ID = "round-trips"
 # Answers a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
