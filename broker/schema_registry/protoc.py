@@ -113,16 +113,19 @@ def _compile(main: str, files: list[list[str]]) -> bytes:
             with open(path, "w", encoding="utf-8") as out:
                 out.write(text)
         include = [folder.encode(), well_known.encode()]
-        try:  # the messages of a refusal (run_main only prints them)
-            _protoc_compiler.get_protos(MAIN_FILE.encode(), include)
-        except _protoc_compiler.ProtocErrors as exc:
-            lines = [line for line in str(exc).splitlines() if line.strip()]
-            raise CompileFailed("; ".join(lines[:5]) + ("; ..." if len(lines) > 5 else "")) from None
         out_path = os.path.join(folder, "out.pb")
         status = _protoc_compiler.run_main([b"protoc", b"-I" + include[0], b"-I" + include[1],
                                             b"--include_imports", b"--descriptor_set_out=" + out_path.encode(),
                                             MAIN_FILE.encode()])
         if status != 0:
+            # run_main only prints a refusal's messages; get_protos raises them, but it also
+            # generates and runs the Python module of every file, several times protoc's
+            # own work on a large schema: so it runs only for a schema already refused.
+            try:
+                _protoc_compiler.get_protos(MAIN_FILE.encode(), include)
+            except _protoc_compiler.ProtocErrors as exc:
+                lines = [line for line in str(exc).splitlines() if line.strip()]
+                raise CompileFailed("; ".join(lines[:5]) + ("; ..." if len(lines) > 5 else "")) from None
             raise CompileFailed("protoc refused it")
         with open(out_path, "rb") as source:
             return source.read()
