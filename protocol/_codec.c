@@ -3,11 +3,12 @@
  * unit tests (tests/unit/test_compiled_codec.py) run both over every API and version
  * and compare bytes, decoded values and refusals.
  *
- * configure(flexible, header_type, malformed, length_error) is called once by
- * protocol/compiled_codec.py: `flexible(api_key, version)` says whether a request
- * version uses header v2 (asked once per pair, then cached here), `header_type` is
- * codec.RequestHeader (a named tuple, built here without a Python call), and the two
- * exception classes are codec.MalformedRequest and request_bounds.LengthError.
+ * configure(flexible, header_type, malformed, length_error, decode_plan) is called once
+ * by protocol/codec.py: `flexible(api_key, version)` says whether a request version uses
+ * header v2 (asked once per pair, then cached here), `header_type` is
+ * codec.RequestHeader (a named tuple, built here without a Python call), the two
+ * exception classes are codec.MalformedRequest and request_bounds.LengthError, and
+ * `decode_plan(cls)` is compiled_codec.decode_plan (asked once per class).
  *
  * parse_header(frame) -> RequestHeader, as codec.parse_request_header.
  * check_body(plan, frame, offset) -> offset after the body, as
@@ -15,10 +16,11 @@
  *   refuses exactly what it refuses. The Python walk reads up to the end of the frame and
  *   checks its `end` after each entity; every byte it reads past `end` makes that check
  *   fail, so checking every read against `end` here refuses the same inputs.
- * decode(plan, frame, offset) -> the request entity, as codec.decode_request_in_python
+ * decode(cls, frame, offset) -> the request entity, as codec.decode_request_in_python
  *   reads it (the length check, then kio's reader), in one pass over the plan of
- *   compiled_codec.decode_plan; or None where that path is to read it (a tag the class
- *   does not declare, a tagged value shorter than its size, a writable buffer).
+ *   compiled_codec.decode_plan(cls); or None where that path is to read it (a class
+ *   without a plan, a tag the class does not declare, a tagged value shorter than its
+ *   size, a writable buffer).
  * encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as
  *   codec.encode_response: the size prefix, the response header and the body, one bytes
  *   object unless a bytes value of LARGE bytes or more (record data) is in it, which is
@@ -44,6 +46,8 @@
 #define HUGE_VARINT ((uint64_t)INT64_MAX)
 
 static PyObject *flexible_lookup, *header_type, *malformed_error, *length_error, *struct_error;
+/* compiled_codec.decode_plan, and what it gave for each request class: {cls: plan or None} */
+static PyObject *decode_plan_of, *decode_plans;
 /* -1 unknown, 0 not flexible, 1 flexible, for api keys 0..255 and versions 0..63. */
 static signed char flexible_cache[256][64];
 
@@ -92,8 +96,8 @@ static int is_flexible(int api_key, int version)
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
-    PyObject *lookup, *type, *malformed, *length;
-    if (!PyArg_ParseTuple(args, "OOOO", &lookup, &type, &malformed, &length))
+    PyObject *lookup, *type, *malformed, *length, *plan_of;
+    if (!PyArg_ParseTuple(args, "OOOOO", &lookup, &type, &malformed, &length, &plan_of))
         return NULL;
     /* the header is built as tuple_subtype_new builds a named tuple: allocated, then filled */
     if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
@@ -104,6 +108,10 @@ static PyObject *configure(PyObject *self, PyObject *args)
     Py_XSETREF(header_type, Py_NewRef(type));
     Py_XSETREF(malformed_error, Py_NewRef(malformed));
     Py_XSETREF(length_error, Py_NewRef(length));
+    Py_XSETREF(decode_plan_of, Py_NewRef(plan_of));
+    Py_XSETREF(decode_plans, PyDict_New());
+    if (decode_plans == NULL)
+        return NULL;
     memset(flexible_cache, -1, sizeof flexible_cache);
     Py_RETURN_NONE;
 }
@@ -765,14 +773,45 @@ fail:
     return NULL;
 }
 
-static PyObject *decode(PyObject *self, PyObject *args)
+/* The plan of request class `cls`, borrowed: asked of compiled_codec.decode_plan once. */
+static PyObject *plan_of(PyObject *cls)
 {
-    PyObject *plan, *frame;
-    Py_ssize_t offset;
-    if (!configured() || !PyArg_ParseTuple(args, "O!On", &PyTuple_Type, &plan, &frame, &offset))
+    PyObject *plan = PyDict_GetItemWithError(decode_plans, cls);
+    if (plan != NULL || PyErr_Occurred())
+        return plan;
+    plan = PyObject_CallOneArg(decode_plan_of, cls);
+    if (plan == NULL)
         return NULL;
+    int failed = PyDict_SetItem(decode_plans, cls, plan);
+    Py_DECREF(plan); /* the dict holds it */
+    if (failed < 0)
+        return NULL;
+    if (plan != Py_None && !PyTuple_Check(plan)) {
+        PyErr_SetString(PyExc_TypeError, "a decode plan is a tuple");
+        return NULL;
+    }
+    return plan;
+}
+
+/* A fast call: this runs for every request. */
+static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!configured())
+        return NULL;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "decode(cls, frame, offset) takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[2]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *plan = plan_of(args[0]);
+    if (plan == NULL)
+        return NULL;
+    if (plan == Py_None) /* a class kio's reader reads */
+        Py_RETURN_NONE;
     Py_buffer view;
-    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     PyObject *entity = NULL;
     if (!view.readonly) {
@@ -1410,8 +1449,8 @@ static PyMethodDef methods[] = {
     {"parse_header", parse_header, METH_O, "parse_header(frame) -> RequestHeader, as codec.parse_request_header"},
     {"check_body", check_body, METH_VARARGS,
      "check_body(plan, frame, offset) -> offset after the body, as request_bounds.check_request_body"},
-    {"decode", decode, METH_VARARGS,
-     "decode(plan, frame, offset) -> the request entity, as codec.decode_request_in_python, or None where the "
+    {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
+     "decode(cls, frame, offset) -> the request entity, as codec.decode_request_in_python, or None where the "
      "Python path is to read it"},
     {"encode_response", encode_response, METH_VARARGS,
      "encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as codec.encode_response"},

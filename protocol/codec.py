@@ -130,16 +130,14 @@ def decode_request(cls: type[Entity], frame: bytes | memoryview, offset: int) ->
     path only what it does not read itself (an unknown tagged field, a writable buffer);
     its refusals are MalformedRequest, as there."""
     if _decode_in_c is not None:
-        plan = compiled_codec.decode_plan(cls)
-        if plan is not None:
-            try:
-                entity = _decode_in_c(plan, frame, offset)
-            except (ValueError, OverflowError) as exc:
-                # a value kio refuses too: a bool other than 0 or 1, an error code no one
-                # defined, invalid UTF-8, a duration or a time kio cannot hold
-                raise MalformedRequest(f"undecodable {cls.__name__}: {exc}") from exc
-            if entity is not None:
-                return entity
+        try:
+            entity = _decode_in_c(cls, frame, offset)
+        except (ValueError, OverflowError) as exc:
+            # a value kio refuses too: a bool other than 0 or 1, an error code no one
+            # defined, invalid UTF-8, a duration or a time kio cannot hold
+            raise MalformedRequest(f"undecodable {cls.__name__}: {exc}") from exc
+        if entity is not None:
+            return entity
     return decode_request_in_python(cls, frame, offset)
 
 
@@ -344,7 +342,8 @@ def _request_is_flexible(api_key: int, version: int) -> bool:
 
 
 if compiled_codec.compiled is not None:
-    compiled_codec.compiled.configure(_request_is_flexible, RequestHeader, MalformedRequest, LengthError)
+    compiled_codec.compiled.configure(_request_is_flexible, RequestHeader, MalformedRequest, LengthError,
+                                      compiled_codec.decode_plan)
 if compiled_codec.ENABLED:
     assert compiled_codec.compiled is not None
     parse_request_header = compiled_codec.compiled.parse_header

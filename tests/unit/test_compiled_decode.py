@@ -96,7 +96,7 @@ def test_every_request_decodes_as_the_python_path(nulls: bool) -> None:
     for cls in REQUESTS:
         entity = _instance(cls, nulls)
         body = _body(cls, entity)
-        assert C.decode(compiled_codec.decode_plan(cls), body, 0) is not None, cls
+        assert C.decode(cls, body, 0) is not None, cls
         assert _assert_same(cls, body) == decode_request_in_python(cls, body, 0)
         frame = memoryview(b"HEADER" + body)
         _assert_same(cls, frame, 6)
@@ -127,7 +127,7 @@ def test_defaults_decode_as_the_python_path() -> None:
         if entity == _instance(cls, False):
             continue  # no tagged field anywhere in it
         body = _body(cls, entity)
-        assert C.decode(compiled_codec.decode_plan(cls), body, 0) is not None, cls
+        assert C.decode(cls, body, 0) is not None, cls
         assert _assert_same(cls, body) == entity, cls
         checked += 1
     assert checked >= 10  # the request versions with tagged fields
@@ -203,7 +203,7 @@ def test_an_unknown_tagged_field_is_skipped_as_on_the_python_path() -> None:
 
     entity = HeartbeatRequest(group_id="g", generation_id=3, member_id="m", group_instance_id="i")
     body = _with_tag_section(_body(HeartbeatRequest, entity), b"\x01" + _tag(9, b"\x05\x06"))
-    assert C.decode(compiled_codec.decode_plan(HeartbeatRequest), body, 0) is None
+    assert C.decode(HeartbeatRequest, body, 0) is None
     assert _assert_same(HeartbeatRequest, body) == entity
 
 
@@ -219,7 +219,7 @@ def _fetch_without_tags() -> tuple[Any, bytes]:
 def test_a_known_tag_beside_an_unknown_one_is_read_as_on_the_python_path() -> None:
     cls, plain = _fetch_without_tags()
     body = _with_tag_section(plain, b"\x02" + _tag(0, b"\x03ab") + _tag(77, b"zz"))
-    assert C.decode(compiled_codec.decode_plan(cls), body, 0) is None
+    assert C.decode(cls, body, 0) is None
     assert _assert_same(cls, body).cluster_id == "ab"
 
 
@@ -230,7 +230,7 @@ def test_known_tags_are_read_in_c() -> None:
     for section in (b"\x02" + _tag(0, b"\x03ab") + _tag(1, state), b"\x02" + _tag(1, state) + _tag(0, b"\x03ab"),
                     b"\x03" + _tag(0, b"\x02x") + _tag(1, state) + _tag(0, b"\x03ab")):
         body = _with_tag_section(plain, section)
-        assert C.decode(compiled_codec.decode_plan(cls), body, 0) is not None
+        assert C.decode(cls, body, 0) is not None
         got = _assert_same(cls, body)
         assert got.cluster_id == "ab"
         assert (got.replica_state.replica_id, got.replica_state.replica_epoch) == (7, 9)
@@ -242,7 +242,7 @@ def test_a_tagged_value_shorter_than_its_size_is_read_as_on_the_python_path() ->
     cls, plain = _fetch_without_tags()
     # cluster_id (tag 0) "ab" declared as 5 bytes: two more than its value takes
     body = _with_tag_section(plain, b"\x01" + b"\x00\x05" + b"\x03ab" + b"\x00\x00")
-    assert C.decode(compiled_codec.decode_plan(cls), body, 0) is None
+    assert C.decode(cls, body, 0) is None
     assert _outcome(_compiled, cls, body) == _outcome(decode_request_in_python, cls, body)
 
 
@@ -271,7 +271,7 @@ def test_a_writable_buffer_is_refused_as_kio_refuses_it() -> None:
 
     body = _body(HeartbeatRequest, HeartbeatRequest(group_id="g", generation_id=3, member_id="m",
                                                     group_instance_id=None))
-    assert C.decode(compiled_codec.decode_plan(HeartbeatRequest), bytearray(body), 0) is None
+    assert C.decode(HeartbeatRequest, bytearray(body), 0) is None
     assert _outcome(_compiled, HeartbeatRequest, bytearray(body)) == _outcome(
         decode_request_in_python, HeartbeatRequest, bytearray(body))
 
