@@ -1,7 +1,7 @@
 /* The request path of protocol/codec.py in C: the request header, the length check and
- * the decoding of a request body, and the encoding of a response. codec.py stays the reference; the
- * unit tests (tests/unit/test_compiled_codec.py) run both over every API and version
- * and compare bytes, decoded values and refusals.
+ * the decoding of a request body, and the encoding of a response. codec.py stays the
+ * reference; the unit tests (tests/unit/test_compiled_codec.py, test_compiled_decode.py)
+ * run both over every API and version and compare bytes, decoded values and refusals.
  *
  * configure(flexible, header_type, malformed, length_error, decode_plan) is called once
  * by protocol/codec.py: `flexible(api_key, version)` says whether a request version uses
