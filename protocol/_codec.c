@@ -19,8 +19,7 @@
  * decode(cls, frame, offset) -> the request entity, as codec.decode_request_in_python
  *   reads it (the length check, then kio's reader), in one pass over the plan of
  *   compiled_codec.decode_plan(cls); or None where that path is to read it (a class
- *   without a plan, a tag the class does not declare, a tagged value shorter than its
- *   size, a writable buffer).
+ *   without a plan, a tag the class does not declare, a writable buffer).
  * encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as
  *   codec.encode_response: the size prefix, the response header and the body, one bytes
  *   object unless a bytes value of LARGE bytes or more (record data) is in it, which is
@@ -357,6 +356,11 @@ static int check_step(PyObject *step, const unsigned char *buf, Py_ssize_t *pos,
                     Py_ssize_t inner = offset;
                     if (check_plan(known, buf, &inner, offset + (Py_ssize_t)size, depth + 1) < 0)
                         return -1;
+                    if (inner != offset + (Py_ssize_t)size) {
+                        PyErr_Format(length_error, "a tagged field of %llu bytes whose value is shorter",
+                                     (unsigned long long)size);
+                        return -1;
+                    }
                 }
             }
             offset += (Py_ssize_t)size;
@@ -684,9 +688,9 @@ static inline void set_slot(PyObject *entity, PyObject *step_or_offset, PyObject
 }
 
 /* A flexible entity's tagged fields, after its defaults are set: each known tag's value
- * read into its slot (the last of a repeated tag wins, as in kio). A tag the class does not
- * declare, or a value shorter than its declared size (kio reads on from the value's end,
- * request_bounds from the declared one), leaves the request to the Python path. */
+ * read into its slot (the last of a repeated tag wins, as in kio), and refused where it is
+ * shorter than its size, as request_bounds refuses it. A tag the class does not declare
+ * leaves the request to the Python path. */
 static int decode_tags(Decoder *d, PyObject *tagged, PyObject *entity, Py_ssize_t *pos, Py_ssize_t end, int depth)
 {
     if (*pos >= end) {
@@ -729,7 +733,8 @@ static int decode_tags(Decoder *d, PyObject *tagged, PyObject *entity, Py_ssize_
             return -1;
         set_slot(entity, PyTuple_GET_ITEM(step, 1), value);
         if (*pos != value_end) {
-            d->fallback = 1;
+            PyErr_Format(malformed_error, "a tagged field of %llu bytes whose value is shorter",
+                         (unsigned long long)size);
             return -1;
         }
     }

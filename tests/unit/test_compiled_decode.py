@@ -9,7 +9,11 @@ in _codec.c's decode_text failed test_every_request_decodes_as_the_python_path[n
 setting a tagged field's slot to None in place of its default in decode_entity failed
 test_defaults_decode_as_the_python_path; refusing a legacy array's count only when it is
 below -1 (dropping request_bounds' "null for an array that cannot be null") failed
-test_broken_bodies_are_refused_as_the_python_path_refuses_them.
+test_broken_bodies_are_refused_as_the_python_path_refuses_them; taking out request_bounds'
+refusal of a tagged value shorter than its size failed
+test_a_padded_tagged_value_does_not_take_the_process_down[python] (kio aborted the
+process), and taking it out of _codec.c's check_body failed its [compiled] case and
+test_compiled_codec's test_body_check_refuses_what_python_refuses.
 """
 
 from __future__ import annotations
@@ -236,14 +240,63 @@ def test_known_tags_are_read_in_c() -> None:
         assert (got.replica_state.replica_id, got.replica_state.replica_epoch) == (7, 9)
 
 
-def test_a_tagged_value_shorter_than_its_size_is_read_as_on_the_python_path() -> None:
-    """kio reads on from the value's end, the length check from the declared end: C
-    leaves that request to the Python path, whatever it makes of it."""
+def test_a_tagged_value_shorter_than_its_size_is_refused_on_both_paths() -> None:
+    """kio reads on from the value's end, the length check from the declared end: both
+    paths refuse such a value (request_bounds, and C as it reads)."""
     cls, plain = _fetch_without_tags()
     # cluster_id (tag 0) "ab" declared as 5 bytes: two more than its value takes
     body = _with_tag_section(plain, b"\x01" + b"\x00\x05" + b"\x03ab" + b"\x00\x00")
-    assert C.decode(cls, body, 0) is None
-    assert _outcome(_compiled, cls, body) == _outcome(decode_request_in_python, cls, body)
+    with pytest.raises(MalformedRequest):
+        C.decode(cls, body, 0)
+    assert _outcome(decode_request_in_python, cls, body) == ("refused", MalformedRequest)
+    assert _outcome(_compiled, cls, body) == ("refused", MalformedRequest)
+
+
+# A Fetch v17 request whose partition's tagged replica_directory_id (a uuid) declares 22
+# bytes: its 16, then 6 that the length check took as the rest of that value and kio read
+# as the topic's empty tag section and forgotten_topics_data's count, 2**32 - 2 unchecked:
+# kio's reader then asked for 32 GiB and the allocation failure aborted the process.
+_PADDED_TAG_PROGRAM = """
+import uuid
+from datetime import timedelta
+
+from kio.schema.fetch.v17.request import FetchPartition, FetchRequest, FetchTopic
+
+from ottla.protocol import codec
+from ottla.protocol.codec import MalformedRequest
+from ottla.protocol.compiled_writers import compiled_writer
+
+directory = uuid.UUID(int=5)
+partition = FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=1000, replica_directory_id=directory)
+entity = FetchRequest(max_wait=timedelta(milliseconds=5), min_bytes=1, forgotten_topics_data=(), rack_id="abcdefghij",
+                      topics=(FetchTopic(topic_id=uuid.UUID(int=9), partitions=(partition,)),))
+pieces = []
+compiled_writer(FetchRequest)(pieces.append, entity)
+body = b"".join(bytes(p) for p in pieces)
+tag = b"\\x01\\x00\\x10" + directory.bytes
+padding = b"\\x00\\xff\\xff\\xff\\xff\\x0f"
+at = body.index(tag)
+body = body[:at] + b"\\x01\\x00" + bytes([16 + len(padding)]) + directory.bytes + padding + body[at + len(tag):]
+for decode in (codec.decode_request, codec.decode_request_in_python):
+    try:
+        decode(FetchRequest, body, 0)
+    except MalformedRequest:
+        print("refused")
+"""
+
+
+@pytest.mark.parametrize("pure_python", ["0", "1"], ids=["compiled", "python"])
+def test_a_padded_tagged_value_does_not_take_the_process_down(pure_python: str) -> None:
+    """Run in a process of its own: what it checks is that the process survives."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _PADDED_TAG_PROGRAM], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, compiled_codec.PURE_PYTHON_VARIABLE: pure_python})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["refused", "refused"]
 
 
 def test_a_tagged_value_longer_than_its_size_is_refused() -> None:
