@@ -787,15 +787,14 @@ static PyObject *plan_of(PyObject *cls)
     plan = PyObject_CallOneArg(decode_plan_of, cls);
     if (plan == NULL)
         return NULL;
-    int failed = PyDict_SetItem(decode_plans, cls, plan);
-    Py_DECREF(plan); /* the dict holds it */
-    if (failed < 0)
-        return NULL;
     if (plan != Py_None && !PyTuple_Check(plan)) {
+        Py_DECREF(plan);
         PyErr_SetString(PyExc_TypeError, "a decode plan is a tuple");
         return NULL;
     }
-    return plan;
+    int failed = PyDict_SetItem(decode_plans, cls, plan);
+    Py_DECREF(plan); /* the dict holds it */
+    return failed < 0 ? NULL : plan;
 }
 
 /* A fast call: this runs for every request. */
