@@ -1,13 +1,14 @@
-/* The request path of protocol/codec.py in C: the request header, the length check of
- * a request body, and the encoding of a response. codec.py stays the reference; the
- * unit tests (tests/unit/test_compiled_codec.py) run both over every API and version
- * and compare bytes, decoded values and refusals.
+/* The request path of protocol/codec.py in C: the request header, the length check and
+ * the decoding of a request body, and the encoding of a response. codec.py stays the
+ * reference; the unit tests (tests/unit/test_compiled_codec.py, test_compiled_decode.py)
+ * run both over every API and version and compare bytes, decoded values and refusals.
  *
- * configure(flexible, header_type, malformed, length_error) is called once by
- * protocol/compiled_codec.py: `flexible(api_key, version)` says whether a request
- * version uses header v2 (asked once per pair, then cached here), `header_type` is
- * codec.RequestHeader (a named tuple, built here without a Python call), and the two
- * exception classes are codec.MalformedRequest and request_bounds.LengthError.
+ * configure(flexible, header_type, malformed, length_error, decode_plan) is called once
+ * by protocol/codec.py: `flexible(api_key, version)` says whether a request version uses
+ * header v2 (asked once per pair, then cached here), `header_type` is
+ * codec.RequestHeader (a named tuple, built here without a Python call), the two
+ * exception classes are codec.MalformedRequest and request_bounds.LengthError, and
+ * `decode_plan(cls)` is compiled_codec.decode_plan (asked once per class).
  *
  * parse_header(frame) -> RequestHeader, as codec.parse_request_header.
  * check_body(plan, frame, offset) -> offset after the body, as
@@ -15,6 +16,10 @@
  *   refuses exactly what it refuses. The Python walk reads up to the end of the frame and
  *   checks its `end` after each entity; every byte it reads past `end` makes that check
  *   fail, so checking every read against `end` here refuses the same inputs.
+ * decode(cls, frame, offset) -> the request entity, as codec.decode_request_in_python
+ *   reads it (the length check, then kio's reader), in one pass over the plan of
+ *   compiled_codec.decode_plan(cls); or None where that path is to read it (a class
+ *   without a plan, a tag the class does not declare, a writable buffer).
  * encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as
  *   codec.encode_response: the size prefix, the response header and the body, one bytes
  *   object unless a bytes value of LARGE bytes or more (record data) is in it, which is
@@ -32,6 +37,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <datetime.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -39,6 +45,8 @@
 #define HUGE_VARINT ((uint64_t)INT64_MAX)
 
 static PyObject *flexible_lookup, *header_type, *malformed_error, *length_error, *struct_error;
+/* compiled_codec.decode_plan, and what it gave for each request class: {cls: plan or None} */
+static PyObject *decode_plan_of, *decode_plans;
 /* -1 unknown, 0 not flexible, 1 flexible, for api keys 0..255 and versions 0..63. */
 static signed char flexible_cache[256][64];
 
@@ -87,8 +95,8 @@ static int is_flexible(int api_key, int version)
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
-    PyObject *lookup, *type, *malformed, *length;
-    if (!PyArg_ParseTuple(args, "OOOO", &lookup, &type, &malformed, &length))
+    PyObject *lookup, *type, *malformed, *length, *plan_of;
+    if (!PyArg_ParseTuple(args, "OOOOO", &lookup, &type, &malformed, &length, &plan_of))
         return NULL;
     /* the header is built as tuple_subtype_new builds a named tuple: allocated, then filled */
     if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
@@ -99,6 +107,10 @@ static PyObject *configure(PyObject *self, PyObject *args)
     Py_XSETREF(header_type, Py_NewRef(type));
     Py_XSETREF(malformed_error, Py_NewRef(malformed));
     Py_XSETREF(length_error, Py_NewRef(length));
+    Py_XSETREF(decode_plan_of, Py_NewRef(plan_of));
+    Py_XSETREF(decode_plans, PyDict_New());
+    if (decode_plans == NULL)
+        return NULL;
     memset(flexible_cache, -1, sizeof flexible_cache);
     Py_RETURN_NONE;
 }
@@ -344,6 +356,11 @@ static int check_step(PyObject *step, const unsigned char *buf, Py_ssize_t *pos,
                     Py_ssize_t inner = offset;
                     if (check_plan(known, buf, &inner, offset + (Py_ssize_t)size, depth + 1) < 0)
                         return -1;
+                    if (inner != offset + (Py_ssize_t)size) {
+                        PyErr_Format(length_error, "a tagged field of %llu bytes whose value is shorter",
+                                     (unsigned long long)size);
+                        return -1;
+                    }
                 }
             }
             offset += (Py_ssize_t)size;
@@ -390,6 +407,430 @@ static PyObject *check_body(PyObject *self, PyObject *args)
         failed = check_plan(plan, view.buf, &offset, view.len, 0) < 0;
     PyBuffer_Release(&view);
     return failed ? NULL : PyLong_FromSsize_t(offset);
+}
+
+/* --- decoding a request body ----------------------------------------------------------- */
+
+/* compiled_codec's decode steps: (op, slot offset (-1 for an array's element), argument,
+ * argument). A plan: (cls, flexible, steps, {tag: step} or None, ((slot offset, default
+ * of a tagged field), ...)).
+ *
+ * One pass does what codec.decode_request_in_python does in two: every length and count
+ * is checked as request_bounds checks it (refused where it refuses), and every value is
+ * read as kio's reader reads it (refused where kio refuses, the same Python type where it
+ * reads one). A refusal is codec.MalformedRequest, or the ValueError, OverflowError...
+ * of a Python call (ErrorCode, kio's datetime) that decode_request turns into one. */
+enum {
+    D_FIXED = 0,      /* (0, offset, code, None) code: one of bhiqBHIQd? */
+    D_STRING = 1,     /* (1, offset, nullable, None) */
+    D_BYTES = 2,      /* (2, offset, nullable, None): bytes and records, read as bytes */
+    D_UUID = 3,       /* (3, offset, uuid.UUID, SafeUUID.unknown): all zeros read as None */
+    D_ERROR_CODE = 4, /* (4, offset, ErrorCode, None) */
+    D_TIMEDELTA = 5,  /* (5, offset, size 4 or 8, None): milliseconds */
+    D_DATETIME = 6,   /* (6, offset, nullable, kio's tz_aware_from_i64) */
+    D_STRUCT = 7,     /* (7, offset, nullable, plan) */
+    D_ARRAY = 8,      /* (8, offset, nullable, element step) */
+    D_ENTITIES = 9,   /* (9, offset, nullable, plan) */
+};
+
+/* What one decode needs besides its position; `fallback` is set where the decoder leaves
+ * the request to the Python path. */
+typedef struct {
+    const unsigned char *buf;
+    int fallback;
+} Decoder;
+
+static PyObject *uuid_int_name, *uuid_is_safe_name;
+
+static PyObject *malformed(const char *message)
+{
+    PyErr_SetString(malformed_error, message);
+    return NULL;
+}
+
+/* An unsigned varint as kio reads one: at most 5 bytes, its value up to 35 bits. */
+static int decode_uvarint(Decoder *d, Py_ssize_t end, Py_ssize_t *pos, uint64_t *out)
+{
+    uint64_t value = 0;
+    Py_ssize_t p = *pos;
+    for (int i = 0;; i++) {
+        if (i == 5) {
+            malformed("a varint longer than 5 bytes");
+            return -1;
+        }
+        if (p >= end) {
+            malformed("truncated varint");
+            return -1;
+        }
+        unsigned char b = d->buf[p++];
+        value |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (!(b & 0x80))
+            break;
+    }
+    *pos = p;
+    *out = value;
+    return 0;
+}
+
+static inline uint64_t big_endian(const unsigned char *p, int size)
+{
+    uint64_t value = 0;
+    for (int i = 0; i < size; i++)
+        value = (value << 8) | p[i];
+    return value;
+}
+
+/* A length or count: a compact one (uvarint, minus one; -1 for null) where flexible, else a
+ * legacy int16 or int32. */
+static int decode_length(Decoder *d, int flexible, int legacy_size, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+{
+    if (flexible) {
+        uint64_t u;
+        if (decode_uvarint(d, end, pos, &u) < 0)
+            return -1;
+        *out = (int64_t)u - 1;
+        return 0;
+    }
+    if (end - *pos < legacy_size) {
+        malformed("truncated");
+        return -1;
+    }
+    uint64_t raw = big_endian(d->buf + *pos, legacy_size);
+    *out = legacy_size == 2 ? (int64_t)(int16_t)raw : (int64_t)(int32_t)raw;
+    *pos += legacy_size;
+    return 0;
+}
+
+/* timedelta(milliseconds=ms) as kio makes it, without the Python call. kio counts in
+ * microseconds in an int64 and refuses (ValueError) a duration that overflows it. */
+static PyObject *timedelta_of(int64_t ms)
+{
+    if (ms > INT64_MAX / 1000 || ms < -(INT64_MAX / 1000)) {
+        PyErr_SetString(PyExc_ValueError, "timedelta milliseconds overflow");
+        return NULL;
+    }
+    int64_t days = ms / 86400000, rest = ms % 86400000;
+    if (rest < 0) {
+        rest += 86400000;
+        days -= 1;
+    }
+    /* |days| < 106,751,992 here: within an int and timedelta's range */
+    return PyDelta_FromDSU((int)days, (int)(rest / 1000), (int)(rest % 1000) * 1000);
+}
+
+/* uuid.UUID(bytes=...) without its __init__: its two slots set as that __init__ sets them. */
+static PyObject *uuid_of(PyObject *step, const unsigned char *raw)
+{
+    PyTypeObject *type = (PyTypeObject *)PyTuple_GET_ITEM(step, 2);
+    /* _PyLong_FromByteArray: int.from_bytes(raw, "big"), as UUID's __init__ computes it */
+    PyObject *value = _PyLong_FromByteArray(raw, 16, 0, 0);
+    if (value == NULL)
+        return NULL;
+    PyObject *uuid = type->tp_alloc(type, 0);
+    if (uuid == NULL || PyObject_GenericSetAttr(uuid, uuid_int_name, value) < 0
+        || PyObject_GenericSetAttr(uuid, uuid_is_safe_name, PyTuple_GET_ITEM(step, 3)) < 0)
+        Py_CLEAR(uuid);
+    Py_DECREF(value);
+    return uuid;
+}
+
+static PyObject *decode_entity(Decoder *d, PyObject *plan, Py_ssize_t *pos, Py_ssize_t end, int depth);
+
+/* A string or bytes: NULL with MalformedRequest for a null where none may be, a negative
+ * legacy length other than -1, a length past `end`, or invalid UTF-8 (UnicodeDecodeError). */
+static PyObject *decode_text(Decoder *d, int is_string, int nullable, int flexible, Py_ssize_t *pos, Py_ssize_t end)
+{
+    int64_t n;
+    if (decode_length(d, flexible, is_string ? 2 : 4, end, pos, &n) < 0)
+        return NULL;
+    if (n == -1) {
+        if (!nullable)
+            return malformed("null for a string or bytes that cannot be null");
+        return Py_NewRef(Py_None);
+    }
+    if (n < 0)
+        return malformed("a negative length");
+    if (n > end - *pos) {
+        PyErr_Format(malformed_error, "a string or bytes of %lld bytes with %zd left", (long long)n, end - *pos);
+        return NULL;
+    }
+    const char *start = (const char *)d->buf + *pos;
+    *pos += (Py_ssize_t)n;
+    if (is_string)
+        return PyUnicode_DecodeUTF8(start, (Py_ssize_t)n, NULL);
+    return PyBytes_FromStringAndSize(start, (Py_ssize_t)n);
+}
+
+static PyObject *decode_value(Decoder *d, PyObject *step, int flexible, Py_ssize_t *pos, Py_ssize_t end, int depth)
+{
+    long op = PyLong_AsLong(PyTuple_GET_ITEM(step, 0));
+    PyObject *arg = PyTuple_GET_ITEM(step, 2);
+    const unsigned char *p = d->buf + *pos;
+    Py_ssize_t left = end - *pos;
+    switch (op) {
+    case D_FIXED: {
+        int code = (int)PyLong_AsLong(arg);
+        int size = code == 'b' || code == 'B' || code == '?' ? 1
+                   : code == 'h' || code == 'H'              ? 2
+                   : code == 'i' || code == 'I'              ? 4
+                                                             : 8;
+        if (left < size)
+            return malformed("truncated");
+        uint64_t raw = big_endian(p, size);
+        *pos += size;
+        switch (code) {
+        case 'b': return PyLong_FromLong((int8_t)raw);
+        case 'h': return PyLong_FromLong((int16_t)raw);
+        case 'i': return PyLong_FromLong((int32_t)raw);
+        case 'q': return PyLong_FromLongLong((int64_t)raw);
+        case 'B': case 'H': case 'I': case 'Q': return PyLong_FromUnsignedLongLong(raw);
+        case 'd': {
+            double value;
+            memcpy(&value, &raw, 8);
+            return PyFloat_FromDouble(value);
+        }
+        case '?':
+            /* kio takes 0 and 1 only */
+            if (raw > 1) {
+                PyErr_SetString(PyExc_ValueError, "Invalid boolean value");
+                return NULL;
+            }
+            return Py_NewRef(raw ? Py_True : Py_False);
+        default:
+            PyErr_Format(PyExc_SystemError, "unknown fixed code %c", code);
+            return NULL;
+        }
+    }
+    case D_STRING:
+    case D_BYTES:
+        return decode_text(d, op == D_STRING, arg == Py_True, flexible, pos, end);
+    case D_UUID:
+        if (left < 16)
+            return malformed("truncated");
+        *pos += 16;
+        for (int i = 0; i < 16; i++) {
+            if (p[i])
+                return uuid_of(step, p);
+        }
+        return Py_NewRef(Py_None); /* kio reads the zero uuid as None */
+    case D_ERROR_CODE:
+        if (left < 2)
+            return malformed("truncated");
+        *pos += 2;
+        return PyObject_CallFunction(arg, "i", (int)(int16_t)big_endian(p, 2));
+    case D_TIMEDELTA: {
+        int size = (int)PyLong_AsLong(arg);
+        if (left < size)
+            return malformed("truncated");
+        *pos += size;
+        uint64_t raw = big_endian(p, size);
+        return timedelta_of(size == 4 ? (int64_t)(int32_t)raw : (int64_t)raw);
+    }
+    case D_DATETIME: {
+        if (left < 8)
+            return malformed("truncated");
+        *pos += 8;
+        int64_t ms = (int64_t)big_endian(p, 8);
+        if (ms == -1 && arg == Py_True)
+            return Py_NewRef(Py_None);
+        if (ms < 0)
+            return malformed("a negative timestamp");
+        return PyObject_CallFunction(PyTuple_GET_ITEM(step, 3), "L", (long long)ms);
+    }
+    case D_STRUCT: {
+        if (arg == Py_True) { /* KIP-893 nullable struct: an int8 marker, -1 for null */
+            if (left < 1)
+                return malformed("truncated struct marker");
+            *pos += 1;
+            if (p[0] == 0xFF)
+                return Py_NewRef(Py_None);
+        }
+        return decode_entity(d, PyTuple_GET_ITEM(step, 3), pos, end, depth + 1);
+    }
+    case D_ARRAY:
+    case D_ENTITIES: {
+        int64_t n;
+        if (decode_length(d, flexible, 4, end, pos, &n) < 0)
+            return NULL;
+        if (n < 0) {
+            /* null: where the schema allows it (request_bounds), and -1 only (kio) */
+            if (n == -1 && arg == Py_True)
+                return Py_NewRef(Py_None);
+            return malformed(n == -1 ? "null for an array that cannot be null" : "a negative array length");
+        }
+        /* every element takes at least one byte: a count beyond the bytes left is a lie */
+        if (n > end - *pos) {
+            PyErr_Format(malformed_error, "an array of %lld elements with %zd bytes left", (long long)n, end - *pos);
+            return NULL;
+        }
+        PyObject *inner = PyTuple_GET_ITEM(step, 3);
+        PyObject *items = PyTuple_New((Py_ssize_t)n);
+        for (Py_ssize_t i = 0; items != NULL && i < (Py_ssize_t)n; i++) {
+            PyObject *item = op == D_ENTITIES ? decode_entity(d, inner, pos, end, depth + 1)
+                                              : decode_value(d, inner, flexible, pos, end, depth + 1);
+            if (item == NULL)
+                Py_CLEAR(items);
+            else
+                PyTuple_SET_ITEM(items, i, item);
+        }
+        return items;
+    }
+    default:
+        PyErr_Format(PyExc_SystemError, "unknown decode step %ld", op);
+        return NULL;
+    }
+}
+
+static inline void set_slot(PyObject *entity, PyObject *step_or_offset, PyObject *value)
+{
+    PyObject **slot = (PyObject **)((char *)entity + PyLong_AsSsize_t(step_or_offset));
+    Py_XSETREF(*slot, value);
+}
+
+/* A flexible entity's tagged fields, after its defaults are set: each known tag's value
+ * read into its slot (the last of a repeated tag wins, as in kio), and refused where it is
+ * shorter than its size, as request_bounds refuses it. A tag the class does not declare
+ * leaves the request to the Python path. */
+static int decode_tags(Decoder *d, PyObject *tagged, PyObject *entity, Py_ssize_t *pos, Py_ssize_t end, int depth)
+{
+    if (*pos >= end) {
+        malformed("truncated");
+        return -1;
+    }
+    if (d->buf[*pos] == 0) { /* nearly always: no tagged field */
+        *pos += 1;
+        return 0;
+    }
+    uint64_t count, tag, size;
+    if (decode_uvarint(d, end, pos, &count) < 0)
+        return -1;
+    if (count > (uint64_t)(end - *pos)) {
+        PyErr_Format(malformed_error, "%llu tagged fields with %zd bytes left in the frame", (unsigned long long)count,
+                     end - *pos);
+        return -1;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        if (decode_uvarint(d, end, pos, &tag) < 0 || decode_uvarint(d, end, pos, &size) < 0)
+            return -1;
+        if (size > (uint64_t)(end - *pos)) {
+            PyErr_Format(malformed_error, "a tagged field of %llu bytes with %zd left in the frame",
+                         (unsigned long long)size, end - *pos);
+            return -1;
+        }
+        PyObject *key = PyLong_FromUnsignedLongLong(tag);
+        if (key == NULL)
+            return -1;
+        PyObject *step = PyDict_GetItemWithError(tagged, key);
+        Py_DECREF(key);
+        if (step == NULL) {
+            if (!PyErr_Occurred())
+                d->fallback = 1;
+            return -1;
+        }
+        Py_ssize_t value_end = *pos + (Py_ssize_t)size;
+        PyObject *value = decode_value(d, step, 1, pos, value_end, depth + 1);
+        if (value == NULL)
+            return -1;
+        set_slot(entity, PyTuple_GET_ITEM(step, 1), value);
+        if (*pos != value_end) {
+            PyErr_Format(malformed_error, "a tagged field of %llu bytes whose value is shorter",
+                         (unsigned long long)size);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *decode_entity(Decoder *d, PyObject *plan, Py_ssize_t *pos, Py_ssize_t end, int depth)
+{
+    if (depth > TOO_DEEP) {
+        PyErr_SetString(PyExc_RecursionError, "request nested too deep");
+        return NULL;
+    }
+    /* allocated, then its slots set, as build_entity does */
+    PyTypeObject *type = (PyTypeObject *)PyTuple_GET_ITEM(plan, 0);
+    int flexible = PyTuple_GET_ITEM(plan, 1) == Py_True;
+    PyObject *steps = PyTuple_GET_ITEM(plan, 2);
+    PyObject *entity = type->tp_alloc(type, 0);
+    if (entity == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(steps);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *step = PyTuple_GET_ITEM(steps, i);
+        PyObject *value = decode_value(d, step, flexible, pos, end, depth);
+        if (value == NULL)
+            goto fail;
+        set_slot(entity, PyTuple_GET_ITEM(step, 1), value);
+    }
+    if (flexible) {
+        PyObject *defaults = PyTuple_GET_ITEM(plan, 4);
+        Py_ssize_t count = PyTuple_GET_SIZE(defaults);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *entry = PyTuple_GET_ITEM(defaults, i);
+            set_slot(entity, PyTuple_GET_ITEM(entry, 0), Py_NewRef(PyTuple_GET_ITEM(entry, 1)));
+        }
+        if (decode_tags(d, PyTuple_GET_ITEM(plan, 3), entity, pos, end, depth) < 0)
+            goto fail;
+    }
+    return entity;
+fail:
+    Py_DECREF(entity);
+    return NULL;
+}
+
+/* The plan of request class `cls`, borrowed: asked of compiled_codec.decode_plan once. */
+static PyObject *plan_of(PyObject *cls)
+{
+    PyObject *plan = PyDict_GetItemWithError(decode_plans, cls);
+    if (plan != NULL || PyErr_Occurred())
+        return plan;
+    plan = PyObject_CallOneArg(decode_plan_of, cls);
+    if (plan == NULL)
+        return NULL;
+    if (plan != Py_None && !PyTuple_Check(plan)) {
+        Py_DECREF(plan);
+        PyErr_SetString(PyExc_TypeError, "a decode plan is a tuple");
+        return NULL;
+    }
+    int failed = PyDict_SetItem(decode_plans, cls, plan);
+    Py_DECREF(plan); /* the dict holds it */
+    return failed < 0 ? NULL : plan;
+}
+
+/* A fast call: this runs for every request. */
+static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!configured())
+        return NULL;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "decode(cls, frame, offset) takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[2]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *plan = plan_of(args[0]);
+    if (plan == NULL)
+        return NULL;
+    if (plan == Py_None) /* a class kio's reader reads */
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *entity = NULL;
+    if (!view.readonly) {
+        /* kio refuses a writable buffer: the Python path answers that */
+        entity = Py_NewRef(Py_None);
+    } else if (offset < 0 || offset > view.len) {
+        malformed("truncated");
+    } else {
+        Decoder d = {view.buf, 0};
+        entity = decode_entity(&d, plan, &offset, view.len, 0);
+        if (entity == NULL && d.fallback && !PyErr_Occurred())
+            entity = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&view);
+    return entity;
 }
 
 /* --- encoding a response ------------------------------------------------------------- */
@@ -1012,6 +1453,9 @@ static PyMethodDef methods[] = {
     {"parse_header", parse_header, METH_O, "parse_header(frame) -> RequestHeader, as codec.parse_request_header"},
     {"check_body", check_body, METH_VARARGS,
      "check_body(plan, frame, offset) -> offset after the body, as request_bounds.check_request_body"},
+    {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
+     "decode(cls, frame, offset) -> the request entity, as codec.decode_request_in_python, or None where the "
+     "Python path is to read it"},
     {"encode_response", encode_response, METH_VARARGS,
      "encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as codec.encode_response"},
     {"member_offset", member_offset, METH_VARARGS,
@@ -1034,5 +1478,12 @@ PyMODINIT_FUNC PyInit__codec(void)
     if (struct_error == NULL)
         return NULL;
     memset(flexible_cache, -1, sizeof flexible_cache);
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL)
+        return NULL;
+    uuid_int_name = PyUnicode_InternFromString("int");
+    uuid_is_safe_name = PyUnicode_InternFromString("is_safe");
+    if (uuid_int_name == NULL || uuid_is_safe_name == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -8,10 +8,11 @@ chunks, size prefix first, ready for `transport.writelines`: large values (recor
 are passed through as their own chunk, never copied into a bigger buffer.
 
 Each of the three runs in C where the extension was built (compiled_codec.py says how
-the path is chosen): `parse_request_header`, the length check in `decode_request` and
-`encode_response` are then _codec's; the Python functions beside them
-(`parse_request_header_in_python`, `encode_response_in_python`) are the reference the
-tests compare the compiled path with, and the path taken without a compiler.
+the path is chosen): `parse_request_header`, `decode_request` (the length check and the
+reading of the body, in one pass) and `encode_response` are then _codec's; the Python
+functions beside them (`parse_request_header_in_python`, `decode_request_in_python`,
+`encode_response_in_python`) are the reference the tests compare the compiled path
+with, and the path taken without a compiler.
 """
 
 from __future__ import annotations
@@ -124,7 +125,24 @@ def parse_request_header_in_python(frame: bytes | memoryview) -> RequestHeader:
 
 
 def decode_request(cls: type[Entity], frame: bytes | memoryview, offset: int) -> Any:
-    """The request body at `offset` as an instance of `cls`.
+    """The request body at `offset` as an instance of `cls`: on the compiled path, _codec's
+    decode reads it in one pass (compiled_codec.decode_plan), and leaves to the Python
+    path only what it does not read itself (an unknown tagged field, a writable buffer);
+    its refusals are MalformedRequest, as there."""
+    if _decode_in_c is not None:
+        try:
+            entity = _decode_in_c(cls, frame, offset)
+        except (ValueError, OverflowError) as exc:
+            # a value kio refuses too: a bool other than 0 or 1, an error code no one
+            # defined, invalid UTF-8, a duration or a time kio cannot hold
+            raise MalformedRequest(f"undecodable {cls.__name__}: {exc}") from exc
+        if entity is not None:
+            return entity
+    return decode_request_in_python(cls, frame, offset)
+
+
+def decode_request_in_python(cls: type[Entity], frame: bytes | memoryview, offset: int) -> Any:
+    """decode_request through kio's reader: the reference.
 
     Every length and count is checked against the frame first (request_bounds.py): kio
     would reserve memory for whatever an array's count claims.
@@ -324,13 +342,16 @@ def _request_is_flexible(api_key: int, version: int) -> bool:
 
 
 if compiled_codec.compiled is not None:
-    compiled_codec.compiled.configure(_request_is_flexible, RequestHeader, MalformedRequest, LengthError)
+    compiled_codec.compiled.configure(_request_is_flexible, RequestHeader, MalformedRequest, LengthError,
+                                      compiled_codec.decode_plan)
 if compiled_codec.ENABLED:
     assert compiled_codec.compiled is not None
     parse_request_header = compiled_codec.compiled.parse_header
     _check_body_in_c = compiled_codec.compiled.check_body
     _encode_response_in_c = compiled_codec.compiled.encode_response
+    _decode_in_c = compiled_codec.compiled.decode
 else:
     parse_request_header = parse_request_header_in_python
     _check_body_in_c = None
     _encode_response_in_c = None
+    _decode_in_c = None

@@ -10,11 +10,13 @@ kio class:
   description of the body;
 - the encoder walks `encode_plan(cls)`: each field's attribute name and how
   compiled_writers.py writes it;
-- the builder walks entities.build_plan(cls).
+- the builder walks entities.build_plan(cls);
+- the request decoder walks `decode_plan(cls)`: it checks every length and count as the
+  length check does and builds the entity kio's reader builds, in one pass.
 
 The Python code stays the reference (codec.parse_request_header_in_python,
-request_bounds.check_request_body, codec.encode_response_in_python,
-entities.compiled_builder), and the path where
+request_bounds.check_request_body, codec.decode_request_in_python,
+codec.encode_response_in_python, entities.compiled_builder), and the path where
 the extension could not be built (no C compiler at install time). OTTLA_PURE_PYTHON=1 in
 the environment selects it even where the extension exists (read at import, so set it
 before the broker starts): the unit tests compare both paths
@@ -26,10 +28,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import uuid
 from dataclasses import MISSING, fields
 from functools import cache
 from typing import Any, Callable
 
+from kio.schema.errors import ErrorCode
+from kio.serial.readers import tz_aware_from_i64
 from kio.static.protocol import Entity
 
 from .kio_schema import (
@@ -132,3 +137,91 @@ def encode_plan(cls: type[Entity]) -> Plan:
         tagged.sort(key=lambda entry: entry[0])
         steps.append((E_TAGS, tuple(tagged)) if tagged else (E_NO_TAGS,))
     return (bool(cls.__flexible__), tuple(steps))
+
+
+# --- the decode plan of a request ------------------------------------------------------------
+
+# The steps of a decode plan: (op, slot offset, argument, argument); their layout is
+# documented in _codec.c.
+D_FIXED, D_STRING, D_BYTES, D_UUID, D_ERROR_CODE, D_TIMEDELTA, D_DATETIME, D_STRUCT, D_ARRAY, D_ENTITIES = range(10)
+
+# The fixed-size types kio reads as plain ints, floats and bools.
+_PLAIN = {kafka_type: code for kafka_type, code in _FIXED.items()
+          if kafka_type not in ("error_code", "timedelta_i32", "timedelta_i64", "datetime_i64")}
+
+DecodePlan = tuple[Any, ...]
+
+
+class _NotASlot(Exception):
+    """A field that is no plain slot: that class is left to kio's reader."""
+
+
+def _decode_value_step(offset: int, kafka_type: str, nullable: bool) -> tuple[Any, ...]:
+    if kafka_type in _PLAIN:
+        return (D_FIXED, offset, ord(_PLAIN[kafka_type]), None)
+    if kafka_type == "error_code":
+        return (D_ERROR_CODE, offset, ErrorCode, None)
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return (D_TIMEDELTA, offset, 4 if kafka_type == "timedelta_i32" else 8, None)
+    if kafka_type == "datetime_i64":
+        # kio's own conversion (TZAware.truncate of fromtimestamp), called as kio calls it.
+        return (D_DATETIME, offset, nullable, tz_aware_from_i64)
+    if kafka_type == "uuid":
+        return (D_UUID, offset, uuid.UUID, uuid.SafeUUID.unknown)
+    if kafka_type == "string":
+        return (D_STRING, offset, nullable, None)
+    if kafka_type in ("bytes", "records"):  # kio reads records as bytes too
+        return (D_BYTES, offset, nullable, None)
+    # Every type of the pinned kio is handled above; a kio upgrade that adds one must be
+    # taught here, not guessed at.
+    raise TypeError(f"kio declares Kafka type {kafka_type!r}, which the compiled decoder does not know")
+
+
+def _decode_field_step(cls: type[Entity], f: Any, tagged: bool) -> tuple[Any, ...]:
+    assert compiled is not None
+    offset = compiled.member_offset(cls, f.name)
+    if offset < 0:
+        raise _NotASlot(f.name)
+    kind = classify_field(f)
+    optional = is_optional(f)
+    if isinstance(kind, EntityField):
+        return (D_STRUCT, offset, optional, _decode_plan(kind.type_))
+    if isinstance(kind, EntityTupleField):
+        return (D_ENTITIES, offset, optional, _decode_plan(kind.type_))
+    if isinstance(kind, PrimitiveTupleField):
+        # kio reads an array's elements as never null (a uuid's zeros still read as None).
+        return (D_ARRAY, offset, optional, _decode_value_step(-1, get_schema_field_type(f), False))
+    assert isinstance(kind, PrimitiveField)
+    # kio reads a tagged value as never null: a null there is refused, not read as None.
+    return _decode_value_step(offset, get_schema_field_type(f), optional and not tagged)
+
+
+@cache
+def _decode_plan(cls: type[Entity]) -> DecodePlan:
+    flexible = bool(cls.__flexible__)
+    steps = tuple(_decode_field_step(cls, f, False) for f in fields(cls) if get_field_tag(f) is None)
+    tagged: dict[int, tuple[Any, ...]] | None = None
+    defaults: list[tuple[int, Any]] = []
+    if flexible:
+        tagged = {}
+        for f in fields(cls):
+            tag = get_field_tag(f)
+            if tag is not None:
+                step = _decode_field_step(cls, f, True)
+                tagged[int(tag)] = step
+                # kio's default for a tagged field the request leaves out, the same object
+                # in every request as in kio's reader.
+                defaults.append((step[1], get_tagged_field_default(f)))
+    return (cls, flexible, steps, tagged, tuple(defaults))
+
+
+@cache
+def decode_plan(cls: type[Entity]) -> DecodePlan | None:
+    """How a `cls` request body is read, for _codec's decode; None where some class in it
+    keeps a field outside a plain slot (then kio's reader reads that request)."""
+    if compiled is None:
+        return None
+    try:
+        return _decode_plan(cls)
+    except _NotASlot:
+        return None

@@ -12,6 +12,9 @@ its schema class, and refused (MalformedRequest in codec.py) when:
 - a string, a byte array, records or a tagged field claims more bytes than are left,
 - an array the schema does not let be null is null (Kafka refuses that too, and a
   handler would meet None where it iterates),
+- the value of a tagged field kio knows is shorter than the size its tag gives: kio reads
+  on from where the value ends, this walk from where the size says it ends, so the two
+  would read different bytes, and kio would meet counts no one checked,
 - or anything runs past the end of the frame.
 
 With that, the most a request can make the broker allocate is a small multiple of its
@@ -170,8 +173,8 @@ def _check_tags(buf: Any, offset: int, end: int, known: dict[int, Callable[[Any,
         if size > end - offset:
             raise LengthError(f"a tagged field of {size} bytes with {end - offset} left in the frame")
         check = known.get(tag)
-        if check is not None:
-            check(buf, offset, offset + size)
+        if check is not None and check(buf, offset, offset + size) != offset + size:
+            raise LengthError(f"a tagged field of {size} bytes whose value is shorter")
         offset += size
     return offset
 
