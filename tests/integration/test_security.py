@@ -34,6 +34,7 @@ from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic
 from tests.restarts import RESTARTS, restart
+from tests.sasl_brokers import plain_jaas, sasl_plain_client_config
 from tests.wire import WireClient, request
 
 PLAIN_USERS = {"alice": "alice-secret", "carol": "carol-secret"}
@@ -67,8 +68,7 @@ def certs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory, certs):
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{name}="{password}"' for name, password in PLAIN_USERS.items()) + ";")
+    jaas = plain_jaas(PLAIN_USERS)
     properties = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
                      "REAUTH://127.0.0.1:0",
@@ -189,8 +189,7 @@ def test_confluent_kafka_over_sasl_ssl_with_scram(secure_broker, certs, topic_na
 
 def test_confluent_kafka_over_sasl_plaintext_with_plain(secure_broker, topic_name):
     create_topic(secure_broker.bootstrap, topic_name, 1)
-    conf = {"bootstrap.servers": secure_broker.listeners["SASL_PLAINTEXT"], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": PLAIN_USERS["alice"]}
+    conf = sasl_plain_client_config(secure_broker.listeners["SASL_PLAINTEXT"], "alice", PLAIN_USERS["alice"])
     assert sorted(_round_trip(conf, topic_name, topic_name)) == EXPECTED
 
 
@@ -330,8 +329,7 @@ def test_confluent_kafka_with_an_unsecured_oauthbearer_token(secure_broker, cert
 def test_sessions_are_authenticated_again_when_connections_max_reauth_ms_says(secure_broker, topic_name):
     create_topic(secure_broker.bootstrap, topic_name, 1)
     before = secure_broker.log().count("principal=User:carol")
-    conf = {"bootstrap.servers": secure_broker.listeners["REAUTH"], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": PLAIN_USERS["carol"]}
+    conf = sasl_plain_client_config(secure_broker.listeners["REAUTH"], "carol", PLAIN_USERS["carol"])
     producer = Producer({**conf, "enable.idempotence": True})
     failures: list[object] = []
     for i in range(12):
