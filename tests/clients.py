@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Callable
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
@@ -141,3 +142,30 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], *, isolation: st
     finally:
         consumer.close()
     return got
+
+
+def poll_to_partition_ends(consumer: Consumer, topic: str, seconds: float,
+                           done: Callable[[list[TopicPartition]], bool] = lambda assignment: True) -> list[bytes]:
+    """The values `consumer` (enable.partition.eof on, subscribed or assigned) reads until
+    it has reached the end of every partition assigned to it and `done(assignment)`
+    agrees: to the ends, not to a count, so that a record too many shows and a reader
+    expecting one more than there is does not wait its whole deadline for it. An error
+    other than the end of a partition is raised as the KafkaException the client made
+    of it (a refusal's code stays for the caller to check)."""
+    got: list[bytes] = []
+    ended: set[int] = set()
+    deadline = time.monotonic() + seconds
+    while True:
+        assert time.monotonic() < deadline, f"the end of {topic} not reached; read {got}"
+        message = consumer.poll(0.2)
+        if message is not None:
+            if message.error() is None:
+                got.append(message.value())
+                ended.discard(message.partition())
+            elif message.error().code() == KafkaError._PARTITION_EOF:
+                ended.add(message.partition())
+            else:
+                raise KafkaException(message.error())
+        assignment = consumer.assignment()
+        if assignment and ended >= {tp.partition for tp in assignment} and done(assignment):
+            return got

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -20,6 +19,7 @@ from kafka.admin import ResourceType as KafkaResourceType
 from kafka.errors import SecurityDisabledError
 
 from ottla.protocol.errors import ErrorCode
+from tests.clients import poll_to_partition_ends
 from tests.restarts import RESTARTS, restart
 from tests.sasl_brokers import PlainUsers
 from tests.wire import request
@@ -54,30 +54,12 @@ def _produce(broker, user: str, topic: str, values: list[bytes]) -> list[KafkaEr
 
 
 def _read(broker, user: str, topic: str, group: str) -> list[bytes]:
-    """Everything `user` reads of `topic` in `group`, up to the end of its partitions
-    (EOF on each), not up to a count: a record too many would show, and a reader
-    expecting one more than there is does not wait its whole deadline for it."""
+    """Everything `user` reads of `topic` in `group`, up to the end of its partitions."""
     consumer = Consumer({**USERS.client_config(broker, user), "group.id": group, "auto.offset.reset": "earliest",
                          "enable.partition.eof": True})
     consumer.subscribe([topic])
-    got: list[bytes] = []
-    ended: set[int] = set()
-    deadline = time.monotonic() + 20
     try:
-        while True:
-            assert time.monotonic() < deadline, f"the end of {topic} not reached; read {got}"
-            message = consumer.poll(0.2)
-            if message is not None:
-                if message.error() is None:
-                    got.append(message.value())
-                    ended.discard(message.partition())
-                elif message.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
-                else:
-                    raise KafkaException(message.error())
-            assignment = consumer.assignment()
-            if assignment and ended >= {tp.partition for tp in assignment}:
-                return got
+        return poll_to_partition_ends(consumer, topic, 20)
     finally:
         consumer.close()
 

@@ -32,7 +32,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode
-from tests.clients import create_topic
+from tests.clients import create_topic, poll_to_partition_ends
 from tests.restarts import RESTARTS, restart
 from tests.sasl_brokers import plain_jaas, sasl_plain_client_config
 from tests.wire import WireClient, request
@@ -144,32 +144,20 @@ def _consume_in_group(conf: dict[str, object], topic: str, group: str, isolation
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     else:
         consumer.subscribe([topic])
-    got: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 30
-    while True:
-        assert time.monotonic() < deadline, f"the end of {topic} not reached; read {got}"
-        message = consumer.poll(0.2)
-        if message is not None:
-            if message.error() is None:
-                got.append(message.value())
-                at_end.discard(message.partition())
-            elif message.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(message.partition())
-            else:
-                raise AssertionError(str(message.error()))
-        assignment = consumer.assignment()
-        if assignment and at_end >= {tp.partition for tp in assignment}:
-            positions = consumer.position(assignment)
-            try:
-                if all(tp.offset >= consumer.get_watermark_offsets(tp, 10)[1] for tp in positions):
-                    break
-            except KafkaException as exc:
-                # A connection closed under the client (the REAUTH listener's 1.5 s sessions
-                # end on a client a little late to authenticate again on a loaded machine,
-                # as Kafka closes them): librdkafka reconnects; ask again.
-                if exc.args[0].code() not in (KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER):
-                    raise
+
+    def at_high_watermarks(assignment: list[TopicPartition]) -> bool:
+        positions = consumer.position(assignment)
+        try:
+            return all(tp.offset >= consumer.get_watermark_offsets(tp, 10)[1] for tp in positions)
+        except KafkaException as exc:
+            # A connection closed under the client (the REAUTH listener's 1.5 s sessions
+            # end on a client a little late to authenticate again on a loaded machine,
+            # as Kafka closes them): librdkafka reconnects; ask again.
+            if exc.args[0].code() not in (KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER):
+                raise
+            return False
+
+    got = poll_to_partition_ends(consumer, topic, 30, at_high_watermarks)
     consumer.commit(asynchronous=False)
     consumer.close()
     return got
