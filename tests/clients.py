@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -67,6 +68,27 @@ def consume_partitions(bootstrap: str, topic: str, partitions: list[int], expect
     finally:
         consumer.close()
     return got
+
+
+def consume_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """The first `count` values a new group reads of `topic` from its start; fails the test
+    if fewer come."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        for _ in range(600):
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            values.append(message.value())
+            if len(values) == count:
+                break
+    finally:
+        consumer.close()
+    assert len(values) == count, f"consumed {len(values)} of {count}"
+    return values
 
 
 def commit_offset(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
