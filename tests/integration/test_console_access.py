@@ -15,7 +15,6 @@ admin.console.remote=true."""
 from __future__ import annotations
 
 import base64
-import socket
 import urllib.error
 import urllib.request
 
@@ -25,6 +24,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourcePatternType, ResourceType)
 
 from ottla.broker.testing import BrokerProcess
+from tests.host_addresses import own_non_loopback_address
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
@@ -189,21 +189,9 @@ def test_in_chromium_the_browser_signs_in_and_sees_only_what_it_may(secured):
         chromium.close()
 
 
-def _own_non_loopback_address() -> str | None:
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect(("10.255.255.255", 1))  # no packet is sent: only a route is chosen
-        address = probe.getsockname()[0]
-    except OSError:
-        return None
-    finally:
-        probe.close()
-    return None if address.startswith("127.") else address
-
-
 @pytest.mark.parametrize("remote", [False, True])
 def test_without_security_the_console_answers_this_machine_unless_opened(tmp_path, remote):
-    address = _own_non_loopback_address()
+    address = own_non_loopback_address()
     assert address is not None, "this test needs a non-loopback IPv4 address to connect from"
     properties = {"admin.port": "0", "admin.host": "0.0.0.0"}
     if remote:
