@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+import uuid
+from typing import Callable
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
@@ -66,6 +68,27 @@ def consume_partitions(bootstrap: str, topic: str, partitions: list[int], expect
     finally:
         consumer.close()
     return got
+
+
+def consume_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """The first `count` values a new group reads of `topic` from its start; fails the test
+    if fewer come."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        for _ in range(600):
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            values.append(message.value())
+            if len(values) == count:
+                break
+    finally:
+        consumer.close()
+    assert len(values) == count, f"consumed {len(values)} of {count}"
+    return values
 
 
 def commit_offset(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
@@ -141,3 +164,30 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], *, isolation: st
     finally:
         consumer.close()
     return got
+
+
+def poll_to_partition_ends(consumer: Consumer, topic: str, seconds: float,
+                           done: Callable[[list[TopicPartition]], bool] = lambda assignment: True) -> list[bytes]:
+    """The values `consumer` (enable.partition.eof on, subscribed or assigned) reads until
+    it has reached the end of every partition assigned to it and `done(assignment)`
+    agrees: to the ends, not to a count, so that a record too many shows and a reader
+    expecting one more than there is does not wait its whole deadline for it. An error
+    other than the end of a partition is raised as the KafkaException the client made
+    of it (a refusal's code stays for the caller to check)."""
+    got: list[bytes] = []
+    ended: set[int] = set()
+    deadline = time.monotonic() + seconds
+    while True:
+        assert time.monotonic() < deadline, f"the end of {topic} not reached; read {got}"
+        message = consumer.poll(0.2)
+        if message is not None:
+            if message.error() is None:
+                got.append(message.value())
+                ended.discard(message.partition())
+            elif message.error().code() == KafkaError._PARTITION_EOF:
+                ended.add(message.partition())
+            else:
+                raise KafkaException(message.error())
+        assignment = consumer.assignment()
+        if assignment and ended >= {tp.partition for tp in assignment} and done(assignment):
+            return got

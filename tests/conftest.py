@@ -14,6 +14,7 @@ import pytest
 from ottla.broker.testing import BrokerProcess
 
 from .reference.kafka import KafkaBroker, ReferenceUnavailable
+from .schema_registry_http import RegistryHttp
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,6 +61,12 @@ def kafka_reference(tmp_path_factory: pytest.TempPathFactory):
         pytest.fail(f"Apache Kafka, the reference, is not available: {exc}", pytrace=False)
     yield kafka
     kafka.cleanup()
+
+
+@pytest.fixture
+def registry_http(ottla_schema_registry: str) -> RegistryHttp:
+    """Raw HTTP to the schema registry of the pytest plugin's module broker."""
+    return RegistryHttp(ottla_schema_registry)
 
 
 @pytest.fixture

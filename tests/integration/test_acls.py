@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -19,37 +18,19 @@ from kafka.admin import ResourcePatternFilter
 from kafka.admin import ResourceType as KafkaResourceType
 from kafka.errors import SecurityDisabledError
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
+from tests.clients import poll_to_partition_ends
 from tests.restarts import RESTARTS, restart
-from tests.wire import WireClient, request
+from tests.sasl_brokers import PlainUsers
+from tests.wire import request
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
-WRITE_TXN_MARKERS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 27, 17, 36
+USERS = PlainUsers({"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"})
+WRITE_TXN_MARKERS = 27
 
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory):
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{name}="{password}"' for name, password in USERS.items()) + ";")
-    broker = BrokerProcess(str(tmp_path_factory.mktemp("acls") / "data"), {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-    }).start()
-    yield broker
-    broker.cleanup()
-
-
-def _conf(broker, user: str) -> dict[str, object]:
-    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": user, "sasl.password": USERS[user]}
-
-
-def _admin(broker, user: str = "admin") -> AdminClient:
-    return AdminClient(_conf(broker, user))
+    yield from USERS.broker(tmp_path_factory.mktemp("acls") / "data")
 
 
 def _allow(principal: str, operation: AclOperation, resource: ResourceType, name: str,
@@ -65,7 +46,7 @@ def _create(admin: AdminClient, *bindings: AclBinding) -> None:
 
 def _produce(broker, user: str, topic: str, values: list[bytes]) -> list[KafkaError | None]:
     outcomes: list[KafkaError | None] = []
-    producer = Producer({**_conf(broker, user), "message.timeout.ms": 5000})
+    producer = Producer({**USERS.client_config(broker, user), "message.timeout.ms": 5000})
     for value in values:
         producer.produce(topic, value, on_delivery=lambda error, message: outcomes.append(error))
     producer.flush(15)
@@ -73,36 +54,18 @@ def _produce(broker, user: str, topic: str, values: list[bytes]) -> list[KafkaEr
 
 
 def _read(broker, user: str, topic: str, group: str) -> list[bytes]:
-    """Everything `user` reads of `topic` in `group`, up to the end of its partitions
-    (EOF on each), not up to a count: a record too many would show, and a reader
-    expecting one more than there is does not wait its whole deadline for it."""
-    consumer = Consumer({**_conf(broker, user), "group.id": group, "auto.offset.reset": "earliest",
+    """Everything `user` reads of `topic` in `group`, up to the end of its partitions."""
+    consumer = Consumer({**USERS.client_config(broker, user), "group.id": group, "auto.offset.reset": "earliest",
                          "enable.partition.eof": True})
     consumer.subscribe([topic])
-    got: list[bytes] = []
-    ended: set[int] = set()
-    deadline = time.monotonic() + 20
     try:
-        while True:
-            assert time.monotonic() < deadline, f"the end of {topic} not reached; read {got}"
-            message = consumer.poll(0.2)
-            if message is not None:
-                if message.error() is None:
-                    got.append(message.value())
-                    ended.discard(message.partition())
-                elif message.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
-                else:
-                    raise KafkaException(message.error())
-            assignment = consumer.assignment()
-            if assignment and ended >= {tp.partition for tp in assignment}:
-                return got
+        return poll_to_partition_ends(consumer, topic, 20)
     finally:
         consumer.close()
 
 
 def test_each_principal_gets_what_its_acls_allow(acl_broker, topic_name):
-    admin = _admin(acl_broker)
+    admin = USERS.admin(acl_broker)
     for future in admin.create_topics([NewTopic(topic_name, 1, 1)]).values():
         future.result(10)
     _create(admin,
@@ -114,8 +77,8 @@ def test_each_principal_gets_what_its_acls_allow(acl_broker, topic_name):
     (error,) = _produce(acl_broker, "bob", topic_name, [b"b1"])
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # The topic does not even show in bob's metadata.
-    assert topic_name not in _admin(acl_broker, "bob").list_topics(timeout=10).topics
-    assert topic_name in _admin(acl_broker, "alice").list_topics(timeout=10).topics
+    assert topic_name not in USERS.admin(acl_broker, "bob").list_topics(timeout=10).topics
+    assert topic_name in USERS.admin(acl_broker, "alice").list_topics(timeout=10).topics
     # READ implies DESCRIBE; alice reads in a group her prefix allows.
     assert _read(acl_broker, "alice", topic_name, "alice-group") == [b"a1", b"a2"]
     with pytest.raises(KafkaException) as refused:
@@ -131,33 +94,25 @@ def test_each_principal_gets_what_its_acls_allow(acl_broker, topic_name):
 
 
 def test_transactions_need_write_on_the_transactional_id(acl_broker, topic_name):
-    admin = _admin(acl_broker)
+    admin = USERS.admin(acl_broker)
     for future in admin.create_topics([NewTopic(topic_name, 1, 1)]).values():
         future.result(10)
     _create(admin, _allow("User:bob", AclOperation.WRITE, ResourceType.TOPIC, topic_name))
-    producer = Producer({**_conf(acl_broker, "bob"), "transactional.id": f"bob-{topic_name}"})
+    producer = Producer({**USERS.client_config(acl_broker, "bob"), "transactional.id": f"bob-{topic_name}"})
     with pytest.raises(KafkaException) as refused:
         producer.init_transactions(10)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     _create(admin, _allow("User:bob", AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, "bob-",
                           ResourcePatternType.PREFIXED))
-    producer = Producer({**_conf(acl_broker, "bob"), "transactional.id": f"bob-{topic_name}"})
+    producer = Producer({**USERS.client_config(acl_broker, "bob"), "transactional.id": f"bob-{topic_name}"})
     producer.init_transactions(10)
     producer.begin_transaction()
     producer.produce(topic_name, b"in a transaction")
     producer.commit_transaction(10)
 
 
-def _authenticated(broker, user: str) -> WireClient:
-    client = WireClient(broker.bootstrap)
-    assert client.call(request(SASL_HANDSHAKE, 1, mechanism="PLAIN")).error_code == ErrorCode.none
-    answer = client.call(request(SASL_AUTHENTICATE, 2, auth_bytes=f"\0{user}\0{USERS[user]}".encode()))
-    assert answer.error_code == ErrorCode.none
-    return client
-
-
 def test_only_the_cluster_action_may_write_transaction_markers(acl_broker, topic_name):
-    with _authenticated(acl_broker, "alice") as client:
+    with USERS.wire_client(acl_broker, "alice") as client:
         answer = client.call(request(WRITE_TXN_MARKERS, 1, markers=[{
             "producer_id": 1, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
             "topics": [{"name": topic_name, "partition_indexes": [0]}]}]))
@@ -170,7 +125,7 @@ def test_acls_are_listed_deleted_and_survive_a_restart(acl_broker, topic_name, h
     """Checked by breaking it: with Authorizer.add no longer saving and the broker's
     clean shutdown saving the ACLs instead (a two-line break), the SIGTERM variant
     passes and the SIGKILL one fails: the ACLs must be on disk when the answer leaves."""
-    admin = _admin(acl_broker)
+    admin = USERS.admin(acl_broker)
     _create(admin, _allow("User:carol", AclOperation.DESCRIBE, ResourceType.GROUP, topic_name))
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                   AclPermissionType.ANY)
@@ -178,11 +133,11 @@ def test_acls_are_listed_deleted_and_survive_a_restart(acl_broker, topic_name, h
     assert any(b.name == topic_name and b.principal == "User:carol" for b in before)
     # A principal without ALTER on the cluster may not change ACLs.
     with pytest.raises(KafkaException) as refused:
-        _create(_admin(acl_broker, "bob"), _allow("User:bob", AclOperation.ALL, ResourceType.BROKER,
+        _create(USERS.admin(acl_broker, "bob"), _allow("User:bob", AclOperation.ALL, ResourceType.BROKER,
                                                   "kafka-cluster"))
     assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     restart(acl_broker, how)
-    admin = _admin(acl_broker)
+    admin = USERS.admin(acl_broker)
     after = admin.describe_acls(everything).result(10)
     assert sorted(map(str, after)) == sorted(map(str, before))
     just_carol = AclBindingFilter(ResourceType.GROUP, topic_name, ResourcePatternType.LITERAL, "User:carol", None,
@@ -213,9 +168,7 @@ def _ottla(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_acls_command_adds_lists_and_removes_with_a_command_config(acl_broker, topic_name, tmp_path):
     admin_config = tmp_path / "admin.properties"
-    admin_config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
-                            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                            f'username="admin" password="{USERS["admin"]}";\n')
+    admin_config.write_text(USERS.properties("admin"))
     common = ["--bootstrap-server", acl_broker.bootstrap, "--command-config", str(admin_config)]
     added = _ottla("acls", "add", *common, "--allow-principal", "User:bob", "--operation", "Read",
                    "--operation", "Describe", "--topic", topic_name, "--group", "bob-group")
@@ -243,12 +196,12 @@ def test_a_principal_without_acls_is_refused_everything_and_a_super_user_nothing
     # bob holds no ACL on this topic, and no ACL names it at all.
     (error,) = _produce(acl_broker, "bob", f"{topic_name}-nobody", [b"x"])
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    bob = _admin(acl_broker, "bob")
+    bob = USERS.admin(acl_broker, "bob")
     (future,) = bob.create_topics([NewTopic(topic_name, 1, 1)]).values()
     with pytest.raises(KafkaException) as refused:
         future.result(10)
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    admin = _admin(acl_broker)
+    admin = USERS.admin(acl_broker)
     assert topic_name not in admin.list_topics(timeout=10).topics
     # The super user may do all of it.
     (future,) = admin.create_topics([NewTopic(topic_name, 1, 1)]).values()

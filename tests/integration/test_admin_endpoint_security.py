@@ -10,6 +10,8 @@ import json
 
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from tests.host_addresses import own_non_loopback_address
+
 PREFLIGHT_FREE_FAULT = json.dumps({"kind": "close", "api": "Metadata", "count": 100})
 
 
@@ -79,26 +81,9 @@ def test_with_a_token_every_change_needs_it(fresh_broker):
     assert entry.is_sensitive and entry.value is None
 
 
-def _own_non_loopback_address() -> str | None:
-    import socket
-
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect(("10.255.255.255", 1))  # no packet is sent: only a route is chosen
-        address = probe.getsockname()[0]
-    except OSError:
-        return None
-    finally:
-        probe.close()
-    return None if address.startswith("127.") else address
-
-
 def test_without_a_token_changes_from_other_machines_are_refused(fresh_broker):
-    import pytest
-
-    address = _own_non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 address to connect from")
+    address = own_non_loopback_address()
+    assert address is not None, "this test needs a non-loopback IPv4 address to connect from"
     broker = fresh_broker(admin_port=0, admin_host="0.0.0.0")  # as in the container image
     port = int(broker.admin.url.rsplit(":", 1)[1])
     # Another machine forging a loopback Host header is still another machine.

@@ -17,47 +17,26 @@ from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     NewTopic,
     ResourcePatternType,
     ResourceType,
 )
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
 
 from tests.reference.kafka import ReferenceUnavailable, run_java
-from tests.wire import WireClient, request
+from tests.sasl_brokers import PlainUsers
+from tests.wire import request
 
 # nobody: no test of this module ever gives it an ACL.
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "nobody": "nobody-secret"}
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+USERS = PlainUsers({"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "nobody": "nobody-secret"})
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 TOPIC, BROKER_LOGGER = 2, 8
 
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory):
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{name}="{password}"' for name, password in USERS.items()) + ";")
-    broker = BrokerProcess(str(tmp_path_factory.mktemp("authorization") / "data"), {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-    }).start()
-    yield broker
-    broker.cleanup()
-
-
-def _conf(broker, user: str) -> dict[str, object]:
-    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": user, "sasl.password": USERS[user]}
-
-
-def _admin(broker, user: str = "admin") -> AdminClient:
-    return AdminClient(_conf(broker, user))
+    yield from USERS.broker(tmp_path_factory.mktemp("authorization") / "data")
 
 
 def _allow(principal: str, operation: AclOperation, resource: ResourceType, name: str,
@@ -66,30 +45,20 @@ def _allow(principal: str, operation: AclOperation, resource: ResourceType, name
 
 
 def _create_acls(*bindings: AclBinding, broker) -> None:
-    admin = _admin(broker)
+    admin = USERS.admin(broker)
     for future in admin.create_acls(list(bindings)).values():
         future.result(10)
 
 
 def _create_topic(broker, name: str, partitions: int = 1) -> None:
-    admin = _admin(broker)
+    admin = USERS.admin(broker)
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(10)
 
 
-def _authenticated(broker, user: str) -> WireClient:
-    client = WireClient(broker.bootstrap)
-    assert client.call(request(SASL_HANDSHAKE, 1, mechanism="PLAIN")).error_code == ErrorCode.none
-    answer = client.call(request(SASL_AUTHENTICATE, 2, auth_bytes=f"\0{user}\0{USERS[user]}".encode()))
-    assert answer.error_code == ErrorCode.none
-    return client
-
-
 def _java_config(tmp_path, user: str) -> str:
     path = tmp_path / f"{user}.properties"
-    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
-                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                    f'username="{user}" password="{USERS[user]}";\n')
+    path.write_text(USERS.properties(user))
     return str(path)
 
 
@@ -111,7 +80,7 @@ def test_broker_logger_configs_need_the_cluster_operations(acl_broker, tmp_path)
     described = _config_command(acl_broker, tmp_path, "bob", "--entity-type", "broker-loggers", "--entity-name", "1",
                                 "--describe")
     assert described.returncode != 0 and "ClusterAuthorizationException" in described.stdout + described.stderr
-    with _authenticated(acl_broker, "bob") as bob:
+    with USERS.wire_client(acl_broker, "bob") as bob:
         answer = bob.call(request(DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
                                   resources=[{"resource_type": BROKER_LOGGER, "resource_name": "1",
                                               "configuration_keys": None}]))
@@ -125,7 +94,7 @@ def test_broker_logger_configs_need_the_cluster_operations(acl_broker, tmp_path)
 
 
 def _loggers_off(broker) -> set[str]:
-    with _authenticated(broker, "admin") as admin:
+    with USERS.wire_client(broker, "admin") as admin:
         answer = admin.call(request(DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
                                     resources=[{"resource_type": BROKER_LOGGER, "resource_name": "1",
                                                 "configuration_keys": None}]))
@@ -138,7 +107,7 @@ def test_an_unknown_config_resource_type_is_refused_as_kafka_does(acl_broker, to
     AlterConfigs refuses loggers. Broken by letting _KNOWN_TYPES hold 99: the answer
     was CLUSTER/none, not INVALID_REQUEST."""
     _create_topic(acl_broker, topic_name)
-    with _authenticated(acl_broker, "admin") as admin:
+    with USERS.wire_client(acl_broker, "admin") as admin:
         answer = admin.call(request(DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
                                     resources=[{"resource_type": TOPIC, "resource_name": topic_name,
                                                 "configuration_keys": None},
@@ -159,7 +128,7 @@ DELETE_TOPICS, METADATA, ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS = 20, 3, 2
 
 
 def _topic_id(broker, name: str):  # type: ignore[no-untyped-def]
-    with _authenticated(broker, "admin") as admin:
+    with USERS.wire_client(broker, "admin") as admin:
         answer = admin.call(request(METADATA, 12, topics=[{"name": name, "topic_id": None}],
                                     allow_auto_topic_creation=False, include_topic_authorized_operations=False))
     return answer.topics[0].topic_id
@@ -174,18 +143,18 @@ def test_delete_topics_by_id_does_not_name_a_topic_the_principal_may_not_describ
     topic_id = _topic_id(acl_broker, topic_name)
     _create_acls(_allow("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, topic_name), broker=acl_broker)
     for user, name in (("bob", None), ("alice", topic_name)):
-        with _authenticated(acl_broker, user) as client:
+        with USERS.wire_client(acl_broker, user) as client:
             answer = client.call(request(DELETE_TOPICS, 6, timeout=10000, topics=[{"name": None,
                                                                                       "topic_id": topic_id}]))
         (result,) = answer.responses
         assert (result.name, result.topic_id, result.error_code) == (
             name, topic_id, ErrorCode.topic_authorization_failed), user
-    assert topic_name in _admin(acl_broker).list_topics(timeout=10).topics
+    assert topic_name in USERS.admin(acl_broker).list_topics(timeout=10).topics
     # By name: a missing topic the principal may describe does not exist; one it may
     # not describe is refused, existing or not.
     _create_acls(_allow("User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, f"{topic_name}-gone"),
                  broker=acl_broker)
-    with _authenticated(acl_broker, "alice") as alice:
+    with USERS.wire_client(acl_broker, "alice") as alice:
         answer = alice.call(request(DELETE_TOPICS, 6, timeout=10000, topics=[
             {"name": f"{topic_name}-gone", "topic_id": uuid.UUID(int=0)},
             {"name": f"{topic_name}-unseen", "topic_id": uuid.UUID(int=0)}]))
@@ -199,7 +168,7 @@ def test_describe_transactions_lists_only_the_topics_the_principal_may_describe(
     DESCRIBE filter in handle_describe_transactions: bob saw the topic."""
     _create_topic(acl_broker, topic_name)
     txn_id = "txn-" + topic_name[::-1]  # not containing the topic name
-    producer = Producer({**_conf(acl_broker, "admin"), "transactional.id": txn_id})
+    producer = Producer({**USERS.client_config(acl_broker, "admin"), "transactional.id": txn_id})
     producer.init_transactions(10)
     producer.begin_transaction()
     producer.produce(topic_name, b"open")
@@ -235,10 +204,10 @@ def test_broker_to_broker_add_partitions_to_txn_needs_cluster_action(acl_broker,
         body = request(ADD_PARTITIONS_TO_TXN, version, transactions=[{
             "transactional_id": "bob-txn", "producer_id": 1, "producer_epoch": 0, "verify_only": True,
             "topics": [{"name": topic_name, "partitions": [0]}]}])
-        with _authenticated(acl_broker, "bob") as bob:
+        with USERS.wire_client(acl_broker, "bob") as bob:
             refused = bob.call(body)
         assert refused.error_code == ErrorCode.cluster_authorization_failed and not refused.results_by_transaction
-        with _authenticated(acl_broker, "admin") as admin:
+        with USERS.wire_client(acl_broker, "admin") as admin:
             served = admin.call(body)
         assert served.error_code == ErrorCode.none and len(served.results_by_transaction) == 1
 
@@ -247,7 +216,7 @@ CONSUMER_GROUP_DESCRIBE = 69
 
 
 def _describe_consumer_group(broker, user: str, group: str):  # type: ignore[no-untyped-def]
-    with _authenticated(broker, user) as client:
+    with USERS.wire_client(broker, user) as client:
         answer = client.call(request(CONSUMER_GROUP_DESCRIBE, 0, group_ids=[group],
                                      include_authorized_operations=False))
     return answer.groups[0]
@@ -270,7 +239,7 @@ def test_a_kip848_regex_matches_only_topics_the_member_may_describe(acl_broker, 
     _create_acls(_allow("User:alice", AclOperation.READ, ResourceType.GROUP, group),
                  _allow("User:alice", AclOperation.READ, ResourceType.TOPIC, mine),
                  _allow("User:bob", AclOperation.DESCRIBE, ResourceType.GROUP, group), broker=acl_broker)
-    consumer = Consumer({**_conf(acl_broker, "alice"), "group.id": group, "group.protocol": "consumer",
+    consumer = Consumer({**USERS.client_config(acl_broker, "alice"), "group.id": group, "group.protocol": "consumer",
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([f"^{topic_name}-.*"])
     try:
@@ -457,12 +426,12 @@ def test_every_api_answers_a_principal_without_acls_as_kafka_does(acl_broker):
     before it was fixed, of AddPartitionsToTxn v4): this test failed on that key."""
     import time
 
-    admin = _admin(acl_broker)
+    admin = USERS.admin(acl_broker)
     if WALK_TOPIC not in admin.list_topics(timeout=10).topics:
         _create_topic(acl_broker, WALK_TOPIC)
     batch = build_batch([encode_record(b"k", b"v", offset_delta=0)], timestamp=int(time.time() * 1000))
     table = _walk_requests(batch)
-    with _authenticated(acl_broker, "nobody") as nobody:
+    with USERS.wire_client(acl_broker, "nobody") as nobody:
         served = nobody.call(request(18, 3, client_software_name="walk", client_software_version="1")).api_keys
     missing = sorted(api.api_key for api in served if api.api_key not in table)
     assert not missing, f"APIs served with no authorization expectation in this test: {missing}"
@@ -471,7 +440,7 @@ def test_every_api_answers_a_principal_without_acls_as_kafka_does(acl_broker):
         cases = table[api.api_key]
         for version, values, check in cases if isinstance(cases, list) else [cases]:
             assert api.min_version <= version <= api.max_version, (api.api_key, version)
-            with _authenticated(acl_broker, "nobody") as nobody:
+            with USERS.wire_client(acl_broker, "nobody") as nobody:
                 try:
                     check(nobody.call(request(api.api_key, version, **values)))
                 except AssertionError as exc:

@@ -15,7 +15,6 @@ admin.console.remote=true."""
 from __future__ import annotations
 
 import base64
-import socket
 import urllib.error
 import urllib.request
 
@@ -25,6 +24,8 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourcePatternType, ResourceType)
 
 from ottla.broker.testing import BrokerProcess
+from tests.host_addresses import own_non_loopback_address
+from tests.sasl_brokers import sasl_plain_client_config, start_sasl_plain_broker
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
@@ -33,19 +34,11 @@ TOKEN = "console-token"
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{name}="{password}"' for name, password in PLAIN_USERS.items()) + ";")
-    broker = BrokerProcess(str(tmp_path_factory.mktemp("console-access") / "data"), {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-        "admin.port": "0",
-        "admin.token": TOKEN,
-    }, args=["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={SCRAM_PASSWORD}]"]).start()
-    conf = {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": "admin", "sasl.password": PLAIN_USERS["admin"]}
+    broker = start_sasl_plain_broker(
+        str(tmp_path_factory.mktemp("console-access") / "data"), PLAIN_USERS,
+        {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512", "admin.port": "0", "admin.token": TOKEN},
+        args=["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={SCRAM_PASSWORD}]"])
+    conf = sasl_plain_client_config(broker.bootstrap, "admin", PLAIN_USERS["admin"])
     admin = AdminClient(conf)
     for future in admin.create_topics([NewTopic("visible", 1), NewTopic("hidden", 1)]).values():
         future.result(20)
@@ -189,21 +182,9 @@ def test_in_chromium_the_browser_signs_in_and_sees_only_what_it_may(secured):
         chromium.close()
 
 
-def _own_non_loopback_address() -> str | None:
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect(("10.255.255.255", 1))  # no packet is sent: only a route is chosen
-        address = probe.getsockname()[0]
-    except OSError:
-        return None
-    finally:
-        probe.close()
-    return None if address.startswith("127.") else address
-
-
 @pytest.mark.parametrize("remote", [False, True])
 def test_without_security_the_console_answers_this_machine_unless_opened(tmp_path, remote):
-    address = _own_non_loopback_address()
+    address = own_non_loopback_address()
     assert address is not None, "this test needs a non-loopback IPv4 address to connect from"
     properties = {"admin.port": "0", "admin.host": "0.0.0.0"}
     if remote:
@@ -235,17 +216,9 @@ def test_in_chromium_a_signed_in_user_creates_only_the_topics_its_acls_allow(tmp
 
     from tests.integration.test_web_console import CHROMIUM, CHROMIUM_ARGS
 
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{name}="{password}"' for name, password in PLAIN_USERS.items()) + ";")
-    broker = BrokerProcess(str(tmp_path / "data"), {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin", "admin.port": "0"}).start()
+    broker = start_sasl_plain_broker(str(tmp_path / "data"), PLAIN_USERS, {"admin.port": "0"})
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                             "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-                             "sasl.password": PLAIN_USERS["admin"]})
+        admin = AdminClient(sasl_plain_client_config(broker.bootstrap, "admin", PLAIN_USERS["admin"]))
         for future in admin.create_acls([AclBinding(ResourceType.TOPIC, "alices-", ResourcePatternType.PREFIXED,
                                                     "User:alice", "*", AclOperation.CREATE,
                                                     AclPermissionType.ALLOW)]).values():

@@ -14,12 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from ottla.broker.testing import BrokerProcess
 from tests.clients import create_topic, idempotent_producer, produce_all, transactional_producer
 from tests.kafka_tools import (ACL_COMMAND, CONFIG_COMMAND, CONSUMER_PERFORMANCE, DELETE_RECORDS_COMMAND,
                                FEATURE_COMMAND, GET_OFFSET_SHELL, GROUP_COMMAND, LEADER_ELECTION_COMMAND,
                                LOG_DIRS_COMMAND, PRODUCER_PERFORMANCE, TOPIC_COMMAND, TRANSACTIONS_COMMAND,
                                kafka_tool, normalise, table)
+from tests.sasl_brokers import PlainUsers
 
 
 @pytest.fixture(scope="module")
@@ -401,28 +401,16 @@ def test_kafka_producer_and_consumer_perf_test(broker, topic_name):
     assert float(result["data.consumed.in.MB"]) == pytest.approx(3000 * 100 / 1024 / 1024, abs=0.001)
 
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+USERS = PlainUsers({"admin": "admin-secret", "alice": "alice-secret"})
 
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory):
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{name}="{password}"' for name, password in USERS.items()) + ";")
-    process = BrokerProcess(str(tmp_path_factory.mktemp("tool-acls") / "data"), {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-    }).start()
-    yield process
-    process.cleanup()
+    yield from USERS.broker(tmp_path_factory.mktemp("tool-acls") / "data")
 
 
 def _client_properties(path, user: str) -> str:
-    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-                    "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
-                    f'username="{user}" password="{USERS[user]}";\n')
+    path.write_text(USERS.properties(user))
     return str(path)
 
 

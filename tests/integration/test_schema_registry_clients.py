@@ -22,6 +22,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from ottla.broker.testing import BrokerProcess
 
+from ..clients import consume_values
 from ..schema_registry_http import RegistryHttp
 
 USER_V1 = {"type": "record", "name": "User", "namespace": "ottla.clients",
@@ -29,25 +30,6 @@ USER_V1 = {"type": "record", "name": "User", "namespace": "ottla.clients",
 USER_V2 = {**USER_V1, "fields": [*USER_V1["fields"],
                                  {"name": "email", "type": ["null", "string"], "default": None}]}
 USER_BROKEN = {**USER_V1, "fields": [{"name": "name", "type": "string"}, {"name": "favorite", "type": "string"}]}
-
-
-def _consume_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        for _ in range(600):
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            values.append(message.value())
-            if len(values) == count:
-                break
-    finally:
-        consumer.close()
-    assert len(values) == count, f"consumed {len(values)} of {count}"
-    return values
 
 
 def test_avro_serializers_end_to_end(ottla_broker: BrokerProcess, ottla_schema_registry: str,
@@ -72,7 +54,7 @@ def test_avro_serializers_end_to_end(ottla_broker: BrokerProcess, ottla_schema_r
     assert first[0] == 0 and int.from_bytes(first[1:5], "big") == v1.schema_id
     assert int.from_bytes(second[1:5], "big") == v2.schema_id
     deserialize = AvroDeserializer(SchemaRegistryClient({"url": ottla_schema_registry}))
-    values = [deserialize(value, context) for value in _consume_all(ottla_broker.bootstrap, ottla_topic, 2)]
+    values = [deserialize(value, context) for value in consume_values(ottla_broker.bootstrap, ottla_topic, 2)]
     assert values == [{"name": "ada", "favorite": 7}, {"name": "grace", "favorite": 9, "email": "g@example.org"}]
     # A reader on v2 reads v1's record too (the evolution is backward compatible).
     reader = AvroDeserializer(SchemaRegistryClient({"url": ottla_schema_registry}), json.dumps(USER_V2))

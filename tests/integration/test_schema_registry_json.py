@@ -13,7 +13,7 @@ import json
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -21,6 +21,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from ottla.broker.testing import BrokerProcess
 
+from ..clients import consume_values
 from ..schema_registry_http import RegistryHttp
 
 CLOSED_V1 = {"type": "object", "additionalProperties": False,
@@ -29,35 +30,30 @@ CLOSED_V2 = {**CLOSED_V1, "properties": {**CLOSED_V1["properties"], "color": {"t
 
 
 @pytest.fixture
-def http(ottla_schema_registry: str) -> RegistryHttp:
-    return RegistryHttp(ottla_schema_registry)
-
-
-@pytest.fixture
 def subject() -> str:
     return f"j-{uuid.uuid4().hex[:10]}-value"
 
 
-def _register(http: RegistryHttp, subject: str, schema: object) -> tuple[int, dict]:
-    return http.register(subject, json.dumps(schema), schemaType="JSON")
+def _register(registry_http: RegistryHttp, subject: str, schema: object) -> tuple[int, dict]:
+    return registry_http.register(subject, json.dumps(schema), schemaType="JSON")
 
 
-def test_json_register_read_and_same_id(http: RegistryHttp, subject: str) -> None:
+def test_json_register_read_and_same_id(registry_http: RegistryHttp, subject: str) -> None:
     schema = {**CLOSED_V1, "title": subject}
-    status, answer = _register(http, subject, schema)
+    status, answer = _register(registry_http, subject, schema)
     assert status == 200
-    assert _register(http, subject, schema) == (200, answer)
-    got = http.get(f"/subjects/{subject}/versions/1")[1]
+    assert _register(registry_http, subject, schema) == (200, answer)
+    got = registry_http.get(f"/subjects/{subject}/versions/1")[1]
     assert got["schemaType"] == "JSON" and json.loads(got["schema"]) == schema
-    assert http.get(f"/schemas/ids/{answer['id']}")[1]["schemaType"] == "JSON"
+    assert registry_http.get(f"/schemas/ids/{answer['id']}")[1]["schemaType"] == "JSON"
     # The same text as AVRO is not the same schema (and is no Avro schema either).
-    assert http.register(subject + "-avro", json.dumps(schema))[1]["error_code"] == 42201
+    assert registry_http.register(subject + "-avro", json.dumps(schema))[1]["error_code"] == 42201
 
 
 @pytest.mark.parametrize("schema", ['{"type": 5}', '{"required": "name"}', "[1, 2]", '"a string"', "{nope",
                                     '{"properties": {"a": {"minimum": "ten"}}}'])
-def test_invalid_json_schemas(http: RegistryHttp, subject: str, schema: str) -> None:
-    status, body = http.register(subject, schema, schemaType="JSON")
+def test_invalid_json_schemas(registry_http: RegistryHttp, subject: str, schema: str) -> None:
+    status, body = registry_http.register(subject, schema, schemaType="JSON")
     assert (status, body["error_code"]) == (422, 42201), body
 
 
@@ -81,20 +77,20 @@ def test_invalid_json_schemas(http: RegistryHttp, subject: str, schema: str) -> 
 ], ids=["optional added closed", "removed closed", "forward removed", "required property added",
         "added open", "removed open", "enum widened", "enum narrowed", "integer to number", "number to integer",
         "bound loosened", "bound tightened", "full", "none"])
-def test_json_compatibility(http: RegistryHttp, subject: str, level: str, old: dict, new: dict,
+def test_json_compatibility(registry_http: RegistryHttp, subject: str, level: str, old: dict, new: dict,
                             compatible: bool) -> None:
-    http.put(f"/config/{subject}", {"compatibility": level})
-    assert _register(http, subject, old)[0] == 200
+    registry_http.put(f"/config/{subject}", {"compatibility": level})
+    assert _register(registry_http, subject, old)[0] == 200
     path = f"/compatibility/subjects/{subject}/versions/latest?verbose=true"
-    status, answer = http.post(path, {"schema": json.dumps(new), "schemaType": "JSON"})
+    status, answer = registry_http.post(path, {"schema": json.dumps(new), "schemaType": "JSON"})
     assert status == 200 and answer["is_compatible"] is compatible, answer
-    status, body = _register(http, subject, new)
+    status, body = _register(registry_http, subject, new)
     assert status == (200 if compatible else 409), body
 
 
-def test_changing_the_type_of_a_subject_is_incompatible(http: RegistryHttp, subject: str) -> None:
-    http.register(subject, {"type": "record", "name": "R", "fields": []})
-    status, body = _register(http, subject, {"type": "object"})
+def test_changing_the_type_of_a_subject_is_incompatible(registry_http: RegistryHttp, subject: str) -> None:
+    registry_http.register(subject, {"type": "record", "name": "R", "fields": []})
+    status, body = _register(registry_http, subject, {"type": "object"})
     assert (status, body["error_code"]) == (409, 409) and "TYPE_CHANGED" in body["message"]
 
 
@@ -115,18 +111,6 @@ def test_json_serializers_end_to_end(ottla_broker: BrokerProcess, ottla_schema_r
                                    "properties": {**CLOSED_V2["properties"], "weight": {"type": "number"}}}),
                        SchemaRegistryClient({"url": ottla_schema_registry}))({"name": "x", "weight": 1}, context)
     assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
-    consumer = Consumer({"bootstrap.servers": ottla_broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([ottla_topic])
     deserialize = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": ottla_schema_registry}))
-    values = []
-    try:
-        for _ in range(600):
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                values.append(deserialize(message.value(), context))
-            if len(values) == 2:
-                break
-    finally:
-        consumer.close()
+    values = [deserialize(value, context) for value in consume_values(ottla_broker.bootstrap, ottla_topic, 2)]
     assert values == [{"name": "ada", "size": 3}, {"name": "bo", "color": "red"}]

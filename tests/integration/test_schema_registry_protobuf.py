@@ -28,7 +28,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -40,6 +40,7 @@ import grpc_tools
 
 from ottla.broker.testing import BrokerProcess
 
+from ..clients import consume_values
 from ..schema_registry_http import RegistryHttp
 from ..wire import WireClient, request
 
@@ -99,11 +100,6 @@ def _message_class(order_text: str) -> type:
 
 
 @pytest.fixture
-def http(ottla_schema_registry: str) -> RegistryHttp:
-    return RegistryHttp(ottla_schema_registry)
-
-
-@pytest.fixture
 def subject() -> str:
     return f"p-{uuid.uuid4().hex[:10]}-value"
 
@@ -113,43 +109,43 @@ def _own(text: str, subject: str) -> str:
     return text.replace("package ottla.orders;", f"package ns_{subject.replace('-', '_')};")
 
 
-def _register(http: RegistryHttp, subject: str, text: str, **extra: object) -> tuple[int, dict]:
-    return http.register(subject, text, schemaType="PROTOBUF", **extra)
+def _register(registry_http: RegistryHttp, subject: str, text: str, **extra: object) -> tuple[int, dict]:
+    return registry_http.register(subject, text, schemaType="PROTOBUF", **extra)
 
 
-def test_types_list_protobuf(http: RegistryHttp) -> None:
-    assert http.get("/schemas/types") == (200, ["JSON", "PROTOBUF", "AVRO"])
+def test_types_list_protobuf(registry_http: RegistryHttp) -> None:
+    assert registry_http.get("/schemas/types") == (200, ["JSON", "PROTOBUF", "AVRO"])
 
 
-def test_text_and_descriptor_get_the_same_id(http: RegistryHttp, subject: str) -> None:
+def test_text_and_descriptor_get_the_same_id(registry_http: RegistryHttp, subject: str) -> None:
     """The same file as text, as canonical text, and as a base64 FileDescriptorProto (what
     the Python serializer sends) is one schema, one id; `format=serialized` gives back a
     descriptor that protobuf's runtime loads with the same messages."""
     common_subject = f"{subject}-common"
-    assert _register(http, common_subject, COMMON)[0] == 200
+    assert _register(registry_http, common_subject, COMMON)[0] == 200
     references = [{"name": "ottla/common.proto", "subject": common_subject, "version": 1}]
     text = _own(ORDER_V1, subject)
-    status, answer = _register(http, subject, text, references=references)
+    status, answer = _register(registry_http, subject, text, references=references)
     assert status == 200, answer
     schema_id = answer["id"]
-    stored = http.get(f"/schemas/ids/{schema_id}")[1]
+    stored = registry_http.get(f"/schemas/ids/{schema_id}")[1]
     assert stored["schemaType"] == "PROTOBUF" and stored["references"] == references
     canonical = stored["schema"]
     assert "message Order {" in canonical and "repeated string tags = 5;" in canonical
-    assert _register(http, subject, canonical, references=references) == (200, {"id": schema_id})
+    assert _register(registry_http, subject, canonical, references=references) == (200, {"id": schema_id})
     files = _compile({"ottla/common.proto": COMMON, "ottla/orders.proto": text}, "ottla/orders.proto")
     descriptor = base64.b64encode(files[-1].SerializeToString()).decode()
-    assert _register(http, subject, descriptor, references=references) == (200, {"id": schema_id})
-    assert http.get(f"/subjects/{subject}/versions") == (200, [1])
-    serialized = http.get(f"/schemas/ids/{schema_id}?format=serialized")[1]["schema"]
+    assert _register(registry_http, subject, descriptor, references=references) == (200, {"id": schema_id})
+    assert registry_http.get(f"/subjects/{subject}/versions") == (200, [1])
+    serialized = registry_http.get(f"/schemas/ids/{schema_id}?format=serialized")[1]["schema"]
     loaded = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized))
     assert [m.name for m in loaded.message_type] == ["Order"]
     assert [(f.name, f.number) for f in loaded.message_type[0].field] == \
         [(f.name, f.number) for f in files[-1].message_type[0].field]
-    version = http.get(f"/subjects/{subject}/versions/1?format=serialized")[1]
+    version = registry_http.get(f"/subjects/{subject}/versions/1?format=serialized")[1]
     assert version["schema"] == serialized
     # AVRO and JSON ignore the format.
-    assert http.get(f"/subjects/{common_subject}/versions/1?format=serialized")[1]["schema"] != COMMON
+    assert registry_http.get(f"/subjects/{common_subject}/versions/1?format=serialized")[1]["schema"] != COMMON
 
 
 def _descriptor_with_a_field_named(name: str) -> str:
@@ -171,13 +167,13 @@ def _descriptor_with_a_field_named(name: str) -> str:
     _descriptor_with_a_field_named("a = 1; int32 b"),  # a descriptor whose text would say two fields
 ], ids=["number twice", "unknown type", "syntax error", "unreferenced import", "proto4", "bad descriptor",
         "editions", "descriptor injecting text"])
-def test_invalid_protobuf_schemas(http: RegistryHttp, subject: str, schema: str) -> None:
-    status, body = _register(http, subject, schema)
+def test_invalid_protobuf_schemas(registry_http: RegistryHttp, subject: str, schema: str) -> None:
+    status, body = _register(registry_http, subject, schema)
     assert (status, body["error_code"]) == (422, 42201), body
-    assert http.get(f"/subjects/{subject}/versions")[0] == 404
+    assert registry_http.get(f"/subjects/{subject}/versions")[0] == 404
 
 
-def test_proto2_groups_defaults_and_extensions(http: RegistryHttp, subject: str) -> None:
+def test_proto2_groups_defaults_and_extensions(registry_http: RegistryHttp, subject: str) -> None:
     text = f"""syntax = "proto2";
 package ns_{subject.replace("-", "_")};
 message Legacy {{
@@ -187,35 +183,36 @@ message Legacy {{
 }}
 extend Legacy {{ optional bytes blob = 100; }}
 """
-    status, answer = _register(http, subject, text)
+    status, answer = _register(registry_http, subject, text)
     assert status == 200, answer
-    canonical = http.get(f"/schemas/ids/{answer['id']}")[1]["schema"]
+    canonical = registry_http.get(f"/schemas/ids/{answer['id']}")[1]["schema"]
     assert 'required string name = 1 [default = "none"];' in canonical
     assert "optional group Details = 2 {" in canonical and "extensions 100 to 199;" in canonical
-    assert _register(http, subject, canonical) == (200, answer)
+    assert _register(registry_http, subject, canonical) == (200, answer)
 
 
-def test_deep_huge_and_cyclic_protobuf(http: RegistryHttp, ottla_broker: BrokerProcess, subject: str) -> None:
+def test_deep_huge_and_cyclic_protobuf(registry_http: RegistryHttp, ottla_broker: BrokerProcess, subject: str) -> None:
     """Messages nested past protoc's limit, an option nested past its stack, text that is
     not UTF-8: 42201; 3,000 fields: registered and read back whole; references in a cycle
     (as a copied `_schemas` may hold): 42201; and the registry and broker serve on."""
     deep = 'syntax = "proto3"; ' + "message M { " * 3000 + "}" * 3000
-    status, body = _register(http, subject, deep)
+    status, body = _register(registry_http, subject, deep)
     assert (status, body["error_code"]) == (422, 42201) and "recursion" in body["message"]
     # An option value nested past protoc's stack: it kills the compiler's process (not the
     # broker's), and the next schema gets a new one.
     crash = ('syntax = "proto2"; import "google/protobuf/descriptor.proto"; message O { optional O o = 1; } '
              'extend google.protobuf.MessageOptions { optional O opt = 50000; } message M { option (opt) = '
              + "{ o " * 200000 + "}" * 200000 + "; }")
-    status, body = _register(http, subject, crash)
+    status, body = _register(registry_http, subject, crash)
     assert (status, body["error_code"]) == (422, 42201) and "protoc stopped" in body["message"]
-    status, body = _register(http, subject, 'syntax = "proto3"; message A { int32 a = 1 [default = "\udcff"]; }')
+    status, body = _register(registry_http, subject,
+                             'syntax = "proto3"; message A { int32 a = 1 [default = "\udcff"]; }')
     assert (status, body["error_code"]) == (422, 42201), body
     wide = 'syntax = "proto3"; package ns_wide_%s; message Wide { %s }' % (
         subject.replace("-", "_"), " ".join(f"string field_{i} = {i};" for i in range(1, 3001)))
-    status, answer = _register(http, subject, wide)
+    status, answer = _register(registry_http, subject, wide)
     assert status == 200, answer
-    assert http.get(f"/schemas/ids/{answer['id']}")[1]["schema"].count(" = ") == 3001  # syntax + 3000 fields
+    assert registry_http.get(f"/schemas/ids/{answer['id']}")[1]["schema"].count(" = ") == 3001  # syntax + 3000 fields
     # A cycle: two versions importing each other, produced to `_schemas` by a client.
     a, b = subject + "-a", subject + "-b"
     producer = Producer({"bootstrap.servers": ottla_broker.bootstrap})
@@ -228,12 +225,12 @@ def test_deep_huge_and_cyclic_protobuf(http: RegistryHttp, ottla_broker: BrokerP
         producer.produce("_schemas", json.dumps(value).encode(), json.dumps(key).encode())
     assert producer.flush(30) == 0
     for _ in range(100):
-        if http.get(f"/subjects/{b}/versions")[0] == 200:
+        if registry_http.get(f"/subjects/{b}/versions")[0] == 200:
             break
-    status, body = _register(http, subject + "-top", 'syntax = "proto3"; import "a.proto"; message T {}',
+    status, body = _register(registry_http, subject + "-top", 'syntax = "proto3"; import "a.proto"; message T {}',
                              references=[{"name": "a.proto", "subject": a, "version": 1}])
     assert (status, body["error_code"]) == (422, 42201) and "cycle" in body["message"], body
-    assert _register(http, subject + "-ok", 'syntax = "proto3"; package ns_ok; message Ok {}')[0] == 200
+    assert _register(registry_http, subject + "-ok", 'syntax = "proto3"; package ns_ok; message Ok {}')[0] == 200
     producer.produce("still-serving", b"x")
     assert producer.flush(30) == 0
 
@@ -273,17 +270,17 @@ message Extra { int32 x = 1; }
 ], ids=["field added", "field removed", "int64 to uint64", "string to bytes", "int64 to string",
         "scalar to message", "named type", "message removed", "package", "oneof removed", "oneof field removed",
         "moved to oneof", "forward added", "full", "none"])
-def test_protobuf_compatibility(http: RegistryHttp, subject: str, level: str, change: tuple[str, str],
+def test_protobuf_compatibility(registry_http: RegistryHttp, subject: str, level: str, change: tuple[str, str],
                                 compatible: bool) -> None:
     old = BASE.replace("PKG", "ns_" + subject.replace("-", "_"))
     new = old.replace(*change)
     assert new != old
-    http.put(f"/config/{subject}", {"compatibility": level})
-    assert _register(http, subject, old)[0] == 200
-    status, answer = http.post(f"/compatibility/subjects/{subject}/versions/latest?verbose=true",
+    registry_http.put(f"/config/{subject}", {"compatibility": level})
+    assert _register(registry_http, subject, old)[0] == 200
+    status, answer = registry_http.post(f"/compatibility/subjects/{subject}/versions/latest?verbose=true",
                                {"schema": new, "schemaType": "PROTOBUF"})
     assert status == 200 and answer["is_compatible"] is compatible, answer
-    status, body = _register(http, subject, new)
+    status, body = _register(registry_http, subject, new)
     assert status == (200 if compatible else 409), body
 
 
@@ -320,20 +317,8 @@ def test_protobuf_serializers_end_to_end(ottla_broker: BrokerProcess, ottla_sche
             order_broken(id="x"), context)
     assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
     assert "FIELD_SCALAR_KIND_CHANGED" in refused.value.error_message
-    consumer = Consumer({"bootstrap.servers": ottla_broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([ottla_topic])
     deserialize = ProtobufDeserializer(order_v2, {}, SchemaRegistryClient({"url": ottla_schema_registry}))
-    values = []
-    try:
-        for _ in range(600):
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                values.append(deserialize(message.value(), context))
-            if len(values) == 2:
-                break
-    finally:
-        consumer.close()
+    values = [deserialize(value, context) for value in consume_values(ottla_broker.bootstrap, ottla_topic, 2)]
     assert [(v.id, v.customer, list(v.tags), v.total.units, v.at.seconds, dict(v.counts)) for v in values] == \
         [(7, "ada", ["a", "b"], 12, 1700000000, {}), (8, "grace", [], 0, 0, {"x": 3})]
 
@@ -387,7 +372,7 @@ def _wait_for_protoc_at_work(broker: BrokerProcess, idle: int | None) -> None:
     raise AssertionError("the protoc worker never started on the schema")
 
 
-def test_a_schema_slow_to_compile_holds_no_kafka_client(http: RegistryHttp, ottla_broker: BrokerProcess,
+def test_a_schema_slow_to_compile_holds_no_kafka_client(registry_http: RegistryHttp, ottla_broker: BrokerProcess,
                                                         subject: str) -> None:
     """A PROTOBUF schema of 40,000 messages keeps protoc busy for a second or more. The
     registry's handlers run on the broker's event loop, but what they parse is parsed in a
@@ -399,7 +384,7 @@ def test_a_schema_slow_to_compile_holds_no_kafka_client(http: RegistryHttp, ottl
     big = f'syntax = "proto3"; package ns_big_{subject.replace("-", "_")}; ' + " ".join(
         f"message M{i} {{ int32 a = 1; string b = 2; }}" for i in range(40_000))
     outcome: list[tuple[int, dict]] = []
-    registering = threading.Thread(target=lambda: outcome.append(_register(http, subject, big)))
+    registering = threading.Thread(target=lambda: outcome.append(_register(registry_http, subject, big)))
     with WireClient(ottla_broker.bootstrap) as client:
         client.call(request(18, 3, client_software_name="t", client_software_version="1"))  # connected
         idle = _protoc_worker_ticks(ottla_broker)

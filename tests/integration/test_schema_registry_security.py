@@ -20,6 +20,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from ottla.broker.testing import BrokerProcess
 
+from ..sasl_brokers import sasl_plain_client_config, start_sasl_plain_broker
 from ..schema_registry_http import RegistryHttp
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "mallory": "mallory-secret"}
@@ -33,19 +34,9 @@ def _basic(user: str, password: str | None = None) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{name}="{password}"' for name, password in USERS.items()) + ";")
-    broker = BrokerProcess(str(tmp_path_factory.mktemp("registry-security") / "data"), {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-        "schema.registry.listeners": "http://127.0.0.1:0",
-        "admin.port": "0",
-    }).start()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                         "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": USERS["admin"]})
+    broker = start_sasl_plain_broker(str(tmp_path_factory.mktemp("registry-security") / "data"), USERS,
+                                     {"schema.registry.listeners": "http://127.0.0.1:0", "admin.port": "0"})
+    admin = AdminClient(sasl_plain_client_config(broker.bootstrap, "admin", USERS["admin"]))
 
     def allow(principal: str, operation: AclOperation, name: str) -> AclBinding:
         return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, principal, "*", operation,

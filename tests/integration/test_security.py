@@ -32,8 +32,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode
-from tests.clients import create_topic
+from tests.clients import create_topic, poll_to_partition_ends
 from tests.restarts import RESTARTS, restart
+from tests.sasl_brokers import plain_jaas, sasl_plain_client_config
 from tests.wire import WireClient, request
 
 PLAIN_USERS = {"alice": "alice-secret", "carol": "carol-secret"}
@@ -67,8 +68,7 @@ def certs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory, certs):
-    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{name}="{password}"' for name, password in PLAIN_USERS.items()) + ";")
+    jaas = plain_jaas(PLAIN_USERS)
     properties = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
                      "REAUTH://127.0.0.1:0",
@@ -144,32 +144,20 @@ def _consume_in_group(conf: dict[str, object], topic: str, group: str, isolation
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     else:
         consumer.subscribe([topic])
-    got: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 30
-    while True:
-        assert time.monotonic() < deadline, f"the end of {topic} not reached; read {got}"
-        message = consumer.poll(0.2)
-        if message is not None:
-            if message.error() is None:
-                got.append(message.value())
-                at_end.discard(message.partition())
-            elif message.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(message.partition())
-            else:
-                raise AssertionError(str(message.error()))
-        assignment = consumer.assignment()
-        if assignment and at_end >= {tp.partition for tp in assignment}:
-            positions = consumer.position(assignment)
-            try:
-                if all(tp.offset >= consumer.get_watermark_offsets(tp, 10)[1] for tp in positions):
-                    break
-            except KafkaException as exc:
-                # A connection closed under the client (the REAUTH listener's 1.5 s sessions
-                # end on a client a little late to authenticate again on a loaded machine,
-                # as Kafka closes them): librdkafka reconnects; ask again.
-                if exc.args[0].code() not in (KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER):
-                    raise
+
+    def at_high_watermarks(assignment: list[TopicPartition]) -> bool:
+        positions = consumer.position(assignment)
+        try:
+            return all(tp.offset >= consumer.get_watermark_offsets(tp, 10)[1] for tp in positions)
+        except KafkaException as exc:
+            # A connection closed under the client (the REAUTH listener's 1.5 s sessions
+            # end on a client a little late to authenticate again on a loaded machine,
+            # as Kafka closes them): librdkafka reconnects; ask again.
+            if exc.args[0].code() not in (KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER):
+                raise
+            return False
+
+    got = poll_to_partition_ends(consumer, topic, 30, at_high_watermarks)
     consumer.commit(asynchronous=False)
     consumer.close()
     return got
@@ -189,8 +177,7 @@ def test_confluent_kafka_over_sasl_ssl_with_scram(secure_broker, certs, topic_na
 
 def test_confluent_kafka_over_sasl_plaintext_with_plain(secure_broker, topic_name):
     create_topic(secure_broker.bootstrap, topic_name, 1)
-    conf = {"bootstrap.servers": secure_broker.listeners["SASL_PLAINTEXT"], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": PLAIN_USERS["alice"]}
+    conf = sasl_plain_client_config(secure_broker.listeners["SASL_PLAINTEXT"], "alice", PLAIN_USERS["alice"])
     assert sorted(_round_trip(conf, topic_name, topic_name)) == EXPECTED
 
 
@@ -330,8 +317,7 @@ def test_confluent_kafka_with_an_unsecured_oauthbearer_token(secure_broker, cert
 def test_sessions_are_authenticated_again_when_connections_max_reauth_ms_says(secure_broker, topic_name):
     create_topic(secure_broker.bootstrap, topic_name, 1)
     before = secure_broker.log().count("principal=User:carol")
-    conf = {"bootstrap.servers": secure_broker.listeners["REAUTH"], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": PLAIN_USERS["carol"]}
+    conf = sasl_plain_client_config(secure_broker.listeners["REAUTH"], "carol", PLAIN_USERS["carol"])
     producer = Producer({**conf, "enable.idempotence": True})
     failures: list[object] = []
     for i in range(12):
