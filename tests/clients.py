@@ -191,3 +191,18 @@ def poll_to_partition_ends(consumer: Consumer, topic: str, seconds: float,
         assignment = consumer.assignment()
         if assignment and ended >= {tp.partition for tp in assignment} and done(assignment):
             return got
+
+
+def open_transaction_on(bootstrap: str, topic: str, partitions: list[int]) -> list[int]:
+    """The partitions of `partitions` holding records of a transaction not yet ended:
+    their high watermark (read_uncommitted end) past their last stable offset
+    (read_committed end)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+
+    def ends(level: IsolationLevel) -> dict[int, int]:
+        futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
+                                     isolation_level=level, request_timeout=10)
+        return {tp.partition: future.result().offset for tp, future in futures.items()}
+
+    high, stable = ends(IsolationLevel.READ_UNCOMMITTED), ends(IsolationLevel.READ_COMMITTED)
+    return [p for p in partitions if high[p] > stable[p]]

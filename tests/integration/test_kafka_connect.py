@@ -18,8 +18,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
-from tests.clients import read_all
-from tests.wire import WireClient, request
+from tests.clients import open_transaction_on, read_all
 from tests.reference.connect import ConnectWorker, wait_until
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
@@ -152,18 +151,6 @@ def test_distributed_workers_run_file_connectors_and_survive_a_kill(fresh_broker
     assert set(got) == set(expected)
 
 
-def _open_transaction_on(bootstrap: str, topic: str) -> bool:
-    """True while partition 0 holds records of a transaction not yet ended: its high
-    watermark (ListOffsets read_uncommitted) is past its last stable offset (read_committed)."""
-    ends = []
-    with WireClient(bootstrap) as client:
-        for isolation in (0, 1):
-            response = client.call(request(2, 7, replica_id=-1, isolation_level=isolation, topics=[
-                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]))
-            ends.append(response.topics[0].partitions[0].offset)
-    return ends[0] > ends[1]
-
-
 def test_exactly_once_source_across_a_worker_kill(fresh_broker, workers, tmp_path):
     """KIP-618 with Ottla: the source task's transactional producer writes records and the
     task's source offsets in one transaction (transaction.boundary=interval, 2 s), the
@@ -203,7 +190,7 @@ def test_exactly_once_source_across_a_worker_kill(fresh_broker, workers, tmp_pat
     # Kill only once the broker holds records of an open transaction (high watermark past
     # the last stable offset): a fixed sleep could land between a commit and the next
     # transaction's first send, and a busy machine makes that likely.
-    wait_until(lambda: _open_transaction_on(broker.bootstrap, topic), REBALANCE_TIMEOUT,
+    wait_until(lambda: open_transaction_on(broker.bootstrap, topic, [0]), REBALANCE_TIMEOUT,
                "records of an open transaction on the broker")
     victim.kill()
     writer.join()

@@ -29,7 +29,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.clients import create_topic, idempotent_producer, produce_all, transactional_producer
+from tests.clients import (create_topic, idempotent_producer, open_transaction_on, produce_all, read_all,
+                           transactional_producer)
 from tests.reference.connect import MirrorMaker, mirror_properties, wait_until
 from tests.reference.kafka import run_java
 
@@ -302,3 +303,61 @@ def test_exactly_once_mirror_maker_across_a_kill_of_ottla(fresh_broker, kafka_re
     assert f"ottla-{run}-mm2-MirrorSourceConnector-0" in listed.stdout, listed.stdout + listed.stderr
     print(f"copied before the kill: {copied_at_kill} offsets (records and markers) of 170,000 records")
     print(listed.stdout)
+
+
+def test_exactly_once_mirror_maker_into_ottla_across_a_kill_of_mirror_maker(fresh_broker, kafka_reference,
+                                                                             mirror_makers, tmp_path):
+    """MirrorMaker 2 with exactly-once support on Ottla, the target (KIP-618: the source
+    task's transactional producer writes the records and the task's source offsets in one
+    transaction per poll), copies a Kafka topic. MirrorMaker 2 is killed with kill -9 while
+    Ottla holds an open transaction of its task (high watermark past the last stable
+    offset; the kill is tried again if that transaction ended first), and a new MirrorMaker
+    2 is started on the same configuration. Its task's producer initialises with the same
+    transactional id: Ottla fences the dead producer and aborts its open transaction, and
+    the task resumes from the source offset committed with the last committed transaction.
+    Ottla's read_committed copy equals Kafka's topic record for record, partition by
+    partition (exact lists: no duplicate, no gap), and its read_uncommitted view holds the
+    aborted records besides. Checked to fail when Ottla's read_committed Fetch lists no
+    aborted transactions (the aborted records were read as duplicates)."""
+    ottla = fresh_broker()
+    topic = f"mm-fence-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_reference.bootstrap, topic, PARTITIONS)
+    records = 120_000
+    produce_all(idempotent_producer(kafka_reference.bootstrap, **{"linger.ms": 20}),
+                [(topic, n % PARTITIONS, b"k%d" % n, b"v%d" % n) for n in range(records)])
+    run = uuid.uuid4().hex[:6]
+    properties = mirror_properties(
+        f"kafka-{run}", kafka_reference.bootstrap, f"ottla-{run}", ottla.bootstrap, topics=topic, groups="none",
+        **{f"ottla-{run}.exactly.once.source.support": "enabled", "dedicated.mode.enable.internal.rest": "true",
+           "listeners": "http://127.0.0.1:0",
+           # A transaction every 2 s instead of one per poll: the kill is to land inside one.
+           f"kafka-{run}->ottla-{run}.transaction.boundary": "interval",
+           f"kafka-{run}->ottla-{run}.transaction.boundary.interval.ms": "2000"})
+    partitions = list(range(PARTITIONS))
+
+    def start() -> MirrorMaker:
+        mm = MirrorMaker(str(tmp_path), properties).start()
+        mirror_makers.append(mm)
+        return mm
+
+    mm = start()
+    for _attempt in range(5):
+        wait_until(lambda mm=mm: mm.check_alive() or (topic_state(ottla.bootstrap, topic) is not None
+                                                      and open_transaction_on(ottla.bootstrap, topic, partitions)),
+                   COPY_TIMEOUT, "an open transaction of MirrorMaker 2's task on Ottla", mm.log_tail)
+        mm.kill()
+        left_open = open_transaction_on(ottla.bootstrap, topic, partitions)
+        mm = start()
+        if left_open:
+            break
+    else:
+        raise AssertionError("every kill came after the task's transaction had ended")
+    source = values_by_partition(kafka_reference.bootstrap, topic)
+    wait_until(lambda: mm.check_alive() or sum(map(len, values_by_partition(ottla.bootstrap, topic).values()))
+               >= records, COPY_TIMEOUT, "the whole copy", mm.log_tail)
+    copied = values_by_partition(ottla.bootstrap, topic)
+    for p in partitions:
+        assert copied[p] == source[p], (p, len(copied[p]), len(source[p]), len(copied[p]) - len(set(copied[p])))
+    assert not open_transaction_on(ottla.bootstrap, topic, partitions), "a transaction was left open"
+    uncommitted = read_all(ottla.bootstrap, topic, partitions, isolation="read_uncommitted", timeout=120)
+    assert sum(map(len, uncommitted.values())) > records, "no aborted records: the kill missed the transaction"
