@@ -2,10 +2,11 @@
 
 For every supported API and version it builds a well-formed request from kio's schema
 classes (tests/schema_samples.py), then mutates it by class: truncation, bit flips,
-huge int32 counts and lengths, huge varints, garbage after the body, a body of random
-bytes. Each mutated frame goes to the broker on a fresh connection. After each class
-the broker must still be running, under the memory ceiling, back to its baseline of
-descriptors, and must still take a produce and answer a fetch.
+huge int32 counts and lengths, huge varints, garbage after the body, tagged fields
+whose size and value disagree, a body of random bytes. Each mutated frame goes to the
+broker on a fresh connection. After each class the broker must still be running, under
+the memory ceiling, back to its baseline of descriptors, and must still take a produce
+and answer a fetch.
 
 `make fuzz` runs a million frames (`python -m tests.fuzz.fuzzer --frames 1000000`)
 against a broker of its own and prints what it sent and how long the broker took;
@@ -66,6 +67,27 @@ def _garbage_tail(body: bytes, rng: random.Random) -> bytes:
     return body + rng.randbytes(rng.randint(1, 64))
 
 
+def _tag_lies(body: bytes, rng: random.Random) -> bytes:
+    """A tagged value whose size says more than the value holds. Half the time a field of
+    a one-field tag section of the body (count 1, one of the first tags, a size and that
+    many bytes: a tagged value the sample set) gets a larger size and, after its value,
+    an empty tag section and a huge count, or random bytes; the other half, one of the
+    body's zero bytes (an empty tag section, maybe) becomes such a field with random
+    bytes. A reader that goes on from the value's end instead of the size's meets a count
+    no length check saw."""
+    tagged = [i for i in range(len(body) - 2)
+              if body[i] == 1 and body[i + 1] < 4 and 0 < body[i + 2] < 100 and i + 3 + body[i + 2] <= len(body)]
+    if tagged and rng.random() < 0.5:
+        at = rng.choice(tagged)
+        end = at + 3 + body[at + 2]
+        padding = rng.choice((b"\x00" + rng.choice(_VARINT_LIES), rng.choice(_VARINT_LIES), rng.randbytes(6)))
+        return body[:at + 2] + bytes([body[at + 2] + len(padding)]) + body[at + 3:end] + padding + body[end:]
+    zeros = [i for i, byte in enumerate(body) if byte == 0] or [len(body)]
+    at = rng.choice(zeros)
+    size = rng.randint(0, 40)
+    return body[:at] + bytes([1, rng.randint(0, 3), size]) + rng.randbytes(size) + body[at + 1:]
+
+
 def _random_body(body: bytes, rng: random.Random) -> bytes:
     return rng.randbytes(rng.randint(0, 2 * len(body) + 8))
 
@@ -76,6 +98,7 @@ MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes]] = {
     "huge-int32": _huge_int32,
     "huge-varint": _huge_varint,
     "garbage-tail": _garbage_tail,
+    "tag-lies": _tag_lies,
     "random-body": _random_body,
 }
 
