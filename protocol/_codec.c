@@ -47,6 +47,17 @@
 static PyObject *flexible_lookup, *header_type, *malformed_error, *length_error, *struct_error;
 /* compiled_codec.decode_plan, and what it gave for each request class: {cls: plan or None} */
 static PyObject *decode_plan_of, *decode_plans;
+
+/* A big-endian unsigned integer of `size` bytes (Kafka's fixed-size fields); the caller
+ * casts it to the signed type it reads. */
+static inline uint64_t big_endian(const unsigned char *p, int size)
+{
+    uint64_t value = 0;
+    for (int i = 0; i < size; i++)
+        value = (value << 8) | p[i];
+    return value;
+}
+
 /* -1 unknown, 0 not flexible, 1 flexible, for api keys 0..255 and versions 0..63. */
 static signed char flexible_cache[256][64];
 
@@ -138,10 +149,10 @@ static PyObject *parse_header(PyObject *self, PyObject *frame)
         PyErr_Format(malformed_error, "request header needs 10 bytes, got %zd", len);
         goto done;
     }
-    int api_key = (int16_t)((p[0] << 8) | p[1]);
-    int version = (int16_t)((p[2] << 8) | p[3]);
-    int32_t correlation_id = (int32_t)(((uint32_t)p[4] << 24) | ((uint32_t)p[5] << 16) | ((uint32_t)p[6] << 8) | p[7]);
-    int client_len = (int16_t)((p[8] << 8) | p[9]);
+    int api_key = (int16_t)big_endian(p, 2);
+    int version = (int16_t)big_endian(p + 2, 2);
+    int32_t correlation_id = (int32_t)big_endian(p + 4, 4);
+    int client_len = (int16_t)big_endian(p + 8, 2);
     if (client_len >= 0) {
         if (offset + client_len > len) {
             PyErr_SetString(malformed_error, "client id runs past the frame");
@@ -254,13 +265,12 @@ static int check_step(PyObject *step, const unsigned char *buf, Py_ssize_t *pos,
         if (op == C_STRING) {
             if (end - offset < 2)
                 return length_fail("truncated");
-            n = (int16_t)((buf[offset] << 8) | buf[offset + 1]);
+            n = (int16_t)big_endian(buf + offset, 2);
             offset += 2;
         } else {
             if (end - offset < 4)
                 return length_fail("truncated");
-            n = (int32_t)(((uint32_t)buf[offset] << 24) | ((uint32_t)buf[offset + 1] << 16) |
-                          ((uint32_t)buf[offset + 2] << 8) | buf[offset + 3]);
+            n = (int32_t)big_endian(buf + offset, 4);
             offset += 4;
         }
         if (n > 0) {
@@ -282,8 +292,7 @@ static int check_step(PyObject *step, const unsigned char *buf, Py_ssize_t *pos,
         } else {
             if (end - offset < 4)
                 return length_fail("truncated");
-            n = (int32_t)(((uint32_t)buf[offset] << 24) | ((uint32_t)buf[offset + 1] << 16) |
-                          ((uint32_t)buf[offset + 2] << 8) | buf[offset + 3]);
+            n = (int32_t)big_endian(buf + offset, 4);
             offset += 4;
         }
         if (!nullable && n < 0)
@@ -470,14 +479,6 @@ static int decode_uvarint(Decoder *d, Py_ssize_t end, Py_ssize_t *pos, uint64_t 
     *pos = p;
     *out = value;
     return 0;
-}
-
-static inline uint64_t big_endian(const unsigned char *p, int size)
-{
-    uint64_t value = 0;
-    for (int i = 0; i < size; i++)
-        value = (value << 8) | p[i];
-    return value;
 }
 
 /* A length or count: a compact one (uvarint, minus one; -1 for null) where flexible, else a
