@@ -9,6 +9,7 @@ compact strings and arrays, tagged fields):
     v1 tags: 0 PreviousProducerId int64, 1 NextProducerId int64,
              2 ClientTransactionVersion int16.
 A null value (tombstone) removes a transactional id. Ottla writes v1, reads both.
+The states, and which may follow which (`transition`), are Kafka's TransactionState.
 The partition of a transactional id is abs(Java String.hashCode(id)) % partitions.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import enum
 import struct
 from functools import lru_cache
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ottla.protocol.varint import read_uvarint, write_uvarint
 
@@ -68,6 +69,37 @@ class TxnRecord:
     next_producer_id: int = -1
     client_transaction_version: int = 0
 
+
+# Which state may follow which (Kafka's TransactionState.validPreviousStates, inverted).
+TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
+                               TxnState.PREPARE_ABORT}),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                                 TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
+    # Transaction version 2 may abort with no transaction open (the coordinator's _end_txn_v2).
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD,
+                                         TxnState.PREPARE_EPOCH_FENCE, TxnState.PREPARE_ABORT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD,
+                                        TxnState.PREPARE_EPOCH_FENCE, TxnState.PREPARE_ABORT}),
+    # A step in memory only (the coordinator's fence of an open transaction): never
+    # written, so never replayed.
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset(),
+}
+
+
+def transition(current: TxnRecord, target: TxnState, now_ms: int, **changes: object) -> TxnRecord:
+    """The record that follows `current` in state `target`, with `changes`; `current`
+    is left as it is. IllegalTransition if `target` may not follow its state."""
+    if target not in TRANSITIONS[current.state]:
+        raise IllegalTransition(f"{current.state.kafka_name} -> {target.kafka_name}")
+    return replace(current, state=target, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
+
+
+class IllegalTransition(Exception):
+    pass
 
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode: over UTF-16 code units, wrapped to int32."""

@@ -54,6 +54,7 @@ from .transaction_log import (
     encode_key,
     encode_value,
     partition_for,
+    transition,
 )
 from .writes import CoordinatorResult, Records, append_error, write
 
@@ -67,35 +68,6 @@ COORDINATOR_EPOCH = 0  # the epoch of our (only) __transaction_state leadership
 MARKER_RETRY_BACKOFF_MS = 100
 MARKER_RETRY_BACKOFF_MAX_MS = 1000
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
-
-# Which state may follow which (Kafka's TransactionState.validPreviousStates, inverted).
-TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
-    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
-                               TxnState.PREPARE_ABORT}),
-    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                                 TxnState.PREPARE_EPOCH_FENCE}),
-    TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
-    # Transaction version 2 may abort with no transaction open (see _end_txn_v2).
-    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD,
-                                         TxnState.PREPARE_EPOCH_FENCE, TxnState.PREPARE_ABORT}),
-    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD,
-                                        TxnState.PREPARE_EPOCH_FENCE, TxnState.PREPARE_ABORT}),
-    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.PREPARE_ABORT}),
-    TxnState.DEAD: frozenset(),
-}
-
-
-def transition(current: TxnRecord, target: TxnState, now_ms: int, **changes: object) -> TxnRecord:
-    """The record that follows `current` in state `target`, with `changes`; `current`
-    is left as it is. IllegalTransition if `target` may not follow its state."""
-    if target not in TRANSITIONS[current.state]:
-        raise IllegalTransition(f"{current.state.kafka_name} -> {target.kafka_name}")
-    return replace(current, state=target, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
-
-
-class IllegalTransition(Exception):
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,19 +158,7 @@ class TransactionCoordinator:
             for txn_id, txn in loaded.items():
                 if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                     self._complete(txn_id, txn)
-                elif txn.state is TxnState.PREPARE_EPOCH_FENCE:
-                    self._finish_fence(txn_id, txn)
         return len(self.transactions)
-
-    def _finish_fence(self, txn_id: str, txn: TxnRecord) -> None:
-        """Abort a transaction whose fence a stop interrupted (a PrepareEpochFence
-        record, as older versions wrote it); if PrepareAbort cannot be written, the
-        timeout check tries again."""
-        try:
-            self._abort(txn_id, txn)
-        except KafkaError as exc:
-            log.warning("fenced transaction not aborted: its record cannot be written", transactional_id=txn_id,
-                        error=exc.code.name)
 
     @property
     def loading(self) -> bool:
@@ -250,7 +210,7 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.producer_fenced,
                              f"producer {expected_producer_id}/{expected_epoch} is not the current "
                              f"{txn.producer_id}/{txn.producer_epoch} of {txn_id!r}")
-        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
         if txn.state is TxnState.ONGOING:
             # The previous producer left a transaction open: fence it (epoch + 1, so its
@@ -296,7 +256,7 @@ class TransactionCoordinator:
         broker adds from Produce v12 (KIP-890 part 2): it is recorded, as Kafka records
         it, and its end bumps the epoch."""
         txn = self._validate(txn_id, producer_id, epoch)
-        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
         if txn.state is TxnState.ONGOING and set(partitions) <= txn.partitions:
             return  # a retry: nothing new to record
@@ -357,16 +317,10 @@ class TransactionCoordinator:
         PrepareAbort is in the log, so its outcome is decided) and the caller finishes
         it with `complete(txn_id)`: the EndTxn handler answers in between, as Kafka
         answers once the prepare is written."""
-        self._require_loaded(txn_id)
         if bump_epoch:
+            self._require_loaded(txn_id)
             return self._end_txn_v2(txn_id, producer_id, epoch, commit, complete)
-        txn = self.transactions.get(txn_id)
-        if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
-            raise KafkaError(ErrorCode.invalid_producer_id_mapping,
-                             f"producer id {producer_id} does not belong to {txn_id!r}")
-        if epoch != txn.producer_epoch:
-            raise KafkaError(ErrorCode.producer_fenced,
-                             f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
+        txn = self._validate(txn_id, producer_id, epoch)
         state = txn.state
         if state is TxnState.ONGOING:
             prepared = self._prepare_end(txn_id, txn, commit)
@@ -541,13 +495,9 @@ class TransactionCoordinator:
     # --- timeouts ------------------------------------------------------------------------
 
     def abort_timed_out(self) -> list[str]:
-        """Fence and abort every Ongoing transaction older than its timeout (and finish
-        a fence left half done, see `_finish_fence`). One whose record cannot be
-        written stays as it is, and the next check tries again."""
+        """Fence and abort every Ongoing transaction older than its timeout. One whose
+        record cannot be written stays as it is, and the next check tries again."""
         now = self._now_ms()
-        for txn_id, txn in list(self.transactions.items()):
-            if txn.state is TxnState.PREPARE_EPOCH_FENCE:
-                self._finish_fence(txn_id, txn)
         expired = [txn_id for txn_id, txn in self.transactions.items()
                    if txn.state is TxnState.ONGOING and txn.start_ms + txn.timeout_ms < now]
         aborted = []

@@ -30,7 +30,7 @@ from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.coordinator.producer_ids import ProducerIdAllocator
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
 from ottla.coordinator.transaction_log import TxnState, decode_key, decode_value
-from ottla.coordinator.transactions import TransactionCoordinator, transition
+from ottla.coordinator.transactions import TransactionCoordinator
 from ottla.coordinator.writes import append_error
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import keys_and_values
@@ -465,29 +465,6 @@ async def test_a_complete_record_that_cannot_be_written_leaves_the_transaction_p
 ])
 def test_append_errors_are_answered_as_kafkas_coordinators_answer_them(refused, answered):
     assert append_error(KafkaError(refused, "refused"), "__consumer_offsets-0").code == answered
-
-
-async def test_a_fence_a_stop_left_half_done_is_finished_once_its_abort_can_be_written(tmp_path):
-    """A PrepareEpochFence record (older versions wrote one before PrepareAbort): the
-    load tries to abort it; with the disk failing it stays as the log has it, and the
-    timeout check finishes it once the disk is back."""
-    broker = await open_broker(str(tmp_path))
-    _, epoch = broker.producers["txn-ongoing"]  # type: ignore[index]
-    ongoing = broker.transactions.transactions["txn-ongoing"]
-    broker.transactions._persist("txn-ongoing", transition(ongoing, TxnState.PREPARE_EPOCH_FENCE, 0,
-                                                           producer_epoch=epoch + 1))
-    broker.disk.failing = True
-    reloaded = TransactionCoordinator(broker.logs, ProducerIdAllocator(str(tmp_path)), MarkerWriter(broker.logs),
-                                      num_partitions=5, clock=broker.clock, call_later=lambda delay, callback: None)
-    await reloaded.load()
-    assert reloaded.transactions["txn-ongoing"].state is TxnState.PREPARE_EPOCH_FENCE
-    assert reloaded.transactions == transactions_in_log(broker.logs)
-
-    broker.disk.failing = False
-    reloaded.abort_timed_out()
-    assert reloaded.transactions["txn-ongoing"].state is TxnState.COMPLETE_ABORT
-    assert reloaded.transactions["txn-ongoing"].producer_epoch == epoch + 1
-    assert reloaded.transactions == transactions_in_log(broker.logs)
 
 
 async def test_a_rebalance_nobody_rejoined_ends_empty_only_once_that_is_written(tmp_path):

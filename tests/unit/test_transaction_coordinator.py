@@ -20,7 +20,8 @@ from ottla.coordinator.transaction_log import (
     java_string_hash,
     partition_for,
 )
-from ottla.coordinator.transactions import MAX_EPOCH, TRANSITIONS, IllegalTransition, TransactionCoordinator, transition
+from ottla.coordinator.transaction_log import TRANSITIONS, IllegalTransition, transition
+from ottla.coordinator.transactions import MAX_EPOCH, TransactionCoordinator
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
