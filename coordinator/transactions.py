@@ -269,21 +269,22 @@ class TransactionCoordinator:
             client_transaction_version=client_transaction_version,
         ))
 
-    def add_partition_implicitly(self, txn_id: str, producer_id: int, epoch: int, topic: str,
-                                   partition: int) -> None:
+    def add_partitions_implicitly(self, txn_id: str, producer_id: int, epoch: int,
+                                  partitions: list[tuple[str, int]]) -> None:
         """Transaction version 2: Produce v12 and TxnOffsetCommit v5 come with no
-        AddPartitionsToTxn/AddOffsetsToTxn before them; the broker adds the partition to
-        the transaction itself, as Kafka does through AddPartitionsToTxn v5 with
-        verifyOnly false. Already in the ongoing transaction: nothing to write."""
+        AddPartitionsToTxn/AddOffsetsToTxn before them; the broker adds the partitions
+        to the transaction itself, as Kafka does through AddPartitionsToTxn v5 with
+        verifyOnly false: every partition of a request in one record. Already in the
+        ongoing transaction: nothing to write."""
         try:
             self._require_loaded(txn_id)
         except KafkaError as exc:
             raise KafkaError(ErrorCode.not_enough_replicas, exc.message) from None
         txn = self.transactions.get(txn_id)
         if (txn is not None and txn.state is TxnState.ONGOING and txn.producer_id == producer_id
-                and txn.producer_epoch == epoch and (topic, partition) in txn.partitions):
+                and txn.producer_epoch == epoch and set(partitions) <= txn.partitions):
             return
-        self.add_partitions(txn_id, producer_id, epoch, [(topic, partition)], client_transaction_version=2)
+        self.add_partitions(txn_id, producer_id, epoch, partitions, client_transaction_version=2)
 
     def verify(self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> None:
         """A transactional Produce is accepted only for a partition of the producer's

@@ -175,8 +175,8 @@ def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         if ctx.version >= 5:
             # Transaction version 2: the client sends no AddOffsetsToTxn; the broker adds
             # the group's __consumer_offsets partition to the transaction itself.
-            services.transactions.add_partition_implicitly(request.transactional_id, request.producer_id,
-                                                             request.producer_epoch, OFFSETS_TOPIC, partition)
+            services.transactions.add_partitions_implicitly(request.transactional_id, request.producer_id,
+                                                              request.producer_epoch, [(OFFSETS_TOPIC, partition)])
         services.transactions.verify(request.transactional_id, request.producer_id, request.producer_epoch,
                                    OFFSETS_TOPIC, partition)
         codes = services.groups.commit_txn_offsets(

@@ -116,6 +116,8 @@ def _replace(checked: list, old: _Checked, new: dict[str, Any]) -> None:
 
 
 def _append_all(ctx: RequestContext, request: Any, checked: list) -> Any:
+    if request.transactional_id is not None and ctx.version >= 12:
+        _add_to_transaction(ctx, request.transactional_id, checked)
     responses = [
         {"name": topic, "partition_responses": [
             _append(ctx, c, request.transactional_id) if isinstance(c, _Checked) else c for c in partitions
@@ -248,8 +250,6 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
         if header.is_transactional:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
-            if ctx.version >= 12:
-                _add_to_transaction(ctx, transactional_id, header, c.topic, c.partition)
             _verify(ctx, transactional_id, header, c.topic, c.partition)
         log_start_offset = c.log.log_start_offset
         result = c.log.append_batch(c.batch, header)
@@ -282,21 +282,30 @@ _ADD_PARTITION_ERRORS = {
 }
 
 
-def _add_to_transaction(ctx: RequestContext, transactional_id: str, header: BatchHeader, topic: str,
-                        partition: int) -> None:
+def _add_to_transaction(ctx: RequestContext, transactional_id: str, checked: list) -> None:
     """Produce v12 (transaction version 2, KIP-890 part 2): the client sends no
-    AddPartitionsToTxn; the broker adds the partition to the transaction itself."""
-    try:
-        ctx.services.transactions.add_partition_implicitly(transactional_id, header.producer_id,
-                                                             header.producer_epoch, topic, partition)
-    except KafkaError as exc:
-        answer = _ADD_PARTITION_ERRORS.get(exc.code)
-        if answer is ErrorCode.not_enough_replicas:
-            raise KafkaError(answer, "Unable to add the partition to the transaction. Underlying error: "
-                                     f"{exc.code.name}") from None
-        if answer is not None:
-            raise KafkaError(answer, exc.message) from None
-        raise
+    AddPartitionsToTxn; the broker adds the request's partitions to the transaction
+    itself, before any is appended, in one `__transaction_state` record (Kafka sends one
+    AddPartitionsToTxn for the request). A partition the coordinator refuses is
+    answered with the refusal (put in `checked` in its place)."""
+    by_producer: dict[tuple[int, int], list[_Checked]] = {}
+    for _, partitions in checked:
+        for c in partitions:
+            if isinstance(c, _Checked) and c.header.is_transactional:
+                by_producer.setdefault((c.header.producer_id, c.header.producer_epoch), []).append(c)
+    for (producer_id, producer_epoch), adding in by_producer.items():
+        try:
+            ctx.services.transactions.add_partitions_implicitly(transactional_id, producer_id, producer_epoch,
+                                                                [(c.topic, c.partition) for c in adding])
+        except KafkaError as exc:
+            answer = _ADD_PARTITION_ERRORS.get(exc.code, exc.code)
+            message = exc.message
+            if answer is ErrorCode.not_enough_replicas:
+                message = f"Unable to add the partition to the transaction. Underlying error: {exc.code.name}"
+            log.info("produce refused", transactional_id=transactional_id, error=answer.name, reason=exc.message,
+                     client_id=ctx.header.client_id)
+            for c in adding:
+                _replace(checked, c, _error(c.partition, answer, message))
 
 
 def _verify(ctx: RequestContext, transactional_id: str, header: BatchHeader, topic: str, partition: int) -> None:

@@ -131,6 +131,26 @@ def test_transaction_state_records_say_client_transaction_version_2(broker):
     assert any('"clientTransactionVersion":2' in line.replace(" ", "") for line in lines), "\n".join(lines)
 
 
+def test_a_produce_v12_adds_all_its_partitions_in_one_transaction_state_record(broker):
+    """KIP-890's implicit add: a Produce v12 with batches for three partitions adds them
+    to the transaction in one __transaction_state record, as Kafka does with its one
+    AddPartitionsToTxn per request (read back with kafka-dump-log). Seen failing with
+    the partitions added one by one (three Ongoing records)."""
+    topic = f"tv2-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions=3)
+    txn_id = f"tv2-add-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.bootstrap) as client:
+        producer_id, epoch = _init(client, txn_id)
+        batch = build_batch([encode_record(b"k", b"v")], timestamp=int(time.time() * 1000), producer_id=producer_id,
+                            producer_epoch=epoch, base_sequence=0, attributes=TRANSACTIONAL_FLAG)
+        answer = client.call(request(PRODUCE, 12, transactional_id=txn_id, acks=-1, timeout=30000, topic_data=[
+            {"name": topic, "partition_data": [{"index": p, "records": batch} for p in range(3)]}]))
+        assert [p.error_code for p in answer.responses[0].partition_responses] == [0, 0, 0]
+        assert _state(client, txn_id) == ("Ongoing", [(topic, [0, 1, 2])])
+    ongoing = [r for r in _transaction_records(broker.data_dir, txn_id, topic) if r[0] == 1]  # Ongoing
+    assert [r[3] for r in ongoing] == [[("topic", [0, 1, 2])]]
+
+
 # --- raw requests, compared with Kafka's answers ---------------------------------------
 
 

@@ -156,7 +156,7 @@ def test_end_txn_v5_tells_a_retry_from_the_next_end_by_the_epoch(coordinator):
     other epoch is fenced. Broken once by accepting the same epoch as a retry: the
     INVALID_TXN_STATE assertion failed."""
     pid, epoch = coordinator.init_producer_id("app", 60000)
-    coordinator.add_partition_implicitly("app", pid, epoch, "orders", 0)
+    coordinator.add_partitions_implicitly("app", pid, epoch, [("orders", 0)])
     assert coordinator.describe("app").client_transaction_version == 2
     assert coordinator.end_txn("app", pid, epoch, commit=True, bump_epoch=True) == (pid, epoch + 1)
     with pytest.raises(KafkaError) as again:
@@ -179,7 +179,7 @@ def test_end_txn_v5_tells_a_retry_from_the_next_end_by_the_epoch(coordinator):
 def test_end_txn_v5_at_the_last_epoch_hands_over_a_new_producer_id(coordinator):
     pid, _ = coordinator.init_producer_id("app", 60000)
     coordinator.transactions["app"] = replace(coordinator.transactions["app"], producer_epoch=MAX_EPOCH)
-    coordinator.add_partition_implicitly("app", pid, MAX_EPOCH, "orders", 0)
+    coordinator.add_partitions_implicitly("app", pid, MAX_EPOCH, [("orders", 0)])
     new_pid, new_epoch = coordinator.end_txn("app", pid, MAX_EPOCH, commit=True, bump_epoch=True)
     assert new_pid != pid and new_epoch == 0
     txn = coordinator.describe("app")
@@ -195,10 +195,10 @@ def test_end_txn_v5_at_the_last_epoch_hands_over_a_new_producer_id(coordinator):
 def test_produce_v12_adds_partitions_with_the_current_epoch_only(coordinator):
     pid, epoch = coordinator.init_producer_id("app", 60000)
     with pytest.raises(KafkaError) as old:
-        coordinator.add_partition_implicitly("app", pid, epoch - 1 if epoch else epoch + 1, "orders", 0)
+        coordinator.add_partitions_implicitly("app", pid, epoch - 1 if epoch else epoch + 1, [("orders", 0)])
     assert old.value.code == ErrorCode.producer_fenced
-    coordinator.add_partition_implicitly("app", pid, epoch, "orders", 0)
-    coordinator.add_partition_implicitly("app", pid, epoch, "orders", 1)
+    coordinator.add_partitions_implicitly("app", pid, epoch, [("orders", 0)])
+    coordinator.add_partitions_implicitly("app", pid, epoch, [("orders", 1)])
     txn = coordinator.describe("app")
     assert txn.state is S.ONGOING and txn.partitions == {("orders", 0), ("orders", 1)}
 
