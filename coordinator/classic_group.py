@@ -228,18 +228,37 @@ class ClassicGroup(Group):
     def tombstones(self) -> Records:
         return [(encode_group_key(GroupKey(self.group_id)), None)]
 
+    def replay(self, record: GroupRecord, now: float) -> None:
+        """Apply the group's GroupMetadata record (Kafka's GroupMetadataManager.replay):
+        a generation that got its assignment (the group is Stable with those members)
+        or one that ended empty. The one way the recorded group changes, at start-up
+        and after every append; a member the record brings is taken as having just sent
+        a heartbeat, one it does not have is gone (whoever removed it answers whatever
+        it waits for)."""
+        self.generation = record.generation
+        self.protocol_type = record.protocol_type or None
+        self.protocol_name = record.protocol
+        self.leader_id = record.leader
+        recorded = {m.member_id for m in record.members}
+        for member_id in [m for m in self.members if m not in recorded]:
+            gone = self.members.pop(member_id)
+            if gone.group_instance_id and self.static_members.get(gone.group_instance_id) == member_id:
+                del self.static_members[gone.group_instance_id]
+        for m in record.members:
+            member = self.members.get(m.member_id)
+            if member is None:
+                member = self.members[m.member_id] = Member(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                    m.rebalance_timeout_ms, record.protocol_type, [(record.protocol or "", m.subscription)],
+                    last_heartbeat=now)
+            member.assignment = m.assignment
+            if m.group_instance_id:
+                self.static_members[m.group_instance_id] = m.member_id
+        self.state = GroupState.STABLE if self.members else GroupState.EMPTY
+
     @classmethod
     def restore(cls, group_id: str, record: GroupRecord, now: float) -> ClassicGroup:
-        """The group a GroupMetadata record describes, as loaded at start-up: its members
-        count as having just sent a heartbeat."""
-        group = cls(group_id, generation=record.generation, protocol_type=record.protocol_type or None,
-                    protocol_name=record.protocol, leader_id=record.leader)
-        for m in record.members:
-            group.members[m.member_id] = Member(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
-                m.rebalance_timeout_ms, record.protocol_type, [(record.protocol or "", m.subscription)],
-                assignment=m.assignment, last_heartbeat=now)
-            if m.group_instance_id:
-                group.static_members[m.group_instance_id] = m.member_id
-        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        """The group a GroupMetadata record describes, where there was none."""
+        group = cls(group_id)
+        group.replay(record, now)
         return group

@@ -13,9 +13,11 @@ periodically for each classic group.
 
 The protocol holds no groups: the registry (groups.py) looks them up and hands them in,
 and gives it the two things it needs from outside, a way to register a new group and a
-way to write the group's records (writes.py: appended, then applied). The two changes
-that write are a generation's assignment (the leader's SyncGroup) and a generation that
-ends with no member; each is decided first, and made only once its record is in.
+way to write the group's records (writes.py: appended, then replayed into the group by
+ClassicGroup.replay, as at start-up). The two changes that write are a generation's
+assignment (the leader's SyncGroup) and a generation that ends with no member; each is
+decided first, and made by the replay of its record. The rest of a rebalance (who has
+joined, who waits, the timers) is not in the log, as in Kafka, and changes in memory.
 """
 
 from __future__ import annotations
@@ -186,17 +188,16 @@ class ClassicProtocol:
 
     def _emptied(self, group: ClassicGroup, leaving: list[str]) -> CoordinatorResult[None]:
         """The generation ends with no member: `leaving` (every member the group has)
-        go, and the group's next generation, empty, is recorded."""
-        def apply(_: int) -> None:
-            for member_id in leaving:
-                self._remove_member(group, member_id, ErrorCode.unknown_member_id)
-            group.pending_members.clear()
-            group.generation += 1
-            group.state = GroupState.EMPTY
-            group.protocol_name = None
-            group.leader_id = None
+        go, and the group's next generation, empty, is recorded (its replay removes
+        them); whatever they wait for is answered."""
+        members = [group.members[member_id] for member_id in leaving]
 
-        return CoordinatorResult([group.empty_record(self._now_ms())], None, apply)
+        def then() -> None:
+            for member in members:
+                self._answer_removed(member, ErrorCode.unknown_member_id)
+            group.pending_members.clear()
+
+        return CoordinatorResult([group.empty_record(self._now_ms())], None, then)
 
     def _departure(self, group: ClassicGroup, leaving: list[str], reason: str) -> CoordinatorResult[None]:
         """Members that left or whose session expired: the group rebalances without
@@ -204,12 +205,13 @@ class ClassicProtocol:
         if leaving and set(group.members) <= set(leaving):
             return self._emptied(group, leaving)
 
-        def apply(_: int) -> None:
+        def then() -> None:
+            # Not recorded: the group's record changes with the next generation's.
             for member_id in leaving:
                 self._remove_member(group, member_id, ErrorCode.unknown_member_id)
                 self._after_departure(group, f"member {member_id} {reason}")
 
-        return CoordinatorResult([], None, apply)
+        return CoordinatorResult([], None, then)
 
     def _remove_member(self, group: ClassicGroup, member_id: str, error: ErrorCode) -> None:
         member = group.members.pop(member_id, None)
@@ -217,11 +219,15 @@ class ClassicProtocol:
             return
         if member.group_instance_id and group.static_members.get(member.group_instance_id) == member_id:
             del group.static_members[member.group_instance_id]
-        if member.join_waiter is not None and not member.join_waiter.done():
-            member.join_waiter.set_result(JoinResult(error, member_id))
-        self._resolve_sync(member, SyncResult(error))
+        self._answer_removed(member, error)
         if group.leader_id == member_id:
             group.leader_id = next(iter(group.members), None)
+
+    def _answer_removed(self, member: Member, error: ErrorCode) -> None:
+        """A member is no longer in the group: what it waits for is answered `error`."""
+        if member.join_waiter is not None and not member.join_waiter.done():
+            member.join_waiter.set_result(JoinResult(error, member.member_id))
+        self._resolve_sync(member, SyncResult(error))
 
     @staticmethod
     def _resolve_sync(member: Member, result: SyncResult) -> None:
@@ -256,7 +262,7 @@ class ClassicProtocol:
             assigned = {m: assignments.get(m, b"") for m in group.members}
             try:
                 self.write(group.group_id, CoordinatorResult([group.record(self._now_ms(), assigned)], None,
-                                                             lambda _: self._stabilize(group, assigned)))
+                                                             lambda: self._hand_out(group)))
             except KafkaError as exc:
                 # As Kafka: every member waiting for this generation's assignment gets
                 # the error, and the group rebalances.
@@ -266,11 +272,10 @@ class ClassicProtocol:
                 self._prepare_rebalance(group, f"the assignment could not be written: {exc.code.name}")
         return await waiter
 
-    def _stabilize(self, group: ClassicGroup, assigned: dict[str, bytes]) -> None:
-        """The generation's assignment is in the log: hand every member its part."""
-        group.state = GroupState.STABLE
+    def _hand_out(self, group: ClassicGroup) -> None:
+        """The generation's assignment is in the log and replayed (the group is Stable):
+        hand every member its part."""
         for m in group.members.values():
-            m.assignment = assigned[m.member_id]
             self._resolve_sync(m, SyncResult(ErrorCode.none, m.assignment, group.protocol_type, group.protocol_name))
 
     def heartbeat(self, group: ClassicGroup | None, member_id: str, group_instance_id: str | None,
@@ -311,12 +316,12 @@ class ClassicProtocol:
                 codes.append(ErrorCode.unknown_member_id)
         departure = self._departure(group, leaving, "left")
 
-        def apply(offset: int) -> None:
+        def then() -> None:
             for member_id in pending:
                 group.pending_members.pop(member_id, None)
-            departure.apply(offset)
+            departure.then()
 
-        return self.write(group.group_id, CoordinatorResult(departure.records, codes, apply))
+        return self.write(group.group_id, CoordinatorResult(departure.records, codes, then))
 
     def _after_departure(self, group: ClassicGroup, reason: str) -> None:
         if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):

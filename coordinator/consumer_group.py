@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -141,15 +141,25 @@ class ConsumerGroup(Group):
     # --- a change decided before it is made ----------------------------------------------
 
     def working_copy(self) -> ConsumerGroup:
-        """A copy for an operation to change while it decides what to do; `adopt` makes
-        it the group once its records are in the log (members are replaced, never
-        changed in place, so shallow copies of the maps do)."""
+        """A copy for an operation to change while it decides what to do: its records
+        and its answer come from the copy, and the group itself changes only by the
+        replay of those records (members are replaced, never changed in place, so
+        shallow copies of the maps do)."""
         return replace(self, members=dict(self.members), static_members=dict(self.static_members),
                        target=dict(self.target), owners=dict(self.owners), regex_filters=dict(self.regex_filters))
 
-    def adopt(self, working: ConsumerGroup) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(working, f.name))
+    def carry_over(self, working: ConsumerGroup) -> None:
+        """Take from the working copy an operation ran on what its records do not hold,
+        once they are replayed: when members were last heard from and must let go of
+        their partitions, their regexes' filters, the topic metadata the epoch saw."""
+        self.subscribed_metadata = working.subscribed_metadata
+        self.metadata_refresh_at = working.metadata_refresh_at
+        for member_id, member in self.members.items():
+            seen = working.members.get(member_id)
+            if seen is not None:
+                member.last_heartbeat = seen.last_heartbeat
+                member.revocation_deadline = seen.revocation_deadline
+                self.regex_filters[member_id] = working.regex_filters.get(member_id)
 
     # --- members -------------------------------------------------------------------------
 
@@ -277,7 +287,9 @@ class ConsumerGroup(Group):
         return records
 
     def replay(self, key: ConsumerGroupKey, value: bytes | None) -> None:
-        """Apply one record read back from `__consumer_offsets` at start-up."""
+        """Apply one of the group's records (Kafka's GroupMetadataManager.replay): the one
+        way its members, epochs and assignments change, at start-up and after every
+        append."""
         kind, member_id = key.type, key.member or ""
         if kind == GROUP_METADATA and value is not None:
             self.group_epoch = decode_epoch(value)

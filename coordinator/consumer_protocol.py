@@ -10,9 +10,10 @@ Every heartbeat does what Kafka's GroupMetadataManager does, in its order:
    assignment with the group's assignor (assignors.py);
 4. move the member one step towards its target (consumer_group.reconcile).
 The heartbeat works on a copy of the group and returns the records of whatever changed
-with the change itself (writes.py): the registry appends them to `__consumer_offsets`
-in one batch and only then makes the copy the group, so a restart rebuilds the group
-clients were told about (consumer_group.ConsumerGroup.replay).
+and its answer (writes.py): the registry appends them to `__consumer_offsets` in one
+batch and replays them into the group (consumer_group.ConsumerGroup.replay, as a
+restart does), so the group is what clients were told; what the records do not hold
+(when a member was last heard from...) is then carried over from the copy.
 
 Subscriptions name topics or give an RE2 regex (Kafka compiles them with RE2/J; here
 google-re2), matched against whole topic names; internal topics never match a regex.
@@ -154,8 +155,10 @@ def _is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
 
 class ConsumerProtocol:
     def __init__(self, config: GroupConfig, topics: Callable[[], Mapping[str, TopicInfo]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 groups: Mapping[str, object], clock: Callable[[], float] = time.monotonic) -> None:
+        """`groups`: the registry's groups by id, where a group's records are replayed."""
         self.config = config
+        self.groups = groups
         self.topics = topics
         self.clock = clock
         self.assignors = tuple(name for name in config.consumer_assignors if name in ASSIGNORS)
@@ -199,14 +202,21 @@ class ConsumerProtocol:
 
     # --- the heartbeat -------------------------------------------------------------------
 
-    @staticmethod
-    def _decided(group: ConsumerGroup, change: Callable[[ConsumerGroup], tuple[Records, T]]) -> CoordinatorResult[T]:
-        """Run `change` on a copy of the group: its records and answer, and the copy to
-        become the group once they are written. An error it raises leaves the group
-        untouched."""
+    def _decided(self, group: ConsumerGroup,
+                 change: Callable[[ConsumerGroup], tuple[Records, T]]) -> CoordinatorResult[T]:
+        """Run `change` on a copy of the group: its records and answer. An error it
+        raises leaves the group untouched. Once the records are replayed, what they do
+        not hold is carried over from the copy to the group (the one the replay made,
+        for a new group)."""
         working = group.working_copy()
         records, response = change(working)
-        return CoordinatorResult(records, response, lambda _: group.adopt(working))
+
+        def carry_over() -> None:
+            live = self.groups.get(group.group_id)
+            if isinstance(live, ConsumerGroup):
+                live.carry_over(working)
+
+        return CoordinatorResult(records, response, carry_over)
 
     def heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> CoordinatorResult[HeartbeatResult]:
         """A heartbeat of a joining or joined member (epoch >= 0)."""

@@ -7,7 +7,8 @@ Three pieces, as Kafka's coordinator has them:
 - the membership protocol of the group's type (classic_protocol.py for JoinGroup,
   SyncGroup, Heartbeat, LeaveGroup);
 - the offsets store (offset_store.py), which owns `__consumer_offsets`: committed and
-  transactional offsets, and the appends and replay of every group record.
+  transactional offsets, the appends, and the replay of every record, which hands the
+  groups' own records to the registry (`_replay_group_record`).
 
 A group has a type (group.py): classic groups (classic_protocol.py) and KIP-848
 consumer groups (consumer_protocol.py, ConsumerGroupHeartbeat) live side by side. An
@@ -16,8 +17,9 @@ protocol joins it (Kafka's conversions of empty groups); a member of one protoco
 cannot join a group of the other that has members.
 
 Every change follows writes.py's rule: its records are appended to the group's
-partition before it is applied, so a write that fails changes nothing; errors are
-raised (KafkaError) and the request handlers turn them into error codes.
+partition and then replayed, as a restart replays them, so a write that fails changes
+nothing and memory is what the log says; errors are raised (KafkaError) and the request
+handlers turn them into error codes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from types import MappingProxyType
-from typing import Callable, Mapping, TypeVar
+from typing import Callable, Mapping
 
 
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -43,7 +45,6 @@ from .offsets_log import CommittedOffset, GroupKey, decode_group_value
 from .writes import CoordinatorResult, Records
 
 log = get_logger("ottla.groups")
-T = TypeVar("T")
 
 
 class GroupCoordinator:
@@ -52,9 +53,9 @@ class GroupCoordinator:
         self.clock = clock
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore(logs, create_offsets_topic, config.num_partitions, config.max_metadata_bytes,
-                                   wall_clock)
+                                   wall_clock, self._replay_group_record, self._offsets_replayed)
         self.classic = ClassicProtocol(config, self._register, self.offsets.write, clock, wall_clock)
-        self.consumer = ConsumerProtocol(config, lambda: logs.topics, clock)
+        self.consumer = ConsumerProtocol(config, lambda: logs.topics, self.groups, clock)
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition that holds the group's records."""
@@ -68,36 +69,46 @@ class GroupCoordinator:
     async def load(self) -> int:
         """Rebuild groups and offsets from `__consumer_offsets` (beside the serving loop,
         see coordinator/loading.py); returns how many groups."""
-        now = self.clock()
-
-        def replay(key: GroupKey | ConsumerGroupKey, value: bytes | None) -> None:
-            group = self.groups.get(key.group)
-            if isinstance(key, GroupKey):
-                if value is not None:
-                    self.groups[key.group] = ClassicGroup.restore(key.group, decode_group_value(value), now)
-                elif isinstance(group, ClassicGroup):
-                    del self.groups[key.group]
-                return
-            if key.type == GROUP_METADATA and value is None:
-                if isinstance(group, ConsumerGroup):
-                    del self.groups[key.group]
-                return
-            if not isinstance(group, ConsumerGroup):
-                if value is None:
-                    return  # a tombstone of a group already gone
-                group = self.groups[key.group] = ConsumerGroup(key.group)
-            group.replay(key, value)
-
-        await self.offsets.load(replay)
+        await self.offsets.load()
         for group in self.groups.values():
             if isinstance(group, ConsumerGroup):
                 self.consumer.restored(group)
-        # Offsets committed by consumers outside any membership (or whose group record
-        # is gone) still belong to a group: an empty classic one, as in Kafka.
-        for group_id in self.offsets.groups:
-            if group_id not in self.groups:
-                self._new_classic_group(group_id)
         return len(self.groups)
+
+    def _replay_group_record(self, key: GroupKey | ConsumerGroupKey, value: bytes | None) -> None:
+        """Apply a group's own record (the store replays the offsets): at start-up and
+        after every append, the one way groups come, change and go."""
+        group = self.groups.get(key.group)
+        if isinstance(key, GroupKey):
+            if value is None:
+                if isinstance(group, ClassicGroup):
+                    self._remove(key.group)
+            elif isinstance(group, ClassicGroup):
+                group.replay(decode_group_value(value), self.clock())
+            else:
+                self.groups[key.group] = ClassicGroup.restore(key.group, decode_group_value(value), self.clock())
+            return
+        if key.type == GROUP_METADATA and value is None:
+            if isinstance(group, ConsumerGroup):
+                self._remove(key.group)
+            return
+        if not isinstance(group, ConsumerGroup):
+            if value is None:
+                return  # a tombstone of a group already gone
+            group = self.groups[key.group] = ConsumerGroup(key.group)
+        group.replay(key, value)
+
+    def _remove(self, group_id: str) -> None:
+        """A group's record is gone. Offsets committed for it (kept when a group changes
+        type) still belong to a group: an empty classic one, as in Kafka."""
+        del self.groups[group_id]
+        self._offsets_replayed(group_id)
+
+    def _offsets_replayed(self, group_id: str) -> None:
+        """Offsets committed outside any membership belong to a group all the same: an
+        empty classic one (Kafka's simple consumer group), made by their replay."""
+        if group_id not in self.groups and group_id in self.offsets.groups:
+            self._new_classic_group(group_id)
 
     def _require_loaded(self, group_id: str) -> None:
         if self.offsets.loading(group_id):
@@ -140,8 +151,7 @@ class GroupCoordinator:
             # An empty consumer group becomes a classic one, if the join is not refused:
             # its records go first.
             self.classic.joinable(request, None)
-            self.offsets.write(request.group_id, CoordinatorResult(
-                current.tombstones(), None, lambda _: self._new_classic_group(request.group_id)))
+            self.offsets.write(request.group_id, CoordinatorResult(current.tombstones(), None))
         return await self.classic.join(request, self._classic_group(request.group_id))
 
     # --- membership (consumer protocol, KIP-848) -------------------------------------------
@@ -156,20 +166,19 @@ class GroupCoordinator:
             if not isinstance(group, ConsumerGroup):
                 raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
             return self.offsets.write(group_id, self.consumer.leave(group, request))
-        existing = self.groups.get(group_id)
         group, replaced = self._consumer_group(group_id, request.member_epoch == 0)
         result = self.consumer.heartbeat(group, request)
-        if group is not existing:
-            # A new group (or one converted from an empty classic group): the classic
-            # group's records go in the same batch, and the group is registered with it.
-            result = CoordinatorResult(replaced + result.records, result.response, result.apply).and_then(
-                lambda _: self._register(group))
+        if replaced:
+            # A group converted from an empty classic group: the classic group's records
+            # go in the same batch (a new group comes with the replay of its records).
+            result = CoordinatorResult(replaced + result.records, result.response, result.then)
         return self.offsets.write(group_id, result)
 
     def _consumer_group(self, group_id: str, create: bool) -> tuple[ConsumerGroup, Records]:
         """The consumer group of that id; a member joining (epoch 0) creates it, or turns
-        an empty classic group into one. A new group is not registered here; with it
-        come the records that remove the classic group it replaces."""
+        an empty classic group into one. A new group is not registered here (the replay
+        of its records makes it); with it come the records that remove the classic group
+        it replaces."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return group, []
@@ -249,11 +258,11 @@ class GroupCoordinator:
         if group is None:
             if generation >= 0:
                 raise KafkaError(ErrorCode.illegal_generation, f"group {group_id!r} has no generation {generation}")
-            # A consumer outside any membership commits: the group is created for it,
-            # a classic one, as Kafka does (once the commit is in the log).
+            # A consumer outside any membership commits: the replay of its commit
+            # creates the group, a classic one, as Kafka does.
             group = ClassicGroup(group_id)
         group.validate_offset_commit(member_id, instance_id, generation, api_version)
-        return self.offsets.write(group_id, self._registering(group, self.offsets.commit(group_id, offsets)))
+        return self.offsets.write(group_id, self.offsets.commit(group_id, offsets))
 
     def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, generation: int,
@@ -262,16 +271,10 @@ class GroupCoordinator:
         self._require_loaded(group_id)
         group = self.groups.get(group_id) or ClassicGroup(group_id)
         group.validate_txn_offset_commit(member_id, instance_id, generation)
-        return self.offsets.write(group_id, self._registering(
-            group, self.offsets.commit_transactional(group_id, producer_id, offsets)), producer_id, producer_epoch)
-
-    def _registering(self, group: Group, result: CoordinatorResult[T]) -> CoordinatorResult[T]:
-        """`result`, which also registers `group` if it is new."""
-        if self.groups.get(group.group_id) is group:
-            return result
-        return result.and_then(lambda _: self._register(group))
+        return self.offsets.write(group_id, self.offsets.commit(group_id, offsets), producer_id, producer_epoch)
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """The markers listener: a transaction's end in `__consumer_offsets` is replayed."""
         self.offsets.on_marker(topic, partition, producer_id, committed)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool,
@@ -324,8 +327,7 @@ class GroupCoordinator:
         if group is None:
             raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         group.validate_delete()
-        self.offsets.write(group_id, self.offsets.delete_group(group_id, group.tombstones()).and_then(
-            lambda _: self.groups.pop(group_id, None)))
+        self.offsets.write(group_id, self.offsets.delete_group(group_id, group.tombstones()))
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         self._require_loaded(group_id)

@@ -3,11 +3,12 @@ own records.
 
 Every record of a group goes to the partition abs(hashCode(group id)) % partitions of
 `__consumer_offsets` (the rule transactional ids follow in `__transaction_state`). The
-store writes there its offset records, and for a group's membership protocol whatever
-records that protocol keeps about the group (`write`: appended, then applied, as
-writes.py has every coordinator do). At
-start-up it replays the topic: offset records rebuild the offsets, every other record
-is handed back to the registry, which knows the group types.
+store appends there its offset records, and for a group's membership protocol whatever
+records that protocol keeps about the group (`write`). Its state is what `replay` makes
+of those records (writes.py), at start-up and after every append alike: offset records
+rebuild the offsets, every other record is handed to the registry, which knows the
+group types. A transaction's end in a partition is replayed too (`replay_marker`, Kafka's
+replayEndTransactionMarker): the markers listener at run time, the loader at start-up.
 
 It holds, per group:
 - the committed offset of each partition, with the position of its record;
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, TypeVar
 
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
@@ -51,12 +53,27 @@ from .writes import CoordinatorResult, Records, append_error, write
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
+# Hands a group's own record (key, value or None for a tombstone) to the registry.
+GroupRecordReplay = Callable[[GroupKey | ConsumerGroupKey, bytes | None], None]
 
 
-@dataclass(frozen=True, slots=True)
 class StoredOffset:
-    offset: CommittedOffset
-    record_offset: int  # where the commit record sits in __consumer_offsets
+    """A committed offset and where its record sits in `__consumer_offsets`. The value
+    is decoded when first read: most commits of a long history are replaced before
+    anyone reads them."""
+
+    __slots__ = ("_decoded", "_value", "record_offset")
+
+    def __init__(self, value: bytes, record_offset: int) -> None:
+        self._value = value
+        self._decoded: CommittedOffset | None = None
+        self.record_offset = record_offset
+
+    @property
+    def offset(self) -> CommittedOffset:
+        if self._decoded is None:
+            self._decoded = decode_offset_value(self._value)
+        return self._decoded
 
 
 @dataclass
@@ -73,10 +90,20 @@ class GroupOffsets:
         return partitions
 
 
+def _no_group(key: GroupKey | ConsumerGroupKey, value: bytes | None) -> None:
+    pass
+
+
 class OffsetStore:
     def __init__(self, logs: LogManager, create_topic: Callable[[], None], num_partitions: int,
-                 max_metadata_bytes: int, wall_clock: Callable[[], float] = time.time) -> None:
+                 max_metadata_bytes: int, wall_clock: Callable[[], float] = time.time,
+                 replay_group_record: GroupRecordReplay = _no_group,
+                 offsets_replayed: Callable[[str], None] = lambda group_id: None) -> None:
+        """`replay_group_record` gets the groups' own records as they are replayed, and
+        `offsets_replayed` the id of a group whose commit was."""
         self.logs = logs
+        self.replay_group_record = replay_group_record
+        self.offsets_replayed = offsets_replayed
         self.create_topic = create_topic
         self.num_partitions = num_partitions
         self.max_metadata_bytes = max_metadata_bytes
@@ -122,8 +149,9 @@ class OffsetStore:
     def write(self, group_id: str, result: CoordinatorResult[T], producer_id: int = -1,
               producer_epoch: int = -1) -> T:
         """Append the result's records to the group's partition (in a transactional
-        batch of the producer, if one is given), then apply it (writes.write)."""
-        return write(result, lambda records: self.append(group_id, records, producer_id, producer_epoch))
+        batch of the producer, if one is given), then replay them (writes.write)."""
+        return write(result, lambda records: self.append(group_id, records, producer_id, producer_epoch),
+                     lambda offset, key, value: self.replay(offset, producer_id, key, value))
 
     def open(self) -> None:
         """Note the `__consumer_offsets` partitions `load` has to read (none when the
@@ -139,73 +167,60 @@ class OffsetStore:
             return bool(self._loading)
         return self.partition_for(group_id) in self._loading
 
-    async def load(self, replay_group_record: Callable[[GroupKey | ConsumerGroupKey, bytes | None], None]) -> None:
-        """Rebuild the offsets from `__consumer_offsets`, one partition at a time beside
-        the serving loop (coordinator/loading.py), handing each group record (key, value
-        or None for a tombstone) to `replay_group_record` in log order."""
+    async def load(self) -> None:
+        """Rebuild the offsets and the groups from `__consumer_offsets`, one partition at
+        a time beside the serving loop (coordinator/loading.py), replaying every record
+        and marker in log order."""
         if not self._opened:
             self.open()
         topic = self.logs.topic(TOPIC)
         if topic is None:
             return
         for partition, log in enumerate(topic.partitions):
-            await self._load_partition(partition, log, replay_group_record)
+            def apply(header: BatchHeader, batch: bytes, partition: int = partition) -> None:
+                if header.is_control:
+                    self._replay_marker(partition, header.producer_id, parse_marker(batch).type is ControlType.COMMIT)
+                    return
+                producer_id = header.producer_id if header.is_transactional else -1
+                for offset, key, value in keys_and_values(batch):
+                    if key is not None:
+                        self.replay(offset, producer_id, key, value)
+
+            await replay(log, apply)
             self._loading.discard(partition)
 
-    async def _load_partition(self, partition: int, log: PartitionLog,
-                              replay_group_record: Callable[[GroupKey | ConsumerGroupKey, bytes | None], None]) -> None:
-        """Replay one partition. Offsets are kept encoded until the end, by their key's
-        bytes without its version (0 and 1 are the same key): most records of a long
-        history are overwritten, so only the survivors are decoded."""
-        committed: dict[bytes, tuple[bytes, int]] = {}  # key -> (value, record offset)
-        # producer id -> its open transaction's offsets here, the same way.
-        pending: dict[int, dict[bytes, tuple[bytes, int]]] = {}
-
-        def apply(header: BatchHeader, batch: bytes) -> None:
-            if header.is_control:
-                entries = pending.pop(header.producer_id, {})
-                if parse_marker(batch).type is ControlType.COMMIT:
-                    for offset_key, entry in entries.items():
-                        current = committed.get(offset_key)
-                        # As `on_marker`: a plain commit written after the transactional one wins.
-                        if current is None or current[1] < entry[1]:
-                            committed[offset_key] = entry
+    def replay(self, offset: int, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """Apply one record of `__consumer_offsets` (Kafka's CoordinatorShard.replay): at
+        `offset` in the log, in a transactional batch of `producer_id` (-1: none). The
+        one way the offsets and the groups change."""
+        if key[:2] in _OFFSET_KEY_VERSIONS:
+            group_id, tp = _offset_key(key[2:])
+            if value is None:
+                offsets = self.groups.get(group_id)
+                if offsets is not None:
+                    offsets.committed.pop(tp, None)
+                    if not offsets.committed and not offsets.pending_txn:
+                        del self.groups[group_id]
                 return
-            for offset, key, value in keys_and_values(batch):
-                if key is None:
-                    continue
-                version = key[:2]
-                if version in _OFFSET_KEY_VERSIONS:
-                    if header.is_transactional:
-                        if value is not None:
-                            pending.setdefault(header.producer_id, {})[key[2:]] = (value, offset)
-                    elif value is None:
-                        committed.pop(key[2:], None)
-                    else:
-                        committed[key[2:]] = (value, offset)
-                    continue
-                group_key = decode_key(key) or decode_consumer_group_key(key)
-                if isinstance(group_key, GroupKey) or (
-                        isinstance(group_key, ConsumerGroupKey) and group_key.type == CONSUMER_GROUP_METADATA):
-                    if value is None:
-                        # The group's record is gone: deleted (its offsets have their own
-                        # tombstones, just before) or converted to the other type (its
-                        # offsets stay). Offsets of open transactions go.
-                        for entries in pending.values():
-                            _drop_group(entries, group_key.group)
-                # Offset keys (versions 0 and 1) were taken above.
-                if group_key is not None and not isinstance(group_key, OffsetKey):
-                    replay_group_record(group_key, value)
-
-        await replay(log, apply)
-        for key, (value, offset) in committed.items():
-            group_id, tp = _offset_key(key)
-            self._offsets(group_id).committed[tp] = StoredOffset(decode_offset_value(value), offset)
-        for producer_id, entries in pending.items():
-            for key, (value, offset) in entries.items():
-                group_id, tp = _offset_key(key)
-                self._offsets(group_id).pending_txn.setdefault(producer_id, {})[tp] = StoredOffset(
-                    decode_offset_value(value), offset)
+            if producer_id >= 0:
+                self._offsets(group_id).pending_txn.setdefault(producer_id, {})[tp] = StoredOffset(value, offset)
+            else:
+                self._offsets(group_id).committed[tp] = StoredOffset(value, offset)
+            self.offsets_replayed(group_id)
+            return
+        group_key = decode_key(key) or decode_consumer_group_key(key)
+        if group_key is None or isinstance(group_key, OffsetKey):
+            return  # a record type this broker does not use
+        if value is None and (isinstance(group_key, GroupKey) or group_key.type == CONSUMER_GROUP_METADATA):
+            # The group's record is gone: deleted (its offsets have their own
+            # tombstones, just before) or converted to the other type (its offsets
+            # stay). Offsets of its open transactions go.
+            offsets = self.groups.get(group_key.group)
+            if offsets is not None:
+                offsets.pending_txn.clear()
+                if not offsets.committed:
+                    del self.groups[group_key.group]
+        self.replay_group_record(group_key, value)
 
     def _offsets(self, group_id: str) -> GroupOffsets:
         offsets = self.groups.get(group_id)
@@ -232,37 +247,24 @@ class OffsetStore:
 
     def commit(self, group_id: str,
                offsets: dict[TopicPartition, CommittedOffset]) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
-        """The write of an OffsetCommit the membership allowed (see `write`); its answer
-        is an error code per partition."""
+        """The write of an OffsetCommit the membership allowed, or of a TxnOffsetCommit
+        (see `write`: in a transactional batch of the producer, its offsets are pending
+        until the transaction ends); its answer is an error code per partition."""
         codes, accepted = self._accept(offsets)
-
-        def apply(first: int) -> None:
-            committed = self._offsets(group_id).committed
-            for i, (tp, o) in enumerate(accepted.items()):
-                committed[tp] = StoredOffset(o, first + i)
-
-        return CoordinatorResult(self._commit_records(group_id, accepted), codes, apply)
-
-    def commit_transactional(
-            self, group_id: str, producer_id: int,
-            offsets: dict[TopicPartition, CommittedOffset]) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
-        """Offsets that take effect when the producer's transaction commits: written in
-        a transactional batch of the producer (see `write`), then pending in memory."""
-        codes, accepted = self._accept(offsets)
-
-        def apply(first: int) -> None:
-            pending = self._offsets(group_id).pending_txn.setdefault(producer_id, {})
-            for i, (tp, o) in enumerate(accepted.items()):
-                pending[tp] = StoredOffset(o, first + i)
-
-        return CoordinatorResult(self._commit_records(group_id, accepted), codes, apply)
+        return CoordinatorResult(self._commit_records(group_id, accepted), codes)
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
-        """A transaction ended in a `__consumer_offsets` partition: its offsets take
-        effect (commit) or vanish (abort)."""
-        if topic != TOPIC or partition in self._loading:
-            return  # a partition still loading: its loader reads the marker from the log
-        for group_id, offsets in self.groups.items():
+        """The markers listener: a marker was appended to a partition of a transaction.
+        In a `__consumer_offsets` partition it is replayed (a partition still loading
+        replays it from the log)."""
+        if topic == TOPIC and partition not in self._loading:
+            self._replay_marker(partition, producer_id, committed)
+
+    def _replay_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction of `producer_id` ended in `__consumer_offsets` partition
+        `partition` (Kafka's replayEndTransactionMarker): its offsets there take effect
+        (commit) or vanish (abort)."""
+        for group_id, offsets in list(self.groups.items()):
             pending = offsets.pending_txn.get(producer_id)
             if pending is None or self.partition_for(group_id) != partition:
                 continue
@@ -273,6 +275,8 @@ class OffsetStore:
                     # A plain commit written after the transactional one wins.
                     if current is None or current.record_offset < offset.record_offset:
                         offsets.committed[tp] = offset
+            if not offsets.committed and not offsets.pending_txn:
+                del self.groups[group_id]
 
     # --- reads and deletions -------------------------------------------------------------
 
@@ -300,15 +304,7 @@ class OffsetStore:
         that have a committed offset."""
         offsets = self.groups.get(group_id)
         doomed = [tp for tp in partitions if offsets is not None and tp in offsets.committed]
-
-        def apply(_: int) -> None:
-            assert offsets is not None
-            for tp in doomed:
-                del offsets.committed[tp]
-
-        if not doomed:
-            return CoordinatorResult([], None)
-        return CoordinatorResult([(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed], None, apply)
+        return CoordinatorResult([(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed], None)
 
     def delete_group(self, group_id: str, group_tombstones: Records) -> CoordinatorResult[None]:
         """The write of a DeleteGroups: one batch with a tombstone for each committed
@@ -317,24 +313,17 @@ class OffsetStore:
         offsets = self.groups.get(group_id)
         committed = offsets.committed if offsets is not None else {}
         tombstones: Records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in committed]
-        return CoordinatorResult(tombstones + group_tombstones, None, lambda _: self._forget(group_id))
-
-    def _forget(self, group_id: str) -> None:
-        self.groups.pop(group_id, None)
+        return CoordinatorResult(tombstones + group_tombstones, None)
 
 
 # An offset commit's key starts with its version, 0 or 1 (the same fields).
 _OFFSET_KEY_VERSIONS = (b"\x00\x00", b"\x00\x01")
 
 
+@lru_cache(maxsize=65536)
 def _offset_key(key_without_version: bytes) -> tuple[str, TopicPartition]:
+    """(group id, partition) of an offset commit's key. Cached: a long history commits
+    the same few keys again and again."""
     key = decode_key(_OFFSET_KEY_VERSIONS[1] + key_without_version)
     assert isinstance(key, OffsetKey)
     return key.group, (key.topic, key.partition)
-
-
-def _drop_group(entries: dict[bytes, tuple[bytes, int]], group_id: str) -> None:
-    """Drop a group's offsets from a replay's encoded ones (a group deletion: rare, so
-    decoding every key here costs nothing that matters)."""
-    for key in [k for k in entries if _offset_key(k)[0] == group_id]:
-        del entries[key]

@@ -5,9 +5,10 @@
       │                        │    ──InitProducerId / timeout──▶ (PrepareEpochFence) ──▶ PrepareAbort
       └──InitProducerId── Complete* / Empty (epoch + 1)
 
-Every transition is appended to `__transaction_state` before it takes effect in
-memory (writes.py's rule), so a restart rebuilds exactly the state clients were told
-about; a transition whose record cannot be written is not made. Ending a
+A transition is a record: it is appended to `__transaction_state` and then replayed
+into memory (writes.py's rule), by the same `replay` that rebuilds every transactional
+id at start-up, so a restart rebuilds exactly the state clients were told about; a
+transition whose record cannot be written is not made. Ending a
 transaction is two-phase as in Kafka: Prepare* is written, the markers go to every
 partition of the transaction (through `MarkerWriter`, the path WriteTxnMarkers also
 uses), and Complete* is written once every partition has its marker: a marker that is
@@ -22,8 +23,7 @@ connection's next request is read (the handler defers them with `after_response`
 the producer's next transaction finds this one complete.
 
 State transitions make new records (`transition`, Kafka's prepareTransitionTo): a
-record in `transactions` is never edited, only replaced once its successor is in the
-log.
+record in `transactions` is never edited, only replaced by the replay of its successor.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ class TransactionCoordinator:
         # `__transaction_state` partitions not loaded yet (see `open`).
         self._loading: set[int] = set()
         self._opened = False
+        self._encoded: tuple[bytes, TxnRecord] | None = None  # the value `_persist` is writing, and its record
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -152,13 +153,30 @@ class TransactionCoordinator:
                         latest[key] = value
 
             await replay(log, apply)
-            loaded = {decode_key(key): decode_value(value) for key, value in latest.items()}
-            self.transactions.update(loaded)
+            # Replaying only the survivors builds what replaying every record would: a
+            # record of `__transaction_state` replaces its key's state whole.
+            for key, value in latest.items():
+                self.replay(key, value)
             self._loading.discard(partition)
-            for txn_id, txn in loaded.items():
+            for txn_id in {decode_key(key) for key in latest}:
+                txn = self.transactions[txn_id]
                 if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                     self._complete(txn_id, txn)
         return len(self.transactions)
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one record of `__transaction_state`: the state of its transactional id,
+        or its end for a tombstone. The one way `transactions` changes, at start-up and
+        after every append (`_write`)."""
+        txn_id = decode_key(key)
+        if value is None:
+            self.transactions.pop(txn_id, None)
+        elif self._encoded is not None and value is self._encoded[0]:
+            # The record `_persist` just encoded: decoding it gives it back (the codec's
+            # round trip), so it is taken as it is.
+            self.transactions[txn_id] = self._encoded[1]
+        else:
+            self.transactions[txn_id] = decode_value(value)
 
     @property
     def loading(self) -> bool:
@@ -181,12 +199,21 @@ class TransactionCoordinator:
         except KafkaError as exc:
             raise append_error(exc, f"{TOPIC}-{partition}") from None
 
+    def _write(self, txn_id: str, value: bytes | None) -> None:
+        """Append the record of `txn_id` with `value` (None: its tombstone), then replay
+        it (writes.py)."""
+        write(CoordinatorResult([(encode_key(txn_id), value)], None), lambda records: self._append(txn_id, records),
+              lambda _offset, key, value: self.replay(key, value))
+
     def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
         """Make `record` (made by `transition`, or the first of a transactional id) the
-        state of `txn_id`: appended, then applied (writes.py). Returns it."""
-        return write(CoordinatorResult([(encode_key(txn_id), encode_value(record))], record,
-                                       lambda _: self.transactions.__setitem__(txn_id, record)),
-                     lambda records: self._append(txn_id, records))
+        state of `txn_id`: written and replayed. Returns the state replayed."""
+        self._encoded = (encode_value(record), record)
+        try:
+            self._write(txn_id, self._encoded[0])
+        finally:
+            self._encoded = None
+        return self.transactions[txn_id]
 
     # --- InitProducerId ------------------------------------------------------------------
 
@@ -533,8 +560,7 @@ class TransactionCoordinator:
 
     def _forget(self, txn_id: str) -> None:
         """Write the tombstone of `txn_id`, then forget it."""
-        write(CoordinatorResult([(encode_key(txn_id), None)], None, lambda _: self.transactions.pop(txn_id, None)),
-              lambda records: self._append(txn_id, records))
+        self._write(txn_id, None)
 
     # --- admin views ---------------------------------------------------------------------
 

@@ -1,11 +1,18 @@
 """The one rule every coordinator follows to change its state, and what it answers
 when its own topic (`__consumer_offsets`, `__transaction_state`) refuses a write.
 
-An operation first decides, without touching the coordinator's memory, what it does:
-the records that make the change durable, the answer for the client, and the change
-to memory (Kafka's CoordinatorResult). The records are appended; only once they are
-in the log is the change applied. An append that fails leaves memory as it was, so
-memory never gets ahead of the log and a restart rebuilds what clients were told.
+A coordinator's state is what replaying its records builds, and nothing else: as
+Kafka's CoordinatorShard.replay, the same `replay` rebuilds it at start-up and moves it
+on while the broker serves. An operation first decides, without touching the
+coordinator's state, what it does: the records that describe the change, and the answer
+for the client (Kafka's CoordinatorResult; the answer is computed before the append, so
+it never reads a state the records have not made). `write` appends the records and then
+replays those same records; an append that fails leaves the state as it was. So memory
+never gets ahead of the log, and a restart rebuilds what clients were told.
+
+What lives only for a rebalance (members waiting in a JoinGroup, timers, heartbeats)
+is not in the log and stays in memory; an operation changes it in `then`, once its
+records are replayed.
 
 Errors are raised (KafkaError) inside the coordinators and turned into the response's
 error codes by the request handlers.
@@ -26,36 +33,35 @@ T = TypeVar("T")
 log = get_logger("ottla.coordinators")
 
 
-def _nothing(offset: int) -> None:
+# Replays one record into a coordinator's state: its offset in the log, its key and its
+# value (None: a tombstone).
+Replay = Callable[[int, bytes, bytes | None], None]
+
+
+def _nothing() -> None:
     pass
 
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorResult(Generic[T]):
-    """What an operation decided: its records, its answer, and the change to memory
-    that `write` applies once the records are in the log. `apply` is given the offset
-    of the first record in the log (-1 when there are no records)."""
+    """What an operation decided: its records and its answer. `then` runs once the
+    records are in the log and replayed: it completes what waits for them (members
+    waiting for their assignment) and changes state that is not in the log; never
+    state the records hold."""
 
     records: Records
     response: T
-    apply: Callable[[int], object] = field(default=_nothing)
-
-    def and_then(self, also: Callable[[int], object]) -> CoordinatorResult[T]:
-        """The same result, applying `also` after its own change."""
-        first = self.apply
-
-        def both(offset: int) -> None:
-            first(offset)
-            also(offset)
-
-        return CoordinatorResult(self.records, self.response, both)
+    then: Callable[[], object] = field(default=_nothing)
 
 
-def write(result: CoordinatorResult[T], append: Callable[[Records], int]) -> T:
-    """Append the result's records (if any), then apply its change; returns its answer.
-    An append that fails raises (see `append_error`) and nothing is applied."""
-    offset = append(result.records) if result.records else -1
-    result.apply(offset)
+def write(result: CoordinatorResult[T], append: Callable[[Records], int], replay: Replay) -> T:
+    """Append the result's records (if any), replay them, then run its `then`; returns
+    its answer. An append that fails raises (see `append_error`): nothing is replayed."""
+    if result.records:
+        offset = append(result.records)
+        for i, (key, value) in enumerate(result.records):
+            replay(offset + i, key, value)
+    result.then()
     return result.response
 
 

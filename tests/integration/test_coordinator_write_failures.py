@@ -4,10 +4,12 @@ answered with Kafka's NOT_COORDINATOR, on a connection that stays open; nothing 
 would have changed is changed, and a restart rebuilds from the log what the broker
 described before.
 
-Evidence: with `result.apply(offset)` moved above the append in coordinator/writes.py's
-`write` (memory changed before the log), the first refused write, the SyncGroup, is
-answered NONE and the test fails there; on 6820359, before the coordinators had that
-rule, the broker closed the connection at that SyncGroup.
+Evidence: with the records replayed before the append in coordinator/writes.py's
+`write` (memory changed before the log), the LeaveGroup of a Stable group's last member
+empties the group though its record was refused, the member's next OffsetCommit is
+answered UNKNOWN_MEMBER_ID and the test fails there; on 6820359, before the
+coordinators had that rule, the broker closed the connection at the first refused
+write, a SyncGroup.
 """
 
 from __future__ import annotations

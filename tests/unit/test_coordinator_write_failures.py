@@ -5,9 +5,9 @@ fault makes it), the operation is answered NOT_COORDINATOR (Kafka's answer to a 
 error), the coordinators' memory is what it was, and it equals what a restart rebuilds
 from the log.
 
-Evidence: moving `result.apply(offset)` above the append in `writes.write` (memory
-changed before the log) makes every case that writes fail (31 of the 40; the others
-are the error mapping and a heartbeat, which writes nothing).
+Evidence: replaying the records before the append in `writes.write` (memory changed
+before the log) makes every case that writes fail (29 of the 39; the others are the
+error mapping and a heartbeat, which writes nothing).
 """
 
 from __future__ import annotations

@@ -34,9 +34,10 @@ class Data:
         def create_topic() -> None:
             logs.create_topic(TOPIC, PARTITIONS, {"cleanup.policy": "compact"})
 
-        store = OffsetStore(logs, create_topic, PARTITIONS, max_metadata_bytes=16)
         replayed: list[tuple[GroupKey, bytes | None]] = []
-        asyncio.run(store.load(lambda key, value: replayed.append((key, value))))
+        store = OffsetStore(logs, create_topic, PARTITIONS, max_metadata_bytes=16,
+                            replay_group_record=lambda key, value: replayed.append((key, value)))  # type: ignore[arg-type]
+        asyncio.run(store.load())
         markers = MarkerWriter(logs)
         markers.listeners.append(store.on_marker)
         return store, markers, replayed
@@ -77,21 +78,21 @@ def test_commits_are_fetched_and_survive_a_restart(data):
 def test_a_transactional_commit_waits_for_its_marker(data):
     store, markers, _ = data.open()
     store.write("g", store.commit("g", {TP: CommittedOffset(5)}))
-    store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(10)}), 7, 0)
+    store.write("g", store.commit("g", {TP: CommittedOffset(10)}), 7, 0)
     assert committed(store, "g") == (5, ErrorCode.none)
     assert committed(store, "g", require_stable=True) == (None, ErrorCode.unstable_offset_commit)
 
     end_txn(store, markers, "g", 7, commit=True)
     assert committed(store, "g", require_stable=True) == (10, ErrorCode.none)
 
-    store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(20)}), 7, 0)
+    store.write("g", store.commit("g", {TP: CommittedOffset(20)}), 7, 0)
     end_txn(store, markers, "g", 7, commit=False)
     assert committed(store, "g", require_stable=True) == (10, ErrorCode.none)
 
 
 def test_a_plain_commit_written_after_a_transactional_one_wins(data):
     store, markers, _ = data.open()
-    store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(20)}), 7, 0)
+    store.write("g", store.commit("g", {TP: CommittedOffset(20)}), 7, 0)
     store.write("g", store.commit("g", {TP: CommittedOffset(15)}))
     end_txn(store, markers, "g", 7, commit=True)
     assert committed(store, "g") == (15, ErrorCode.none)
@@ -99,18 +100,18 @@ def test_a_plain_commit_written_after_a_transactional_one_wins(data):
 
 def test_a_stale_producer_epoch_is_fenced(data):
     store, markers, _ = data.open()
-    store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(20)}), 7, 1)
+    store.write("g", store.commit("g", {TP: CommittedOffset(20)}), 7, 1)
     end_txn(store, markers, "g", 7, commit=False, epoch=1)
     with pytest.raises(KafkaError) as raised:
-        store.write("g", store.commit_transactional("g", 7, {TP: CommittedOffset(21)}), 7, 0)
+        store.write("g", store.commit("g", {TP: CommittedOffset(21)}), 7, 0)
     assert raised.value.code == ErrorCode.producer_fenced
 
 
 def test_a_restart_replays_markers_and_keeps_open_transactions_pending(data):
     store, markers, _ = data.open()
-    store.write("committed", store.commit_transactional("committed", 7, {TP: CommittedOffset(10)}), 7, 0)
-    store.write("aborted", store.commit_transactional("aborted", 8, {TP: CommittedOffset(20)}), 8, 0)
-    store.write("open", store.commit_transactional("open", 9, {TP: CommittedOffset(30)}), 9, 0)
+    store.write("committed", store.commit("committed", {TP: CommittedOffset(10)}), 7, 0)
+    store.write("aborted", store.commit("aborted", {TP: CommittedOffset(20)}), 8, 0)
+    store.write("open", store.commit("open", {TP: CommittedOffset(30)}), 9, 0)
     end_txn(store, markers, "committed", 7, commit=True)
     end_txn(store, markers, "aborted", 8, commit=False)
 
