@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
+from ottla.coordinator.group import GroupConfig
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from .security.authorizer import AUTHORIZER_CLASSES
@@ -310,15 +311,16 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 15 * 60 * 1000
     transaction_state_partitions: int = 50
     transaction_timeout_check_ms: int = 10_000
-    offsets_topic_partitions: int = 50
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3000
-    group_consumer_session_timeout_ms: int = 45_000
-    group_consumer_heartbeat_interval_ms: int = 5_000
-    group_consumer_max_size: int = 2**31 - 1
-    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
-    offset_metadata_max_bytes: int = 4096
+    # The group coordinator's settings: Kafka's defaults, as the coordinator states them.
+    offsets_topic_partitions: int = GroupConfig.num_partitions
+    group_min_session_timeout_ms: int = GroupConfig.min_session_timeout_ms
+    group_max_session_timeout_ms: int = GroupConfig.max_session_timeout_ms
+    group_initial_rebalance_delay_ms: int = GroupConfig.initial_rebalance_delay_ms
+    group_consumer_session_timeout_ms: int = GroupConfig.consumer_session_timeout_ms
+    group_consumer_heartbeat_interval_ms: int = GroupConfig.consumer_heartbeat_interval_ms
+    group_consumer_max_size: int = GroupConfig.consumer_max_size
+    group_consumer_assignors: tuple[str, ...] = GroupConfig.consumer_assignors
+    offset_metadata_max_bytes: int = GroupConfig.max_metadata_bytes
     fsync: bool = False
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000

@@ -29,6 +29,9 @@ class GroupType(enum.Enum):
 
 @dataclass(frozen=True)
 class GroupConfig:
+    """The group coordinator's settings, with Kafka's defaults: the broker's settings
+    (broker/config.py) take their defaults from here."""
+
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3000
