@@ -84,8 +84,28 @@ class SaslSettings:
     oauthbearer: JwtSettings | None = None
 
 
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+
+class SecurityProtocol:
+    """What a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) asks of a
+    connection, for whatever speaks one: a listener, the client of Ottla's tools."""
+
+    __slots__ = ()
+    protocol: str
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in TLS_PROTOCOLS
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in SASL_PROTOCOLS
+
+
 @dataclass(frozen=True, slots=True)
-class ListenerSecurity:
+class ListenerSecurity(SecurityProtocol):
     """What a connection on one listener goes through before it is served."""
 
     protocol: str = "PLAINTEXT"
@@ -100,24 +120,8 @@ class ListenerSecurity:
     # sasl.server.max.receive.size): a larger size prefix closes the connection.
     max_receive_bytes: int = 524288
 
-    @property
-    def uses_tls(self) -> bool:
-        return uses_tls(self.protocol)
-
-    @property
-    def uses_sasl(self) -> bool:
-        return uses_sasl(self.protocol)
-
 
 PLAINTEXT = ListenerSecurity()
-
-
-def uses_tls(protocol: str) -> bool:
-    return protocol in ("SSL", "SASL_SSL")
-
-
-def uses_sasl(protocol: str) -> bool:
-    return protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def listener_security(listener: str, protocol: str, properties: Mapping[str, str]) -> ListenerSecurity:
@@ -145,9 +149,9 @@ def listener_security(listener: str, protocol: str, properties: Mapping[str, str
             raise SecurityConfigError(key_of(key), f"invalid value for {key_of(key)}: {value} is negative")
         return value
 
-    ssl = _ssl_settings(get, key_of) if protocol in ("SSL", "SASL_SSL") else None
+    ssl = _ssl_settings(get, key_of) if protocol in TLS_PROTOCOLS else None
     sasl = None
-    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+    if protocol in SASL_PROTOCOLS:
         # Kafka's default is GSSAPI (Kerberos), which Ottla does not speak: say so.
         mechanisms = tuple(m.strip().upper() for m in (get("sasl.enabled.mechanisms") or "GSSAPI").split(",")
                            if m.strip())

@@ -21,14 +21,14 @@ from scramp import ScramClient, ScramException
 from ..config import read_properties
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 from ..security.scram_credentials import MIN_ITERATIONS
-from ..security.security_config import uses_sasl, uses_tls
+from ..security.security_config import SecurityProtocol
 
 # A request/response exchange on the connection: SaslHandshake or SaslAuthenticate.
 Exchange = Callable[[bytes], bytes]
 
 
 @dataclass(frozen=True, slots=True)
-class ClientSecurity:
+class ClientSecurity(SecurityProtocol):
     protocol: str = "PLAINTEXT"
     mechanism: str = "GSSAPI"
     username: str | None = None
@@ -37,14 +37,6 @@ class ClientSecurity:
     certificate_file: str | None = None
     key_file: str | None = None
     check_hostname: bool = True
-
-    @property
-    def uses_tls(self) -> bool:
-        return uses_tls(self.protocol)
-
-    @property
-    def uses_sasl(self) -> bool:
-        return uses_sasl(self.protocol)
 
     def wrap(self, sock: socket.socket, host: str) -> socket.socket:
         if not self.uses_tls:
