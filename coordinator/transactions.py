@@ -9,12 +9,10 @@ A transition is a record: it is appended to `__transaction_state` and then repla
 into memory (writes.py's rule), by the same `replay` that rebuilds every transactional
 id at start-up, so a restart rebuilds exactly the state clients were told about; a
 transition whose record cannot be written is not made. Ending a
-transaction is two-phase as in Kafka: Prepare* is written, the markers go to every
-partition of the transaction (through `MarkerWriter`, the path WriteTxnMarkers also
-uses), and Complete* is written once every partition has its marker: a marker that is
-refused or fails is retried with a backoff, as Kafka's TransactionMarkerChannelManager
-does. A broker that stops between the phases finds the Prepare* record at start-up and
-finishes the markers.
+transaction is two-phase as in Kafka: Prepare* is written, then the markers go to every
+partition of the transaction and Complete* follows once every partition has its marker
+(transaction_completion.py, which retries what fails). A broker that stops between the
+phases finds the Prepare* record at start-up and finishes the markers.
 
 EndTxn is answered once Prepare* is in the log, as Kafka answers it: from then on the
 outcome is decided and survives a crash. The markers (local appends: one broker hosts
@@ -28,12 +26,10 @@ record in `transactions` is never edited, only replaced by the replay of its suc
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
@@ -45,6 +41,12 @@ from ottla.storage.log_manager import LogManager
 from .loading import replay
 from .markers import MarkerWriter
 from .producer_ids import ProducerIdAllocator
+from .transaction_completion import (
+    PendingMarkers,
+    Scheduler,
+    TransactionCompletion,
+    call_later_on_running_loop,
+)
 from .transaction_log import (
     TOPIC,
     TxnRecord,
@@ -62,28 +64,7 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 # At this epoch a producer gets a new id instead of another bump (Kafka: Short.MAX - 1).
 MAX_EPOCH = 2**15 - 2
-COORDINATOR_EPOCH = 0  # the epoch of our (only) __transaction_state leadership
-# A marker that could not be written is sent again after a backoff that doubles from
-# Kafka's retry.backoff.ms to its retry.backoff.max.ms, until every partition has it.
-MARKER_RETRY_BACKOFF_MS = 100
-MARKER_RETRY_BACKOFF_MAX_MS = 1000
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
-
-
-@dataclass(frozen=True, slots=True)
-class PendingMarkers:
-    """The partitions of a prepared transaction still without their marker."""
-
-    partitions: frozenset[tuple[str, int]]
-    attempts: int  # how many times the markers were tried
-
-
-# (delay in seconds, callback) -> a handle with cancel(), as loop.call_later
-Scheduler = Callable[[float, Callable[[], None]], Any]
-
-
-def call_later_on_running_loop(delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
-    return asyncio.get_running_loop().call_later(delay, callback)
 
 
 log = get_logger("ottla.transactions")
@@ -100,11 +81,9 @@ class TransactionCoordinator:
         self.max_timeout_ms = max_timeout_ms
         self.clock = clock
         self.transactions: dict[str, TxnRecord] = {}
-        # Prepared transactions whose markers are not all written yet (Kafka's
-        # TransactionMarkerChannelManager queue): retried with `call_later`.
-        self.pending_markers: dict[str, PendingMarkers] = {}
-        self.call_later = call_later
-        self._retries: dict[str, Any] = {}  # the scheduled retry of each, to cancel at close
+        self.completion = TransactionCompletion(
+            markers, call_later, self._prepared, self._record_complete,
+            lambda txn_id: (TOPIC, partition_for(txn_id, self.num_partitions)))
         # `__transaction_state` partitions not loaded yet (see `open`).
         self._loading: set[int] = set()
         self._opened = False
@@ -161,7 +140,7 @@ class TransactionCoordinator:
             for txn_id in {decode_key(key) for key in latest}:
                 txn = self.transactions[txn_id]
                 if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                    self._complete(txn_id, txn)
+                    self.completion.finish(txn_id, txn)
         return len(self.transactions)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -353,7 +332,7 @@ class TransactionCoordinator:
         if state is TxnState.ONGOING:
             prepared = self._prepare_end(txn_id, txn, commit)
             if complete:
-                self._complete(txn_id, prepared)
+                self.completion.finish(txn_id, prepared)
             return prepared.producer_id, prepared.producer_epoch
         if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             # A retry of an end that already happened succeeds; the other outcome cannot.
@@ -409,7 +388,7 @@ class TransactionCoordinator:
 
     def _prepared_answer(self, txn_id: str, prepared: TxnRecord, complete: bool) -> tuple[int, int]:
         if complete:
-            self._complete(txn_id, prepared)
+            self.completion.finish(txn_id, prepared)
         if prepared.next_producer_id != NO_PRODUCER_ID:
             return prepared.next_producer_id, 0
         return prepared.producer_id, prepared.producer_epoch
@@ -437,74 +416,33 @@ class TransactionCoordinator:
         target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         return self._persist(txn_id, transition(txn, target, self._now_ms(), **changes))
 
+    @property
+    def pending_markers(self) -> Mapping[str, PendingMarkers]:
+        """Prepared transactions whose markers are not all written yet."""
+        return self.completion.pending
+
     def complete(self, txn_id: str) -> None:
         """Finish the prepared transaction of `txn_id` (see end_txn); a no-op if it is
         not prepared (anymore)."""
+        self.completion.complete(txn_id)
+
+    def _prepared(self, txn_id: str) -> TxnRecord | None:
         txn = self.transactions.get(txn_id)
-        if txn is not None and txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            self._complete(txn_id, txn)
-        else:
-            self.pending_markers.pop(txn_id, None)
+        return txn if txn is not None and txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) else None
 
-    def _complete(self, txn_id: str, txn: TxnRecord) -> None:
-        """Write the markers of a prepared transaction; once every partition has its
-        marker, record the transaction complete.
-
-        As Kafka, Complete* is written only after all markers are in: a marker that is
-        refused or fails (a disk error) is retried with a backoff, and until then the
-        transaction stays prepared, so its producer gets CONCURRENT_TRANSACTIONS and
-        DescribeTransactions shows why the partition's LSO has not moved. A partition
-        deleted meanwhile needs no marker: it is the one failure that ends the retries."""
-        pending = self.pending_markers.get(txn_id)
-        wanted = pending.partitions if pending is not None else txn.partitions
-        attempts = pending.attempts + 1 if pending is not None else 1
-        commit = txn.state is TxnState.PREPARE_COMMIT
-        results = self.markers.write(txn.producer_id, txn.producer_epoch, commit, COORDINATOR_EPOCH, sorted(wanted))
-        failed: dict[tuple[str, int], ErrorCode] = {tp: code for tp, code in results.items()
-                  if code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition)}
-        if failed:
-            self._retry_later(txn_id, PendingMarkers(frozenset(failed), attempts), failed)
-            return
+    def _record_complete(self, txn_id: str, txn: TxnRecord) -> None:
+        """Every partition of the prepared `txn` has its marker: Complete*."""
         changes: dict[str, object] = {"partitions": frozenset()}
         if txn.next_producer_id != NO_PRODUCER_ID:
             # The epoch was exhausted: the new producer id takes over, at epoch 0.
             changes.update(previous_producer_id=txn.producer_id, producer_id=txn.next_producer_id,
                            producer_epoch=0, next_producer_id=NO_PRODUCER_ID)
-        target = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        try:
-            self._persist(txn_id, transition(txn, target, self._now_ms(), **changes))
-        except KafkaError as exc:
-            # The markers are in; only the record of it failed: try that again.
-            state_partition = (TOPIC, partition_for(txn_id, self.num_partitions))
-            self._retry_later(txn_id, PendingMarkers(frozenset(), attempts), {state_partition: exc.code})
-            return
-        self.pending_markers.pop(txn_id, None)
-
-    def _retry_later(self, txn_id: str, pending: PendingMarkers, failed: dict[tuple[str, int], ErrorCode]) -> None:
-        self.pending_markers[txn_id] = pending
-        backoff_ms = min(MARKER_RETRY_BACKOFF_MS * 2 ** (pending.attempts - 1), MARKER_RETRY_BACKOFF_MAX_MS)
-        log.warning("transaction not completed: retrying", transactional_id=txn_id, attempt=pending.attempts,
-                    retry_in_ms=backoff_ms,
-                    failed={f"{topic}-{partition}": code.name for (topic, partition), code in sorted(failed.items())})
-        self._retries[txn_id] = self.call_later(backoff_ms / 1000, lambda: self._retry(txn_id))
-
-    def _retry(self, txn_id: str) -> None:
-        self._retries.pop(txn_id, None)
-        try:
-            self.complete(txn_id)
-        except Exception:  # noqa: BLE001 - nothing may end the retries but the transaction's end
-            log.exception("transaction completion failed", transactional_id=txn_id)
-            pending = self.pending_markers.get(txn_id)
-            if pending is not None:
-                self._retry_later(txn_id, replace(pending, attempts=pending.attempts + 1),
-                                  dict.fromkeys(pending.partitions, ErrorCode.unknown_server_error))
+        target = TxnState.COMPLETE_COMMIT if txn.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        self._persist(txn_id, transition(txn, target, self._now_ms(), **changes))
 
     def close(self) -> None:
-        """Cancel the scheduled retries (at shutdown, before the logs close): the
-        Prepare* records stay in the log, and the next start finishes them."""
-        for handle in self._retries.values():
-            handle.cancel()
-        self._retries.clear()
+        """Cancel the scheduled retries (at shutdown, before the logs close)."""
+        self.completion.close()
 
     def _fence_and_abort(self, txn_id: str, txn: TxnRecord) -> None:
         """Bump the epoch past the open transaction's producer and abort it with the new
@@ -518,7 +456,7 @@ class TransactionCoordinator:
 
     def _abort(self, txn_id: str, txn: TxnRecord) -> None:
         prepared = self._persist(txn_id, transition(txn, TxnState.PREPARE_ABORT, self._now_ms()))
-        self._complete(txn_id, prepared)
+        self.completion.finish(txn_id, prepared)
 
     # --- timeouts ------------------------------------------------------------------------
 

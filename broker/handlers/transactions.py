@@ -11,7 +11,7 @@ from typing import Any
 import re2
 
 from ottla.coordinator.transaction_log import TxnState
-from ottla.coordinator.transactions import COORDINATOR_EPOCH
+from ottla.coordinator.transaction_completion import COORDINATOR_EPOCH
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..security.authorizer import Operation, ResourceType

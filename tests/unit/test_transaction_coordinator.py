@@ -255,7 +255,7 @@ def _markers(coordinator, partition: int) -> list[int]:
 
 def test_a_marker_that_fails_is_retried_with_backoff_and_complete_is_written_only_after_it(coordinator):
     retries: list[tuple[float, object]] = []
-    coordinator.call_later = lambda delay, callback: retries.append((delay, callback))
+    coordinator.completion.call_later = lambda delay, callback: retries.append((delay, callback))
     pid, epoch = coordinator.init_producer_id("app", 60000)
     coordinator.add_partitions("app", pid, epoch, [("orders", 0), ("orders", 1)])
     coordinator.logs.set_write_check(FailingDisk("orders", 1, count=6))
@@ -280,7 +280,7 @@ def test_a_marker_that_fails_is_retried_with_backoff_and_complete_is_written_onl
 
 def test_a_deleted_partition_is_the_one_failure_that_ends_the_retries(coordinator):
     retries: list[tuple[float, object]] = []
-    coordinator.call_later = lambda delay, callback: retries.append((delay, callback))
+    coordinator.completion.call_later = lambda delay, callback: retries.append((delay, callback))
     coordinator.logs.create_topic("audit", 1)
     pid, epoch = coordinator.init_producer_id("app", 60000)
     coordinator.add_partitions("app", pid, epoch, [("orders", 0), ("audit", 0)])
@@ -294,7 +294,7 @@ def test_a_deleted_partition_is_the_one_failure_that_ends_the_retries(coordinato
 
 def test_a_failed_complete_record_is_written_again_without_rewriting_the_markers(coordinator):
     retries: list[tuple[float, object]] = []
-    coordinator.call_later = lambda delay, callback: retries.append((delay, callback))
+    coordinator.completion.call_later = lambda delay, callback: retries.append((delay, callback))
     pid, epoch = coordinator.init_producer_id("app", 60000)
     coordinator.add_partitions("app", pid, epoch, [("orders", 0)])
     state_partition = partition_for("app", coordinator.num_partitions)
