@@ -7,8 +7,9 @@ store appends there its offset records, and for a group's membership protocol wh
 records that protocol keeps about the group (`write`). Its state is what `replay` makes
 of those records (writes.py), at start-up and after every append alike: offset records
 rebuild the offsets, every other record is handed to the registry, which knows the
-group types. A transaction's end in a partition is replayed too (`replay_marker`, Kafka's
-replayEndTransactionMarker): the markers listener at run time, the loader at start-up.
+group types. A transaction's end in a partition is replayed too (`_replay_marker`,
+Kafka's replayEndTransactionMarker): from the markers listener while the broker runs,
+by the loader at start-up.
 
 It holds, per group:
 - the committed offset of each partition, with the position of its record;
