@@ -63,12 +63,15 @@ def broker_page(broker: ConsoleBroker, params: Params) -> bytes:
         Markup('<button type="submit">inject</button>'),
     ]), id="add-fault", class_="action")
     logs = services.logs
-    body = join([
-        dl([("node id", services.node_id), ("cluster id", logs.cluster_id), ("data directory", logs.data_dir),
-            ("client connections", len(broker.connections)), ("topics", len(logs.topics)),
-            ("partitions", sum(len(t.partitions) for t in logs.topics.values()))]),
-        tag("h2", "Listeners"),
-        table(["name", "security protocol", "bound", "advertised"], listeners, id_="listeners"),
+    # The page needs DESCRIBE_CONFIGS on the cluster (DescribeConfigs of the broker: the
+    # configs and listeners, app.py); the log directory (DescribeLogDirs) and what
+    # /metrics and /faults answer need DESCRIBE on it.
+    cluster = broker.may_describe_cluster()
+    facts: list[tuple[object, object]] = [("node id", services.node_id), ("cluster id", logs.cluster_id)]
+    if cluster:
+        facts += [("data directory", logs.data_dir), ("client connections", len(broker.connections))]
+    facts += [("topics", len(logs.topics)), ("partitions", sum(len(t.partitions) for t in logs.topics.values()))]
+    operations = join([
         tag("h2", "Rates"), charts,
         tag("h2", "Requests by API"), table(["API", "requests", "mean latency"], api_rows, id_="apis"),
         tag("h2", "Error codes answered"), table(["API", "error", "count"], error_rows, id_="errors",
@@ -77,6 +80,13 @@ def broker_page(broker: ConsoleBroker, params: Params) -> bytes:
         table(["id", "kind", "API", "topic", "partition", "error", "delay ms", "remaining", ""], fault_rows,
               id_="faults", empty="no fault set"),
         fault_form,
+    ]) if cluster else tag("p", "Rates, request counts and faults need DESCRIBE on the cluster, as /metrics and "
+                                "/faults do.", class_="note", id="metrics-refused")
+    body = join([
+        dl(facts),
+        tag("h2", "Listeners"),
+        table(["name", "security protocol", "bound", "advertised"], listeners, id_="listeners"),
+        operations,
         tag("details", join([tag("summary", f"Configuration ({len(config_rows)} properties, with their sources)"),
                              table(["property", "value", "source"], config_rows, id_="config")]), class_="config"),
     ])
