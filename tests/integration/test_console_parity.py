@@ -11,8 +11,8 @@ found means refused; `admin` is the super user):
     configs        DESCRIBE and DESCRIBE_CONFIGS on `shown`
     reader         READ on `shown`; DESCRIBE on the transactional ids and on `cg-shown`
     grouper        DESCRIBE on `shown`, on every group and on `txn-open`
-    cluster        DESCRIBE and DESCRIBE_CONFIGS on the cluster, READ on __transaction_state,
-                   DESCRIBE on `txn-open`
+    cluster        DESCRIBE and DESCRIBE_CONFIGS on the cluster, DESCRIBE on `shown`, READ on
+                   __transaction_state, DESCRIBE on `txn-open`
     brokerconfigs  DESCRIBE_CONFIGS on the cluster
     nobody         nothing
 
@@ -84,6 +84,7 @@ ACLS = [
     *[_allow("grouper", AclOperation.DESCRIBE, ResourceType.GROUP, g) for g in CONSUMER_GROUPS + CLASSIC_GROUPS],
     _allow("grouper", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "txn-open"),
     _allow("cluster", AclOperation.DESCRIBE, ResourceType.BROKER, "kafka-cluster"),
+    _allow("cluster", AclOperation.DESCRIBE, ResourceType.TOPIC, "shown"),
     _allow("cluster", AclOperation.DESCRIBE_CONFIGS, ResourceType.BROKER, "kafka-cluster"),
     _allow("cluster", AclOperation.READ, ResourceType.TOPIC, TXN_TOPIC),
     _allow("cluster", AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, "txn-open"),
@@ -453,6 +454,20 @@ def test_the_broker_page_is_describe_configs_of_the_broker_and_its_metrics_descr
     refused = _log_dirs_refused(world, user)
     assert metrics_status == (403 if refused else 200)
     assert (_table(page, "apis") is None) == refused and (_table(page, "faults") is None) == refused, user
+    # Its charts' counters: records consumed are the committed offsets OffsetFetch gives
+    # the user, over the groups ListGroups lists it.
+    status, stats = _get(world, user, "/console/stats")
+    assert status == metrics_status, user
+    if status == 200:
+        admin = USERS.admin(world, user)
+        consumed = 0
+        for listed in admin.list_consumer_groups().result(20).valid:
+            future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(listed.group_id)])
+            try:
+                consumed += sum(max(tp.offset, 0) for tp in future[listed.group_id].result(20).topic_partitions)
+            except KafkaException as exc:
+                assert exc.args[0].code() == ErrorCode.group_authorization_failed, exc
+        assert json.loads(stats)["consumed"] == consumed, user
 
 
 @pytest.mark.parametrize("user", PRINCIPALS)

@@ -97,8 +97,9 @@ def stats(broker: ConsoleBroker) -> dict[str, Any]:
     """The counters the Broker page's charts turn into rates (they difference two polls).
 
     Records appended are the high watermarks' sum over the clients' topics; records
-    consumed, the committed offsets' sum over every group (the fetch path counts no
-    records: it never decodes the batches it sends)."""
+    consumed, the committed offsets' sum over every group the viewer may DESCRIBE, as
+    OffsetFetch answers it (the fetch path counts no records: it never decodes the
+    batches it sends)."""
     metrics = broker.metrics
     api_names = {key: api.name for key, api in SUPPORTED.items()}
     records = 0
@@ -108,7 +109,7 @@ def stats(broker: ConsoleBroker) -> dict[str, Any]:
     groups = broker.services.groups
     consumed = 0
     try:
-        for group_id in list(groups.all_groups()):
+        for group_id in [g for g in groups.all_groups() if broker.may_describe_group(g)]:  # OffsetFetch's
             consumed += sum(o.offset for o, _ in groups.fetch_offsets(group_id, None, False).values() if o)
     except KafkaError:  # __consumer_offsets still loading
         pass
