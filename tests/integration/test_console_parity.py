@@ -17,20 +17,24 @@ found means refused; `admin` is the super user):
     nobody         nothing
 
 What the broker holds: topics `shown` and `secret`; an Avro schema registered under each
-topic's value subject, and a record of `shown` in Confluent's wire format with each; a transaction left open over both
-(`txn-open`) and one committed on `shown` (`txn-done`); KIP-848 consumer groups with a
-live member on `secret` (`cg-secret`) and on `shown` (`cg-shown`, subscribed to the
-topic `absent` too, which does not exist), a classic group with a
-live member on `secret` (`classic-secret`), and a group with offsets committed on both
-topics and no member (`offsets-group`).
+topic's value subject, and a record of `shown` in Confluent's wire format with each; a
+transaction left open over both (`txn-open`) and one committed on `shown` (`txn-done`);
+KIP-848 consumer groups with a live member on `secret` (`cg-secret`) and on `shown`
+(`cg-shown`, subscribed to the topic `absent` too, which does not exist), a classic group
+with a live member on `secret` (`classic-secret`), and a group with offsets committed on
+both topics and no member (`offsets-group`).
 
-Seen failing on the console before this change: grouper saw `cg-secret`'s member and its
-assignment of `secret` (ConsumerGroupDescribe: TOPIC_AUTHORIZATION_FAILED), describer the
-configs of `shown` (DescribeConfigs: TOPIC_AUTHORIZATION_FAILED), the partitions' sizes
-and segment files (DescribeLogDirs: CLUSTER_AUTHORIZATION_FAILED) and who holds the LSO
-back (DescribeProducers: TOPIC_AUTHORIZATION_FAILED); cluster was listed no group it had
-no DESCRIBE on (ListGroups lists it every group); brokerconfigs saw the request counts
-and faults that /metrics and /faults refuse it.
+Seen failing on the code before this change (22 of 72 cases): grouper saw `cg-secret`'s
+member and its assignment of `secret` (ConsumerGroupDescribe: TOPIC_AUTHORIZATION_FAILED),
+and Ottla's ConsumerGroupDescribe refused `cg-shown` for its subscribed name `absent`
+(Kafka 4.3.1 asks DESCRIBE on assigned topics only); describer the configs of `shown` (DescribeConfigs:
+TOPIC_AUTHORIZATION_FAILED), the partitions' sizes and segment files (DescribeLogDirs:
+CLUSTER_AUTHORIZATION_FAILED), who holds the LSO back and `shown` among the topics with
+producer state (DescribeProducers: TOPIC_AUTHORIZATION_FAILED); reader and grouper a
+transactional id's history without READ on __transaction_state, or where its transaction
+starts in a topic they may not READ; cluster was listed no group it had no DESCRIBE on
+(ListGroups lists it every group); brokerconfigs saw the request counts and faults that
+/metrics and /faults refuse it.
 """
 
 from __future__ import annotations
