@@ -40,6 +40,7 @@ starts in a topic they may not READ; cluster was listed no group it had no DESCR
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import struct
 import time
@@ -50,8 +51,8 @@ from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ConfigResource, NewTopic,
-                                   ResourcePatternType, ResourceType)
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ConfigResource,
+                                   NewTopic, ResourcePatternType, ResourceType)
 
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
@@ -96,6 +97,17 @@ ACLS = [
 ]
 
 
+# One AdminClient per user for the module, dropped before the broker stops: one left to
+# the garbage collector keeps reconnecting to the stopped broker.
+_ADMINS: dict[str, AdminClient] = {}
+
+
+def _admin(broker: BrokerProcess, user: str = "admin") -> AdminClient:
+    if user not in _ADMINS:
+        _ADMINS[user] = USERS.admin(broker, user)
+    return _ADMINS[user]
+
+
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory) -> Iterator[BrokerProcess]:
     yield from USERS.broker(tmp_path_factory.mktemp("console-parity") / "data",
@@ -111,7 +123,7 @@ def _until_assigned(consumer: Consumer) -> None:
 
 @pytest.fixture(scope="module")
 def world(secured: BrokerProcess) -> Iterator[BrokerProcess]:
-    admin = USERS.admin(secured)
+    admin = _admin(secured)
     for future in admin.create_topics([NewTopic(t, 1) for t in TOPICS]).values():
         future.result(20)
     for future in admin.create_acls(ACLS).values():
@@ -160,6 +172,8 @@ def world(secured: BrokerProcess) -> Iterator[BrokerProcess]:
     for member in members:
         member.close()
     opened.abort_transaction(20)
+    _ADMINS.clear()
+    gc.collect()
 
 
 # --- the console over HTTP, as a principal --------------------------------------------------
@@ -251,13 +265,12 @@ def _producers(broker: BrokerProcess, user: str, topic: str, partitions: int = 1
 
 def _metadata_topics(broker: BrokerProcess, user: str) -> dict[str, int]:
     """Metadata of every topic: those the user is answered, with their partition counts."""
-    return {name: len(t.partitions) for name, t in USERS.admin(broker, user).list_topics(timeout=20).topics.items()}
+    return {name: len(t.partitions) for name, t in _admin(broker, user).list_topics(timeout=20).topics.items()}
 
 
 def _describe_configs(broker: BrokerProcess, user: str, resource: ConfigResource) -> dict[str, str | None] | None:
     """DescribeConfigs of one resource: its configs, None if refused for authorization."""
-    admin = USERS.admin(broker, user)  # kept until the answer is in: its end would cancel the call
-    future = admin.describe_configs([resource])[resource]
+    future = _admin(broker, user).describe_configs([resource])[resource]
     try:
         return {name: entry.value for name, entry in future.result(20).items()}
     except KafkaException as exc:
@@ -350,7 +363,7 @@ def test_the_producers_pages_are_describe_producers(world, user):
 
 @pytest.mark.parametrize("user", PRINCIPALS)
 def test_the_groups_page_is_list_groups_and_its_members_the_describe_apis(world, user):
-    admin = USERS.admin(world, user)
+    admin = _admin(world, user)
     listed = {g.group_id for g in admin.list_consumer_groups().result(20).valid}
     status, page = _get(world, user, "/console/groups")
     rows = _table(page, "groups")
@@ -389,7 +402,7 @@ def _described_members(broker: BrokerProcess, user: str, group_id: str) -> dict[
 
 @pytest.mark.parametrize("user", PRINCIPALS)
 def test_a_group_page_is_the_describe_apis_and_offset_fetch(world, user):
-    admin = USERS.admin(world, user)
+    admin = _admin(world, user)
     for group_id in CONSUMER_GROUPS + CLASSIC_GROUPS:
         status, page = _get(world, user, f"/console/group?id={group_id}")
         # Every describe API and OffsetFetch ask DESCRIBE on the group first.
@@ -442,7 +455,7 @@ def test_the_transaction_pages_are_list_and_describe_transactions(world, user):
 
 @pytest.mark.parametrize("user", PRINCIPALS)
 def test_the_broker_page_is_describe_configs_of_the_broker_and_its_metrics_describe_cluster(world, user):
-    node_id = next(iter(USERS.admin(world).list_topics(timeout=20).brokers))
+    node_id = next(iter(_admin(world).list_topics(timeout=20).brokers))
     configs = _describe_configs(world, user, ConfigResource(ResourceType.BROKER, str(node_id)))
     status, page = _get(world, user, "/console/broker")
     if configs is None:
@@ -463,7 +476,7 @@ def test_the_broker_page_is_describe_configs_of_the_broker_and_its_metrics_descr
     status, stats = _get(world, user, "/console/stats")
     assert status == metrics_status, user
     if status == 200:
-        admin = USERS.admin(world, user)
+        admin = _admin(world, user)
         consumed = 0
         for listed in admin.list_consumer_groups().result(20).valid:
             future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(listed.group_id)])
