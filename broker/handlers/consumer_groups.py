@@ -94,15 +94,6 @@ def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> dict
     }
 
 
-def described_topics(group: ConsumerGroup, names: dict) -> set[str]:
-    """The topics ConsumerGroupDescribe names of a group, which the client must DESCRIBE
-    for the group to be described at all: its members' assignments and target
-    assignments (Kafka 4.3.1's KafkaApis checks these; a subscribed name alone is not
-    asked). The web console's group page asks the same (web_console/view.py)."""
-    return {names[t] for m in group.members.values()
-            for assignment in (m.assigned, group.target.get(m.member_id, {})) for t in assignment if t in names}
-
-
 # Kafka 4.3.1's words for a group refused for its topics.
 TOPICS_REFUSED = "The group has described topic(s) that the client is not authorized to describe."
 
@@ -120,7 +111,7 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
                 consumer_group = coordinator.describe_consumer_group(group_id)
                 group = _described(consumer_group, names, default_assignor)
                 if all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
-                       for topic in described_topics(consumer_group, names)):
+                       for topic in consumer_group.described_topics(names)):
                     group["authorized_operations"] = authorized_operations(
                         ctx, ResourceType.GROUP, group_id, getattr(request, "include_authorized_operations", False))
                     described.append(group)

@@ -41,7 +41,6 @@ from typing import Any, Callable, Iterable
 from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
 
-from ...handlers.consumer_groups import TOPICS_REFUSED, described_topics
 from ...security.authorizer import CLUSTER_NAME, Operation, ResourceType
 
 Allows = Callable[[Operation, ResourceType, str], bool]
@@ -99,9 +98,9 @@ class PrincipalView(_Delegate):
         if not isinstance(group, ConsumerGroup):
             return None
         names = self._inner.services.groups.topic_names()
-        if all(self.may_describe_topic(topic) for topic in described_topics(group, names)):
+        if all(self.may_describe_topic(topic) for topic in group.described_topics(names)):
             return None
-        return f"TOPIC_AUTHORIZATION_FAILED: {TOPICS_REFUSED}"
+        return "TOPIC_AUTHORIZATION_FAILED: its members are assigned topics you may not DESCRIBE."
 
     def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """Of these partitions, those of topics the principal may DESCRIBE (the pages ask
