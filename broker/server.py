@@ -13,7 +13,7 @@ import asyncio
 import gc
 import resource
 import time
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
 from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.groups import GroupCoordinator
@@ -116,15 +116,6 @@ class Broker:
         self._checkpointing: asyncio.Future[None] | None = None  # see _checkpoint
         self._recovered_checkpoint: asyncio.Future[None] | None = None
         self._coordinators_ready = asyncio.Event()
-
-    def may_describe_topic(self, name: str) -> bool:
-        """Whether the console's operator may see this topic: yes (see `describable`)."""
-        return True
-
-    def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
-        """The partitions the console may show its operator: all of them (a signed-in
-        principal sees the broker through web_console/view.py, which filters them)."""
-        return list(partitions)
 
     def _open_data_directory(self) -> tuple[Services, LoadReport]:
         """Load (and after a crash recover) every partition, then build what reads the

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Mapping
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -137,6 +137,14 @@ class ConsumerGroup(Group):
             if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
                 return "Reconciling"
         return "Stable"
+
+    def described_topics(self, names: Mapping[object, str]) -> set[str]:
+        """The topics ConsumerGroupDescribe names of the group, by `names` (topic id ->
+        name; a topic deleted meanwhile is left out): its members' assignments and target
+        assignments. A client must DESCRIBE each for the group to be described at all, as
+        Kafka 4.3.1's KafkaApis asks; a name only subscribed to is not asked."""
+        return {names[t] for m in self.members.values()
+                for assignment in (m.assigned, self.target.get(m.member_id, {})) for t in assignment if t in names}
 
     # --- a change decided before it is made ----------------------------------------------
 

@@ -73,10 +73,10 @@ class PlainUsers:
     def __getitem__(self, user: str) -> str:
         return self.passwords[user]
 
-    def broker(self, data_dir: str | PathLike[str]) -> Iterator[BrokerProcess]:
-        """For a fixture to `yield from`: start_sasl_plain_broker for these users,
-        cleaned up when the fixture ends."""
-        broker = start_sasl_plain_broker(str(data_dir), self.passwords)
+    def broker(self, data_dir: str | PathLike[str], extra: dict[str, str] | None = None) -> Iterator[BrokerProcess]:
+        """For a fixture to `yield from`: start_sasl_plain_broker for these users (and
+        `extra` properties), cleaned up when the fixture ends."""
+        broker = start_sasl_plain_broker(str(data_dir), self.passwords, extra)
         try:
             yield broker
         finally:

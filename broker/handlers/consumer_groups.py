@@ -94,14 +94,8 @@ def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> dict
     }
 
 
-def _topics_of(described: dict[str, Any]) -> set[str]:
-    """The topics a described group names: subscribed, assigned, or in a target assignment."""
-    topics: set[str] = set()
-    for member in described["members"]:
-        topics.update(member["subscribed_topic_names"])
-        for assignment in (member["assignment"], member["target_assignment"]):
-            topics.update(tp["topic_name"] for tp in assignment["topic_partitions"])
-    return topics
+# Kafka 4.3.1's words for a group refused for its topics.
+TOPICS_REFUSED = "The group has described topic(s) that the client is not authorized to describe."
 
 
 def handle_describe(ctx: RequestContext, request: Any) -> Any:
@@ -114,8 +108,10 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
             code, message = ErrorCode.group_authorization_failed, None
         else:
             try:
-                group = _described(coordinator.describe_consumer_group(group_id), names, default_assignor)
-                if all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic) for topic in _topics_of(group)):
+                consumer_group = coordinator.describe_consumer_group(group_id)
+                group = _described(consumer_group, names, default_assignor)
+                if all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
+                       for topic in consumer_group.described_topics(names)):
                     group["authorized_operations"] = authorized_operations(
                         ctx, ResourceType.GROUP, group_id, getattr(request, "include_authorized_operations", False))
                     described.append(group)
@@ -123,7 +119,7 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
                 # As Kafka: a group whose members use a topic the client may not describe
                 # is not described at all.
                 code = ErrorCode.topic_authorization_failed
-                message = "The described group uses topics that the client is not authorized to describe."
+                message = TOPICS_REFUSED
             except KafkaError as exc:
                 code, message = exc.code, exc.message
         described.append({"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",

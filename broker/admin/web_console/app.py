@@ -17,10 +17,12 @@
 Every request reaches this module only if it names the endpoint in its Host header
 (admin_http: a DNS-rebinding page cannot read records through the operator's browser),
 and, on a broker with SASL users or ACLs, only from a signed-in principal (access.py).
-Such a principal sees what the authorizer lets it (`view.py`): a topic listed with
-DESCRIBE, its records and producers with READ, a group or a transactional id with
-DESCRIBE on it, the Broker page with DESCRIBE_CONFIGS on the cluster; a topic is created
-with CREATE and deleted with DELETE, as CreateTopics and DeleteTopics ask.
+Every page shows what the Kafka API that returns the same data would answer the
+principal, with that API's checks (`view.py` has the table): a topic listed with
+DESCRIBE, its configs with DESCRIBE_CONFIGS, its records and producers with READ, a
+group or a transactional id with DESCRIBE on it, the Broker page with DESCRIBE_CONFIGS
+on the cluster; a topic is created with CREATE and deleted with DELETE, as CreateTopics
+and DeleteTopics ask.
 GET never changes anything. POST and DELETE reach this module only after the admin
 endpoint's own guard let them through (admin.token, or a same-origin request from this
 machine: admin_http.AdminServer._refuse_change); the fault controls of the Broker page
@@ -142,10 +144,8 @@ class WebConsole:
         return 404, HTML, error_page(404, f"no page {path!r}")
 
     def _seen_by(self, request: Request) -> Any:
-        """The broker, or the part of it the request's principal may see."""
-        principal = request.principal
-        if principal is None or principal.operator:
-            return self.broker
+        """The part of the broker the request's principal may see (all of it, to the
+        operator and on a broker without security: `request.allows` says yes to them)."""
         return PrincipalView(self.broker, request.allows)
 
     # --- changes (past the admin endpoint's guard) -------------------------------------------

@@ -63,12 +63,15 @@ def broker_page(broker: ConsoleBroker, params: Params) -> bytes:
         Markup('<button type="submit">inject</button>'),
     ]), id="add-fault", class_="action")
     logs = services.logs
-    body = join([
-        dl([("node id", services.node_id), ("cluster id", logs.cluster_id), ("data directory", logs.data_dir),
-            ("client connections", len(broker.connections)), ("topics", len(logs.topics)),
-            ("partitions", sum(len(t.partitions) for t in logs.topics.values()))]),
-        tag("h2", "Listeners"),
-        table(["name", "security protocol", "bound", "advertised"], listeners, id_="listeners"),
+    # The page needs DESCRIBE_CONFIGS on the cluster (DescribeConfigs of the broker: the
+    # configs and listeners, app.py); the log directory (DescribeLogDirs) and what
+    # /metrics and /faults answer need DESCRIBE on it.
+    cluster = broker.may_describe_cluster()
+    facts: list[tuple[object, object]] = [("node id", services.node_id), ("cluster id", logs.cluster_id)]
+    if cluster:
+        facts += [("data directory", logs.data_dir), ("client connections", len(broker.connections))]
+    facts += [("topics", len(logs.topics)), ("partitions", sum(len(t.partitions) for t in logs.topics.values()))]
+    operations = join([
         tag("h2", "Rates"), charts,
         tag("h2", "Requests by API"), table(["API", "requests", "mean latency"], api_rows, id_="apis"),
         tag("h2", "Error codes answered"), table(["API", "error", "count"], error_rows, id_="errors",
@@ -77,6 +80,13 @@ def broker_page(broker: ConsoleBroker, params: Params) -> bytes:
         table(["id", "kind", "API", "topic", "partition", "error", "delay ms", "remaining", ""], fault_rows,
               id_="faults", empty="no fault set"),
         fault_form,
+    ]) if cluster else tag("p", "Rates, request counts and faults need DESCRIBE on the cluster, as /metrics and "
+                                "/faults do.", class_="note", id="metrics-refused")
+    body = join([
+        dl(facts),
+        tag("h2", "Listeners"),
+        table(["name", "security protocol", "bound", "advertised"], listeners, id_="listeners"),
+        operations,
         tag("details", join([tag("summary", f"Configuration ({len(config_rows)} properties, with their sources)"),
                              table(["property", "value", "source"], config_rows, id_="config")]), class_="config"),
     ])
@@ -87,8 +97,9 @@ def stats(broker: ConsoleBroker) -> dict[str, Any]:
     """The counters the Broker page's charts turn into rates (they difference two polls).
 
     Records appended are the high watermarks' sum over the clients' topics; records
-    consumed, the committed offsets' sum over every group (the fetch path counts no
-    records: it never decodes the batches it sends)."""
+    consumed, the committed offsets' sum over every group the viewer may DESCRIBE, as
+    OffsetFetch answers it (the fetch path counts no records: it never decodes the
+    batches it sends)."""
     metrics = broker.metrics
     api_names = {key: api.name for key, api in SUPPORTED.items()}
     records = 0
@@ -98,7 +109,7 @@ def stats(broker: ConsoleBroker) -> dict[str, Any]:
     groups = broker.services.groups
     consumed = 0
     try:
-        for group_id in list(groups.all_groups()):
+        for group_id in [g for g in groups.all_groups() if broker.may_describe_group(g)]:  # OffsetFetch's
             consumed += sum(o.offset for o, _ in groups.fetch_offsets(group_id, None, False).values() if o)
     except KafkaError:  # __consumer_offsets still loading
         pass

@@ -23,7 +23,9 @@ PARTITIONS_PER_PAGE = 100
 
 
 class ConsoleBroker(Protocol):
-    """What the console reads of the broker (server.Broker)."""
+    """What the console reads of the broker (server.Broker, as web_console/view.py lets
+    the request's principal see it: the questions below are view.py's, each a Kafka API's
+    check)."""
 
     services: "Services"
     metrics: "Metrics"
@@ -36,6 +38,18 @@ class ConsoleBroker(Protocol):
     def may_describe_topic(self, name: str) -> bool:
         """Whether the viewer may see this topic (the schema pages ask it of a subject's)."""
         ...
+
+    def may_describe_group(self, group_id: str) -> bool: ...
+
+    def may_describe_configs(self, topic: str) -> bool: ...
+
+    def may_describe_producers(self, topic: str) -> bool: ...
+
+    def may_describe_cluster(self) -> bool: ...
+
+    def may_read_transaction_history(self) -> bool: ...
+
+    def members_refused(self, group: Any) -> str | None: ...
 
     def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """Of these partitions, those the viewer may see (a signed-in principal: those of
@@ -77,11 +91,13 @@ def lso_holder(log: PartitionLog) -> int | None:
     return pid if first < log.high_watermark else None
 
 
-def lso_cell(log: PartitionLog, txn_ids: dict[int, str]) -> Markup:
+def lso_cell(log: PartitionLog, txn_ids: dict[int, str], holder_shown: bool = True) -> Markup:
+    """The LSO, and who holds it back if `holder_shown` (DescribeProducers' answer: the
+    viewer may READ the topic)."""
     lso = log.last_stable_offset
     holder = lso_holder(log)
-    if holder is None:
-        return esc(f"{lso:,}")
+    if holder is None or not holder_shown:
+        return esc(f"{lso:,}") if holder is None else tag("span", f"{lso:,}", class_="held")
     txn_id = txn_ids.get(holder)
     who = link(f"transaction {txn_id}", "transaction", id=txn_id) if txn_id is not None else \
         link(f"producer {holder}", "producers", topic=log.topic, partition=log.partition)

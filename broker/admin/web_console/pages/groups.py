@@ -27,8 +27,11 @@ def groups(broker: ConsoleBroker, params: Params) -> bytes:
     rows = []
     for group_id in ids[page_no * PAGE_SIZE:(page_no + 1) * PAGE_SIZE]:
         group = all_groups[group_id]
+        # ListGroups gives the type, protocol type and state; the members are the describe
+        # APIs' answer, which may refuse what ListGroups lists.
+        described = broker.may_describe_group(group_id) and broker.members_refused(group) is None
         rows.append([link(group_id, "group", id=group_id), group.type.value, group.protocol_type or "",
-                     group.state_name, len(_members(group))])
+                     group.state_name, len(_members(group)) if described else "–"])
     body = join([search_form("groups", query, "group id contains"),
                  pager("groups", len(ids), page_no, PAGE_SIZE, q=query),
                  table(["group", "type", "protocol type", "state", "members"], rows, id_="groups",
@@ -89,11 +92,14 @@ def group(broker: ConsoleBroker, params: Params) -> bytes:
         raise NotFound(f"no group {group_id!r}")
     facts: list[tuple[object, object]] = []
     members = []
+    refused = None
     if g is not None:
         facts = [("type", g.type.value), ("protocol type", g.protocol_type or "–"), ("state", g.state_name)]
-        facts += _type_facts(g)
-        topic_names = services.groups.topic_names()
-        members = [_member_row(g, m, topic_names) for m in _members(g)]
+        refused = broker.members_refused(g)
+        if refused is None:
+            facts += _type_facts(g)
+            topic_names = services.groups.topic_names()
+            members = [_member_row(g, m, topic_names) for m in _members(g)]
     page_no = params.integer("page", 0, 0, 10**6)
     # Lag as kafka-consumer-groups gives it: log end offset (the high watermark) less the
     # committed offset; beside it, what a read_committed consumer can still read: up to the LSO.
@@ -113,6 +119,8 @@ def group(broker: ConsoleBroker, params: Params) -> bytes:
             for t, p, offset, log, lag, committed_lag in shown]
     facts.append(("total lag", tag("span", f"{sum(lag[4] or 0 for lag in lags):,}", id="total-lag")))
     body = join([dl(facts), tag("h2", "Members"),
+                 tag("p", f"ConsumerGroupDescribe refuses this group: {refused}", class_="error",
+                     id="members-refused") if refused is not None else
                  table(["member id", "instance id", "client id", "host", "assignment"], members, id_="members",
                        empty="no member"),
                  tag("h2", "Committed offsets and lag"),

@@ -15,7 +15,7 @@ def producers(broker: ConsoleBroker, params: Params) -> bytes:
     if not topic_name:
         query = params.text("q")
         with_state = [(name, sum(1 for p in logs.topics[name].partitions if p.producer_state.producers))
-                      for name in filtered(logs.topics, query)]
+                      for name in filtered(logs.topics, query) if broker.may_describe_producers(name)]
         with_state = [(name, n) for name, n in with_state if n]
         rows = [[link(name, "producers", topic=name), n] for name, n in
                 with_state[page_no * PAGE_SIZE:(page_no + 1) * PAGE_SIZE]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
+from ottla.storage.log_manager import Topic
 from ottla.storage.segment import segment_file_name
 
 from ..html import Markup, dl, join, link, page, pager, search_form, size_text, table, tag
@@ -20,6 +21,7 @@ def topics(broker: ConsoleBroker, params: Params) -> bytes:
     page_no = params.integer("page", 0, 0, 10**6)
     names = filtered(logs.topics, query)
     shown = names[page_no * PAGE_SIZE:(page_no + 1) * PAGE_SIZE]
+    sizes = broker.may_describe_cluster()  # DescribeLogDirs
     rows = []
     for name in shown:
         topic = logs.topics[name]
@@ -27,7 +29,7 @@ def topics(broker: ConsoleBroker, params: Params) -> bytes:
         held = sum(1 for p in parts if p.last_stable_offset < p.high_watermark)
         rows.append([link(name, "topic", name=name), len(parts), "internal" if topic.internal else "",
                      f"{sum(p.high_watermark - p.log_start_offset for p in parts):,}",
-                     size_text(sum(log_size(p) for p in parts)),
+                     size_text(sum(log_size(p) for p in parts)) if sizes else "–",
                      tag("span", f"{held} partition{'s' if held != 1 else ''} held back", class_="held")
                      if held else "–"])
     create = tag("form", join([
@@ -57,21 +59,19 @@ def topic(broker: ConsoleBroker, params: Params) -> bytes:
     page_no = params.integer("page", 0, 0, 10**6)
     txn_ids = txn_ids_by_producer(broker)
     parts = t.partitions[page_no * PARTITIONS_PER_PAGE:(page_no + 1) * PARTITIONS_PER_PAGE]
+    holders = broker.may_describe_producers(name)
+    files = broker.may_describe_cluster()  # DescribeLogDirs
     rows = []
     for log in parts:
         rows.append([
-            log.partition, f"{log.log_start_offset:,}", lso_cell(log, txn_ids), f"{log.high_watermark:,}",
-            size_text(log_size(log)), _segments(log),
+            log.partition, f"{log.log_start_offset:,}", lso_cell(log, txn_ids, holders), f"{log.high_watermark:,}",
+            size_text(log_size(log)) if files else "–", _segments(log) if files else "–",
             join([link("messages", "messages", topic=t.name, partition=log.partition), " ",
                   link("producers", "producers", topic=t.name, partition=log.partition)]),
         ])
-    defaults = LogConfig()
-    config_rows = []
-    for config_name in TOPIC_CONFIGS:
-        value = t.config.value_text(config_name)
-        source = "topic override" if config_name in t.configs else \
-            "default" if value == defaults.value_text(config_name) else "broker"
-        config_rows.append([config_name, value, source])
+    configs = _configs(t) if broker.may_describe_configs(name) else tag(
+        "p", "DescribeConfigs would refuse them: DESCRIBE_CONFIGS on the topic is needed.", class_="note",
+        id="configs-refused")
     actions = Markup("") if t.internal else tag(
         "button", "delete topic", class_="danger", data_delete_topic=t.name)
     body = join([
@@ -83,9 +83,20 @@ def topic(broker: ConsoleBroker, params: Params) -> bytes:
         table(["partition", "log start offset", "last stable offset", "high watermark", "size", "segment files", ""],
               rows, id_="partitions"),
         tag("h2", "Configs"),
-        table(["config", "value", "source"], config_rows, id_="configs"),
+        configs,
     ])
     return page(f"Topic {t.name}", "topics", body)
+
+
+def _configs(t: Topic) -> Markup:
+    defaults = LogConfig()
+    config_rows = []
+    for config_name in TOPIC_CONFIGS:
+        value = t.config.value_text(config_name)
+        source = "topic override" if config_name in t.configs else \
+            "default" if value == defaults.value_text(config_name) else "broker"
+        config_rows.append([config_name, value, source])
+    return table(["config", "value", "source"], config_rows, id_="configs")
 
 
 def _segments(log: PartitionLog) -> Markup:

@@ -32,7 +32,8 @@ def transactions(broker: ConsoleBroker, params: Params) -> bytes:
     for txn_id in ids[page_no * PAGE_SIZE:(page_no + 1) * PAGE_SIZE]:
         txn = all_txns[txn_id]
         is_open = txn.state in _OPEN
-        holds = [(t, p) for t, p in sorted(txn.partitions) if is_open and _holds_lso(logs, t, p, txn.producer_id)]
+        holds = [(t, p) for t, p in sorted(txn.partitions)
+                 if is_open and broker.may_describe_producers(t) and _holds_lso(logs, t, p, txn.producer_id)]
         rows.append([link(txn_id, "transaction", id=txn_id), tag("span", txn.state.kafka_name, class_="state"),
                      txn.producer_id, txn.producer_epoch, when(txn.start_ms) if is_open else "–",
                      f"{txn.timeout_ms:,} ms", partition_links(sorted(txn.partitions)),
@@ -79,7 +80,10 @@ def transaction(broker: ConsoleBroker, params: Params) -> bytes:
         if log is None:
             rows.append([f"{t}-{p}", "(deleted)", "", "", ""])
             continue
-        first = log.producer_state.ongoing_txns.get(txn.producer_id)
+        # Where the transaction starts in the partition, and whether it holds the LSO back,
+        # are DescribeProducers' answer (READ on the topic).
+        producers_shown = broker.may_describe_producers(t)
+        first = log.producer_state.ongoing_txns.get(txn.producer_id) if producers_shown else None
         holds = first is not None and lso_holder(log) == txn.producer_id
         rows.append([
             link(f"{t}-{p}", "topic", name=t),
@@ -89,7 +93,7 @@ def transaction(broker: ConsoleBroker, params: Params) -> bytes:
             f"{log.high_watermark:,}",
             tag("span", f"yes: read_committed consumers stop at offset {log.last_stable_offset:,} "
                         f"({log.high_watermark - log.last_stable_offset:,} offsets held back)", class_="held")
-            if holds else "no",
+            if holds else "no" if producers_shown else "–",
         ])
     summary = dl([("state", txn.state.kafka_name), ("producer id", txn.producer_id),
                   ("producer epoch", txn.producer_epoch), ("timeout", f"{txn.timeout_ms:,} ms"),
@@ -106,6 +110,9 @@ def transaction(broker: ConsoleBroker, params: Params) -> bytes:
 def _history(broker: ConsoleBroker, txn_id: str) -> Markup:
     """The records of `txn_id` in its `__transaction_state` partition, the newest
     HISTORY_RECORDS offsets of it at most (compaction may have removed older ones)."""
+    if not broker.may_read_transaction_history():
+        return tag("p", f"Reading it needs READ on {TXN_TOPIC}, as a Fetch of it would.", class_="note",
+                   id="history-refused")
     logs = broker.services.logs
     internal = logs.topic(TXN_TOPIC)
     if internal is None:
