@@ -12,7 +12,8 @@ Both clients keep the bootstrap address when the broker is gone
 the only broker, and a `send_offsets_to_transaction` whose group coordinator was that
 broker then waits forever, past its timeout (librdkafka issues #5511 and #5456).
 
-    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PROTOCOL [IDLE [BATCH [PACE [TXN_TIMEOUT_MS]]]]]
+    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID \
+        [PROTOCOL [IDLE [BATCH [PACE [TXN_TIMEOUT_MS]]]]]
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ ten times in the middle of their processing.
 Every third kill of the processors' run keeps the broker down past their transaction
 timeout, so that the restarted coordinator aborts what they had open. Each kill lands
 while the applications work: the next one waits until their output has grown since the
-broker came back, and every kill must come before the input is all processed. Afterwards every input record's result is in the output exactly once
-(read_committed: the transactions the kills broke were aborted and processed again) and
-the group's committed offsets are at the input's end.
+broker came back, and every kill must come before the input is all processed.
+Afterwards every input record's result is in the output exactly once (read_committed:
+the transactions the kills broke were aborted and processed again) and the group's
+committed offsets are at the input's end.
 """
 
 from __future__ import annotations
