@@ -12,7 +12,8 @@ Both clients keep the bootstrap address when the broker is gone
 the only broker, and a `send_offsets_to_transaction` whose group coordinator was that
 broker then waits forever, past its timeout (librdkafka issues #5511 and #5456).
 
-    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [PROTOCOL [IDLE]]
+    python -m tests.integration.eos_processor BOOTSTRAP INPUT OUTPUT GROUP TXN_ID \
+        [PROTOCOL [IDLE [BATCH [PACE [TXN_TIMEOUT_MS]]]]]
 """
 
 from __future__ import annotations
@@ -20,12 +21,20 @@ from __future__ import annotations
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+
+
+def rewind(consumer: Consumer) -> None:
+    """Seek every assigned partition back to the group's committed offset (its start
+    when nothing is committed yet)."""
+    for tp in consumer.committed(consumer.assignment(), 30):
+        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
 
 
 def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, protocol: str = "classic",
-         idle: float = 5.0, batch: int = 100, pace: float = 0.02) -> None:
-    idle = float(idle)
+         idle: float = 5.0, batch: int = 100, pace: float = 0.02,
+         transaction_timeout_ms: int = 60000) -> None:
+    idle, batch, pace = float(idle), int(batch), float(pace)
     config = {
         "bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 7, "debug": "cgrp,fetch,eos",
@@ -37,6 +46,7 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, protoc
         config["session.timeout.ms"] = 6000
     consumer = Consumer(config)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                         "transaction.timeout.ms": int(transaction_timeout_ms),
                          "log_level": 3, "metadata.recovery.strategy": "none"})
     producer.init_transactions(60)
     consumer.subscribe([source])
@@ -53,10 +63,22 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, protoc
             pending += 1
             last_input = time.monotonic()
         if pending >= batch or (pending and time.monotonic() - last_input > 1):
-            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                 consumer.consumer_group_metadata(), 30)
-            producer.commit_transaction(30)
-            print(f"committed {pending}", flush=True)
+            try:
+                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                     consumer.consumer_group_metadata(), 30)
+                producer.commit_transaction(30)
+                print(f"committed {pending}", flush=True)
+            except KafkaException as exc:
+                # What an application does when a commit fails under it (the broker died
+                # mid-transaction, its coordinator aborted the transaction on a timeout):
+                # abort, and go back to the group's committed offsets, so the aborted
+                # batch is read and processed again. A fatal error (fenced) ends the
+                # process with exit 3 and its supervisor starts it again.
+                if not exc.args[0].txn_requires_abort():
+                    raise
+                producer.abort_transaction(30)
+                rewind(consumer)
+                print(f"aborted {pending}", flush=True)
             pending = 0
             time.sleep(pace)
             producer.begin_transaction()
@@ -65,4 +87,8 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str, protoc
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:8])
+    try:
+        main(*sys.argv[1:11])
+    except KafkaException as exc:
+        print(f"fatal {exc}", file=sys.stderr, flush=True)
+        sys.exit(3)
