@@ -5,6 +5,8 @@ JSON-ready values."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,9 +52,32 @@ def parse_version(text: str) -> int | None:
 # Parsed versions kept for compatibility checks: a version's text and references never
 # change, so its parse does not either.
 _PARSED_KEPT = 4096
-# Parses done off the event loop for requests still to run (see `prepare`): a handler
-# takes its own; what an interrupted request left is dropped once this many wait.
-_PREPARED_KEPT = 64
+# The parses done off the event loop for the request being served (`prepare`): each
+# request has its own (rest.py starts it), so no other request can push them out.
+_PREPARED: ContextVar[dict[tuple[SchemaText, bool], "_Prepared"]] = ContextVar("ottla_registry_prepared")
+
+
+def start_request() -> None:
+    """Start a request's own set of parses (rest.py, before each request)."""
+    _PREPARED.set({})
+
+
+def _request_prepared() -> dict[tuple[SchemaText, bool], "_Prepared"]:
+    found = _PREPARED.get(None)
+    if found is None:
+        found = {}
+        _PREPARED.set(found)
+    return found
+
+
+class NotPrepared(Exception):
+    """A handler met a schema not parsed off the event loop for this request: rest.py
+    parses it in the registry's worker (`prepare_schema`) and runs the handler again."""
+
+    def __init__(self, schema: SchemaText, normalize: bool) -> None:
+        super().__init__(schema.schema_type)
+        self.schema = schema
+        self.normalize = normalize
 
 
 @dataclass
@@ -67,7 +92,9 @@ class SchemaRegistry:
     def __init__(self, store: SchemaStore) -> None:
         self.store = store
         self._parsed: dict[SchemaText, ParsedSchema] = {}
-        self._prepared: dict[tuple[SchemaText, bool], _Prepared] = {}
+        # Parsing runs here, never on the event loop, and never in a pool another part of
+        # the broker waits on (the log's fsyncs have their own: broker/durability.py).
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ottla-registry")
 
     @property
     def state(self) -> RegistryState:
@@ -265,12 +292,12 @@ class SchemaRegistry:
         return self._parse(schema, normalize or self.normalizes(subject)), body
 
     async def prepare(self, subject: str | None, body: object, normalize: bool) -> None:
-        """Parse, in a worker thread, what the request's handler is about to parse: the
-        schema it sends and the subject's versions not parsed yet (a compatibility check
-        compares with them). A schema of megabytes, or protoc's round trip to its own
-        process, then holds no other client's request on the event loop; the handler,
-        which stays on the loop, takes the outcome (`_parse`). A body that holds no
-        schema is left to the handler to refuse."""
+        """Parse, in the registry's worker thread, what the request's handler is about to
+        parse: the schema it sends and the subject's versions not parsed yet (a
+        compatibility check compares with them). A schema of megabytes, or protoc's round
+        trip to its own process, then holds no other client's request on the event loop;
+        the handler, which stays on the loop, takes the outcome (`_parse`). A body that
+        holds no schema is left to the handler to refuse."""
         wanted: list[tuple[SchemaText, bool]] = []
         try:
             wanted.append((self._requested_schema(body), normalize or (subject is not None
@@ -280,15 +307,23 @@ class SchemaRegistry:
         if subject is not None:
             wanted += [(entry.schema, False) for entry in self._versions(subject) if entry.schema not in self._parsed]
         for schema, normalized in wanted:
-            resolved: dict[Reference, SchemaText | None] = {}
-            outcome: ParsedSchema | RegistryError
-            try:
-                outcome = await asyncio.to_thread(parse, schema, self._recording_resolver(resolved), normalized)
-            except RegistryError as exc:
-                outcome = exc
-            if len(self._prepared) >= _PREPARED_KEPT:
-                self._prepared.clear()
-            self._prepared[(schema, normalized)] = _Prepared(resolved, outcome)
+            await self.prepare_schema(schema, normalized)
+
+    async def prepare_schema(self, schema: SchemaText, normalize: bool) -> None:
+        """Parse `schema` in the registry's worker thread, for the request being served."""
+        resolved: dict[Reference, SchemaText | None] = {}
+        outcome: ParsedSchema | RegistryError
+        try:
+            outcome = await asyncio.get_running_loop().run_in_executor(
+                self._worker, parse, schema, self._recording_resolver(resolved), normalize)
+        except RegistryError as exc:
+            outcome = exc
+        _request_prepared()[(schema, normalize)] = _Prepared(resolved, outcome)
+
+    def close(self) -> None:
+        """At shutdown: a parse still queued is dropped, one running ends on its own (the
+        walk and the parse are bounded: schema_types.MAX_REFERENCED_*)."""
+        self._worker.shutdown(wait=False, cancel_futures=True)
 
     def _recording_resolver(self, resolved: dict[Reference, SchemaText | None]) -> Resolver:
         """`_resolve`, noting in `resolved` what each reference resolved to."""
@@ -298,14 +333,14 @@ class SchemaRegistry:
         return resolve
 
     def _parse(self, schema: SchemaText, normalize: bool = False) -> ParsedSchema:
-        """parse(), or its outcome from `prepare` where every reference it resolved then
-        still resolves the same way."""
-        prepared = self._prepared.pop((schema, normalize), None)
-        if prepared is not None and all(self._resolve(r) == found for r, found in prepared.resolved.items()):
-            if isinstance(prepared.outcome, RegistryError):
-                raise prepared.outcome
-            return prepared.outcome
-        return parse(schema, self._resolve, normalize=normalize)
+        """The outcome of parse() from `prepare`, if every reference it resolved then still
+        resolves the same way; else NotPrepared: nothing is parsed on the event loop."""
+        prepared = _request_prepared().get((schema, normalize))
+        if prepared is None or not all(self._resolve(r) == found for r, found in prepared.resolved.items()):
+            raise NotPrepared(schema, normalize)
+        if isinstance(prepared.outcome, RegistryError):
+            raise prepared.outcome
+        return prepared.outcome
 
     def _stored_parsed(self, schema: SchemaText) -> ParsedSchema:
         """A stored version's parse, kept (its text and references never change)."""

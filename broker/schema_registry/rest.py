@@ -29,7 +29,7 @@ from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
 from ..logging import get_logger
 from .access import ALTER_CLUSTER, READ, WRITE, RegistryAccess, Unsecured, topic_of
 from .errors import RegistryError, bad_request
-from .registry import SchemaRegistry
+from .registry import NotPrepared, SchemaRegistry, start_request
 
 log = get_logger("ottla.schema_registry")
 
@@ -54,6 +54,9 @@ LIST = "list"  # the answer is filtered to readable subjects
 ID_LIST = "id-list"
 GLOBAL_WRITE = "global-write"
 _REALM = 'Basic realm="Ottla schema registry", charset="UTF-8"'
+# Handler runs of one request that may each meet a schema not parsed yet (see `_run`):
+# a request reads a handful; a bound, so that a subject changing under it cannot loop.
+_MAX_PREPARE_ROUNDS = 16
 
 
 class RawSchema(str):
@@ -164,6 +167,7 @@ class SchemaRegistryServer:
 
     async def stop(self) -> None:
         await self._site.stop()
+        self.registry.close()
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -236,14 +240,27 @@ class SchemaRegistryServer:
             try:
                 self._authorize(request, kind, match)
                 body = await self._body(request)
-                if request.method == "POST":
-                    await self.registry.prepare(match.get("subject"), body, _flag(request, "normalize"))
-                return _answer(self._filter(request, kind, handler(match, request, body)))
+                return _answer(self._filter(request, kind, await self._run(handler, match, request, body)))
             except RegistryError as exc:
                 return _error(exc)
         if allowed:
             return _answer({"error_code": 405, "message": "HTTP 405 Method Not Allowed"}, 405)
         return _answer({"error_code": 404, "message": "HTTP 404 Not Found"}, 404)
+
+    async def _run(self, handler: Callable[..., Any], match: Path, request: web.Request, body: Any) -> Any:
+        """The route's handler, on the event loop, with every schema it parses parsed
+        before, in the registry's worker: what a POST sends and the subject's versions
+        at once, anything else it meets (a stored PROTOBUF schema asked for
+        `?format=serialized`) when it meets it, running it again then."""
+        start_request()
+        if request.method == "POST":
+            await self.registry.prepare(match.get("subject"), body, _flag(request, "normalize"))
+        for _ in range(_MAX_PREPARE_ROUNDS):
+            try:
+                return handler(match, request, body)
+            except NotPrepared as missing:
+                await self.registry.prepare_schema(missing.schema, missing.normalize)
+        raise RegistryError(500, 50002, "Operation timed out: the schemas this request reads kept changing")
 
     async def _body(self, request: web.Request) -> Any:
         if request.method not in ("POST", "PUT"):

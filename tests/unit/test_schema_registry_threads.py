@@ -1,0 +1,100 @@
+"""Where the registry parses (issue 40 point 2): in its own worker thread, never on the
+event loop (a handler meeting a schema not parsed for its request raises NotPrepared,
+and rest.py parses it in the worker), and never in a pool the log's fsyncs wait on.
+
+Break-and-see-it-fail: with `prepare_schema` back on asyncio.to_thread and the group
+commit's fsync too (the shared default pool, as on main), eight parses held in the
+pool kept the fsync from running until the 60 s wait gave up, and both tests failed
+(parses seen on asyncio_0); with `_parse` parsing on the loop when nothing was
+prepared, test_a_stored_schema_is_parsed_in_the_worker failed (no NotPrepared).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+
+from ottla.broker.durability import GroupCommit
+from ottla.broker.schema_registry import registry as registry_module
+from ottla.broker.schema_registry.registry import NotPrepared, SchemaRegistry, start_request
+from ottla.broker.schema_registry.store import SchemaStore
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
+
+SCHEMA = {"schema": json.dumps({"type": "object", "title": "t"}), "schemaType": "JSON"}
+
+
+@pytest.fixture
+def logs(tmp_path):
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    yield logs
+    logs.close()
+
+
+@pytest.fixture
+def registry(logs):
+    store = SchemaStore(logs)
+    store.open()
+    registry = SchemaRegistry(store)
+    yield registry
+    registry.close()
+
+
+def _threads_of_parse(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    real = registry_module.parse
+
+    def parse(*args, **kwargs):
+        seen.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(registry_module, "parse", parse)
+    return seen
+
+
+async def test_a_stored_schema_is_parsed_in_the_worker(registry: SchemaRegistry,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _threads_of_parse(monkeypatch)
+    start_request()
+    await registry.prepare("s", SCHEMA, False)
+    assert registry.register("s", SCHEMA) == {"id": 1}
+    # A new request meets the stored version (a compatibility check compares with it):
+    # not parsed for this request, so the handler does not parse it on the loop.
+    start_request()
+    with pytest.raises(NotPrepared) as missing:
+        registry.check_compatibility("s", "latest", {**SCHEMA, "schema": json.dumps({"type": "object"})})
+    await registry.prepare_schema(missing.value.schema, missing.value.normalize)
+    await registry.prepare("s", {**SCHEMA, "schema": json.dumps({"type": "object"})}, False)
+    assert registry.check_compatibility("s", "latest", {**SCHEMA, "schema": json.dumps({"type": "object"})}) \
+        == {"is_compatible": True}
+    assert seen and all(name.startswith("ottla-registry") for name in seen), seen
+
+
+async def test_a_busy_parser_holds_no_fsync(registry: SchemaRegistry, logs: LogManager,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    real = registry_module.parse
+
+    def held_parse(*args, **kwargs):
+        release.wait(120)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(registry_module, "parse", held_parse)
+    parses = [asyncio.ensure_future(registry.prepare_schema(registry._requested_schema(
+        {**SCHEMA, "schema": json.dumps({"title": str(i)})}), False)) for i in range(8)]
+    commit = GroupCommit(logs)
+    log = logs.create_topic("t", 1).partitions[0]
+    log.on_append = commit.appended
+    data = build_batch([encode_record(None, b"v")], timestamp=0)
+    log.append_batch(data, BatchHeader.parse(data))
+    try:
+        await asyncio.wait_for(commit.sync(), 60)  # on a shared pool it waits for the parses
+        assert log.flushed_offset == log.log_end_offset and not any(p.done() for p in parses)
+    finally:
+        release.set()
+        await asyncio.gather(*parses)
