@@ -11,6 +11,7 @@ that suffix stands for the topic of its own name. The mapping is Ottla's own:
     read a schema by id                                              DESCRIBE on a topic of a subject holding it
     list subjects (and an id's subjects and versions)                only those readable as above
     change the global config or mode                                 ALTER on the cluster
+    put a subject in IMPORT mode (it chooses schema ids)             ALTER on the cluster
     read the global config or mode, /schemas/types                   any signed-in user
 
 So a producer allowed to WRITE a topic registers its schemas, a consumer allowed to READ

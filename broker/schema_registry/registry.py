@@ -38,6 +38,8 @@ from .store import (
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_VERSION = 2**31 - 1
+# A schema id is the 4-byte big-endian integer of Confluent's wire format: 1..2^31-1.
+MAX_ID = 2**31 - 1
 
 
 def parse_version(text: str) -> int | None:
@@ -370,6 +372,8 @@ class SchemaRegistry:
         given_id, given_version = request.get("id"), request.get("version")
         if not importing and given_id not in (None, -1):
             raise errors.operation_not_permitted(f"Subject {subject} is not in import mode")
+        if given_id not in (None, -1) and not (type(given_id) is int and 1 <= given_id <= MAX_ID):
+            raise errors.unprocessable(f"Schema id {given_id!r} is not a valid id: ids are between 1 and 2^31-1")
         for entry in self._versions(subject):
             if entry.schema == schema and given_id in (None, -1, entry.schema_id):
                 return {"id": entry.schema_id}
@@ -379,13 +383,15 @@ class SchemaRegistry:
             if messages:
                 raise errors.incompatible(subject, messages)
         existing_id = self.state.id_of(schema)
-        if importing and type(given_id) is int and given_id > 0:
+        if importing and type(given_id) is int and given_id != -1:
             holder = self.state.schema_by_id(given_id)
             if holder is not None and holder != schema:
                 raise errors.id_conflict(given_id)
             schema_id = given_id
         else:
             schema_id = existing_id if existing_id is not None else self.state.max_id + 1
+            if schema_id > MAX_ID:
+                raise errors.store_error("every schema id up to 2^31-1 is taken")
         all_versions = self.state.versions.get(subject, {})
         if importing and type(given_version) is int and 1 <= given_version <= MAX_VERSION:
             version = given_version

@@ -53,6 +53,9 @@ ID_READ = "id-read"  # a reader of some subject holding the id
 LIST = "list"  # the answer is filtered to readable subjects
 ID_LIST = "id-list"
 GLOBAL_WRITE = "global-write"
+# A subject's mode: WRITE on its topic, but IMPORT (which lets a client choose the ids
+# every consumer decodes with) is the registry's, as in Confluent: ALTER on the cluster.
+SUBJECT_MODE = "subject-mode"
 _REALM = 'Basic realm="Ottla schema registry", charset="UTF-8"'
 # Handler runs of one request that may each meet a schema not parsed yet (see `_run`):
 # a request reads a handful; a bound, so that a subject changing under it cannot loop.
@@ -150,7 +153,7 @@ class SchemaRegistryServer:
             ("PUT", "/mode", GLOBAL_WRITE, lambda m, q, b: r.put_mode(None, b, _flag(q, "force"))),
             ("GET", f"/mode/{_SUBJECT}", SUBJECT_READ,
              lambda m, q, b: r.get_mode(m["subject"], _flag(q, "defaultToGlobal"))),
-            ("PUT", f"/mode/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.put_mode(m["subject"], b, _flag(q, "force"))),
+            ("PUT", f"/mode/{_SUBJECT}", SUBJECT_MODE, lambda m, q, b: r.put_mode(m["subject"], b, _flag(q, "force"))),
             ("DELETE", f"/mode/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.delete_mode(m["subject"])),
         ]
         self.routes = [(method, re.compile(pattern + "$"), kind, handler) for method, pattern, kind, handler in routes]
@@ -207,7 +210,7 @@ class SchemaRegistryServer:
         if kind == GLOBAL_WRITE:
             if not self.access.allows(principal, ALTER_CLUSTER, "", request.remote or ""):
                 raise RegistryError(403, 40301, "User is denied operation Write on the global config or mode")
-        elif kind in (SUBJECT_READ, SUBJECT_WRITE):
+        elif kind in (SUBJECT_READ, SUBJECT_WRITE, SUBJECT_MODE):
             action = READ if kind == SUBJECT_READ else WRITE
             if not self._may(request, action, match["subject"]):
                 raise RegistryError(403, 40301, f"User is denied operation {action.capitalize()} on Subject: "
@@ -240,6 +243,10 @@ class SchemaRegistryServer:
             try:
                 self._authorize(request, kind, match)
                 body = await self._body(request)
+                if kind == SUBJECT_MODE and self.access.secured and _sets_import(body) \
+                        and not self.access.allows(request["principal"], ALTER_CLUSTER, "", request.remote or ""):
+                    raise RegistryError(403, 40301, f"User is denied operation Write on the mode of Subject: "
+                                                    f"{match['subject']}: IMPORT mode needs ALTER on the cluster")
                 return _answer(self._filter(request, kind, await self._run(handler, match, request, body)))
             except RegistryError as exc:
                 return _error(exc)
@@ -278,6 +285,10 @@ class SchemaRegistryServer:
             raise bad_request("Unexpected character: the JSON document is nested too deeply") from None
         except ValueError as exc:
             raise bad_request(f"Unrecognized token: {exc}") from None
+
+
+def _sets_import(body: Any) -> bool:
+    return isinstance(body, dict) and isinstance(body.get("mode"), str) and body["mode"].upper() == "IMPORT"
 
 
 @web.middleware

@@ -320,6 +320,23 @@ def test_import_mode_keeps_given_ids_and_versions(fresh_broker) -> None:
     assert http.register("fresh", USER_V2) == (200, {"id": 102})
 
 
+@pytest.mark.parametrize("given", [2**40, 2**31, 0, -2, "7", 7.5, True])
+def test_import_refuses_an_id_outside_int32(fresh_broker, given: object) -> None:
+    """An id is the 4-byte integer of Confluent's wire format: 1..2^31-1 (issue 40 point
+    4: 1099511627776 was taken, and every later schema got an id past the format).
+    Break-and-see-it-fail: without the range check in `register`, every one of these
+    ids was taken (200) and each case failed."""
+    broker = fresh_broker(schema_registry_listeners="http://127.0.0.1:0")
+    http = RegistryHttp(broker.schema_registry_url)
+    assert http.put("/mode/imported?force=true", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    status, body = http.register("imported", USER_V1, id=given)
+    assert (status, body["error_code"]) == (422, 422), body
+    assert http.register("imported", USER_V1, id=2**31 - 2) == (200, {"id": 2**31 - 2})
+    assert http.register("fresh", USER_V2) == (200, {"id": 2**31 - 1})
+    status, body = http.register("fresh2", USER_NO_DEFAULT)  # no id left in the format
+    assert (status, body["error_code"]) == (500, 50001), body
+
+
 def test_version_deletes_soft_then_permanent(http: RegistryHttp, subject: str) -> None:
     first = http.register(subject, _own(USER_V1, subject))[1]["id"]
     http.register(subject, _own(USER_V2, subject))
