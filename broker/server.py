@@ -27,7 +27,7 @@ from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snaps
 
 from .admin.access import AdminAccess, Principal, admin_access
 from .admin.admin_http import AdminServer
-from .config import BrokerConfig, listener_text
+from .config import BrokerConfig, ConfigError, listener_text
 from .network.dispatch import Dispatcher
 from .network.listener import Listeners
 from .durability import GroupCommit, flush_in_background
@@ -48,8 +48,7 @@ from .admin.web_console.app import WebConsole
 from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess
 from .schema_registry.registry import SchemaRegistry
 from .schema_registry.rest import SchemaRegistryServer
-from .schema_registry.store import TOPIC as SCHEMAS_TOPIC
-from .schema_registry.store import SchemaStore
+from .schema_registry.store import SchemaStore, UnusableTopic
 
 if TYPE_CHECKING:
     from .admin.web_console.pages.common import ConsoleBroker
@@ -179,10 +178,6 @@ class Broker:
 
     def _appended(self, topic: str, partition: int) -> None:
         self.watchers.notify(topic, partition)
-        if topic == SCHEMAS_TOPIC and self.schema_registry is not None:
-            # Records a client produced (a copy of another registry's topic): read them
-            # once the append is done. The registry's own writes are read back at once.
-            asyncio.get_running_loop().call_soon(self.schema_store.catch_up)
         if self.group_commit is not None:
             self.group_commit.appended(topic, partition)
 
@@ -244,12 +239,17 @@ class Broker:
         started = time.monotonic()
         _raise_open_file_limit()
         self.services, report = self._open_data_directory()
+        if self.schema_registry is not None:
+            # Before any client connects: `_schemas` is the registry's alone from the start.
+            try:
+                self.schema_store.open()
+            except UnusableTopic as exc:
+                raise ConfigError("schema.registry.listeners", str(exc)) from None
         await self.kafka_listeners.start(self.services, self.dispatcher, self.request_memory)
         if self.admin is not None:
             assert self.config.admin_port is not None, "the admin endpoint exists only with admin.port"
             await self.admin.start(self.config.admin_host, self.config.admin_port)
         if self.schema_registry is not None and self.config.schema_registry_listener is not None:
-            self.schema_store.open()
             await self.schema_registry.start(*self.config.schema_registry_listener)
         self._schedule_background_work()
         self.scheduler.start()

@@ -1,5 +1,6 @@
 """Raw HTTP to the built-in schema registry, for the tests: every answer as (status,
-decoded JSON body, Content-Type)."""
+decoded JSON body, Content-Type); and a registry started over a `_schemas` a client
+wrote."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import http.client
 import json
 from typing import Any
 from urllib.parse import urlsplit
+
+from confluent_kafka import Producer
+
+from ottla.broker.testing import BrokerProcess
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -46,3 +51,32 @@ class RegistryHttp:
     def register(self, subject: str, schema: dict[str, Any] | str, **extra: Any) -> tuple[int, Any]:
         text = schema if isinstance(schema, str) else json.dumps(schema)
         return self.post(f"/subjects/{subject}/versions", {"schema": text, **extra})
+
+
+REGISTRY_ON = {"schema.registry.listeners": "http://127.0.0.1:0"}
+
+
+def registry_over_copied_schemas(data_dir: str, records: list[tuple[bytes, bytes]]) -> tuple[BrokerProcess,
+                                                                                              list[object]]:
+    """A broker with the registry on, over a `_schemas` holding `records` ((key, value),
+    produced by confluent-kafka while the registry was off: a copy of another
+    registry's topic, or an attacker's records; with the registry on, clients may not
+    write it). The broker, and each record's delivery error (None: delivered)."""
+    plain = BrokerProcess(data_dir).start()
+    try:
+        plain.create_topic("_schemas", 1, {"cleanup.policy": "compact"})
+        errors = produce_to_schemas(plain.bootstrap, records)
+    finally:
+        plain.stop()
+    return BrokerProcess(data_dir, REGISTRY_ON).start(), errors
+
+
+def produce_to_schemas(bootstrap: str, records: list[tuple[bytes, bytes]]) -> list[object]:
+    """Produce (key, value) records to `_schemas` with confluent-kafka; each record's
+    delivery error (None: delivered)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2_000_000, "retries": 0})
+    errors: list[object] = []
+    for key, value in records:
+        producer.produce("_schemas", value=value, key=key, on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(30) == 0
+    return errors

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 
 from ottla.broker.testing import BrokerProcess
 
-from ..schema_registry_http import CONTENT_TYPE, RegistryHttp
+from ..schema_registry_http import CONTENT_TYPE, RegistryHttp, registry_over_copied_schemas
 from ..slow_http import send_part_of_a_body, trickle_headers_while
 
 USER_V1 = {"type": "record", "name": "User", "namespace": "ottla.test",
@@ -398,29 +398,32 @@ def test_references(http: RegistryHttp, subject: str) -> None:
     assert http.register(subject + "-2", person, references=missing)[1]["error_code"] == 42201
 
 
-def test_reference_cycle(http: RegistryHttp, registry_broker: BrokerProcess, subject: str) -> None:
+def test_reference_cycle(tmp_path) -> None:
     """A cycle cannot be registered (a reference must exist first), but a copy of another
-    registry's `_schemas` may carry one: two versions referencing each other, produced
-    by a client. A schema referencing them is refused (42201) and nothing else changes."""
-    a, b = subject + "-a", subject + "-b"
-    producer = Producer({"bootstrap.servers": registry_broker.bootstrap})
-    for name, other in ((a, b), (b, a)):
+    registry's `_schemas` may carry one: two versions referencing each other (produced
+    while the registry was off; with it on, clients may not write `_schemas`). A schema
+    referencing them is refused (42201) and nothing else changes."""
+    records = []
+    for name, other in (("a", "b"), ("b", "a")):
         key = {"keytype": "SCHEMA", "subject": name, "version": 1, "magic": 1}
-        value = {"subject": name, "version": 1, "id": 900000 + len(name) + (name == b),
-                 "references": [{"name": f"c.{other[-1].upper()}", "subject": other, "version": 1}],
-                 "schema": json.dumps({"type": "record", "name": f"c.{name[-1].upper()}",
-                                       "fields": [{"name": "f", "type": f"c.{other[-1].upper()}"}]}),
+        value = {"subject": name, "version": 1, "id": 900000 + (name == "b"),
+                 "references": [{"name": f"c.{other.upper()}", "subject": other, "version": 1}],
+                 "schema": json.dumps({"type": "record", "name": f"c.{name.upper()}",
+                                       "fields": [{"name": "f", "type": f"c.{other.upper()}"}]}),
                  "deleted": False}
-        producer.produce("_schemas", json.dumps(value).encode(), json.dumps(key).encode())
-    assert producer.flush(30) == 0
-    for _ in range(100):  # the registry reads what a client produced right after the append
-        if http.get(f"/subjects/{b}/versions")[0] == 200:
-            break
-    assert http.get(f"/subjects/{a}/versions") == (200, [1])
-    schema = {"type": "record", "name": "c.Top", "fields": [{"name": "x", "type": "c.A"}]}
-    status, body = http.register(subject, schema, references=[{"name": "c.A", "subject": a, "version": 1}])
-    assert (status, body["error_code"]) == (422, 42201) and "cycle" in body["message"]
-    _still_serves(http, registry_broker)
+        records.append((json.dumps(key).encode(), json.dumps(value).encode()))
+    broker, errors = registry_over_copied_schemas(str(tmp_path / "data"), records)
+    try:
+        assert errors == [None, None]
+        http = RegistryHttp(broker.schema_registry_url)
+        assert http.get("/subjects/a/versions") == (200, [1])
+        schema = {"type": "record", "name": "c.Top", "fields": [{"name": "x", "type": "c.A"}]}
+        status, body = http.register("top", schema, references=[{"name": "c.A", "subject": "a", "version": 1}])
+        assert (status, body["error_code"]) == (422, 42201) and "cycle" in body["message"]
+        _still_serves(http, broker)
+    finally:
+        broker.stop()
+        broker.cleanup()
 
 
 def test_requests_not_addressed_to_the_registry_are_refused(http: RegistryHttp, subject: str) -> None:
