@@ -25,7 +25,7 @@ from ottla.protocol import compiled_codec
 from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
-from .admin.access import AdminAccess, Principal, admin_access
+from .admin.access import AdminAccess, Principal, TooManyAttempts, admin_access
 from .admin.admin_http import AdminServer
 from .config import BrokerConfig, ConfigError, listener_text
 from .network.dispatch import Dispatcher
@@ -45,7 +45,7 @@ from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
 from .admin.web_console.app import WebConsole
-from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess
+from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
 from .schema_registry.registry import SchemaRegistry
 from .schema_registry.rest import SchemaRegistryServer
 from .schema_registry.store import SchemaStore, UnusableTopic
@@ -93,15 +93,18 @@ class Broker:
         self.faults = Faults(self.logs, self.metrics)
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
+        # Who signs in to the HTTP endpoints, and what each may do: one for both, so that
+        # a client address's failed sign-ins count on both.
+        self.http_access = admin_access(self)
         self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
                                  # The console answers 503 until `services` exist (web_console/app.py).
-                                 console=WebConsole(cast("ConsoleBroker", self)), access=admin_access(self)) \
+                                 console=WebConsole(cast("ConsoleBroker", self)), access=self.http_access) \
             if config.admin_port is not None else None
         # The built-in schema registry (schema.registry.listeners): its state is the
         # `_schemas` topic, read when the broker starts.
         self.schema_store = SchemaStore(self.logs)
         self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
-                                                    _registry_access(admin_access(self))) \
+                                                    _registry_access(self.http_access)) \
             if config.schema_registry_listener is not None else None
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
@@ -433,6 +436,7 @@ class Broker:
             await self.admin.stop()
         if self.schema_registry is not None:
             await self.schema_registry.stop()
+        self.http_access.close()
         if self.services is not None:
             self.services.transactions.close()
         self.logs.close()
@@ -445,8 +449,11 @@ def _registry_access(access: AdminAccess) -> CallableAccess:
     admin endpoint does (broker/schema_registry/access.py has the mapping)."""
     principals: dict[str, Principal] = {}
 
-    def sign_in(authorization: str) -> str | None:
-        principal = access.principal(authorization)
+    async def sign_in(authorization: str, peer: str) -> str | None:
+        try:
+            principal = await access.sign_in(authorization, peer)
+        except TooManyAttempts as exc:
+            raise SignInLimited(exc.retry_after) from None
         if principal is None:
             return None
         principals[principal.name] = principal

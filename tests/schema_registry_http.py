@@ -17,14 +17,17 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
 class RegistryHttp:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, source: str | None = None) -> None:
         parts = urlsplit(url)
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 80
+        # The client's address (any of 127.0.0.0/8 on Linux): tests of what the broker
+        # counts per client address.
+        self.source = (source, 0) if source is not None else None
 
     def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
              content_type: str = CONTENT_TYPE, headers: dict[str, str] | None = None) -> tuple[int, Any, str]:
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=60, source_address=self.source)
         try:
             data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
             sent = {"Content-Type": content_type} if data is not None else {}

@@ -54,7 +54,7 @@ from aiohttp import web
 from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
 from ..logging import get_logger
 from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from .access import AdminAccess, Principal
+from .access import AdminAccess, Principal, TooManyAttempts
 from .faults import Faults, FaultSpecError
 
 if TYPE_CHECKING:
@@ -141,7 +141,10 @@ class AdminServer:
         peer = request.remote or ""
         host = request.headers.get("Host", "")
         access = self.access
-        principal = access.principal(request.headers.get("Authorization", ""))
+        try:
+            principal = await access.sign_in(request.headers.get("Authorization", ""), peer)
+        except TooManyAttempts as exc:
+            return _json(429, {"error": str(exc)}, {"Retry-After": str(max(1, round(exc.retry_after)))})
         body = b""
         if request.body_exists:  # read here, in time or not at all; the handlers get it from aiohttp's cache
             try:

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
 from ..logging import get_logger
-from .access import ALTER_CLUSTER, READ, WRITE, RegistryAccess, Unsecured, topic_of
+from .access import ALTER_CLUSTER, READ, WRITE, RegistryAccess, SignInLimited, Unsecured, topic_of
 from .errors import RegistryError, bad_request
 from .registry import NotPrepared, SchemaRegistry, start_request
 
@@ -180,7 +180,12 @@ class SchemaRegistryServer:
         if origin is not None and origin.partition("://")[2].rstrip("/") != host:
             return _error(RegistryError(403, 40301, f"a request from another origin ({origin}) is refused"))
         if self.access.secured:
-            principal = self.access.sign_in(request.headers.get("Authorization", ""))
+            try:
+                principal = await self.access.sign_in(request.headers.get("Authorization", ""), peer)
+            except SignInLimited as exc:
+                limited = _answer({"error_code": 429, "message": f"HTTP 429 Too Many Requests: {exc}"}, 429)
+                limited.headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+                return limited
             if principal is None:
                 refused = _answer({"error_code": 401, "message": "Unauthorized"}, 401)
                 refused.headers["WWW-Authenticate"] = _REALM
