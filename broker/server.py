@@ -98,7 +98,8 @@ class Broker:
         self.http_access = admin_access(self)
         self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
                                  # The console answers 503 until `services` exist (web_console/app.py).
-                                 console=WebConsole(cast("ConsoleBroker", self)), access=self.http_access) \
+                                 console=WebConsole(cast("ConsoleBroker", self)), access=self.http_access,
+                                 parse_console_schemas=self._parse_console_schemas) \
             if config.admin_port is not None else None
         # The built-in schema registry (schema.registry.listeners): its state is the
         # `_schemas` topic, read when the broker starts.
@@ -118,6 +119,9 @@ class Broker:
         self._checkpointing: asyncio.Future[None] | None = None  # see _checkpoint
         self._recovered_checkpoint: asyncio.Future[None] | None = None
         self._coordinators_ready = asyncio.Event()
+
+    async def _parse_console_schemas(self) -> bool:
+        return self.schema_registry is not None and await self.schema_registry.registry.parse_wanted()
 
     def may_describe_topic(self, name: str) -> bool:
         """Whether the console's operator may see this topic: yes (see `describable`)."""

@@ -54,6 +54,8 @@ def parse_version(text: str) -> int | None:
 # Parsed versions kept for compatibility checks: a version's text and references never
 # change, so its parse does not either.
 _PARSED_KEPT = 4096
+# Stored schemas a reader on the loop may note for parsing at once (one console page's).
+_WANTED_KEPT = 64
 # The parses done off the event loop for the request being served (`prepare`): each
 # request has its own (rest.py starts it), so no other request can push them out.
 _PREPARED: ContextVar[dict[tuple[SchemaText, bool], "_Prepared"]] = ContextVar("ottla_registry_prepared")
@@ -94,6 +96,8 @@ class SchemaRegistry:
     def __init__(self, store: SchemaStore) -> None:
         self.store = store
         self._parsed: dict[SchemaText, ParsedSchema] = {}
+        self._unparsable: dict[SchemaText, RegistryError] = {}
+        self._wanted: set[SchemaText] = set()  # see stored_parse
         # Parsing runs here, never on the event loop, and never in a pool another part of
         # the broker waits on (the log's fsyncs have their own: broker/durability.py).
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ottla-registry")
@@ -322,6 +326,29 @@ class SchemaRegistry:
             outcome = exc
         _request_prepared()[(schema, normalize)] = _Prepared(resolved, outcome)
 
+    def stored_parse(self, schema: SchemaText) -> ParsedSchema | RegistryError | None:
+        """A stored schema's parse for a reader that stays on the event loop (the console's
+        decoder): what is kept of it, or None, the schema then noted for `parse_wanted`."""
+        found = self._parsed.get(schema) or self._unparsable.get(schema)
+        if found is None and len(self._wanted) < _WANTED_KEPT:
+            self._wanted.add(schema)
+        return found
+
+    async def parse_wanted(self) -> bool:
+        """Parse, in the registry's worker, the stored schemas readers noted (and keep
+        the outcomes); whether there were any."""
+        wanted, self._wanted = self._wanted, set()
+        for schema in wanted:
+            try:
+                parsed = await asyncio.get_running_loop().run_in_executor(self._worker, parse, schema, self._resolve)
+            except RegistryError as exc:  # a stored schema that no longer parses (a reference deleted for good)
+                if len(self._unparsable) >= _PARSED_KEPT:
+                    self._unparsable.clear()
+                self._unparsable[schema] = exc
+            else:
+                self._keep(schema, parsed)
+        return bool(wanted)
+
     def close(self) -> None:
         """At shutdown: a parse still queued is dropped, one running ends on its own (the
         walk and the parse are bounded: schema_types.MAX_REFERENCED_*)."""
@@ -349,10 +376,13 @@ class SchemaRegistry:
         parsed = self._parsed.get(schema)
         if parsed is None:
             parsed = self._parse(schema)
-            if len(self._parsed) >= _PARSED_KEPT:
-                self._parsed.clear()
-            self._parsed[schema] = parsed
+            self._keep(schema, parsed)
         return parsed
+
+    def _keep(self, schema: SchemaText, parsed: ParsedSchema) -> None:
+        if len(self._parsed) >= _PARSED_KEPT:
+            self._parsed.clear()
+        self._parsed[schema] = parsed
 
     def _previous(self, subject: str) -> list[tuple[int, str, str, Any]]:
         found = []

@@ -6,7 +6,9 @@ Break-and-see-it-fail: with `prepare_schema` back on asyncio.to_thread and the g
 commit's fsync too (the shared default pool, as on main), eight parses held in the
 pool kept the fsync from running until the 60 s wait gave up, and both tests failed
 (parses seen on asyncio_0); with `_parse` parsing on the loop when nothing was
-prepared, test_a_stored_schema_is_parsed_in_the_worker failed (no NotPrepared).
+prepared, test_a_stored_schema_is_parsed_in_the_worker failed (no NotPrepared); with
+`stored_parse` parsing a schema not kept yet itself, the console's decoder parsed on the
+loop and test_the_consoles_decoder_never_parses_on_the_loop failed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 
 import pytest
 
+from ottla.broker.admin.web_console.schema_decoding import SchemaDecoder
 from ottla.broker.durability import GroupCommit
 from ottla.broker.schema_registry import registry as registry_module
 from ottla.broker.schema_registry.registry import NotPrepared, SchemaRegistry, start_request
@@ -98,3 +101,21 @@ async def test_a_busy_parser_holds_no_fsync(registry: SchemaRegistry, logs: LogM
     finally:
         release.set()
         await asyncio.gather(*parses)
+
+
+async def test_the_consoles_decoder_never_parses_on_the_loop(registry: SchemaRegistry,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    start_request()
+    await registry.prepare("s", SCHEMA, False)
+    assert registry.register("s", SCHEMA) == {"id": 1}
+    seen = _threads_of_parse(monkeypatch)
+    record = b"\0" + (1).to_bytes(4, "big") + b'{"a": 1}'
+    # A page's decoder (web_console/schema_decoding.py) meets the schema first: noted.
+    first = SchemaDecoder(registry.state, lambda subject: True, registry.stored_parse).decode(record)
+    assert first is not None and "is being parsed" in first.note and first.text is None and not seen
+    # The admin endpoint has the registry parse what was noted, in its worker, and
+    # renders the page again.
+    assert await registry.parse_wanted() and not await registry.parse_wanted()
+    again = SchemaDecoder(registry.state, lambda subject: True, registry.stored_parse).decode(record)
+    assert again is not None and again.text is not None and '"a": 1' in again.text
+    assert seen and all(name.startswith("ottla-registry") for name in seen), seen
