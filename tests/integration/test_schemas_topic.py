@@ -108,9 +108,11 @@ def test_a_schemas_topic_that_is_not_compacted_stops_the_start(tmp_path) -> None
     finally:
         plain.stop()
     refused = BrokerProcess(data, REGISTRY)
-    with pytest.raises(RuntimeError, match="broker did not start"):
-        refused.start()
-    assert "ottla serve: the topic _schemas holds the schema registry's state but is not compacted " \
-           "(cleanup.policy=delete)" in refused.log()
-    assert "set cleanup.policy=compact" in refused.log()
-    refused.cleanup()
+    try:
+        with pytest.raises(RuntimeError, match="broker did not start"):
+            refused.start()
+        assert "ottla serve: the topic _schemas holds the schema registry's state but is not compacted " \
+               "(cleanup.policy=delete)" in refused.log()
+        assert "set cleanup.policy=compact" in refused.log()
+    finally:
+        refused.cleanup()
