@@ -178,17 +178,18 @@ class SchemaStore:
     def open(self) -> None:
         """Create `_schemas` on first use, keep it from clients as an internal topic (only
         the registry writes it), and read it to its end. A `_schemas` made while the
-        registry was off that is not compacted stops the start: its old versions would
-        be deleted by retention, and with them schemas clients still decode with."""
+        registry was off that is not compacted only (cleanup.policy=compact, as
+        Confluent's registry requires) stops the start: retention would delete old
+        versions, and with them schemas clients still decode with."""
         topic = self.logs.topic(TOPIC)
         if topic is None:
             self.logs.create_topic(TOPIC, 1, TOPIC_CONFIGS)
             log.info("topic created", topic=TOPIC, partitions=1, configs=TOPIC_CONFIGS)
-        elif not topic.config.compact:
-            raise UnusableTopic(f"the topic {TOPIC} holds the schema registry's state but "
-                              f"is not compacted (cleanup.policy={','.join(topic.config.cleanup_policy)}): start "
-                              f"the broker without schema.registry.listeners, set cleanup.policy=compact on "
-                              f"{TOPIC} (ottla configs, kafka-configs), then start it with the registry again")
+        elif not topic.config.compact or topic.config.delete:
+            raise UnusableTopic(f"the topic {TOPIC} holds the schema registry's state but is not compacted only "
+                                f"(cleanup.policy={','.join(topic.config.cleanup_policy)}): start the broker "
+                                f"without schema.registry.listeners, set cleanup.policy=compact on {TOPIC} "
+                                f"(ottla configs, kafka-configs), then start it with the registry again")
         self.logs.add_internal_topic(TOPIC)
         self.catch_up()
         subjects = len(self.state.versions)

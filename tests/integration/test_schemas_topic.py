@@ -100,19 +100,20 @@ def test_schemas_is_kept_from_clients_while_the_registry_is_on(tmp_path) -> None
         again.cleanup()
 
 
-def test_a_schemas_topic_that_is_not_compacted_stops_the_start(tmp_path) -> None:
+@pytest.mark.parametrize("policy", ["delete", "compact,delete"])
+def test_a_schemas_topic_that_is_not_compacted_stops_the_start(tmp_path, policy: str) -> None:
     data = str(tmp_path / "data")
     plain = BrokerProcess(data).start()
     try:
-        plain.create_topic("_schemas", 1, {"cleanup.policy": "delete"})
+        plain.create_topic("_schemas", 1, {"cleanup.policy": policy})
     finally:
         plain.stop()
     refused = BrokerProcess(data, REGISTRY)
     try:
         with pytest.raises(RuntimeError, match="broker did not start"):
             refused.start()
-        assert "ottla serve: the topic _schemas holds the schema registry's state but is not compacted " \
-               "(cleanup.policy=delete)" in refused.log()
+        assert "ottla serve: the topic _schemas holds the schema registry's state but is not compacted only " \
+               f"(cleanup.policy={policy})" in refused.log()
         assert "set cleanup.policy=compact" in refused.log()
     finally:
         refused.cleanup()
