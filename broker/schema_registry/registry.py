@@ -341,10 +341,11 @@ class SchemaRegistry:
         for schema in wanted:
             try:
                 parsed = await asyncio.get_running_loop().run_in_executor(self._worker, parse, schema, self._resolve)
-            except RegistryError as exc:  # a stored schema that no longer parses (a reference deleted for good)
+            except Exception as exc:  # a stored schema that no longer parses (a reference deleted for good)
                 if len(self._unparsable) >= _PARSED_KEPT:
                     self._unparsable.clear()
-                self._unparsable[schema] = exc
+                self._unparsable[schema] = exc if isinstance(exc, RegistryError) else errors.invalid_schema(
+                    f"{type(exc).__name__}: {exc}")
             else:
                 self._keep(schema, parsed)
         return bool(wanted)

@@ -88,15 +88,15 @@ class RegistryState:
         subject = key.get("subject")
         if keytype == "SCHEMA" and isinstance(subject, str) and isinstance(key.get("version"), int):
             version = _int32(key["version"], "version")
+            entry = _schema_version(value) if value is not None else None  # before any change: it may be refused
             versions = self.versions.setdefault(subject, {})
             previous = versions.pop(version, None)
             if previous is not None:
                 self._release(previous)
-            if value is None:
+            if entry is None:
                 if not versions:
                     del self.versions[subject]
                 return
-            entry = _schema_version(value)
             versions[version] = entry
             self._hold(entry)
             self.max_id = max(self.max_id, entry.schema_id)
