@@ -330,17 +330,24 @@ class SchemaRegistry:
         """A stored schema's parse for a reader that stays on the event loop (the console's
         decoder): what is kept of it, or None, the schema then noted for `parse_wanted`."""
         found = self._parsed.get(schema) or self._unparsable.get(schema)
-        if found is None and len(self._wanted) < _WANTED_KEPT:
-            self._wanted.add(schema)
+        if found is None or (isinstance(found, ParsedSchema) and not _readable(found)):
+            if len(self._wanted) < _WANTED_KEPT:
+                self._wanted.add(schema)
+            return None
         return found
 
     async def parse_wanted(self) -> bool:
         """Parse, in the registry's worker, the stored schemas readers noted (and keep
         the outcomes); whether there were any."""
         wanted, self._wanted = self._wanted, set()
+        loop = asyncio.get_running_loop()
         for schema in wanted:
+            kept = self._parsed.get(schema)
             try:
-                parsed = await asyncio.get_running_loop().run_in_executor(self._worker, parse, schema, self._resolve)
+                if kept is not None:  # parsed for a compatibility check: the descriptors are what is missing
+                    await loop.run_in_executor(self._worker, _make_readable, kept)
+                    continue
+                parsed = await loop.run_in_executor(self._worker, _parse_to_read, schema, self._resolve)
             except Exception as exc:  # a stored schema that no longer parses (a reference deleted for good)
                 if len(self._unparsable) >= _PARSED_KEPT:
                     self._unparsable.clear()
@@ -517,6 +524,22 @@ class SchemaRegistry:
                 for e in live]
         self.store.write([*soft, (delete_subject_key(subject), {"subject": subject, "version": live[-1].version})])
         return [e.version for e in live]
+
+
+def _parse_to_read(schema: SchemaText, resolve: Resolver) -> ParsedSchema:
+    """parse(), and for PROTOBUF the runtime's descriptors a reader decodes with."""
+    return _make_readable(parse(schema, resolve))
+
+
+def _make_readable(parsed: ParsedSchema) -> ParsedSchema:
+    if isinstance(parsed.parsed, protobuf.ProtobufSchema):
+        parsed.parsed.pool()
+    return parsed
+
+
+def _readable(parsed: ParsedSchema) -> bool:
+    """Whether a reader may decode with it on the event loop: nothing left to build."""
+    return not isinstance(parsed.parsed, protobuf.ProtobufSchema) or parsed.parsed.has_pool
 
 
 def _describe(entry: SchemaVersion, text: str | None = None) -> dict[str, Any]:

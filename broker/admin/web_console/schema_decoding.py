@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import avro.schema
-from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf import json_format, message_factory
 
 from ...schema_registry.errors import RegistryError
 from ...schema_registry.protobuf import ProtobufSchema
@@ -241,10 +241,6 @@ def _decode_protobuf(schema: ProtobufSchema, payload: memoryview) -> Any:
             raise DecodeFailed(f"message index {index} out of range")
         name = f"{name}.{messages[index].name}" if name else messages[index].name
         messages = messages[index].nested_type
-    pool = descriptor_pool.DescriptorPool()
-    for file in schema.imports.values():  # in the order protoc wrote them: each after its own imports
-        pool.Add(file)
-    pool.Add(schema.file)
-    message = message_factory.GetMessageClass(pool.FindMessageTypeByName(name))()
+    message = message_factory.GetMessageClass(schema.pool().FindMessageTypeByName(name))()
     message.ParseFromString(bytes(payload[position:]))
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
