@@ -152,3 +152,25 @@ async def test_a_protobuf_schemas_descriptors_are_built_in_the_worker(registry: 
     again = SchemaDecoder(registry.state, lambda subject: True, registry.stored_parse).decode(record)
     assert again is not None and again.text is not None and '"a": 5' in again.text, again
     assert built and all(name.startswith("ottla-registry") for name in built), built
+
+
+async def test_the_first_serialized_get_parses_in_the_worker(registry: SchemaRegistry,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`?format=serialized` of a stored PROTOBUF schema not parsed yet: the handler does
+    not compile it on the loop (NotPrepared; rest.py parses it in the worker and asks
+    again), and the answer is the compiled descriptor."""
+    body = {"schema": 'syntax = "proto3"; package q; message Q { int32 a = 1; }', "schemaType": "PROTOBUF"}
+    start_request()
+    await registry.prepare("q", body, False)
+    assert registry.register("q", body) == {"id": 1}
+    seen = _threads_of_parse(monkeypatch)
+    start_request()
+    by_id = lambda: registry.schema_by_id(1, "serialized")  # noqa: E731
+    by_version = lambda: registry.get_version("q", "1", fmt="serialized")  # noqa: E731
+    for ask in (by_id, by_version):
+        with pytest.raises(NotPrepared) as missing:
+            ask()
+        assert not seen
+    await registry.prepare_schema(missing.value.schema, missing.value.normalize)
+    assert by_id()["schema"] == by_version()["schema"]
+    assert seen and all(name.startswith("ottla-registry") for name in seen), seen
