@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from . import ready_lines
 from .tools import admin_cli, console, open_console
-from .config import LOG_DEFAULTS, PROPERTIES, ResolvedConfig, resolve_config
+from .config import LOG_DEFAULTS, PROPERTIES, ConfigError, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
 from .network.request_memory import settle_allocator
 from .security.dev_security import DevSecurity, prepare
@@ -177,11 +177,15 @@ def main(argv: list[str] | None = None) -> int:
                     "(set sasl.oauthbearer.jwks.endpoint.url to validate signed tokens)", listener=listener.name)
         settle_allocator()
         try:
-            import uvloop
-        except ImportError:  # pragma: no cover - uvloop is a dependency; this is a fallback
-            asyncio.run(_serve(resolved, add_scram, dev))
-        else:
-            uvloop.run(_serve(resolved, add_scram, dev))
+            try:
+                import uvloop
+            except ImportError:  # pragma: no cover - uvloop is a dependency; this is a fallback
+                asyncio.run(_serve(resolved, add_scram, dev))
+            else:
+                uvloop.run(_serve(resolved, add_scram, dev))
+        except ConfigError as exc:  # what the data directory holds stops the start (a `_schemas` not compacted)
+            get_logger("ottla.config").error("not started", key=exc.key, reason=str(exc))
+            parser.exit(1, f"ottla serve: {exc}\n")
         return 0
     if args.command == "dump-log":
         from .tools.dump_log import dump_files

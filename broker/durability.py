@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from ottla.storage.log import PartitionLog
@@ -80,13 +81,16 @@ async def flush_in_background(logs: Iterable[PartitionLog]) -> None:
             for fd in fds:
                 os.close(fd)
             raise
-        await asyncio.to_thread(_fsync_all, fds)
+        await asyncio.get_running_loop().run_in_executor(_FSYNC_THREAD, _fsync_all, fds)
         for log, end in work:
             log.mark_flushed(end)
 
 
 # Duplicated descriptors a flush holds at once (see flush_in_background).
 FLUSH_GROUP_FILES = 64
+# The fsyncs' own thread: an acks=all answer on a --fsync broker waits for it, so no
+# other work (the schema registry's parsing, a compaction) may queue in front of it.
+_FSYNC_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ottla-fsync")
 
 
 def _fsync_all(fds: list[int]) -> None:

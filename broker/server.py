@@ -25,9 +25,9 @@ from ottla.protocol import compiled_codec
 from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
-from .admin.access import AdminAccess, Principal, admin_access
+from .admin.access import AdminAccess, Principal, TooManyAttempts, admin_access
 from .admin.admin_http import AdminServer
-from .config import BrokerConfig, listener_text
+from .config import BrokerConfig, ConfigError, listener_text
 from .network.dispatch import Dispatcher
 from .network.listener import Listeners
 from .durability import GroupCommit, flush_in_background
@@ -45,11 +45,10 @@ from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
 from .admin.web_console.app import WebConsole
-from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess
+from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
 from .schema_registry.registry import SchemaRegistry
 from .schema_registry.rest import SchemaRegistryServer
-from .schema_registry.store import TOPIC as SCHEMAS_TOPIC
-from .schema_registry.store import SchemaStore
+from .schema_registry.store import SchemaStore, UnusableTopic
 
 if TYPE_CHECKING:
     from .admin.web_console.pages.common import ConsoleBroker
@@ -94,15 +93,19 @@ class Broker:
         self.faults = Faults(self.logs, self.metrics)
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
+        # Who signs in to the HTTP endpoints, and what each may do: one for both, so that
+        # a client address's failed sign-ins count on both.
+        self.http_access = admin_access(self)
         self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
                                  # The console answers 503 until `services` exist (web_console/app.py).
-                                 console=WebConsole(cast("ConsoleBroker", self)), access=admin_access(self)) \
+                                 console=WebConsole(cast("ConsoleBroker", self)), access=self.http_access,
+                                 parse_console_schemas=self._parse_console_schemas) \
             if config.admin_port is not None else None
         # The built-in schema registry (schema.registry.listeners): its state is the
         # `_schemas` topic, read when the broker starts.
         self.schema_store = SchemaStore(self.logs)
         self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
-                                                    _registry_access(admin_access(self))) \
+                                                    _registry_access(self.http_access)) \
             if config.schema_registry_listener is not None else None
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
@@ -116,6 +119,9 @@ class Broker:
         self._checkpointing: asyncio.Future[None] | None = None  # see _checkpoint
         self._recovered_checkpoint: asyncio.Future[None] | None = None
         self._coordinators_ready = asyncio.Event()
+
+    async def _parse_console_schemas(self) -> bool:
+        return self.schema_registry is not None and await self.schema_registry.registry.parse_wanted()
 
     def _open_data_directory(self) -> tuple[Services, LoadReport]:
         """Load (and after a crash recover) every partition, then build what reads the
@@ -170,10 +176,6 @@ class Broker:
 
     def _appended(self, topic: str, partition: int) -> None:
         self.watchers.notify(topic, partition)
-        if topic == SCHEMAS_TOPIC and self.schema_registry is not None:
-            # Records a client produced (a copy of another registry's topic): read them
-            # once the append is done. The registry's own writes are read back at once.
-            asyncio.get_running_loop().call_soon(self.schema_store.catch_up)
         if self.group_commit is not None:
             self.group_commit.appended(topic, partition)
 
@@ -235,12 +237,17 @@ class Broker:
         started = time.monotonic()
         _raise_open_file_limit()
         self.services, report = self._open_data_directory()
+        if self.schema_registry is not None:
+            # Before any client connects: `_schemas` is the registry's alone from the start.
+            try:
+                self.schema_store.open()
+            except UnusableTopic as exc:
+                raise ConfigError("schema.registry.listeners", str(exc)) from None
         await self.kafka_listeners.start(self.services, self.dispatcher, self.request_memory)
         if self.admin is not None:
             assert self.config.admin_port is not None, "the admin endpoint exists only with admin.port"
             await self.admin.start(self.config.admin_host, self.config.admin_port)
         if self.schema_registry is not None and self.config.schema_registry_listener is not None:
-            self.schema_store.open()
             await self.schema_registry.start(*self.config.schema_registry_listener)
         self._schedule_background_work()
         self.scheduler.start()
@@ -424,6 +431,7 @@ class Broker:
             await self.admin.stop()
         if self.schema_registry is not None:
             await self.schema_registry.stop()
+        self.http_access.close()
         if self.services is not None:
             self.services.transactions.close()
         self.logs.close()
@@ -436,8 +444,11 @@ def _registry_access(access: AdminAccess) -> CallableAccess:
     admin endpoint does (broker/schema_registry/access.py has the mapping)."""
     principals: dict[str, Principal] = {}
 
-    def sign_in(authorization: str) -> str | None:
-        principal = access.principal(authorization)
+    async def sign_in(authorization: str, peer: str) -> str | None:
+        try:
+            principal = await access.sign_in(authorization, peer)
+        except TooManyAttempts as exc:
+            raise SignInLimited(exc.retry_after) from None
         if principal is None:
             return None
         principals[principal.name] = principal

@@ -1,5 +1,6 @@
 """What clients may not do to the coordinators' topics, `__transaction_state` and
-`__consumer_offsets`.
+`__consumer_offsets`, and to the built-in schema registry's `_schemas` while it is on
+(the LogManager's `internal_topics`).
 
 These topics are the coordinators' memory: every transactional id, every open
 transaction and every committed offset is rebuilt from them at start-up. Only the
@@ -21,6 +22,7 @@ INVALID_REQUEST, as Kafka refuses to create its `__cluster_metadata` (the broker
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_manager import INTERNAL_TOPICS
@@ -44,8 +46,9 @@ def is_internal(topic: str) -> bool:
     return topic in INTERNAL_TOPICS
 
 
-def check_client_action(topic: str, action: ClientAction) -> None:
-    """Raise the KafkaError that refuses `action` if `topic` is internal."""
-    if topic in INTERNAL_TOPICS:
+def check_client_action(topic: str, action: ClientAction, internal: Collection[str]) -> None:
+    """Raise the KafkaError that refuses `action` if `topic` is one of the `internal`
+    topics (the LogManager's `internal_topics`)."""
+    if topic in internal:
         code, message = action.value
         raise KafkaError(code, message.format(topic))

@@ -117,6 +117,9 @@ class LogManager:
         self.on_append = on_append
         self.write_check: Callable[[str, int], None] | None = None  # see set_write_check
         self.topics: dict[str, Topic] = {}
+        # The topics clients may not write, delete, reconfigure or trim
+        # (coordinator/internal_topics.py): Kafka's, and what the broker adds (add_internal_topic).
+        self.internal_topics: frozenset[str] = INTERNAL_TOPICS
         self._topics_by_id: dict[uuid.UUID, Topic] = {}
         self.cluster_id = ""
         self.node_id = 1
@@ -128,6 +131,12 @@ class LogManager:
         self._checkpoint_files_written = 0
 
     # --- start-up ------------------------------------------------------------------------
+
+    def add_internal_topic(self, name: str) -> None:
+        """Keep `name` from clients as Kafka's internal topics are: the built-in schema
+        registry's `_schemas`, while the registry is on (it is an ordinary topic for a
+        registry of Confluent's pointed at the broker)."""
+        self.internal_topics = self.internal_topics | {name}
 
     def load(self) -> LoadReport:
         started = time.monotonic()

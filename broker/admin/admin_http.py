@@ -54,7 +54,7 @@ from aiohttp import web
 from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
 from ..logging import get_logger
 from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from .access import AdminAccess, Principal
+from .access import AdminAccess, Principal, TooManyAttempts
 from .faults import Faults, FaultSpecError
 
 if TYPE_CHECKING:
@@ -104,7 +104,8 @@ class AdminServer:
 
     def __init__(self, faults: Faults, metrics_text: Callable[[], str], stopping: Callable[[], bool],
                  token: str | None = None, console: "WebConsole | None" = None,
-                 access: AdminAccess | None = None) -> None:
+                 access: AdminAccess | None = None,
+                 parse_console_schemas: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.faults = faults
         self.console = console
         self.metrics_text = metrics_text
@@ -114,6 +115,9 @@ class AdminServer:
                                             stores=lambda: (None, None), remote_console=False)
         self.host = ""
         self._site = HttpSite("admin")
+        # The schema registry parses, in its worker, the schemas a console page noted it
+        # needs (web_console/schema_decoding.py); whether there were any.
+        self._parse_console_schemas = parse_console_schemas
 
     @property
     def port(self) -> int:
@@ -141,7 +145,10 @@ class AdminServer:
         peer = request.remote or ""
         host = request.headers.get("Host", "")
         access = self.access
-        principal = access.principal(request.headers.get("Authorization", ""))
+        try:
+            principal = await access.sign_in(request.headers.get("Authorization", ""), peer)
+        except TooManyAttempts as exc:
+            return _json(429, {"error": str(exc)}, {"Retry-After": str(max(1, round(exc.retry_after)))})
         body = b""
         if request.body_exists:  # read here, in time or not at all; the handlers get it from aiohttp's cache
             try:
@@ -218,6 +225,11 @@ class AdminServer:
                                                                             name, peer))
             try:
                 status, content_type, answer = self.console.handle(console_request)
+                # A page decoding records with schemas not parsed yet noted them: they are
+                # parsed off the event loop, then the page is rendered again with them.
+                if request.method == "GET" and self._parse_console_schemas is not None \
+                        and await self._parse_console_schemas():
+                    status, content_type, answer = self.console.handle(console_request)
             except Exception:  # a page's bug must not cost more than that page
                 log.exception("console page failed", path=path)
                 return _json(500, {"error": "the console failed on this page; see the broker's log"})

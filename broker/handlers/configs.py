@@ -176,7 +176,7 @@ def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: 
             return answer
         if resource.resource_type != TOPIC:
             raise KafkaError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported")
-        check_client_action(resource.resource_name, ClientAction.ALTER_CONFIGS)
+        check_client_action(resource.resource_name, ClientAction.ALTER_CONFIGS, ctx.services.logs.internal_topics)
         topic = ctx.services.logs.topic(resource.resource_name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist")

@@ -150,7 +150,7 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
     if partition_log is None:
         return _error(partition, ErrorCode.unknown_topic_or_partition)
     try:
-        check_client_action(topic, ClientAction.APPEND)
+        check_client_action(topic, ClientAction.APPEND, ctx.services.logs.internal_topics)
     except KafkaError as exc:
         log.warning("produce refused", topic=topic, partition=partition, error=exc.code.name, reason=exc.message,
                     client_id=ctx.header.client_id, peer=ctx.peer)

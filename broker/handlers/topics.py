@@ -50,7 +50,7 @@ def handle_create(ctx: RequestContext, request: Any) -> Any:
             if not (ctx.allowed_on_cluster(Operation.CREATE) or ctx.allowed(Operation.CREATE, ResourceType.TOPIC,
                                                                             t.name)):
                 raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-            check_client_action(t.name, ClientAction.CREATE_TOPIC)
+            check_client_action(t.name, ClientAction.CREATE_TOPIC, ctx.services.logs.internal_topics)
             partitions = services.config.num_partitions if t.num_partitions == DEFAULT else t.num_partitions
             if t.assignments:
                 partitions = len(t.assignments)
@@ -117,7 +117,7 @@ def handle_delete(ctx: RequestContext, request: Any) -> Any:
                 if topic_id is None and describable and services.logs.topic(name) is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
                 raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-            check_client_action(name, ClientAction.DELETE_TOPIC)
+            check_client_action(name, ClientAction.DELETE_TOPIC, ctx.services.logs.internal_topics)
             deleted = services.delete_topic(name)
             results.append({"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none})
         except KafkaError as exc:
@@ -139,7 +139,7 @@ def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
             try:
                 if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, t.name):
                     raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-                check_client_action(t.name, ClientAction.DELETE_RECORDS)
+                check_client_action(t.name, ClientAction.DELETE_RECORDS, logs.internal_topics)
                 if partition_log is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{t.name}-{p.partition_index}")
                 low = partition_log.delete_records_before(p.offset)
@@ -172,7 +172,7 @@ def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         try:
             if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, t.name):
                 raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-            check_client_action(t.name, ClientAction.CREATE_PARTITIONS)
+            check_client_action(t.name, ClientAction.CREATE_PARTITIONS, services.logs.internal_topics)
             topic = services.logs.validate_partition_count(t.name, t.count)
             added = t.count - len(topic.partitions)
             if added > MAX_PARTITIONS_PER_REQUEST:

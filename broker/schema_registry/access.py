@@ -11,6 +11,7 @@ that suffix stands for the topic of its own name. The mapping is Ottla's own:
     read a schema by id                                              DESCRIBE on a topic of a subject holding it
     list subjects (and an id's subjects and versions)                only those readable as above
     change the global config or mode                                 ALTER on the cluster
+    put a subject in IMPORT mode (it chooses schema ids)             ALTER on the cluster
     read the global config or mode, /schemas/types                   any signed-in user
 
 So a producer allowed to WRITE a topic registers its schemas, a consumer allowed to READ
@@ -21,20 +22,29 @@ room knows only the two questions below.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Awaitable, Callable, Protocol
 
 READ = "read"
 WRITE = "write"
 ALTER_CLUSTER = "alter-cluster"
 
 
+class SignInLimited(Exception):
+    """The client's address tried to sign in too often: 429, for `retry_after` seconds."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"too many sign-in attempts; retry in {retry_after:.0f} s")
+        self.retry_after = retry_after
+
+
 class RegistryAccess(Protocol):
-    """The broker's answer to the two questions: who is asking (None: nobody proven), and
-    may they do this (action READ/WRITE on a subject's topic, or ALTER_CLUSTER)."""
+    """The broker's answer to the two questions: who is asking (None: nobody proven;
+    SignInLimited: the address tried too often), and may they do this (action READ/WRITE
+    on a subject's topic, or ALTER_CLUSTER)."""
 
     secured: bool
 
-    def sign_in(self, authorization: str) -> str | None: ...
+    async def sign_in(self, authorization: str, peer: str) -> str | None: ...
 
     def allows(self, principal: str, action: str, topic: str, peer: str) -> bool: ...
 
@@ -52,7 +62,7 @@ class Unsecured:
 
     secured = False
 
-    def sign_in(self, authorization: str) -> str | None:
+    async def sign_in(self, authorization: str, peer: str) -> str | None:
         return None
 
     def allows(self, principal: str, action: str, topic: str, peer: str) -> bool:
@@ -62,14 +72,14 @@ class Unsecured:
 class CallableAccess:
     """RegistryAccess from two functions (the broker's admin access, adapted in server.py)."""
 
-    def __init__(self, secured: bool, sign_in: Callable[[str], str | None],
+    def __init__(self, secured: bool, sign_in: Callable[[str, str], Awaitable[str | None]],
                  allows: Callable[[str, str, str, str], bool]) -> None:
         self.secured = secured
         self._sign_in = sign_in
         self._allows = allows
 
-    def sign_in(self, authorization: str) -> str | None:
-        return self._sign_in(authorization)
+    async def sign_in(self, authorization: str, peer: str) -> str | None:
+        return await self._sign_in(authorization, peer)
 
     def allows(self, principal: str, action: str, topic: str, peer: str) -> bool:
         return self._allows(principal, action, topic, peer)

@@ -100,3 +100,7 @@ def bad_request(message: str) -> RegistryError:
 
 def store_error(message: str) -> RegistryError:
     return RegistryError(500, 50001, f"Error in the backend data store - {message}")
+
+
+def schema_too_large(reason: str) -> RegistryError:
+    return RegistryError(422, 42209, f"Schema too large: {reason}")

@@ -5,6 +5,8 @@ JSON-ready values."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,8 @@ from .store import (
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_VERSION = 2**31 - 1
+# A schema id is the 4-byte big-endian integer of Confluent's wire format: 1..2^31-1.
+MAX_ID = 2**31 - 1
 
 
 def parse_version(text: str) -> int | None:
@@ -50,9 +54,34 @@ def parse_version(text: str) -> int | None:
 # Parsed versions kept for compatibility checks: a version's text and references never
 # change, so its parse does not either.
 _PARSED_KEPT = 4096
-# Parses done off the event loop for requests still to run (see `prepare`): a handler
-# takes its own; what an interrupted request left is dropped once this many wait.
-_PREPARED_KEPT = 64
+# Stored schemas a reader on the loop may note for parsing at once (one console page's).
+_WANTED_KEPT = 64
+# The parses done off the event loop for the request being served (`prepare`): each
+# request has its own (rest.py starts it), so no other request can push them out.
+_PREPARED: ContextVar[dict[tuple[SchemaText, bool], "_Prepared"]] = ContextVar("ottla_registry_prepared")
+
+
+def start_request() -> None:
+    """Start a request's own set of parses (rest.py, before each request)."""
+    _PREPARED.set({})
+
+
+def _request_prepared() -> dict[tuple[SchemaText, bool], "_Prepared"]:
+    found = _PREPARED.get(None)
+    if found is None:
+        found = {}
+        _PREPARED.set(found)
+    return found
+
+
+class NotPrepared(Exception):
+    """A handler met a schema not parsed off the event loop for this request: rest.py
+    parses it in the registry's worker (`prepare_schema`) and runs the handler again."""
+
+    def __init__(self, schema: SchemaText, normalize: bool) -> None:
+        super().__init__(schema.schema_type)
+        self.schema = schema
+        self.normalize = normalize
 
 
 @dataclass
@@ -67,7 +96,11 @@ class SchemaRegistry:
     def __init__(self, store: SchemaStore) -> None:
         self.store = store
         self._parsed: dict[SchemaText, ParsedSchema] = {}
-        self._prepared: dict[tuple[SchemaText, bool], _Prepared] = {}
+        self._unparsable: dict[SchemaText, RegistryError] = {}
+        self._wanted: set[SchemaText] = set()  # see stored_parse
+        # Parsing runs here, never on the event loop, and never in a pool another part of
+        # the broker waits on (the log's fsyncs have their own: broker/durability.py).
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ottla-registry")
 
     @property
     def state(self) -> RegistryState:
@@ -265,12 +298,12 @@ class SchemaRegistry:
         return self._parse(schema, normalize or self.normalizes(subject)), body
 
     async def prepare(self, subject: str | None, body: object, normalize: bool) -> None:
-        """Parse, in a worker thread, what the request's handler is about to parse: the
-        schema it sends and the subject's versions not parsed yet (a compatibility check
-        compares with them). A schema of megabytes, or protoc's round trip to its own
-        process, then holds no other client's request on the event loop; the handler,
-        which stays on the loop, takes the outcome (`_parse`). A body that holds no
-        schema is left to the handler to refuse."""
+        """Parse, in the registry's worker thread, what the request's handler is about to
+        parse: the schema it sends and the subject's versions not parsed yet (a
+        compatibility check compares with them). A schema of megabytes, or protoc's round
+        trip to its own process, then holds no other client's request on the event loop;
+        the handler, which stays on the loop, takes the outcome (`_parse`). A body that
+        holds no schema is left to the handler to refuse."""
         wanted: list[tuple[SchemaText, bool]] = []
         try:
             wanted.append((self._requested_schema(body), normalize or (subject is not None
@@ -280,15 +313,54 @@ class SchemaRegistry:
         if subject is not None:
             wanted += [(entry.schema, False) for entry in self._versions(subject) if entry.schema not in self._parsed]
         for schema, normalized in wanted:
-            resolved: dict[Reference, SchemaText | None] = {}
-            outcome: ParsedSchema | RegistryError
+            await self.prepare_schema(schema, normalized)
+
+    async def prepare_schema(self, schema: SchemaText, normalize: bool) -> None:
+        """Parse `schema` in the registry's worker thread, for the request being served."""
+        resolved: dict[Reference, SchemaText | None] = {}
+        outcome: ParsedSchema | RegistryError
+        try:
+            outcome = await asyncio.get_running_loop().run_in_executor(
+                self._worker, parse, schema, self._recording_resolver(resolved), normalize)
+        except RegistryError as exc:
+            outcome = exc
+        _request_prepared()[(schema, normalize)] = _Prepared(resolved, outcome)
+
+    def stored_parse(self, schema: SchemaText) -> ParsedSchema | RegistryError | None:
+        """A stored schema's parse for a reader that stays on the event loop (the console's
+        decoder): what is kept of it, or None, the schema then noted for `parse_wanted`."""
+        found = self._parsed.get(schema) or self._unparsable.get(schema)
+        if found is None or (isinstance(found, ParsedSchema) and not _readable(found)):
+            if len(self._wanted) < _WANTED_KEPT:
+                self._wanted.add(schema)
+            return None
+        return found
+
+    async def parse_wanted(self) -> bool:
+        """Parse, in the registry's worker, the stored schemas readers noted (and keep
+        the outcomes); whether there were any."""
+        wanted, self._wanted = self._wanted, set()
+        loop = asyncio.get_running_loop()
+        for schema in wanted:
+            kept = self._parsed.get(schema)
             try:
-                outcome = await asyncio.to_thread(parse, schema, self._recording_resolver(resolved), normalized)
-            except RegistryError as exc:
-                outcome = exc
-            if len(self._prepared) >= _PREPARED_KEPT:
-                self._prepared.clear()
-            self._prepared[(schema, normalized)] = _Prepared(resolved, outcome)
+                if kept is not None:  # parsed for a compatibility check: the descriptors are what is missing
+                    await loop.run_in_executor(self._worker, _make_readable, kept)
+                    continue
+                parsed = await loop.run_in_executor(self._worker, _parse_to_read, schema, self._resolve)
+            except Exception as exc:  # a stored schema that no longer parses (a reference deleted for good)
+                if len(self._unparsable) >= _PARSED_KEPT:
+                    self._unparsable.clear()
+                self._unparsable[schema] = exc if isinstance(exc, RegistryError) else errors.invalid_schema(
+                    f"{type(exc).__name__}: {exc}")
+            else:
+                self._keep(schema, parsed)
+        return bool(wanted)
+
+    def close(self) -> None:
+        """At shutdown: a parse still queued is dropped, one running ends on its own (the
+        walk and the parse are bounded: schema_types.MAX_REFERENCED_*)."""
+        self._worker.shutdown(wait=False, cancel_futures=True)
 
     def _recording_resolver(self, resolved: dict[Reference, SchemaText | None]) -> Resolver:
         """`_resolve`, noting in `resolved` what each reference resolved to."""
@@ -298,24 +370,27 @@ class SchemaRegistry:
         return resolve
 
     def _parse(self, schema: SchemaText, normalize: bool = False) -> ParsedSchema:
-        """parse(), or its outcome from `prepare` where every reference it resolved then
-        still resolves the same way."""
-        prepared = self._prepared.pop((schema, normalize), None)
-        if prepared is not None and all(self._resolve(r) == found for r, found in prepared.resolved.items()):
-            if isinstance(prepared.outcome, RegistryError):
-                raise prepared.outcome
-            return prepared.outcome
-        return parse(schema, self._resolve, normalize=normalize)
+        """The outcome of parse() from `prepare`, if every reference it resolved then still
+        resolves the same way; else NotPrepared: nothing is parsed on the event loop."""
+        prepared = _request_prepared().get((schema, normalize))
+        if prepared is None or not all(self._resolve(r) == found for r, found in prepared.resolved.items()):
+            raise NotPrepared(schema, normalize)
+        if isinstance(prepared.outcome, RegistryError):
+            raise prepared.outcome
+        return prepared.outcome
 
     def _stored_parsed(self, schema: SchemaText) -> ParsedSchema:
         """A stored version's parse, kept (its text and references never change)."""
         parsed = self._parsed.get(schema)
         if parsed is None:
             parsed = self._parse(schema)
-            if len(self._parsed) >= _PARSED_KEPT:
-                self._parsed.clear()
-            self._parsed[schema] = parsed
+            self._keep(schema, parsed)
         return parsed
+
+    def _keep(self, schema: SchemaText, parsed: ParsedSchema) -> None:
+        if len(self._parsed) >= _PARSED_KEPT:
+            self._parsed.clear()
+        self._parsed[schema] = parsed
 
     def _previous(self, subject: str) -> list[tuple[int, str, str, Any]]:
         found = []
@@ -335,6 +410,8 @@ class SchemaRegistry:
         given_id, given_version = request.get("id"), request.get("version")
         if not importing and given_id not in (None, -1):
             raise errors.operation_not_permitted(f"Subject {subject} is not in import mode")
+        if given_id not in (None, -1) and not (type(given_id) is int and 1 <= given_id <= MAX_ID):
+            raise errors.unprocessable(f"Schema id {given_id!r} is not a valid id: ids are between 1 and 2^31-1")
         for entry in self._versions(subject):
             if entry.schema == schema and given_id in (None, -1, entry.schema_id):
                 return {"id": entry.schema_id}
@@ -344,13 +421,15 @@ class SchemaRegistry:
             if messages:
                 raise errors.incompatible(subject, messages)
         existing_id = self.state.id_of(schema)
-        if importing and type(given_id) is int and given_id > 0:
+        if importing and type(given_id) is int and given_id != -1:
             holder = self.state.schema_by_id(given_id)
             if holder is not None and holder != schema:
                 raise errors.id_conflict(given_id)
             schema_id = given_id
         else:
             schema_id = existing_id if existing_id is not None else self.state.max_id + 1
+            if schema_id > MAX_ID:
+                raise errors.store_error("every schema id up to 2^31-1 is taken")
         all_versions = self.state.versions.get(subject, {})
         if importing and type(given_version) is int and 1 <= given_version <= MAX_VERSION:
             version = given_version
@@ -445,6 +524,22 @@ class SchemaRegistry:
                 for e in live]
         self.store.write([*soft, (delete_subject_key(subject), {"subject": subject, "version": live[-1].version})])
         return [e.version for e in live]
+
+
+def _parse_to_read(schema: SchemaText, resolve: Resolver) -> ParsedSchema:
+    """parse(), and for PROTOBUF the runtime's descriptors a reader decodes with."""
+    return _make_readable(parse(schema, resolve))
+
+
+def _make_readable(parsed: ParsedSchema) -> ParsedSchema:
+    if isinstance(parsed.parsed, protobuf.ProtobufSchema):
+        parsed.parsed.pool()
+    return parsed
+
+
+def _readable(parsed: ParsedSchema) -> bool:
+    """Whether a reader may decode with it on the event loop: nothing left to build."""
+    return not isinstance(parsed.parsed, protobuf.ProtobufSchema) or parsed.parsed.has_pool
 
 
 def _describe(entry: SchemaVersion, text: str | None = None) -> dict[str, Any]:

@@ -27,9 +27,9 @@ from aiohttp import web
 
 from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
 from ..logging import get_logger
-from .access import ALTER_CLUSTER, READ, WRITE, RegistryAccess, Unsecured, topic_of
+from .access import ALTER_CLUSTER, READ, WRITE, RegistryAccess, SignInLimited, Unsecured, topic_of
 from .errors import RegistryError, bad_request
-from .registry import SchemaRegistry
+from .registry import NotPrepared, SchemaRegistry, start_request
 
 log = get_logger("ottla.schema_registry")
 
@@ -53,7 +53,13 @@ ID_READ = "id-read"  # a reader of some subject holding the id
 LIST = "list"  # the answer is filtered to readable subjects
 ID_LIST = "id-list"
 GLOBAL_WRITE = "global-write"
+# A subject's mode: WRITE on its topic, but IMPORT (which lets a client choose the ids
+# every consumer decodes with) is the registry's, as in Confluent: ALTER on the cluster.
+SUBJECT_MODE = "subject-mode"
 _REALM = 'Basic realm="Ottla schema registry", charset="UTF-8"'
+# Handler runs of one request that may each meet a schema not parsed yet (see `_run`):
+# a request reads a handful; a bound, so that a subject changing under it cannot loop.
+_MAX_PREPARE_ROUNDS = 16
 
 
 class RawSchema(str):
@@ -147,7 +153,7 @@ class SchemaRegistryServer:
             ("PUT", "/mode", GLOBAL_WRITE, lambda m, q, b: r.put_mode(None, b, _flag(q, "force"))),
             ("GET", f"/mode/{_SUBJECT}", SUBJECT_READ,
              lambda m, q, b: r.get_mode(m["subject"], _flag(q, "defaultToGlobal"))),
-            ("PUT", f"/mode/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.put_mode(m["subject"], b, _flag(q, "force"))),
+            ("PUT", f"/mode/{_SUBJECT}", SUBJECT_MODE, lambda m, q, b: r.put_mode(m["subject"], b, _flag(q, "force"))),
             ("DELETE", f"/mode/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.delete_mode(m["subject"])),
         ]
         self.routes = [(method, re.compile(pattern + "$"), kind, handler) for method, pattern, kind, handler in routes]
@@ -164,6 +170,7 @@ class SchemaRegistryServer:
 
     async def stop(self) -> None:
         await self._site.stop()
+        self.registry.close()
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -173,7 +180,12 @@ class SchemaRegistryServer:
         if origin is not None and origin.partition("://")[2].rstrip("/") != host:
             return _error(RegistryError(403, 40301, f"a request from another origin ({origin}) is refused"))
         if self.access.secured:
-            principal = self.access.sign_in(request.headers.get("Authorization", ""))
+            try:
+                principal = await self.access.sign_in(request.headers.get("Authorization", ""), peer)
+            except SignInLimited as exc:
+                limited = _answer({"error_code": 429, "message": f"HTTP 429 Too Many Requests: {exc}"}, 429)
+                limited.headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+                return limited
             if principal is None:
                 refused = _answer({"error_code": 401, "message": "Unauthorized"}, 401)
                 refused.headers["WWW-Authenticate"] = _REALM
@@ -203,7 +215,7 @@ class SchemaRegistryServer:
         if kind == GLOBAL_WRITE:
             if not self.access.allows(principal, ALTER_CLUSTER, "", request.remote or ""):
                 raise RegistryError(403, 40301, "User is denied operation Write on the global config or mode")
-        elif kind in (SUBJECT_READ, SUBJECT_WRITE):
+        elif kind in (SUBJECT_READ, SUBJECT_WRITE, SUBJECT_MODE):
             action = READ if kind == SUBJECT_READ else WRITE
             if not self._may(request, action, match["subject"]):
                 raise RegistryError(403, 40301, f"User is denied operation {action.capitalize()} on Subject: "
@@ -236,14 +248,31 @@ class SchemaRegistryServer:
             try:
                 self._authorize(request, kind, match)
                 body = await self._body(request)
-                if request.method == "POST":
-                    await self.registry.prepare(match.get("subject"), body, _flag(request, "normalize"))
-                return _answer(self._filter(request, kind, handler(match, request, body)))
+                if kind == SUBJECT_MODE and self.access.secured and _sets_import(body) \
+                        and not self.access.allows(request["principal"], ALTER_CLUSTER, "", request.remote or ""):
+                    raise RegistryError(403, 40301, f"User is denied operation Write on the mode of Subject: "
+                                                    f"{match['subject']}: IMPORT mode needs ALTER on the cluster")
+                return _answer(self._filter(request, kind, await self._run(handler, match, request, body)))
             except RegistryError as exc:
                 return _error(exc)
         if allowed:
             return _answer({"error_code": 405, "message": "HTTP 405 Method Not Allowed"}, 405)
         return _answer({"error_code": 404, "message": "HTTP 404 Not Found"}, 404)
+
+    async def _run(self, handler: Callable[..., Any], match: Path, request: web.Request, body: Any) -> Any:
+        """The route's handler, on the event loop, with every schema it parses parsed
+        before, in the registry's worker: what a POST sends and the subject's versions
+        at once, anything else it meets (a stored PROTOBUF schema asked for
+        `?format=serialized`) when it meets it, running it again then."""
+        start_request()
+        if request.method == "POST":
+            await self.registry.prepare(match.get("subject"), body, _flag(request, "normalize"))
+        for _ in range(_MAX_PREPARE_ROUNDS):
+            try:
+                return handler(match, request, body)
+            except NotPrepared as missing:
+                await self.registry.prepare_schema(missing.schema, missing.normalize)
+        raise RegistryError(500, 50002, "Operation timed out: the schemas this request reads kept changing")
 
     async def _body(self, request: web.Request) -> Any:
         if request.method not in ("POST", "PUT"):
@@ -261,6 +290,10 @@ class SchemaRegistryServer:
             raise bad_request("Unexpected character: the JSON document is nested too deeply") from None
         except ValueError as exc:
             raise bad_request(f"Unrecognized token: {exc}") from None
+
+
+def _sets_import(body: Any) -> bool:
+    return isinstance(body, dict) and isinstance(body.get("mode"), str) and body["mode"].upper() == "IMPORT"
 
 
 @web.middleware

@@ -34,6 +34,7 @@ from .schema_types import AVRO, Reference, SchemaText
 
 TOPIC = "_schemas"
 TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+MAX_INT32 = 2**31 - 1
 
 log = get_logger("ottla.schema_registry")
 
@@ -86,16 +87,16 @@ class RegistryState:
         keytype = key.get("keytype")
         subject = key.get("subject")
         if keytype == "SCHEMA" and isinstance(subject, str) and isinstance(key.get("version"), int):
-            version = int(key["version"])  # type: ignore[call-overload]
+            version = _int32(key["version"], "version")
+            entry = _schema_version(value) if value is not None else None  # before any change: it may be refused
             versions = self.versions.setdefault(subject, {})
             previous = versions.pop(version, None)
             if previous is not None:
                 self._release(previous)
-            if value is None:
+            if entry is None:
                 if not versions:
                     del self.versions[subject]
                 return
-            entry = _schema_version(value)
             versions[version] = entry
             self._hold(entry)
             self.max_id = max(self.max_id, entry.schema_id)
@@ -117,11 +118,18 @@ class RegistryState:
 
 
 def _schema_version(value: dict[str, object]) -> SchemaVersion:
-    references = tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
+    references = tuple(Reference(str(r["name"]), str(r["subject"]), _int32(r["version"], "a reference's version"))
                        for r in value.get("references") or ())  # type: ignore[attr-defined]
     schema = SchemaText(str(value.get("schemaType") or AVRO), str(value["schema"]), references)
-    return SchemaVersion(str(value["subject"]), int(value["version"]), int(value["id"]),  # type: ignore[call-overload]
+    return SchemaVersion(str(value["subject"]), _int32(value["version"], "version"), _int32(value["id"], "id"),
                          schema, bool(value.get("deleted", False)))
+
+
+def _int32(value: object, what: str) -> int:
+    """An id or a version: an integer 1..2^31-1, as Confluent's reader takes them."""
+    if type(value) is not int or not 1 <= value <= MAX_INT32:
+        raise ValueError(f"{what} {str(value)[:40]} is not an integer between 1 and 2^31-1")
+    return value
 
 
 def schema_key(subject: str, version: int) -> Key:
@@ -155,6 +163,10 @@ def _encode(document: dict[str, object]) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
 
 
+class UnusableTopic(Exception):
+    """`_schemas` exists but cannot hold the registry's state: the broker does not start."""
+
+
 class SchemaStore:
     """The `_schemas` log and the state read from it."""
 
@@ -164,10 +176,21 @@ class SchemaStore:
         self._next_offset = 0
 
     def open(self) -> None:
-        """Create `_schemas` on first use and read it to its end."""
-        if self.logs.topic(TOPIC) is None:
+        """Create `_schemas` on first use, keep it from clients as an internal topic (only
+        the registry writes it), and read it to its end. A `_schemas` made while the
+        registry was off that is not compacted only (cleanup.policy=compact, as
+        Confluent's registry requires) stops the start: retention would delete old
+        versions, and with them schemas clients still decode with."""
+        topic = self.logs.topic(TOPIC)
+        if topic is None:
             self.logs.create_topic(TOPIC, 1, TOPIC_CONFIGS)
             log.info("topic created", topic=TOPIC, partitions=1, configs=TOPIC_CONFIGS)
+        elif not topic.config.compact or topic.config.delete:
+            raise UnusableTopic(f"the topic {TOPIC} holds the schema registry's state but is not compacted only "
+                                f"(cleanup.policy={','.join(topic.config.cleanup_policy)}): start the broker "
+                                f"without schema.registry.listeners, set cleanup.policy=compact on {TOPIC} "
+                                f"(ottla configs, kafka-configs), then start it with the registry again")
+        self.logs.add_internal_topic(TOPIC)
         self.catch_up()
         subjects = len(self.state.versions)
         log.info("schema registry loaded", subjects=subjects, max_id=self.state.max_id)
@@ -182,19 +205,21 @@ class SchemaStore:
             self._next_offset = header.last_offset + 1
             if header.is_control:
                 continue
-            for _, key, value in keys_and_values(batch):
-                self._apply_record(key, value)
+            for offset, key, value in keys_and_values(batch):
+                self._apply_record(offset, key, value)
 
-    def _apply_record(self, key: bytes | None, value: bytes | None) -> None:
+    def _apply_record(self, offset: int, key: bytes | None, value: bytes | None) -> None:
         try:
             decoded_key = json.loads(key) if key is not None else None
             decoded_value = json.loads(value) if value is not None else None
             if not isinstance(decoded_key, dict) or not (decoded_value is None or isinstance(decoded_value, dict)):
                 raise ValueError("not a JSON object")
             self.state.apply(decoded_key, decoded_value)
-        except (ValueError, KeyError, TypeError) as exc:  # a stranger's record in the topic costs only itself
-            log.warning("skipped a record of _schemas it cannot read", reason=str(exc)[:200],
-                        key=(key or b"")[:200].decode(errors="replace"))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+            # A record no registry wrote (nested past the parser's depth, an id of 1e999...)
+            # costs only itself, as Confluent's reader skips what it cannot deserialize.
+            log.warning("skipped a record of _schemas it cannot read", offset=offset, error=type(exc).__name__,
+                        reason=str(exc)[:200], key=(key or b"")[:200].decode(errors="replace"))
 
     def write(self, records: list[tuple[Key, Value]]) -> None:
         """Append `records` in one batch, then read them back into the state."""

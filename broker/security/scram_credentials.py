@@ -68,6 +68,9 @@ class ScramCredentials:
         self._data_dir = data_dir
         self._key: bytes | None = None
         self._users: dict[str, dict[str, ScramCredential]] = {}
+        # Counts changes: a login verified against older credentials (the HTTP
+        # endpoints' remembered Basic headers) is verified again.
+        self.generation = 0
         stored = read_json(self.path, {})
         for user, mechanisms in stored.items():
             self._users[user] = {
@@ -123,6 +126,7 @@ class ScramCredentials:
                 del self._users[user]
         for user, mechanism, credential in upserts:
             self._users.setdefault(user, {})[mechanism] = credential
+        self.generation += 1
         self._save()
 
     def _save(self) -> None:

@@ -8,6 +8,11 @@ broker on a fresh connection. After each class the broker must still be running,
 the memory ceiling, back to its baseline of descriptors, and must still take a produce
 and answer a fetch.
 
+With the schema registry on, one more class goes over HTTP: reference diamonds
+(`reference_diamonds`), levels of subjects each referencing the level below many times
+over, walked per path an exponential amount of work; every registration must be
+answered (registered, or refused with Confluent's 42201/42209), never fail or hang.
+
 `make fuzz` runs a million frames (`python -m tests.fuzz.fuzzer --frames 1000000`)
 against a broker of its own and prints what it sent and how long the broker took;
 tests/fuzz/test_fuzz.py runs a seeded, bounded share in the test suite.
@@ -31,6 +36,7 @@ from typing import Callable
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.codec import request_class
 from ottla.protocol.errors import ErrorCode
+from tests.schema_registry_http import RegistryHttp
 from tests.schema_samples import every_supported_request, sample_body
 from tests.wire import WireClient, request
 
@@ -184,10 +190,80 @@ def check_health(bootstrap: str, pid: int, topic: str, baseline_fds: int, after:
     return rss
 
 
+REFERENCE_DIAMOND = "reference-diamond"
+# Diamonds in one run: each is some hundred milliseconds of registrations (a million
+# frames would otherwise make hundreds of them).
+MAX_DIAMONDS = 50
+_DIAMOND_TYPES = ("JSON", "AVRO", "PROTOBUF")
+
+
+def _diamond_schema(schema_type: str, name: str, below: str | None) -> str:
+    if schema_type == "JSON":
+        return json.dumps({"type": "object", "title": name})
+    if schema_type == "AVRO":
+        field_type = below if below is not None else "int"
+        return json.dumps({"type": "record", "name": name, "fields": [{"name": "f", "type": field_type}]})
+    return f'syntax = "proto3";\npackage {name.lower()};\nmessage {name} {{ int32 f = 1; }}\n'
+
+
+def _diamond_references(schema_type: str, where: str, width: int, subject: str,
+                        below_name: str) -> list[dict[str, object]]:
+    """`width` references to version 1 of `subject`, each under a name of its own (AVRO
+    names the type it takes from it)."""
+    def name(i: int) -> str:
+        if schema_type == "AVRO":
+            return below_name
+        return f"{where}/r{i}.{'proto' if schema_type == 'PROTOBUF' else 'json'}"
+    return [{"name": name(i), "subject": subject, "version": 1} for i in range(width)]
+
+
+def reference_diamonds(registry: RegistryHttp, rng: random.Random, rounds: int, tag: str) -> int:
+    """`rounds` diamonds: a leaf, then three levels of a subject with 100 to 300
+    references (each a name of its own; PROTOBUF 10 to 40) to the subject below, then up
+    to three schemas referencing the last level as widely: 10^8 paths and more, where a
+    walk once per schema reads a few hundred references. Now and then a level has a
+    reference to a version that does not exist, or is so wide that the references
+    followed pass the registry's bound; the first diamond is always whole. Each answer
+    must be 200, or 422 with 42201 (invalid) or 42209 (too large). The number of
+    requests sent."""
+    sent = 0
+
+    def register(subject: str, schema_type: str, text: str, references: list[dict[str, object]]) -> bool:
+        nonlocal sent
+        status, body = registry.register(subject, text, schemaType=schema_type, references=references)
+        sent += 1
+        assert status == 200 or (status == 422 and body.get("error_code") in (42201, 42209)), (subject, status, body)
+        return status == 200
+
+    for n in range(rounds):
+        schema_type = rng.choice(_DIAMOND_TYPES) if n else "JSON"
+        # protoc writes every file a schema's references bring: fewer for PROTOBUF.
+        narrowest, widest = (10, 40) if schema_type == "PROTOBUF" else (100, 300)
+        prefix = f"fuzz-{tag}-{n}"
+        below, below_name = f"{prefix}-leaf", f"L{n}x0"
+        register(below, schema_type, _diamond_schema(schema_type, below_name, None), [])
+        for level in range(1, 4):
+            wide = n > 0 and rng.random() < 0.1  # past the bound on references followed
+            width = 10_001 if wide else rng.randint(narrowest, widest)
+            references = _diamond_references(schema_type, f"l{level}", width, below, below_name)
+            if n > 0 and rng.random() < 0.1:
+                references[rng.randrange(width)]["version"] = 99  # no such version
+            name, subject = f"L{n}x{level}", f"{prefix}-{level}"
+            if not register(subject, schema_type, _diamond_schema(schema_type, name, below_name), references):
+                break  # refused: the next level builds on the one below
+            below, below_name = subject, name
+        for top in range(rng.randint(1, 3)):
+            references = _diamond_references(schema_type, "top", rng.randint(narrowest, widest), below, below_name)
+            register(f"{prefix}-top{top}", schema_type, _diamond_schema(schema_type, f"T{n}x{top}", below_name),
+                     references)
+    return sent
+
+
 def fuzz(bootstrap: str, pid: int, topic: str, *, seed: int, per_target: int,
-         progress: Callable[[str], None] | None = None) -> Report:
+         progress: Callable[[str], None] | None = None, registry_url: str | None = None) -> Report:
     """`per_target` frames of each mutation class for each API version, class by class,
-    with a health check after each class."""
+    with a health check after each class; with `registry_url`, `per_target` reference
+    diamonds after them (MAX_DIAMONDS at most)."""
     rng = random.Random(seed)
     host, port_text = bootstrap.rsplit(":", 1)
     port = int(port_text)
@@ -210,6 +286,16 @@ def fuzz(bootstrap: str, pid: int, topic: str, *, seed: int, per_target: int,
         if progress is not None:
             progress(f"{kind:<13} {report.sent[kind]:>9,} frames in {report.seconds[kind]:7.1f} s, "
                      f"broker at {report.resident_mib[-1]:.0f} MiB, serving")
+    if registry_url is not None:
+        started = time.monotonic()
+        report.sent[REFERENCE_DIAMOND] += reference_diamonds(RegistryHttp(registry_url), rng,
+                                                             min(per_target, MAX_DIAMONDS), str(seed))
+        report.seconds[REFERENCE_DIAMOND] = time.monotonic() - started
+        report.resident_mib.append(check_health(bootstrap, pid, topic, baseline_fds, REFERENCE_DIAMOND))
+        if progress is not None:
+            progress(f"{REFERENCE_DIAMOND} {report.sent[REFERENCE_DIAMOND]:>5,} requests in "
+                     f"{report.seconds[REFERENCE_DIAMOND]:7.1f} s, broker at {report.resident_mib[-1]:.0f} MiB, "
+                     "serving")
     return report
 
 
@@ -243,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     targets = len(every_supported_request())
     per_target = max(1, args.frames // (targets * len(MUTATIONS)))
     data_dir = tempfile.mkdtemp(prefix="ottla-fuzz-")
-    broker = BrokerProcess(data_dir, {"auto.create.topics.enable": "false", "log.format": "json"}).start()
+    broker = BrokerProcess(data_dir, {"auto.create.topics.enable": "false", "log.format": "json",
+                                      "schema.registry.listeners": "http://127.0.0.1:0"}).start()
     try:
         topic = broker.create_topic("fuzz-canary")
         print(f"fuzzing {targets} API versions x {len(MUTATIONS)} mutation classes x {per_target} "
@@ -251,8 +338,8 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         started = time.monotonic()
         report = fuzz(broker.bootstrap, broker.process.pid, topic, seed=args.seed, per_target=per_target,
-                      progress=lambda line: print(line, flush=True))
-        total = sum(report.sent.values())
+                      progress=lambda line: print(line, flush=True), registry_url=broker.schema_registry_url)
+        total = sum(report.sent[kind] for kind in MUTATIONS)  # the reference diamonds are HTTP requests
         elapsed = time.monotonic() - started
         print(f"{total:,} frames in {elapsed:.0f} s ({total / elapsed:,.0f} frames/s); the broker never died, "
               f"peak {max(report.resident_mib):.0f} MiB resident; frames per API key: "

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 
 from ottla.broker.testing import BrokerProcess
 
-from ..schema_registry_http import CONTENT_TYPE, RegistryHttp
+from ..schema_registry_http import CONTENT_TYPE, RegistryHttp, registry_over_copied_schemas
 from ..slow_http import send_part_of_a_body, trickle_headers_while
 
 USER_V1 = {"type": "record", "name": "User", "namespace": "ottla.test",
@@ -320,6 +320,23 @@ def test_import_mode_keeps_given_ids_and_versions(fresh_broker) -> None:
     assert http.register("fresh", USER_V2) == (200, {"id": 102})
 
 
+@pytest.mark.parametrize("given", [2**40, 2**31, 0, -2, "7", 7.5, True])
+def test_import_refuses_an_id_outside_int32(fresh_broker, given: object) -> None:
+    """An id is the 4-byte integer of Confluent's wire format: 1..2^31-1 (issue 40 point
+    4: 1099511627776 was taken, and every later schema got an id past the format).
+    Break-and-see-it-fail: without the range check in `register`, every one of these
+    ids was taken (200) and each case failed."""
+    broker = fresh_broker(schema_registry_listeners="http://127.0.0.1:0")
+    http = RegistryHttp(broker.schema_registry_url)
+    assert http.put("/mode/imported?force=true", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    status, body = http.register("imported", USER_V1, id=given)
+    assert (status, body["error_code"]) == (422, 422), body
+    assert http.register("imported", USER_V1, id=2**31 - 2) == (200, {"id": 2**31 - 2})
+    assert http.register("fresh", USER_V2) == (200, {"id": 2**31 - 1})
+    status, body = http.register("fresh2", USER_NO_DEFAULT)  # no id left in the format
+    assert (status, body["error_code"]) == (500, 50001), body
+
+
 def test_version_deletes_soft_then_permanent(http: RegistryHttp, subject: str) -> None:
     first = http.register(subject, _own(USER_V1, subject))[1]["id"]
     http.register(subject, _own(USER_V2, subject))
@@ -381,29 +398,32 @@ def test_references(http: RegistryHttp, subject: str) -> None:
     assert http.register(subject + "-2", person, references=missing)[1]["error_code"] == 42201
 
 
-def test_reference_cycle(http: RegistryHttp, registry_broker: BrokerProcess, subject: str) -> None:
+def test_reference_cycle(tmp_path) -> None:
     """A cycle cannot be registered (a reference must exist first), but a copy of another
-    registry's `_schemas` may carry one: two versions referencing each other, produced
-    by a client. A schema referencing them is refused (42201) and nothing else changes."""
-    a, b = subject + "-a", subject + "-b"
-    producer = Producer({"bootstrap.servers": registry_broker.bootstrap})
-    for name, other in ((a, b), (b, a)):
+    registry's `_schemas` may carry one: two versions referencing each other (produced
+    while the registry was off; with it on, clients may not write `_schemas`). A schema
+    referencing them is refused (42201) and nothing else changes."""
+    records = []
+    for name, other in (("a", "b"), ("b", "a")):
         key = {"keytype": "SCHEMA", "subject": name, "version": 1, "magic": 1}
-        value = {"subject": name, "version": 1, "id": 900000 + len(name) + (name == b),
-                 "references": [{"name": f"c.{other[-1].upper()}", "subject": other, "version": 1}],
-                 "schema": json.dumps({"type": "record", "name": f"c.{name[-1].upper()}",
-                                       "fields": [{"name": "f", "type": f"c.{other[-1].upper()}"}]}),
+        value = {"subject": name, "version": 1, "id": 900000 + (name == "b"),
+                 "references": [{"name": f"c.{other.upper()}", "subject": other, "version": 1}],
+                 "schema": json.dumps({"type": "record", "name": f"c.{name.upper()}",
+                                       "fields": [{"name": "f", "type": f"c.{other.upper()}"}]}),
                  "deleted": False}
-        producer.produce("_schemas", json.dumps(value).encode(), json.dumps(key).encode())
-    assert producer.flush(30) == 0
-    for _ in range(100):  # the registry reads what a client produced right after the append
-        if http.get(f"/subjects/{b}/versions")[0] == 200:
-            break
-    assert http.get(f"/subjects/{a}/versions") == (200, [1])
-    schema = {"type": "record", "name": "c.Top", "fields": [{"name": "x", "type": "c.A"}]}
-    status, body = http.register(subject, schema, references=[{"name": "c.A", "subject": a, "version": 1}])
-    assert (status, body["error_code"]) == (422, 42201) and "cycle" in body["message"]
-    _still_serves(http, registry_broker)
+        records.append((json.dumps(key).encode(), json.dumps(value).encode()))
+    broker, errors = registry_over_copied_schemas(str(tmp_path / "data"), records)
+    try:
+        assert errors == [None, None]
+        http = RegistryHttp(broker.schema_registry_url)
+        assert http.get("/subjects/a/versions") == (200, [1])
+        schema = {"type": "record", "name": "c.Top", "fields": [{"name": "x", "type": "c.A"}]}
+        status, body = http.register("top", schema, references=[{"name": "c.A", "subject": "a", "version": 1}])
+        assert (status, body["error_code"]) == (422, 42201) and "cycle" in body["message"]
+        _still_serves(http, broker)
+    finally:
+        broker.stop()
+        broker.cleanup()
 
 
 def test_requests_not_addressed_to_the_registry_are_refused(http: RegistryHttp, subject: str) -> None:

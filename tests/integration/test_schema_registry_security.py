@@ -93,6 +93,26 @@ def test_global_config_needs_alter_on_the_cluster(http: RegistryHttp) -> None:
     assert http.call("PUT", "/config", {"compatibility": "BACKWARD"}, headers=_basic("admin"))[0] == 200
 
 
+def test_import_mode_needs_alter_on_the_cluster(http: RegistryHttp) -> None:
+    """IMPORT lets a client choose the ids every consumer decodes with: a registry-wide
+    right, as in Confluent (ALTER on the cluster), not the WRITE on a topic that sets the
+    subject's other modes (issue 40 point 4). Break-and-see-it-fail: with PUT
+    /mode/<subject> authorized as any subject write, alice put orders-value in IMPORT
+    (200) and the test failed."""
+    for path in ("/mode/orders-value?force=true", "/mode/orders-value"):
+        status, body, _ = http.call("PUT", path, {"mode": "import"}, headers=_basic("alice"))
+        assert (status, body["error_code"]) == (403, 40301), body
+    assert http.call("GET", "/mode/orders-value?defaultToGlobal=true", headers=_basic("alice"))[:2] == \
+        (200, {"mode": "READWRITE"})
+    # The subject's other modes stay the topic writer's.
+    assert http.call("PUT", "/mode/orders-value", {"mode": "READONLY"}, headers=_basic("alice"))[:2] == \
+        (200, {"mode": "READONLY"})
+    assert http.call("DELETE", "/mode/orders-value", headers=_basic("alice"))[0] == 200
+    assert http.call("PUT", "/mode/orders-value?force=true", {"mode": "IMPORT"}, headers=_basic("admin"))[:2] == \
+        (200, {"mode": "IMPORT"})
+    assert http.call("DELETE", "/mode/orders-value", headers=_basic("admin"))[0] == 200
+
+
 def test_confluent_client_with_basic_auth(secured: BrokerProcess) -> None:
     alice = SchemaRegistryClient({"url": secured.schema_registry_url,
                                   "basic.auth.user.info": f"alice:{USERS['alice']}"})

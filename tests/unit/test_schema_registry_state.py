@@ -7,6 +7,8 @@ Break-and-see-it-fail: with `_release` doing nothing, test_an_id_lives_while_a_v
 
 from __future__ import annotations
 
+import pytest
+
 from ottla.broker.schema_registry.schema_types import SchemaText
 from ottla.broker.schema_registry.store import (RegistryState, SchemaVersion, config_key, delete_subject_key,
                                                 mode_key, schema_key, schema_value)
@@ -56,3 +58,15 @@ def test_unknown_keys_change_nothing() -> None:
     state.apply({"keytype": "NOOP", "magic": 0}, None)
     state.apply({"keytype": "SOMETHING_NEW", "subject": "a"}, {"x": 1})
     assert state == RegistryState()
+
+
+def test_a_value_it_cannot_read_changes_nothing() -> None:
+    """A record whose value is refused (an id past int32) leaves the version it names as
+    it was, as Confluent's reader skips it; it is not a tombstone. Break-and-see-it-fail:
+    with the value read after the previous version was dropped, "a" v1 was gone."""
+    state = RegistryState()
+    _put(state, "a", 1, 1)
+    bad = {**schema_value(SchemaVersion("a", 1, 1, TEXT)), "id": 2**40}
+    with pytest.raises(ValueError):
+        state.apply(schema_key("a", 1), bad)
+    assert state.versions["a"][1].schema_id == 1 and state.schema_by_id(1) == TEXT and state.max_id == 1

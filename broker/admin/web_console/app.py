@@ -166,7 +166,7 @@ class WebConsole:
             if not isinstance(configs, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                         for k, v in configs.items()):
                 raise ValueError("configs: an object of strings")
-            check_client_action(name, ClientAction.CREATE_TOPIC)
+            check_client_action(name, ClientAction.CREATE_TOPIC, self.broker.services.logs.internal_topics)
             if not (request.allows(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
                     or request.allows(Operation.CREATE, ResourceType.TOPIC, name)):
                 raise Refused(f"{request.principal} may not create topic {name!r} (CREATE)")
@@ -180,7 +180,7 @@ class WebConsole:
     def _delete_topic(self, name: str, request: Request) -> Response:
         _require(request, Operation.DELETE, ResourceType.TOPIC, name)
         try:
-            check_client_action(name, ClientAction.DELETE_TOPIC)
+            check_client_action(name, ClientAction.DELETE_TOPIC, self.broker.services.logs.internal_topics)
             self.broker.services.delete_topic(name)
         except KafkaError as exc:
             status = 404 if self.broker.services.logs.topic(name) is None else 400

@@ -12,7 +12,10 @@ an id the registry does not know) is a note beside the raw bytes, never an error
 
 The schema is read as the registry would let the viewer read it (its rule for
 `/schemas/ids/{id}`): through a subject holding the id whose topic the viewer may
-DESCRIBE; any other id is, to the viewer, unknown.
+DESCRIBE; any other id is, to the viewer, unknown. Its parse is the registry's
+(`SchemaRegistry.stored_parse`), never done here on the event loop: a schema not parsed
+yet is noted, the admin endpoint has the registry parse it in its worker and renders
+the page again.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import avro.schema
-from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf import json_format, message_factory
 
+from ...schema_registry.errors import RegistryError
 from ...schema_registry.protobuf import ProtobufSchema
-from ...schema_registry.schema_types import AVRO, JSON, ParsedSchema, Reference, SchemaText, parse
+from ...schema_registry.schema_types import AVRO, JSON, ParsedSchema, SchemaText
 from ...schema_registry.store import RegistryState
 
 MAX_PAYLOAD = 64 * 1024
@@ -48,9 +52,11 @@ class Decoded:
 class SchemaDecoder:
     """Decodes one page's records; each schema is looked up and parsed once per page."""
 
-    def __init__(self, state: RegistryState, may_read_subject: Callable[[str], bool]) -> None:
+    def __init__(self, state: RegistryState, may_read_subject: Callable[[str], bool],
+                 stored_parse: Callable[[SchemaText], ParsedSchema | RegistryError | None]) -> None:
         self._state = state
         self._may_read = may_read_subject
+        self._stored_parse = stored_parse
         self._schemas: dict[int, tuple[ParsedSchema, str] | str] = {}
 
     def decode(self, data: bytes) -> Decoded | None:
@@ -88,16 +94,14 @@ class SchemaDecoder:
         if schema is None or not readable:
             return "the schema registry has no such schema"
 
-        def resolve(reference: Reference) -> SchemaText | None:
-            entry = self._state.versions.get(reference.subject, {}).get(reference.version)
-            return entry.schema if entry is not None else None
-
         subject, version = readable[0]
         described = f"{schema.schema_type}, schema id {schema_id} ({subject} v{version})"
-        try:
-            return parse(schema, resolve), described
-        except Exception as exc:  # a stored schema that no longer parses (a reference deleted for good)
-            return f"{described} does not parse ({exc})"
+        parsed = self._stored_parse(schema)
+        if parsed is None:
+            return f"{described} is being parsed (reload the page)"
+        if isinstance(parsed, RegistryError):  # a stored schema that no longer parses (a reference deleted for good)
+            return f"{described} does not parse ({parsed.message})"
+        return parsed, described
 
 
 def _decode(parsed: ParsedSchema, payload: memoryview) -> Any:
@@ -237,10 +241,6 @@ def _decode_protobuf(schema: ProtobufSchema, payload: memoryview) -> Any:
             raise DecodeFailed(f"message index {index} out of range")
         name = f"{name}.{messages[index].name}" if name else messages[index].name
         messages = messages[index].nested_type
-    pool = descriptor_pool.DescriptorPool()
-    for file in schema.imports.values():  # in the order protoc wrote them: each after its own imports
-        pool.Add(file)
-    pool.Add(schema.file)
-    message = message_factory.GetMessageClass(pool.FindMessageTypeByName(name))()
+    message = message_factory.GetMessageClass(schema.pool().FindMessageTypeByName(name))()
     message.ParseFromString(bytes(payload[position:]))
     return json_format.MessageToDict(message, preserving_proto_field_name=True)

@@ -103,9 +103,11 @@ def _messages_table(rows_html: str) -> Markup:
 def _decoder(broker: ConsoleBroker, fmt: str) -> SchemaDecoder | None:
     """The page's decoder of Confluent's wire format: with the registry on, in "auto"; it
     reads a schema as the registry lets this viewer (DESCRIBE on a subject's topic)."""
-    if fmt != "auto" or getattr(broker, "schema_registry", None) is None:
+    server = getattr(broker, "schema_registry", None)
+    if fmt != "auto" or server is None:
         return None
-    return SchemaDecoder(broker.schema_store.state, lambda subject: broker.may_describe_topic(topic_of(subject)))
+    return SchemaDecoder(broker.schema_store.state, lambda subject: broker.may_describe_topic(topic_of(subject)),
+                         server.registry.stored_parse)
 
 
 def message_rows(rows: list[Row], fmt: str, decoder: SchemaDecoder | None = None) -> tuple[str, int | None]:
