@@ -13,7 +13,7 @@ ADMIN_PORT ?= 9644
 # The built-in schema registry (Confluent's REST API), on 127.0.0.1.
 SCHEMA_REGISTRY_PORT ?= 8081
 
-.PHONY: run test conformance bench fuzz soak clean kafka spark-kafka lint
+.PHONY: run test conformance bench fuzz soak clean kafka spark-kafka avro lint
 
 # The programs the tests run that pip does not install (kcat, chromium, a JDK, Maven,
 # Node.js, strace): each step that needs some installs Debian's packages of the missing
@@ -50,6 +50,19 @@ $(SPARK_KAFKA_LIBS)/.complete: tests/reference/spark-kafka-pom.xml
 	touch $@
 
 spark-kafka: $(SPARK_KAFKA_LIBS)/.complete
+
+# Apache Avro's Java library, whose Schema.toString() the registry's AVRO text is compared
+# with (tests/reference/avro-pom.xml), copied once into an ignored cache.
+AVRO_LIBS := .cache/avro/libs
+$(AVRO_LIBS)/.complete: tests/reference/avro-pom.xml
+	$(SYSTEM_TOOLS) mvn java
+	rm -rf $(AVRO_LIBS) $(AVRO_LIBS).partial
+	mvn -q -B -f tests/reference/avro-pom.xml $(MVN_DEPENDENCY):copy-dependencies \
+		-DoutputDirectory=$(abspath $(AVRO_LIBS)).partial -DincludeScope=runtime
+	mv $(AVRO_LIBS).partial $(AVRO_LIBS)
+	touch $@
+
+avro: $(AVRO_LIBS)/.complete
 
 # Each target installs only what it needs: the broker alone for `run`; the clients,
 # PySpark and the rest of the test tools for `test`; the peer brokers for `bench`.
@@ -92,7 +105,7 @@ run: $(VENV)/.installed-base
 # Spark tests in one (tests/conftest.py's scheduler). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 3
 TEST_PROGRAMS := kcat chromium java javac node npm strace
-test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
+test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete $(AVRO_LIBS)/.complete
 	$(SYSTEM_TOOLS) $(TEST_PROGRAMS)
 	$(BIN)/python -m pytest -m "not kafka" -n $(TEST_WORKERS)
 

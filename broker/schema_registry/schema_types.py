@@ -6,10 +6,11 @@ JSON (JSON Schema) is checked against its metaschema by the `jsonschema` package
 compact JSON, keys in the order written (sorted with `normalize`).
 
 AVRO is parsed by Apache Avro's own Python package (`avro`): a schema it refuses is an
-invalid schema (42201), and the canonical text is the parsed schema written back as
-compact JSON (what Avro's `Schema.toString()` is to Confluent's registry). Names a
-schema takes from its references are resolved against the referenced schemas, which
-are parsed first into the same name table and written back as bare names.
+invalid schema (42201), and the canonical text is what Avro's Java `Schema.toString()`
+prints for it, as Confluent's registry returns it (avro_text.py; normalized, the parsed
+schema written back with its keys sorted). Names a schema takes from its references are
+resolved against the referenced schemas, which are parsed first into the same name
+table, and written as names.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import jsonschema
 import jsonschema.validators
 
 from . import protobuf
+from .avro_text import java_schema_text
 from .errors import RegistryError, invalid_schema
 from .protobuf import PROTOBUF
 
@@ -93,11 +95,14 @@ def parse(schema: SchemaText, resolve: Resolver, normalize: bool = False) -> Par
     try:
         _load_references(schema.references, resolve, names, in_progress=set(), done=set())
         referenced = dict(names.names)
-        parsed = avro.schema.make_avsc_object(json.loads(schema.text), names)
-        written = avro.name.Names()
-        written.names = dict(referenced)
-        as_json = parsed.to_json(written)
-        text = json.dumps(as_json, separators=(",", ":"), sort_keys=normalize)
+        document = json.loads(schema.text)
+        parsed = avro.schema.make_avsc_object(document, names)
+        if normalize:
+            written = avro.name.Names()
+            written.names = dict(referenced)
+            text = json.dumps(parsed.to_json(written), separators=(",", ":"), sort_keys=True)
+        else:
+            text = java_schema_text(document)
     except RegistryError:
         raise
     except RecursionError:
