@@ -87,7 +87,9 @@ class _Printer:
             namespace: str | None = name.rpartition(".")[0]
             name = name.rpartition(".")[2]
         else:
-            namespace = node["namespace"] if "namespace" in node else space
+            namespace = node.get("namespace")
+            if namespace is None:  # absent or null: the enclosing one; "" is none
+                namespace = space
         namespace = namespace or None
         full = _full_name(name, namespace)
         if full in self.known:

@@ -65,6 +65,8 @@ SCHEMAS = [
             {"name": "z", "type": {"type": "record", "name": "Z", "fields": []}}]}}]},
     {"type": "record", "name": "Top", "namespace": "t", "fields": [
         {"name": "g", "type": {"type": "record", "name": "G", "namespace": "", "fields": []}}]},
+    {"type": "record", "name": "Nulls", "namespace": "n", "fields": [
+        {"name": "i", "type": {"type": "record", "name": "I", "namespace": None, "fields": []}}]},
     {"type": "record", "name": "U", "fields": [{"name": "t", "type": "string",
                                                  "doc": "\u00e9\u4e2d \" \\ / \n\t\u0001 \u2028"}]},
     {"type": "record", "name": "L", "fields": [{"name": "next", "type": ["null", "L"], "default": None}]},
