@@ -67,6 +67,14 @@ SCHEMAS = [
         {"name": "g", "type": {"type": "record", "name": "G", "namespace": "", "fields": []}}]},
     {"type": "record", "name": "Nulls", "namespace": "n", "fields": [
         {"name": "i", "type": {"type": "record", "name": "I", "namespace": None, "fields": []}}]},
+    {"type": "fixed", "name": "Money", "namespace": "m", "size": 8, "logicalType": "decimal", "precision": 18,
+     "scale": 4},
+    {"type": "fixed", "name": "Span", "size": 12, "logicalType": "duration"},
+    {"type": "record", "name": "Choice", "namespace": "c", "fields": [
+        {"name": "either", "type": ["null", {"type": "record", "name": "A", "namespace": "x.y", "fields": [
+            {"name": "e", "type": {"type": "enum", "name": "K", "symbols": ["P"]}}]},
+            {"type": "record", "name": "B", "fields": [{"name": "k", "type": "x.y.K"}]}]},
+        {"name": "list", "type": {"type": "array", "items": "x.y.A", "doc": "dropped"}, "doc": "kept"}]},
     {"type": "record", "name": "U", "fields": [{"name": "t", "type": "string",
                                                  "doc": "\u00e9\u4e2d \" \\ / \n\t\u0001 \u2028"}]},
     {"type": "record", "name": "L", "fields": [{"name": "next", "type": ["null", "L"], "default": None}]},
