@@ -24,9 +24,10 @@ PROGRAMS: dict[str, tuple[tuple[str, ...], str]] = {
     "kcat": (("kcat", "kafkacat"), "kcat"),
     # The web console's browser tests drive Debian's chromium with Playwright.
     "chromium": (("/usr/bin/chromium",), "chromium"),
-    # PySpark's JVM, Apache Kafka (the reference), and the source launcher of tests/java.
-    "javac": (("javac",), "openjdk-17-jdk-headless"),
-    "java": (("java",), "openjdk-17-jdk-headless"),
+    # PySpark's JVM, Apache Kafka (the reference), and the source launcher of tests/java:
+    # Debian's default JDK (17 on bookworm, 21 on trixie, which has no 17), Java 17 or newer.
+    "javac": (("javac",), "default-jdk-headless"),
+    "java": (("java",), "default-jdk-headless"),
     # `make kafka` copies Kafka's jars (and the other JVM programs') from Maven Central.
     "mvn": (("mvn",), "maven"),
     # The kafkajs client (tests/js).
