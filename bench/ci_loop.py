@@ -36,8 +36,9 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 STEPS = ("create topic", "produce 100", "classic group: first record", "drain and commit", "one transaction",
          "KIP-848 group: first record", "delete topic")
@@ -54,7 +55,7 @@ class CiLoop:
     failures: dict[str, str] = field(default_factory=dict)  # broker -> why it has no figures
 
 
-def _first_record(consumer, deadline: float):  # type: ignore[no-untyped-def]
+def _next_record(consumer, deadline: float):  # type: ignore[no-untyped-def]
     while time.monotonic() < deadline:
         message = consumer.poll(0.1)
         if message is not None and not message.error():
@@ -62,62 +63,59 @@ def _first_record(consumer, deadline: float):  # type: ignore[no-untyped-def]
     raise TimeoutError("no record")
 
 
+@contextmanager
+def _step(times: dict[str, float], name: str) -> Iterator[float]:
+    """Times the block as step `name`; yields its deadline (monotonic)."""
+    started = time.monotonic()
+    yield started + STEP_TIMEOUT
+    times[name] = time.monotonic() - started
+
+
+def _new_group_member(bootstrap: str, topic: str, protocol: str):  # type: ignore[no-untyped-def]
+    """A consumer of a group of its own, `protocol` classic or consumer (KIP-848), subscribed to `topic`."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{protocol}-{topic}", "group.protocol": protocol,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    return consumer
+
+
 def run_test(bootstrap: str, times: dict[str, float]) -> None:
     """The CI loop's steps against `bootstrap`, each step's seconds into `times` as it ends."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = f"ci-loop-{uuid.uuid4().hex[:8]}"
-    clock = time.monotonic
-
-    started = clock()
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(STEP_TIMEOUT)
-    times[STEPS[0]] = clock() - started
-
-    started = clock()
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for i in range(RECORDS):
-        producer.produce(topic, b"record %d" % i)
-    if producer.flush(STEP_TIMEOUT):
-        raise TimeoutError("records left unsent")
-    times[STEPS[1]] = clock() - started
-
-    started = clock()
-    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": f"classic-{topic}", "group.protocol": "classic",
-                        "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    classic.subscribe([topic])
-    _first_record(classic, started + STEP_TIMEOUT)
-    times[STEPS[2]] = clock() - started
-
-    started = clock()
-    seen = 1
-    while seen < RECORDS:
-        _first_record(classic, started + STEP_TIMEOUT)
-        seen += 1
-    classic.commit(asynchronous=False)
-    classic.close()
-    times[STEPS[3]] = clock() - started
-
-    started = clock()
-    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
-    transactional.init_transactions(STEP_TIMEOUT)
-    transactional.begin_transaction()
-    transactional.produce(topic, b"in a transaction")
-    transactional.commit_transaction(STEP_TIMEOUT)
-    times[STEPS[4]] = clock() - started
-
-    started = clock()
-    modern = Consumer({"bootstrap.servers": bootstrap, "group.id": f"consumer-{topic}", "group.protocol": "consumer",
-                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    modern.subscribe([topic])
-    _first_record(modern, started + STEP_TIMEOUT)
-    times[STEPS[5]] = clock() - started
+    with _step(times, STEPS[0]):
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(STEP_TIMEOUT)
+    with _step(times, STEPS[1]):
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        for i in range(RECORDS):
+            producer.produce(topic, b"record %d" % i)
+        if producer.flush(STEP_TIMEOUT):
+            raise TimeoutError("records left unsent")
+    with _step(times, STEPS[2]) as deadline:
+        classic = _new_group_member(bootstrap, topic, "classic")
+        _next_record(classic, deadline)
+    with _step(times, STEPS[3]) as deadline:
+        for _ in range(RECORDS - 1):
+            _next_record(classic, deadline)
+        classic.commit(asynchronous=False)
+        classic.close()
+    with _step(times, STEPS[4]):
+        transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+        transactional.init_transactions(STEP_TIMEOUT)
+        transactional.begin_transaction()
+        transactional.produce(topic, b"in a transaction")
+        transactional.commit_transaction(STEP_TIMEOUT)
+    with _step(times, STEPS[5]) as deadline:
+        modern = _new_group_member(bootstrap, topic, "consumer")
+        _next_record(modern, deadline)
     modern.close()
-
-    started = clock()
-    admin.delete_topics([topic])[topic].result(STEP_TIMEOUT)
-    times[STEPS[6]] = clock() - started
+    with _step(times, STEPS[6]):
+        admin.delete_topics([topic])[topic].result(STEP_TIMEOUT)
 
 
 def _run_client(bootstrap: str) -> tuple[dict[str, float], str | None]:
