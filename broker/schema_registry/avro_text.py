@@ -2,7 +2,7 @@
 library prints for the parsed schema (`Schema.toString()`, compact JSON).
 
 Written from the schema's JSON once Avro's Python parser has accepted it, in the order
-the Java printer writes each kind's keys (tests/integration/test_schema_registry_avro_text.py
+the Java printer writes each kind's keys (tests/integration/test_schema_registry_text.py
 compares the two on many schemas with org.apache.avro:avro itself):
 
 - a record (or error): type, name, namespace, doc, fields, its other properties, aliases;

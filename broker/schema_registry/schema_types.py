@@ -3,7 +3,8 @@ the same schema compare equal on it, so they get the same id) and its references
 
 JSON (JSON Schema) is checked against its metaschema by the `jsonschema` package
 (the draft its `$schema` names, draft 7 if none); its canonical text is the document as
-compact JSON, keys in the order written (sorted with `normalize`).
+compact JSON, keys in the order written (sorted with `normalize`), non-ASCII as is: what
+Confluent's JsonSchema.canonicalString() writes with Jackson.
 
 AVRO is parsed by Apache Avro's own Python package (`avro`): a schema it refuses is an
 invalid schema (42201), and the canonical text is what Avro's Java `Schema.toString()`
@@ -122,7 +123,8 @@ def _parse_json(schema: SchemaText, resolve: Resolver, normalize: bool) -> Parse
             raise invalid_schema(f"{_short(schema.text)}, details: a JSON Schema is an object or a boolean")
         validator = jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator)
         validator.check_schema(document)
-        text = json.dumps(document, separators=(",", ":"), sort_keys=normalize)
+        # As Confluent's JsonSchema writes it back with Jackson: compact, non-ASCII as is.
+        text = json.dumps(document, separators=(",", ":"), sort_keys=normalize, ensure_ascii=False)
     except RegistryError:
         raise
     except RecursionError:

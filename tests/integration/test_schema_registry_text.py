@@ -1,9 +1,11 @@
-"""An AVRO schema's text, as the registry answers it, is what Apache Avro's Java library
-prints for it (Schema.toString(), what Confluent's registry answers): each schema below
-is registered with Ottla's registry and printed by org.apache.avro:avro 1.12.1
-(tests/java/AvroSchemaText.java, `make avro` copies the jars), and the two texts must be
-equal. Records, errors, enums, fixed, arrays, maps, unions, logical types, defaults of
-every type, docs, aliases, orders, properties and namespaces nested every way."""
+"""A schema's text, as the registry answers it, is what Confluent's registry answers: for
+AVRO, what Apache Avro's Java library prints for it (Schema.toString()); for JSON, the
+document as Jackson writes it back (JsonSchema.canonicalString()). Each schema below is
+registered with Ottla's registry and printed by org.apache.avro:avro 1.12.1 or its
+Jackson (tests/java/SchemaText.java; `make avro` copies the jars), and the two texts must
+be equal. AVRO: records, errors, enums, fixed, arrays, maps, unions, logical types,
+defaults of every type, docs, aliases, orders, properties and namespaces nested every way.
+JSON: non-ASCII text, escapes, nesting, key order as written."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from tests.schema_registry_http import RegistryHttp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AVRO_LIBS = os.path.join(ROOT, ".cache", "avro", "libs")
-PRINTER = os.path.join(ROOT, "tests", "java", "AvroSchemaText.java")
+PRINTER = os.path.join(ROOT, "tests", "java", "SchemaText.java")
 
 ORDER = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 SCHEMAS = [
@@ -88,12 +90,20 @@ SCHEMAS = [
 ]
 
 
-def java_texts(schemas: list[object]) -> list[str]:
+JSON_SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "description": "é, 中, \u2028 and \u0001 / \""}},
+     "required": ["name"], "additionalProperties": False},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Ünïcode", "type": "array",
+     "items": {"enum": [1, "two", None, True, {"z": [], "a": {}}]}, "maxItems": 12345678901234},
+]
+
+
+def java_texts(schemas: list[object], kind: str = "avro") -> list[str]:
     if not os.path.isdir(AVRO_LIBS):
         pytest.fail(f"Apache Avro's Java jars are not in {AVRO_LIBS}: run `make avro` (`make test` does it first)",
                     pytrace=False)
     lines = "".join(json.dumps(schema, ensure_ascii=False) + "\n" for schema in schemas)
-    done = subprocess.run([java(), "-cp", os.path.join(AVRO_LIBS, "*"), PRINTER], input=lines.encode(),
+    done = subprocess.run([java(), "-cp", os.path.join(AVRO_LIBS, "*"), PRINTER, kind], input=lines.encode(),
                           capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     printed = done.stdout.decode().split("\n")[:-1]  # not splitlines: a doc may hold U+2028
@@ -114,3 +124,12 @@ def test_the_registry_answers_the_text_avros_java_library_prints(registry_http: 
         # The same schema, as written or as printed, is the same id.
         assert registry_http.register(subject, java_text)[1] == {"id": answer["id"]}
         assert registry_http.register(f"{subject}-again", json.dumps(schema, indent=2))[1] == {"id": answer["id"]}
+
+
+def test_the_registry_answers_a_json_schema_as_jackson_writes_it(registry_http: RegistryHttp):
+    for schema, java_text in zip(JSON_SCHEMAS, java_texts(JSON_SCHEMAS, "json"), strict=True):
+        subject = f"json-text-{uuid.uuid4().hex[:8]}"
+        status, answer = registry_http.register(subject, json.dumps(schema, indent=1), schemaType="JSON")
+        assert status == 200, answer
+        assert registry_http.get(f"/subjects/{subject}/versions/1")[1]["schema"] == java_text, schema
+        assert registry_http.register(subject, java_text, schemaType="JSON")[1] == {"id": answer["id"]}
