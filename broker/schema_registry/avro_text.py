@@ -155,7 +155,7 @@ def _java_double(value: float) -> str:
     """Java's Double.toString: plain decimals from 10^-3 up to 10^7, else d.dddE±n; the
     shortest digits that read back as the same double, as Python's repr finds them."""
     if math.isnan(value) or math.isinf(value):
-        return json.dumps(value)  # not JSON; Avro's parser refuses none of these in a default
+        return json.dumps(value)  # NaN, Infinity: not JSON (Python reads them; written back as read)
     if value == 0:
         return "-0.0" if math.copysign(1, value) < 0 else "0.0"
     sign = "-" if value < 0 else ""
