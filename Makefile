@@ -13,7 +13,13 @@ ADMIN_PORT ?= 9644
 # The built-in schema registry (Confluent's REST API), on 127.0.0.1.
 SCHEMA_REGISTRY_PORT ?= 8081
 
-.PHONY: run test conformance bench fuzz soak clean kafka spark-kafka lint
+.PHONY: run test conformance bench fuzz soak clean kafka spark-kafka avro lint
+
+# The programs the tests run that pip does not install (kcat, chromium, a JDK, Maven,
+# Node.js, strace): each step that needs some installs Debian's packages of the missing
+# ones when make runs as root, and otherwise stops naming the packages
+# (tests/system_tools.py holds the list; the tests ask it too).
+SYSTEM_TOOLS := $(PYTHON) tests/system_tools.py install
 
 # Apache Kafka 4.3.1, the reference the tests compare Ottla with, and the JVM programs run
 # against both brokers (Kafka's tools, Streams, Connect, MirrorMaker 2): copied once from
@@ -22,6 +28,7 @@ SCHEMA_REGISTRY_PORT ?= 8081
 KAFKA_LIBS := .cache/kafka-4.3.1/libs
 MVN_DEPENDENCY := org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 $(KAFKA_LIBS)/.complete: tests/reference/pom.xml
+	$(SYSTEM_TOOLS) mvn java
 	rm -rf $(KAFKA_LIBS) $(KAFKA_LIBS).partial
 	mvn -q -B -f tests/reference/pom.xml $(MVN_DEPENDENCY):copy-dependencies \
 		-DoutputDirectory=$(abspath $(KAFKA_LIBS)).partial -DincludeScope=runtime
@@ -35,6 +42,7 @@ kafka: $(KAFKA_LIBS)/.complete
 # once into an ignored cache and handed to Spark as local jars (spark.jars).
 SPARK_KAFKA_LIBS := .cache/spark-kafka/libs
 $(SPARK_KAFKA_LIBS)/.complete: tests/reference/spark-kafka-pom.xml
+	$(SYSTEM_TOOLS) mvn java
 	rm -rf $(SPARK_KAFKA_LIBS) $(SPARK_KAFKA_LIBS).partial
 	mvn -q -B -f tests/reference/spark-kafka-pom.xml $(MVN_DEPENDENCY):copy-dependencies \
 		-DoutputDirectory=$(abspath $(SPARK_KAFKA_LIBS)).partial -DincludeScope=runtime
@@ -42,6 +50,19 @@ $(SPARK_KAFKA_LIBS)/.complete: tests/reference/spark-kafka-pom.xml
 	touch $@
 
 spark-kafka: $(SPARK_KAFKA_LIBS)/.complete
+
+# Apache Avro's Java library, whose Schema.toString() the registry's AVRO text is compared
+# with (tests/reference/avro-pom.xml), copied once into an ignored cache.
+AVRO_LIBS := .cache/avro/libs
+$(AVRO_LIBS)/.complete: tests/reference/avro-pom.xml
+	$(SYSTEM_TOOLS) mvn java
+	rm -rf $(AVRO_LIBS) $(AVRO_LIBS).partial
+	mvn -q -B -f tests/reference/avro-pom.xml $(MVN_DEPENDENCY):copy-dependencies \
+		-DoutputDirectory=$(abspath $(AVRO_LIBS)).partial -DincludeScope=runtime
+	mv $(AVRO_LIBS).partial $(AVRO_LIBS)
+	touch $@
+
+avro: $(AVRO_LIBS)/.complete
 
 # Each target installs only what it needs: the broker alone for `run`; the clients,
 # PySpark and the rest of the test tools for `test`; the peer brokers for `bench`.
@@ -83,12 +104,15 @@ run: $(VENV)/.installed-base
 # clients and JVMs, so three workers fit two cores. A module's tests run in one worker, all
 # Spark tests in one (tests/conftest.py's scheduler). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 3
-test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
+TEST_PROGRAMS := kcat chromium java javac node npm strace
+test: lint $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete $(AVRO_LIBS)/.complete
+	$(SYSTEM_TOOLS) $(TEST_PROGRAMS)
 	$(BIN)/python -m pytest -m "not kafka" -n $(TEST_WORKERS)
 
 # Every test that runs Apache Kafka 4.3.1 beside Ottla and compares them: the differential
 # suite, Kafka's tools and clients, Streams, Spark's Kafka connector, Connect, MirrorMaker 2.
 conformance: $(VENV)/.installed-test $(KAFKA_LIBS)/.complete $(SPARK_KAFKA_LIBS)/.complete
+	$(SYSTEM_TOOLS) $(TEST_PROGRAMS)
 	$(BIN)/python -m pytest -m kafka
 
 bench: $(VENV)/.installed-bench $(KAFKA_LIBS)/.complete

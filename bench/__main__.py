@@ -11,7 +11,8 @@ failed is not run on it again in later rounds (a failure is usually a timeout, w
 would cost the same again). Ottla failing a workload, or producing a figure that is not
 valid, ends the run with exit code 1.
 
-Runs of their own follow: SASL_SSL against PLAINTEXT (bench.security), one request at
+Runs of their own follow: the CI loop, one integration test step by step on Ottla, Kafka
+and noida-db (bench.ci_loop), SASL_SSL against PLAINTEXT (bench.security), one request at
 a time next to Kafka and noida-db (bench.round_trips), start-to-ready next to Kafka,
 clean and after kill -9, with 1,000 partitions (bench.starts), start-up after a long coordinator history
 (bench.coordinator_load), 10,000 partitions starting clean and after kill -9
@@ -39,6 +40,7 @@ import time
 import uuid
 from typing import Callable
 
+from .ci_loop import ci_loop_lines, run_ci_loop
 from .client import WORKLOADS, Workload
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
 from .many_clients import many_clients_lines, run_many_clients
@@ -64,7 +66,9 @@ STARTS = "starts"
 MANY_PARTITIONS = "many-partitions"
 MANY_PRODUCERS = "many-producers"
 GROUP_CONSUMER = "group-consumer"
-EXTRAS = (SECURITY, ROUND_TRIPS, STARTS, COORDINATOR_LOAD, MANY_PARTITIONS, MANY_PRODUCERS, GROUP_CONSUMER,
+CI_LOOP = "ci-loop"
+CI_LOOP_PEERS = ("kafka", "noida-db")  # of --peers, the ones the CI loop runs beside Ottla
+EXTRAS = (CI_LOOP, SECURITY, ROUND_TRIPS, STARTS, COORDINATOR_LOAD, MANY_PARTITIONS, MANY_PRODUCERS, GROUP_CONSUMER,
           SCALE)  # runs of their own, in the order they run
 EXTRA_ROUNDS = 3  # at most, for many-partitions and many-clients: the minimum
 
@@ -216,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     workloads = [WORKLOADS[name] for name in WORKLOADS if name in only]
     run = Run([name for name, _ in contenders], [w.name for w in workloads])
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
+    ci_loop_contenders = [(name, factory) for name, factory in contenders if name == OTTLA or name in CI_LOOP_PEERS]
+    plan += [f"{args.rounds} rounds of the CI loop on {', '.join(n for n, _ in ci_loop_contenders)}"] \
+        if CI_LOOP in only else []
     plan += ["SASL_SSL against PLAINTEXT"] if SECURITY in only else []
     plan += ["start-up after a long coordinator history"] if COORDINATOR_LOAD in only else []
     plan += ["one request at a time, Ottla, Kafka and noida-db"] if ROUND_TRIPS in only else []
@@ -233,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.rounds):
                 for name, make_peer in contenders:
                     run_round(name, make_peer, workloads, args, run, r)
+        if CI_LOOP in only:
+            run.ci_loop = run_ci_loop(args.rounds, ci_loop_contenders, lambda line: print(line, flush=True))
+            if OTTLA in run.ci_loop.failures:
+                raise OttlaFailed(f"ci-loop: {run.ci_loop.failures[OTTLA]}")
         if SECURITY in only:
             try:
                 run.security = run_security(args.messages, args.size, min(args.rounds, 3),
@@ -291,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         tables(run, args.size, args.messages),
         per_round_lines(run),
         scale_lines(run),
+        ci_loop_lines(run.ci_loop, OTTLA, KAFKA),
         security_lines(run.security),
         coordinator_load_lines(run.coordinator_load),
         round_trip_lines(run.round_trips),

@@ -83,6 +83,7 @@ class Run:
     scale: ScaleResult | None = None
     scale_skipped: str | None = None  # why the scale run did not run (None if it was not asked for)
     security: Any = None  # bench.security's SecurityResult, when it ran
+    ci_loop: Any = None  # bench.ci_loop's CiLoop, when it ran
     coordinator_load: Any = None  # bench.coordinator_load's LoadResult, when it ran
     round_trips: Any = None  # bench.round_trips' RoundTrips per broker, when it ran
     many_partitions: Any = None  # bench.many_partitions' PartitionStarts, when it ran

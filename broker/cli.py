@@ -74,7 +74,8 @@ def _dump_log_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def build_config(args: argparse.Namespace) -> ResolvedConfig:
-    """Defaults < --config file < OTTLA_* variables < flags (see config.resolve_config)."""
+    """Defaults < development defaults < --config file < OTTLA_* variables < flags (see
+    config.resolve_config)."""
     flags = {}
     for key, value in vars(args).items():
         if key.startswith("kafka:") and value is not None:

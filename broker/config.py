@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterable, Mapping
 from ottla.coordinator.group import GroupConfig
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
+from .development_defaults import DEVELOPMENT_DEFAULTS
+from .development_defaults import SOURCE as DEVELOPMENT_SOURCE
 from .security.authorizer import AUTHORIZER_CLASSES
 from .security.security_config import (ListenerSecurity, SecurityConfigError, is_secret, is_security_property,
                               listener_security)
@@ -464,9 +466,10 @@ class ResolvedConfig:
 
 def resolve_config(file_path: str | None, environ: Mapping[str, str], flags: Mapping[str, str]) -> ResolvedConfig:
     """The broker configuration from its sources, later ones winning: defaults <
-    `file_path` (server.properties) < OTTLA_* variables in `environ` < `flags` (the
-    command line's properties). Raises ConfigError naming the key and its source."""
-    layers: list[tuple[str, Mapping[str, str]]] = []
+    the development defaults (development_defaults.py) < `file_path` (server.properties)
+    < OTTLA_* variables in `environ` < `flags` (the command line's properties). Raises
+    ConfigError naming the key and its source."""
+    layers: list[tuple[str, Mapping[str, str]]] = [(DEVELOPMENT_SOURCE, DEVELOPMENT_DEFAULTS)]
     if file_path is not None:
         try:
             layers.append((file_path, read_properties(file_path)))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import uuid
 
@@ -15,6 +14,7 @@ from ottla.broker.testing import BrokerProcess
 
 from .reference.kafka import KafkaBroker, ReferenceUnavailable
 from .schema_registry_http import RegistryHttp
+from .system_tools import require
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -77,9 +77,8 @@ def topic_name() -> str:
 @pytest.fixture(scope="session")
 def kafkajs() -> str:
     """tests/js/roundtrip.js, its kafkajs installed: `node <it> <bootstrap> [security JSON]`."""
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        pytest.skip("node and npm are not installed (.ci/run installs them from apt)")
+    npm = require("npm")
+    require("node")
     js_dir = os.path.join(os.path.dirname(__file__), "js")
     # Installed once per package-lock.json: the stamp holds the lock file's hash.
     with open(os.path.join(js_dir, "package-lock.json"), "rb") as f:

@@ -3,13 +3,15 @@ the same schema compare equal on it, so they get the same id) and its references
 
 JSON (JSON Schema) is checked against its metaschema by the `jsonschema` package
 (the draft its `$schema` names, draft 7 if none); its canonical text is the document as
-compact JSON, keys in the order written (sorted with `normalize`).
+compact JSON, keys in the order written (sorted with `normalize`), non-ASCII as is: what
+Confluent's JsonSchema.canonicalString() writes with Jackson.
 
 AVRO is parsed by Apache Avro's own Python package (`avro`): a schema it refuses is an
-invalid schema (42201), and the canonical text is the parsed schema written back as
-compact JSON (what Avro's `Schema.toString()` is to Confluent's registry). Names a
-schema takes from its references are resolved against the referenced schemas, which
-are parsed first into the same name table and written back as bare names.
+invalid schema (42201), and the canonical text is what Avro's Java `Schema.toString()`
+prints for it, as Confluent's registry returns it (avro_text.py; normalized, the parsed
+schema written back with its keys sorted). Names a schema takes from its references are
+resolved against the referenced schemas, which are parsed first into the same name
+table, and written as names.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import jsonschema
 import jsonschema.validators
 
 from . import protobuf
+from .avro_text import java_schema_text
 from .errors import RegistryError, invalid_schema, schema_too_large
 from .protobuf import PROTOBUF
 
@@ -93,11 +96,14 @@ def parse(schema: SchemaText, resolve: Resolver, normalize: bool = False) -> Par
     try:
         _load_references(schema.references, resolve, names)
         referenced = dict(names.names)
-        parsed = avro.schema.make_avsc_object(json.loads(schema.text), names)
-        written = avro.name.Names()
-        written.names = dict(referenced)
-        as_json = parsed.to_json(written)
-        text = json.dumps(as_json, separators=(",", ":"), sort_keys=normalize)
+        document = json.loads(schema.text)
+        parsed = avro.schema.make_avsc_object(document, names)
+        if normalize:
+            written = avro.name.Names()
+            written.names = dict(referenced)
+            text = json.dumps(parsed.to_json(written), separators=(",", ":"), sort_keys=True)
+        else:
+            text = java_schema_text(document)
     except RegistryError:
         raise
     except RecursionError:
@@ -117,7 +123,8 @@ def _parse_json(schema: SchemaText, resolve: Resolver, normalize: bool) -> Parse
             raise invalid_schema(f"{_short(schema.text)}, details: a JSON Schema is an object or a boolean")
         validator = jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator)
         validator.check_schema(document)
-        text = json.dumps(document, separators=(",", ":"), sort_keys=normalize)
+        # As Confluent's JsonSchema writes it back with Jackson: compact, non-ASCII as is.
+        text = json.dumps(document, separators=(",", ":"), sort_keys=normalize, ensure_ascii=False)
     except RegistryError:
         raise
     except RecursionError:

@@ -5,9 +5,10 @@ test session, a fresh topic per test, and faults on demand.
         Producer({"bootstrap.servers": ottla_broker.bootstrap}).produce(ottla_topic, b"x")
 
 - `ottla_broker` (session): a broker subprocess on a free port with a temporary data
-  directory and its admin endpoint on; `.bootstrap` (or `.bootstrap_servers`, the name
-  clients use) is its address. Stopped (SIGTERM)
-  and its directory removed when the session ends.
+  directory and its admin endpoint on, with `ottla serve`'s development defaults
+  (docs/configuration.md: a new consumer group is assigned at once); `.bootstrap` (or
+  `.bootstrap_servers`, the name clients use) is its address. Stopped (SIGTERM) and its
+  directory removed when the session ends.
 - `ottla_schema_registry`: the URL of `ottla_broker`'s built-in schema registry
   (Confluent's REST API: `SchemaRegistryClient({"url": ottla_schema_registry})`).
 - `ottla_topic`: a topic of its own for each test, one partition unless the test is

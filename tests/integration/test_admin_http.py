@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from ottla.broker.testing import BrokerProcess
 from tests.clients import create_topic, transactional_producer
 from tests.slow_http import send_part_of_a_body, trickle_headers_while
+from tests.system_tools import require
 
 # Every character the issue names: %, /, &, +, a space, and non-ASCII.
 ODD_TXN_ID = "pay%2F ments/eu&us+é 支付"
@@ -137,11 +138,11 @@ def _html(text: str) -> str:
 
 
 def test_ids_with_reserved_characters_in_chromium(broker):
-    from tests.integration.test_web_console import CHROMIUM, CHROMIUM_ARGS
+    from tests.integration.test_web_console import CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        chromium = p.chromium.launch(executable_path=require("chromium"), args=CHROMIUM_ARGS, headless=True)
         page = chromium.new_page()
         page.goto(f"{broker.admin_url}/console/transactions")
         page.click(f"#transactions a:text-is('{ODD_TXN_ID}')")

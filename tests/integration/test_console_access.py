@@ -26,6 +26,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 from ottla.broker.testing import BrokerProcess
 from tests.host_addresses import own_non_loopback_address
 from tests.sasl_brokers import sasl_plain_client_config, start_sasl_plain_broker
+from tests.system_tools import require
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
@@ -153,10 +154,10 @@ def test_in_chromium_the_browser_signs_in_and_sees_only_what_it_may(secured):
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from tests.integration.test_web_console import CHROMIUM, CHROMIUM_ARGS
+    from tests.integration.test_web_console import CHROMIUM_ARGS
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        chromium = p.chromium.launch(executable_path=require("chromium"), args=CHROMIUM_ARGS, headless=True)
         # No credentials, or wrong ones: chromium is answered 401 (asked to sign in) and
         # shows nothing of the console (headless, it may give up with a net:: error).
         for credentials in (None, {"username": "alice", "password": "wrong"}):
@@ -214,7 +215,7 @@ def test_in_chromium_a_signed_in_user_creates_only_the_topics_its_acls_allow(tmp
     sends no credentials of its own; the browser adds the user's."""
     from playwright.sync_api import sync_playwright
 
-    from tests.integration.test_web_console import CHROMIUM, CHROMIUM_ARGS
+    from tests.integration.test_web_console import CHROMIUM_ARGS
 
     broker = start_sasl_plain_broker(str(tmp_path / "data"), PLAIN_USERS, {"admin.port": "0"})
     try:
@@ -224,7 +225,7 @@ def test_in_chromium_a_signed_in_user_creates_only_the_topics_its_acls_allow(tmp
                                                     AclPermissionType.ALLOW)]).values():
             future.result(10)
         with sync_playwright() as p:
-            chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            chromium = p.chromium.launch(executable_path=require("chromium"), args=CHROMIUM_ARGS, headless=True)
             context = chromium.new_context(http_credentials={"username": "alice", "password": PLAIN_USERS["alice"]})
             page = context.new_page()
             page.goto(f"{broker.admin_url}/console/topics")

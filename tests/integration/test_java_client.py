@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from tests.reference.kafka import TOOL_OPTS, java, libs_dir
+from tests.system_tools import require
 
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "java", "ClientCheck.java")
 
@@ -31,9 +31,7 @@ FEATURES = {"describeFeatures"}
 @pytest.fixture(scope="session")
 def client_check(tmp_path_factory) -> str:
     """ClientCheck compiled once for the session: the directory of its classes."""
-    javac = shutil.which("javac")
-    if javac is None:
-        pytest.fail("javac is not installed (Java 17's JDK: .ci/run installs openjdk-17-jdk-headless)", pytrace=False)
+    javac = require("javac")
     classes = str(tmp_path_factory.mktemp("java-classes"))
     subprocess.run([javac, "-nowarn", "-cp", os.path.join(libs_dir(), "*"), "-d", classes, SOURCE],
                    check=True, capture_output=True, text=True, timeout=300)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 
 import pytest
@@ -13,17 +12,15 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tests.clients import create_topic
+from tests.system_tools import require
 
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
-
-
-@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (.ci/run installs it from apt)")
 def test_kcat_produce_then_consume_round_trip(broker, topic_name):
+    kcat = require("kcat")
     create_topic(broker.bootstrap, topic_name, 1)
     lines = [f"line {i}" for i in range(100)]
-    subprocess.run([KCAT, "-b", broker.bootstrap, "-t", topic_name, "-P"], input="\n".join(lines) + "\n",
+    subprocess.run([kcat, "-b", broker.bootstrap, "-t", topic_name, "-P"], input="\n".join(lines) + "\n",
                    text=True, check=True, timeout=60)
-    out = subprocess.run([KCAT, "-b", broker.bootstrap, "-t", topic_name, "-C", "-e", "-o", "beginning"],
+    out = subprocess.run([kcat, "-b", broker.bootstrap, "-t", topic_name, "-C", "-e", "-o", "beginning"],
                          capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.splitlines() == lines
 

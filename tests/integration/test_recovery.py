@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 import struct
 import time
 
@@ -15,6 +14,7 @@ from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
 from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
+from tests.system_tools import require
 from tests.wire import WireClient, request
 
 
@@ -133,9 +133,7 @@ class _TracedBroker(BrokerProcess):
         self.trace_path = trace_path
 
     def command(self) -> list[str]:
-        strace = shutil.which("strace")
-        assert strace is not None, "strace is not installed (.ci/run installs it from apt)"
-        return [strace, "-D", "-f", "-q", "-yy", "--seccomp-bpf", "-o", self.trace_path,
+        return [require("strace"), "-D", "-f", "-q", "-yy", "--seccomp-bpf", "-o", self.trace_path,
                 "-e", "trace=fsync,fdatasync,write,writev,pwrite64,sendto,sendmsg", *super().command()]
 
 

@@ -148,7 +148,7 @@ def test_schemas_topic_in_confluents_format(fresh_broker) -> None:
                 break
     finally:
         consumer.close()
-    text = '{"type":"record","name":"R","fields":[{"type":"int","name":"a"}]}'
+    text = '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}'  # as Avro's Java printer writes it
     assert records == [
         ({"keytype": "SCHEMA", "subject": "s", "version": 1, "magic": 1},
          {"subject": "s", "version": 1, "id": 1, "schema": text, "deleted": False}),

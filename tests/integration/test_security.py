@@ -12,7 +12,6 @@ import base64
 import datetime
 import json
 import os
-import shutil
 import socket
 import ssl
 import struct
@@ -35,11 +34,11 @@ from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic, poll_to_partition_ends
 from tests.restarts import RESTARTS, restart
 from tests.sasl_brokers import plain_jaas, sasl_plain_client_config
+from tests.system_tools import require
 from tests.wire import WireClient, request
 
 PLAIN_USERS = {"alice": "alice-secret", "carol": "carol-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "bob", "bob-secret"
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
 
 
@@ -447,18 +446,18 @@ def test_aiokafka_over_sasl_ssl_with_a_transaction(secure_broker, certs, topic_n
     assert sorted(asyncio.run(scenario())) == [b"aio%d" % i for i in range(5)]
 
 
-@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (.ci/run installs it from apt)")
 def test_kcat_over_sasl_ssl_with_scram(secure_broker, certs, topic_name):
+    kcat = require("kcat")
     create_topic(secure_broker.bootstrap, topic_name, 1)
     options = ["-b", secure_broker.listeners["SASL_SSL"], "-X", "security.protocol=SASL_SSL",
                "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", f"sasl.username={SCRAM_USER}",
                "-X", f"sasl.password={SCRAM_PASSWORD}", "-X", f"ssl.ca.location={certs['ca']}"]
-    subprocess.run([KCAT, *options, "-P", "-t", topic_name], input="one\ntwo\n", text=True, check=True, timeout=60)
-    out = subprocess.run([KCAT, *options, "-C", "-t", topic_name, "-o", "beginning", "-e", "-q"],
+    subprocess.run([kcat, *options, "-P", "-t", topic_name], input="one\ntwo\n", text=True, check=True, timeout=60)
+    out = subprocess.run([kcat, *options, "-C", "-t", topic_name, "-o", "beginning", "-e", "-q"],
                          capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["one", "two"]
     # And in a consumer group (kcat's balanced consumer).
-    out = subprocess.run([KCAT, *options, "-G", f"kcat-{topic_name}", topic_name, "-e", "-q",
+    out = subprocess.run([kcat, *options, "-G", f"kcat-{topic_name}", topic_name, "-e", "-q",
                           "-X", "auto.offset.reset=earliest"], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["one", "two"]
 

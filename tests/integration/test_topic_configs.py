@@ -8,7 +8,6 @@ import asyncio
 import glob
 import json
 import os
-import shutil
 import struct
 import subprocess
 import time
@@ -28,9 +27,8 @@ from ottla.protocol.errors import ErrorCode
 from ottla.storage.log_config import TOPIC_CONFIGS
 from tests.clients import create_topic
 from tests.restarts import RESTARTS, restart
+from tests.system_tools import require
 from tests.wire import WireClient, request
-
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
 # What each framework sends when it creates its topics (from their sources):
 # Kafka Streams' InternalTopicManager (changelog and repartition topics), Kafka Connect's
@@ -217,10 +215,9 @@ def test_compression_type_stores_batches_in_the_topics_codec_and_every_client_re
     assert _stored_codecs(broker.data_dir, topic_name) == {number}
     expected = [b"value-%02d" % i * 10 for i in range(20)]
     assert [m.value() for m in _read(broker.bootstrap, topic_name, 20)] == expected
-    if KCAT is not None:
-        out = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", topic_name, "-o", "beginning", "-e", "-q"],
-                             capture_output=True, text=True, check=True, timeout=60)
-        assert out.stdout.split() == [v.decode() for v in expected]
+    out = subprocess.run([require("kcat"), "-b", broker.bootstrap, "-C", "-t", topic_name, "-o", "beginning",
+                          "-e", "-q"], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == [v.decode() for v in expected]
     # aiokafka decodes every codec (through cramjam); kafka-python needs extra libraries
     # for all but gzip.
     assert asyncio.run(_aiokafka_read(broker.bootstrap, topic_name, 20)) == expected

@@ -29,8 +29,8 @@ from ottla.broker.testing import BrokerProcess
 from ottla.protocol.apis import CREATE_TOPICS
 
 from ..clients import create_topic, idempotent_producer, produce_all, transactional_producer
+from ..system_tools import require
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 SCREENSHOTS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "console"
@@ -107,10 +107,8 @@ def _populate(broker: BrokerProcess):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it from apt)")
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        chromium = p.chromium.launch(executable_path=require("chromium"), args=CHROMIUM_ARGS, headless=True)
         yield chromium
         chromium.close()
 

@@ -27,6 +27,8 @@ import tempfile
 import time
 from typing import Iterable
 
+from tests.system_tools import find, missing_message
+
 KAFKA_VERSION = "4.3.1"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_LIBS = os.path.join(ROOT, ".cache", f"kafka-{KAFKA_VERSION}", "libs")
@@ -65,10 +67,10 @@ def libs_dir() -> str:
 def java() -> str:
     """The `java` to run Kafka with: $JAVA_HOME's, else the one on PATH."""
     home = os.environ.get("JAVA_HOME")
-    candidate = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    candidate = os.path.join(home, "bin", "java") if home else find("java")
     if not candidate or not os.access(candidate, os.X_OK):
-        raise ReferenceUnavailable("no `java` on PATH (Apache Kafka 4.3 needs Java 17 or newer; "
-                                   ".ci/run installs openjdk-17-jre-headless)")
+        raise ReferenceUnavailable(f"no `java` on PATH (Apache Kafka 4.3 needs Java 17 or newer): "
+                                   f"{missing_message('java')}")
     return candidate
 
 
