@@ -51,8 +51,10 @@ PARTITION_METADATA_FILE = "partition.metadata"
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics: written by the coordinators only, never by clients.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+# Matched whole (fullmatch): `$` also matches before a final newline, and "nl\n" was
+# accepted as a topic whose directory no restart could read back (issue 40).
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
 
 
 def validate_topic_name(name: str) -> None:
@@ -60,7 +62,7 @@ def validate_topic_name(name: str) -> None:
         raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name {name!r} is illegal")
     if len(name) > MAX_TOPIC_NAME:
         raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name is longer than {MAX_TOPIC_NAME} characters")
-    if not _LEGAL_TOPIC.match(name):
+    if not _LEGAL_TOPIC.fullmatch(name):
         raise KafkaError(
             ErrorCode.invalid_topic_exception,
             f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
@@ -156,7 +158,7 @@ class LogManager:
             if name.endswith("-delete"):
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
-            match = _PARTITION_DIR.match(name)
+            match = _PARTITION_DIR.fullmatch(name)
             if match:
                 by_topic.setdefault(match["topic"], []).append((int(match["partition"]), path))
         # ... unless partition directories were put there by hand: those are checked.
