@@ -198,6 +198,10 @@ PROPERTIES: tuple[Property, ...] = (
              "most connections from one address; past it a new one is closed once accepted"),
     Property("max.connections.per.ip.overrides", "max_connections_per_ip_overrides", _connection_overrides,
              "per address or host name, a bound other than max.connections.per.ip: host:count,host:count"),
+    Property("max.broker.partitions", "max_broker_partitions", _at_least(1),
+             "Ottla's own (KIP-578's name): most partitions clients may create, internal topics aside"),
+    Property("max.transactional.ids", "max_transactional_ids", _at_least(1),
+             "Ottla's own: most transactional ids kept; a new one past it is refused (POLICY_VIOLATION)"),
 )
 BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
 SENSITIVE = frozenset({"admin.token"})
@@ -340,6 +344,9 @@ class BrokerConfig:
     max_connections: int = 2**31 - 1
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: str = ""
+    # Ottla's own bounds where Kafka's defaults bound nothing (docs/security.md).
+    max_broker_partitions: int = 10_000
+    max_transactional_ids: int = 100_000
     checkpoint_interval_ms: int = 60_000
     retention_check_interval_ms: int = 300_000
     cleaner_backoff_ms: int = 15_000

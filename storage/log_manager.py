@@ -113,8 +113,11 @@ class LoadReport:
 
 class LogManager:
     def __init__(self, data_dir: str, default_config: LogConfig,
-                 on_append: Callable[[str, int], None] | None = None) -> None:
+                 on_append: Callable[[str, int], None] | None = None, max_partitions: int = 2**31 - 1) -> None:
         self.data_dir = os.path.abspath(data_dir)
+        # max.broker.partitions: the most partitions clients may make the broker hold
+        # (each a directory, files and memory), the internal topics' aside.
+        self.max_partitions = max_partitions
         self.default_config = default_config
         self.on_append = on_append
         self.write_check: Callable[[str, int], None] | None = None  # see set_write_check
@@ -269,6 +272,19 @@ class LogManager:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if partitions <= 0:
             raise KafkaError(ErrorCode.invalid_partitions, f"number of partitions must be positive, not {partitions}")
+        self._check_partition_room(name, partitions)
+
+    def _check_partition_room(self, name: str, adding: int) -> None:
+        """POLICY_VIOLATION (as a create.topic.policy refuses) if `adding` partitions to
+        `name` would take the broker past max.broker.partitions. The internal topics,
+        created by their coordinators, are never refused."""
+        if name in INTERNAL_TOPICS:
+            return
+        held = sum(len(topic.partitions) for topic in self.topics.values() if topic.name not in INTERNAL_TOPICS)
+        if held + adding > self.max_partitions:
+            raise KafkaError(ErrorCode.policy_violation,
+                             f"{adding} more partition(s) would take the broker past max.broker.partitions "
+                             f"({self.max_partitions}): it holds {held}")
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         self.validate_new_topic(name, partitions)
@@ -292,6 +308,7 @@ class LogManager:
                              f"Topic currently has {current} partitions, which is higher than the requested {count}.")
         if count == current:
             raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+        self._check_partition_room(name, count - current)
         return topic
 
     def add_partitions(self, name: str, count: int) -> Topic:
