@@ -149,6 +149,9 @@ class FrameIntake:
     def _over_limits(self) -> bool:
         if (len(self.frames) >= MAX_QUEUED_FRAMES or self._queued_bytes >= self._max_queued_bytes
                 or self._pipelined() >= PIPELINED_BYTES):
+            # Over its own limits it may wait long (behind a long poll): the request it was
+            # finishing with the pool full is another's to finish meanwhile.
+            self.memory.finished(self)
             return True
         # Over the broker-wide bound: nothing new starts, and of the requests begun only
         # small ones and one large one at a time (RequestMemory.may_finish) are read on.
