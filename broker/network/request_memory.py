@@ -111,13 +111,12 @@ class RequestMemory:
         return not self.full or (held == 0 and size <= SMALL_REQUEST_BYTES)
 
     def may_finish(self, connection: Pausable, receiving: int) -> bool:
-        """Whether a connection in the middle of a request of `receiving` bytes (0: none)
-        may read on: always while the pool has room; with it full, a small request, or
-        the one large request being finished."""
-        if not self.full or 0 < receiving <= SMALL_REQUEST_BYTES:
+        """Whether a connection in the middle of a request of `receiving` bytes may read
+        on: always while the pool has room; with it full, a small request, or the one
+        large request being finished. With none begun (0), `may_start` decides at the
+        next size prefix."""
+        if not self.full or receiving <= SMALL_REQUEST_BYTES:
             return True
-        if not receiving:
-            return False
         if self._finishing is None:
             self._finishing = connection
         return self._finishing is connection

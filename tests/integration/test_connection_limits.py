@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import struct
 import threading
 import time
 
 from tests.clients import create_topic, idempotent_producer, produce_all
 from tests.process_stats import open_descriptors, resident_mib
-from tests.wire import WireClient, request
+from tests.wire import WireClient, filler_produce_frame, long_poll, request
 
-PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
+API_VERSIONS = 18
 MiB = 1024 * 1024
 
 
@@ -27,22 +26,6 @@ def _until(condition, what: str, timeout: float = 20) -> None:
         time.sleep(0.1)
 
 
-def _long_poll(topic: str):
-    """A Fetch that waits as long as a Fetch can (2^31-1 ms) for a record."""
-    return request(FETCH, 12, replica_id=-1, max_wait=2**31 - 1, min_bytes=1, max_bytes=1 << 20,
-                   isolation_level=0, session_id=0, session_epoch=-1, topics=[
-                       {"topic": topic, "partitions": [
-                           {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
-                            "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
-                   forgotten_topics_data=[], rack_id="")
-
-
-def _big_frame(size: int) -> bytes:
-    """A Produce frame of `size` bytes (never served: it waits behind a long poll)."""
-    header = struct.pack(">hhih", PRODUCE, 9, 99, 1) + b"x"
-    return struct.pack(">i", size) + header + b"\x00" * (size - len(header))
-
-
 def test_clients_that_vanish_behind_a_long_poll_leave_nothing_behind(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     pid = broker.process.pid
@@ -51,7 +34,7 @@ def test_clients_that_vanish_behind_a_long_poll_leave_nothing_behind(broker, top
     baseline_fds = open_descriptors(pid)
     for _ in range(300):
         client = WireClient(broker.bootstrap)
-        client.send(_long_poll(topic_name))
+        client.send(long_poll(topic_name))
         client.close()
     # Each closed socket is closed by the broker too, not left in CLOSE_WAIT until the
     # Fetch's wait (24 days) ends.
@@ -64,8 +47,8 @@ def test_clients_that_vanish_behind_a_long_poll_leave_nothing_behind(broker, top
     before = resident_mib(pid)
     for _ in range(8):
         client = WireClient(broker.bootstrap)
-        client.send(_long_poll(topic_name))
-        client.send_raw(_big_frame(MiB) * 3)
+        client.send(long_poll(topic_name))
+        client.send_raw(filler_produce_frame(MiB) * 3)
         client.close()
     _until(lambda: resident_mib(pid) < before + 64, "queued requests of vanished clients are still held")
     _until(lambda: open_descriptors(pid) <= baseline_fds + 5, "descriptors of vanished clients were kept")
@@ -96,13 +79,13 @@ def test_queued_request_bytes_are_bounded_across_connections(fresh_broker, topic
         # Never reads: the broker stops reading too once the bound is reached, and
         # this send blocks in TCP until the test closes the socket.
         try:
-            client.send_raw(_big_frame(16 * MiB) * 6)
+            client.send_raw(filler_produce_frame(16 * MiB) * 6)
         except OSError:
             pass
 
     for _ in range(12):  # 12 x 96 MiB offered
         client = WireClient(broker.bootstrap, timeout=30)
-        client.send(_long_poll(topic_name))
+        client.send(long_poll(topic_name))
         clients.append(client)
         threading.Thread(target=flood, args=(client,), daemon=True).start()
 

@@ -23,9 +23,9 @@ from ottla.broker.testing import BrokerProcess
 
 from tests.clients import create_topic, idempotent_producer, produce_all
 from tests.process_stats import resident_mib
-from tests.wire import WireClient, request
+from tests.wire import WireClient, filler_produce_frame, long_poll, request
 
-PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
+API_VERSIONS = 18
 MiB = 1024 * 1024
 PASSWORD = "alice-secret"
 
@@ -108,23 +108,7 @@ def test_frames_before_authentication_take_nothing_from_the_pool(tmp_path, topic
         broker.cleanup()
 
 
-def _long_poll(topic: str):
-    """A Fetch that waits as long as a Fetch can (2^31-1 ms) for a record."""
-    return request(FETCH, 12, replica_id=-1, max_wait=2**31 - 1, min_bytes=1, max_bytes=1 << 20,
-                   isolation_level=0, session_id=0, session_epoch=-1, topics=[
-                       {"topic": topic, "partitions": [
-                           {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
-                            "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
-                   forgotten_topics_data=[], rack_id="")
-
-
-def _big_frame(size: int) -> bytes:
-    """A Produce frame of `size` bytes (never served: it waits behind a long poll)."""
-    header = struct.pack(">hhih", PRODUCE, 9, 99, 1) + b"x"
-    return struct.pack(">i", size) + header + b"\x00" * (size - len(header))
-
-
-def test_memory_goes_back_after_clients_vanish_behind_a_long_poll(fresh_broker, topic_name):
+def test_memory_goes_back_after_clients_vanish_behind_along_poll(fresh_broker, topic_name):
     """Eight clients each queue four 48 MB frames behind a long-polling Fetch, and vanish:
     the broker is back under 150 MB resident within 10 s. Before: it read up to its 256
     MiB pool and held it (349 MB resident) as long as the sockets lived, and a socket
@@ -133,7 +117,7 @@ def test_memory_goes_back_after_clients_vanish_behind_a_long_poll(fresh_broker, 
     broker = fresh_broker(admin_port=0)
     create_topic(broker.bootstrap, topic_name, 1)
     pid = broker.process.pid
-    frame = _big_frame(48_000_000)
+    frame = filler_produce_frame(48_000_000)
     clients = []
     read_before = broker.admin.metric("ottla_bytes_in_total")
 
@@ -145,7 +129,7 @@ def test_memory_goes_back_after_clients_vanish_behind_a_long_poll(fresh_broker, 
     threads = []
     for _ in range(8):
         client = WireClient(broker.bootstrap, timeout=120)
-        client.send(_long_poll(topic_name))
+        client.send(long_poll(topic_name))
         clients.append(client)
         threads.append(threading.Thread(target=flood, args=(client,), daemon=True))
         threads[-1].start()

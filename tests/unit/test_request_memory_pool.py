@@ -60,13 +60,17 @@ def test_with_the_pool_full_requests_begun_are_finished_one_at_a_time():
     assert [bytes(f) for f in feed(b, b"b" * 140_000)] == [b"b" * 200_000]
     assert a_transport.reading  # b's is whole: a may finish its own now
     assert [bytes(f) for f in feed(a, b"a" * 130_000)] == [b"a" * 200_000]
-    # Nothing new starts with the pool full: both wait unread until it has room.
-    assert not a_transport.reading and not b_transport.reading
+    # Nothing new starts with the pool full: b's next request waits unread until it has
+    # room; a request of at most 64 KiB on a connection holding nothing is read.
+    assert a_transport.reading and b_transport.reading
+    feed(b, struct.pack(">i", 200_000) + b"b")
+    assert not b_transport.reading and b.reader.backlog
     a.next_frame()
     a.served()
+    assert [bytes(f) for f in feed(a, struct.pack(">i", 3) + b"abc")] == [b"abc"] and a_transport.reading
     b.next_frame()
-    b.served()
-    assert a_transport.reading and b_transport.reading and memory.used == 0
+    b.served()  # the pool has room again: b reads its next request
+    assert b_transport.reading and not b.reader.backlog and b.reader.receiving == 200_000
 
 
 def test_before_authentication_nothing_counts_in_the_pool():
