@@ -205,11 +205,12 @@ class Connection(asyncio.Protocol):
 
         A request half received does not make a connection busy: Kafka closes a
         connection by its last I/O, mid-frame or not, and a client that announces a frame
-        and stalls would otherwise hold what it sent for as long as it liked. A client
-        the broker has stopped reading (the request memory is full) is not idle: the
-        broker keeps it waiting."""
-        intake = self._intake
-        if self._in_hand or self._unfinished is not None or intake.frames or intake.waits_for_memory:
+        and stalls would otherwise hold what it sent for as long as it liked. Nor does
+        waiting for the request memory to have room: Kafka's channel muted for memory
+        expires by its last I/O too, and otherwise clients holding half-sent frames the
+        pool made wait would be closed only one after another, as each got its turn to
+        finish (RequestMemory.may_finish) and stalled."""
+        if self._in_hand or self._unfinished is not None or self._intake.frames:
             return None
         return self.last_active
 

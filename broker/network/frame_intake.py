@@ -115,12 +115,6 @@ class FrameIntake:
         self._account()
         self.resume_if_room()
 
-    @property
-    def waits_for_memory(self) -> bool:
-        """Reading is paused until the request memory has room: the client is not idle,
-        the broker keeps it waiting."""
-        return self._reading_paused and self.memory.keeps_waiting(self)
-
     def stop(self) -> None:
         """The connection is closing: reading never resumes."""
         self._stopped = True

@@ -127,10 +127,6 @@ class RequestMemory:
             self._finishing = None
             self._resume_paused()
 
-    def keeps_waiting(self, connection: Pausable) -> bool:
-        """Whether `connection` waits for the pool to have room."""
-        return connection in self._paused
-
     def adjust(self, delta: int) -> None:
         self.used += delta
         if delta > 0:

@@ -79,6 +79,33 @@ def test_a_stalled_half_frame_is_closed_after_connections_max_idle_ms(fresh_brok
     stalled.close()
 
 
+def test_a_half_frame_waiting_for_the_pool_is_closed_after_connections_max_idle_ms(fresh_broker):
+    """With the pool (1 MiB) full of a request another client keeps sending a byte at a
+    time, a client that sent part of its own and stalled is closed by its last I/O, as
+    Kafka's channel muted for memory expires. Before: a connection the pool made wait
+    was never idle, and stalled ones were closed one at a time as each got its turn."""
+    broker = fresh_broker(queued_max_request_bytes=MiB, connections_max_idle_ms=2000)
+    (trickler,) = _half_frames(broker.bootstrap, 1, 8 * MiB, b"\0" * (2 * MiB))  # fills the pool
+    with WireClient(broker.bootstrap) as probe:
+        assert _answers(probe)  # the trickler's bytes are read
+    (stalled,) = _half_frames(broker.bootstrap, 1, 300_000, b"\0" * 100_000)  # waits for the pool
+    stop = threading.Event()
+
+    def trickle() -> None:
+        with contextlib.suppress(OSError):
+            while not stop.wait(0.3):
+                trickler.send_raw(b"\0")
+
+    threading.Thread(target=trickle, daemon=True).start()
+    try:
+        _until(lambda: stalled.is_closed(timeout=1), "a stalled half frame waiting for the pool was never closed")
+    finally:
+        stop.set()
+    assert not trickler.is_closed(timeout=0.2), "the client sending its request was closed as idle"
+    trickler.close()
+    stalled.close()
+
+
 def test_frames_before_authentication_take_nothing_from_the_pool(tmp_path, topic_name):
     """Nine unauthenticated sockets each announce a 512 KiB frame (the most
     sasl.server.max.receive.size allows) and send 500 KiB of it, with the pool at 4 MiB.
