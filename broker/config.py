@@ -89,6 +89,32 @@ def _authorizer(text: str) -> str:
     return value
 
 
+def _at_least(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise ValueError(f"must be at least {least}")
+        return value
+    return parse
+
+
+def connection_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides, "host:count,host:count" (Kafka's map syntax; an
+    IPv6 address before its last colon), as {host: count}. ValueError if malformed."""
+    overrides: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ValueError(f"expected host:count, got {item!r}")
+        overrides[host.strip()] = int(count)
+    return overrides
+
+
+def _connection_overrides(text: str) -> str:
+    connection_overrides(text)  # checked here; network/connection_quotas.py reads it
+    return text
+
+
 class ConfigError(ValueError):
     """A setting that stops start-up; `key` is the property at fault."""
 
@@ -169,6 +195,16 @@ PROPERTIES: tuple[Property, ...] = (
     Property("super.users", "super_users", str, "principals allowed everything: User:admin;User:ops"),
     Property("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool,
              "allow a request on a resource no ACL names (refused by default)"),
+    Property("max.connections", "max_connections", _at_least(0),
+             "most connections served at once; past it new ones wait until one closes"),
+    Property("max.connections.per.ip", "max_connections_per_ip", _at_least(0),
+             "most connections from one address; past it a new one is closed once accepted"),
+    Property("max.connections.per.ip.overrides", "max_connections_per_ip_overrides", _connection_overrides,
+             "per address or host name, a bound other than max.connections.per.ip: host:count,host:count"),
+    Property("max.broker.partitions", "max_broker_partitions", _at_least(1),
+             "Ottla's own (KIP-578's name): most partitions clients may create, internal topics aside"),
+    Property("max.transactional.ids", "max_transactional_ids", _at_least(1),
+             "Ottla's own: most transactional ids kept; a new one past it is refused (POLICY_VIOLATION)"),
 )
 BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
 SENSITIVE = frozenset({"admin.token"})
@@ -307,6 +343,13 @@ class BrokerConfig:
     # laptop or a CI runner is better off refusing to hold more than this.
     queued_max_request_bytes: int = 256 * 1024 * 1024
     connections_max_idle_ms: int = 600_000  # Kafka's default: 10 minutes
+    # Kafka's defaults: no bound (network/connection_quotas.py).
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    max_connections_per_ip_overrides: str = ""
+    # Ottla's own bounds where Kafka's defaults bound nothing (docs/security.md).
+    max_broker_partitions: int = 10_000
+    max_transactional_ids: int = 100_000
     checkpoint_interval_ms: int = 60_000
     retention_check_interval_ms: int = 300_000
     cleaner_backoff_ms: int = 15_000
@@ -382,6 +425,9 @@ class BrokerConfig:
         if log_changes:
             changes["log"] = self.log.with_topic_configs(log_changes)
         config = replace(self, **changes)
+        if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides.strip():
+            raise ConfigError("max.connections.per.ip", "max.connections.per.ip can be set to zero only if "
+                              "max.connections.per.ip.overrides property is set.")
         for listener in config.listeners:
             config.listener_security(listener)  # refuse what no connection could use
         return config

@@ -86,7 +86,8 @@ class Broker:
         self.listeners = self.kafka_listeners.bound
         self.connections = self.kafka_listeners.connections
         self.watchers = PartitionWatchers()
-        self.logs = LogManager(config.data_dir, config.log, on_append=self._appended)
+        self.logs = LogManager(config.data_dir, config.log, on_append=self._appended,
+                               max_partitions=config.max_broker_partitions)
         # With --fsync, responses wait for an fsync shared by all recent writes.
         self.group_commit = GroupCommit(self.logs) if config.fsync else None
         self.metrics = Metrics()
@@ -142,6 +143,7 @@ class Broker:
             self.logs, producer_ids, markers,
             num_partitions=config.transaction_state_partitions,
             max_timeout_ms=config.transaction_max_timeout_ms,
+            max_transactional_ids=config.max_transactional_ids,
         )
         groups = GroupCoordinator(
             self.logs, lambda: create_offsets_topic(self.logs, config.offsets_topic_partitions, self),

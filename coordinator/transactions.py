@@ -73,12 +73,16 @@ log = get_logger("ottla.transactions")
 class TransactionCoordinator:
     def __init__(self, logs: LogManager, producer_ids: ProducerIdAllocator, markers: MarkerWriter, *,
                  num_partitions: int = 50, max_timeout_ms: int = 15 * 60 * 1000,
+                 max_transactional_ids: int = 2**31 - 1,
                  clock: Callable[[], float] = time.time, call_later: Scheduler = call_later_on_running_loop) -> None:
         self.logs = logs
         self.producer_ids = producer_ids
         self.markers = markers
         self.num_partitions = num_partitions
         self.max_timeout_ms = max_timeout_ms
+        # max.transactional.ids: the most ids kept (each a state in memory and in
+        # __transaction_state until transactional.id.expiration.ms forgets it).
+        self.max_transactional_ids = max_transactional_ids
         self.clock = clock
         self.transactions: dict[str, TxnRecord] = {}
         self.completion = TransactionCompletion(
@@ -205,6 +209,9 @@ class TransactionCoordinator:
                              f"transaction timeout {timeout_ms} ms is outside (0, {self.max_timeout_ms}]")
         self._require_loaded(txn_id)
         txn = self.transactions.get(txn_id)
+        if txn is None and len(self.transactions) >= self.max_transactional_ids:
+            raise KafkaError(ErrorCode.policy_violation,
+                             f"the broker keeps max.transactional.ids ({self.max_transactional_ids}) already")
         if txn is None or txn.state is TxnState.DEAD:
             record = self._persist(txn_id, TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, TxnState.EMPTY,
                                                      last_update_ms=self._now_ms()))

@@ -38,29 +38,32 @@ class FrameReader:
 
     A frame that arrives whole inside one chunk comes out as a read-only view of that
     chunk, uncopied (most requests). One that spans chunks is copied, chunk by chunk as
-    they arrive, into a buffer of the frame's exact size allocated at its size prefix
-    (as Kafka's MemoryPool allocates a receive's buffer), and comes out as a read-only
-    view of that buffer. One allocation per frame: a buffer grown chunk by chunk left the
-    allocator fragmented after a burst of large frames (memory the process could not
-    give back), and keeping the chunks until the frame is complete cost a Python object
-    per chunk: a client sending its frame a byte per packet would have held hundreds of
-    bytes of them per byte counted in the request memory."""
+    they arrive, into one buffer that grows with what has arrived, and comes out as a
+    read-only view of that buffer. The buffer follows the bytes received, never the size
+    the prefix announces: a client that announces 100 MiB and sends one byte holds one
+    byte, not a zeroed 100 MiB buffer (issue 40: three such prefixes took 300 MiB of
+    memory). One growing buffer, not the chunks kept apart: a client sending its frame a
+    byte per packet would have held hundreds of bytes of Python objects per byte counted
+    in the request memory."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.max_name = "socket.request.max.bytes"  # the setting max_bytes comes from
         self._prefix = bytearray()  # a size prefix split across chunks
-        self._gather = bytearray()  # the frame being received, allocated at its full size
-        self._received = 0  # bytes of it received so far
+        self._gather = bytearray()  # what has arrived of the frame being received
         self._size = -1  # the size of the frame being gathered, -1 when none
         self.backlog = b""  # bytes not fed yet (see feed's may_start)
 
     @property
     def pending(self) -> int:
-        """Bytes held or promised: a frame begun counts whole from its size prefix on
-        (as Kafka's MemoryPool allocates a receive's buffer at its size), a split size
-        prefix, and what `feed` was told not to start on."""
-        return max(self._size, 0) + len(self._prefix) + len(self.backlog)
+        """Bytes held: what has arrived of a frame begun, a split size prefix, and what
+        `feed` was told not to start on."""
+        return len(self._gather) + len(self._prefix) + len(self.backlog)
+
+    @property
+    def receiving(self) -> int:
+        """The size of the frame being received, 0 when none is begun."""
+        return max(self._size, 0)
 
     def feed(self, data: bytes | memoryview, may_start: Callable[[int], bool] | None = None) -> list[memoryview]:
         """The frames `data` completes. Raises FrameError for an unacceptable size.
@@ -82,14 +85,12 @@ class FrameReader:
         pos = 0
         while pos < end:
             if self._size >= 0:
-                take = min(self._size - self._received, end - pos)
-                self._gather[self._received : self._received + take] = view[pos : pos + take]
-                self._received += take
+                take = min(self._size - len(self._gather), end - pos)
+                self._gather += view[pos : pos + take]
                 pos += take
-                if self._received == self._size:
+                if len(self._gather) == self._size:
                     frames.append(memoryview(self._gather).toreadonly())
                     self._gather = bytearray()
-                    self._received = 0
                     self._size = -1
                 continue
             if self._prefix or end - pos < SIZE_BYTES:
@@ -113,5 +114,4 @@ class FrameReader:
                 pos += size
             else:
                 self._size = size
-                self._gather = bytearray(size)
         return frames

@@ -51,8 +51,10 @@ PARTITION_METADATA_FILE = "partition.metadata"
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics: written by the coordinators only, never by clients.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+# Matched whole (fullmatch): `$` also matches before a final newline, and "nl\n" was
+# accepted as a topic whose directory no restart could read back (issue 40).
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
 
 
 def validate_topic_name(name: str) -> None:
@@ -60,7 +62,7 @@ def validate_topic_name(name: str) -> None:
         raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name {name!r} is illegal")
     if len(name) > MAX_TOPIC_NAME:
         raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name is longer than {MAX_TOPIC_NAME} characters")
-    if not _LEGAL_TOPIC.match(name):
+    if not _LEGAL_TOPIC.fullmatch(name):
         raise KafkaError(
             ErrorCode.invalid_topic_exception,
             f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
@@ -111,8 +113,11 @@ class LoadReport:
 
 class LogManager:
     def __init__(self, data_dir: str, default_config: LogConfig,
-                 on_append: Callable[[str, int], None] | None = None) -> None:
+                 on_append: Callable[[str, int], None] | None = None, max_partitions: int = 2**31 - 1) -> None:
         self.data_dir = os.path.abspath(data_dir)
+        # max.broker.partitions: the most partitions clients may make the broker hold
+        # (each a directory, files and memory), the internal topics' aside.
+        self.max_partitions = max_partitions
         self.default_config = default_config
         self.on_append = on_append
         self.write_check: Callable[[str, int], None] | None = None  # see set_write_check
@@ -165,7 +170,7 @@ class LogManager:
             if name.endswith("-delete"):
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
-            match = _PARTITION_DIR.match(name)
+            match = _PARTITION_DIR.fullmatch(name)
             if match:
                 by_topic.setdefault(match["topic"], []).append((int(match["partition"]), path))
         # ... unless partition directories were put there by hand: those are checked.
@@ -276,6 +281,19 @@ class LogManager:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if partitions <= 0:
             raise KafkaError(ErrorCode.invalid_partitions, f"number of partitions must be positive, not {partitions}")
+        self._check_partition_room(name, partitions)
+
+    def _check_partition_room(self, name: str, adding: int) -> None:
+        """POLICY_VIOLATION (as a create.topic.policy refuses) if `adding` partitions to
+        `name` would take the broker past max.broker.partitions. The internal topics,
+        created by their coordinators, are never refused."""
+        if name in INTERNAL_TOPICS:
+            return
+        held = sum(len(topic.partitions) for topic in self.topics.values() if topic.name not in INTERNAL_TOPICS)
+        if held + adding > self.max_partitions:
+            raise KafkaError(ErrorCode.policy_violation,
+                             f"{adding} more partition(s) would take the broker past max.broker.partitions "
+                             f"({self.max_partitions}): it holds {held}")
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         self.validate_new_topic(name, partitions)
@@ -299,6 +317,7 @@ class LogManager:
                              f"Topic currently has {current} partitions, which is higher than the requested {count}.")
         if count == current:
             raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+        self._check_partition_room(name, count - current)
         return topic
 
     def add_partitions(self, name: str, count: int) -> Topic:

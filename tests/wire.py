@@ -17,6 +17,24 @@ def request(api_key: int, version: int, **values: Any) -> Any:
     return make(request_class(api_key, version), **values)
 
 
+def long_poll(topic: str) -> Any:
+    """A Fetch of partition 0 of `topic` that waits as long as a Fetch can (2^31-1 ms)
+    for a record: a request in hand that others queue behind."""
+    return request(1, 12, replica_id=-1, max_wait=2**31 - 1, min_bytes=1, max_bytes=1 << 20,
+                   isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                       {"topic": topic, "partitions": [
+                           {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                            "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
+                   forgotten_topics_data=[], rack_id="")
+
+
+def filler_produce_frame(size: int) -> bytes:
+    """A whole frame of `size` bytes that starts as a Produce v9 and is zeros after its
+    header: bytes to queue (behind a long poll), refused if ever served."""
+    header = struct.pack(">hhih", 0, 9, 99, 1) + b"x"
+    return struct.pack(">i", size) + header + b"\x00" * (size - len(header))
+
+
 class WireClient:
     def __init__(self, bootstrap: str, timeout: float = 10) -> None:
         host, port = bootstrap.rsplit(":", 1)

@@ -22,8 +22,8 @@ the fsync wait, metrics).
 
 A client that closes its end is closed at once, whatever it left queued or waiting (a
 long-polling Fetch): Kafka drops such requests too. A connection with no request in hand
-and no bytes in or out for connections.max.idle.ms is closed, as Kafka closes idle
-connections.
+or queued and no bytes in or out for connections.max.idle.ms is closed, as Kafka closes
+idle connections, even halfway through receiving a request.
 
 Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
 header, unknown API) closes this connection with a log line; every other connection
@@ -46,6 +46,7 @@ from ..logging import get_logger
 from ..security.sasl import Session
 from ..security.security_config import PLAINTEXT, ListenerSecurity
 from ..services import Services
+from .connection_quotas import ConnectionQuotas
 from .connection_security import ConnectionSecurity
 from .dispatch import Dispatcher
 from .frame_intake import FrameIntake
@@ -76,8 +77,12 @@ class Request(NamedTuple):
 class Connection(asyncio.Protocol):
     def __init__(self, services: Services, dispatcher: Dispatcher, listener: "Listener",
                  registry: set["Connection"], max_request_bytes: int, memory: RequestMemory,
-                 security: ListenerSecurity = PLAINTEXT, mapping_rules: tuple[Any, ...] = ()) -> None:
+                 quotas: ConnectionQuotas, security: ListenerSecurity = PLAINTEXT,
+                 mapping_rules: tuple[Any, ...] = ()) -> None:
         self.services = services
+        self.quotas = quotas  # max.connections and max.connections.per.ip
+        self._admitted = False  # counted in `quotas`
+        self._host = ""  # the client's address
         # Who the client is: ANONYMOUS, its certificate's name, or its SASL user.
         self.session = Session(security)
         self.security = ConnectionSecurity(self.session, mapping_rules, services.security_events)
@@ -112,8 +117,26 @@ class Connection(asyncio.Protocol):
         self.last_active = self._loop.time()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._host = peer[0] if peer else ""
+        # Not a byte read until max.connections has a slot for it (admitted).
+        transport.pause_reading()
+        self.quotas.arrived(self, self._host)
+
+    def refused(self) -> None:
+        """Over max.connections.per.ip, or too many waiting for a slot: closed unserved."""
+        if self.transport is not None:
+            self.transport.close()
+
+    def admitted(self) -> None:
+        """Counted in max.connections and max.connections.per.ip: served from now on."""
+        self._admitted = True
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
         if self.security.uses_tls and not self.security.take_certificate(transport, self.peer):
             return
+        transport.resume_reading()
+        self.last_active = self._loop.time()
         self._intake.transport = transport
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._worker = self._loop.create_task(self._work())
@@ -155,6 +178,7 @@ class Connection(asyncio.Protocol):
             self.metrics.connection_errors += 1
             log.info("connection lost", peer=self.peer, client_id=self.client_id, error=str(exc) or type(exc).__name__)
         self._closing = True
+        self.quotas.left(self, self._host, self._admitted)
         self.registry.discard(self)
         self._intake.drop()
         if self._unfinished is not None and not self._in_hand:
@@ -177,8 +201,16 @@ class Connection(asyncio.Protocol):
 
     def idle_since(self) -> float | None:
         """The loop time since which this connection has been idle (nothing in or out,
-        no request in hand or queued), or None if it is not idle."""
-        if self._in_hand or self._intake.holds_requests:
+        no request in hand or queued), or None if it is not idle.
+
+        A request half received does not make a connection busy: Kafka closes a
+        connection by its last I/O, mid-frame or not, and a client that announces a frame
+        and stalls would otherwise hold what it sent for as long as it liked. Nor does
+        waiting for the request memory to have room: Kafka's channel muted for memory
+        expires by its last I/O too, and otherwise clients holding half-sent frames the
+        pool made wait would be closed only one after another, as each got its turn to
+        finish (RequestMemory.may_finish) and stalled."""
+        if self._in_hand or self._unfinished is not None or self._intake.frames:
             return None
         return self.last_active
 
@@ -222,6 +254,7 @@ class Connection(asyncio.Protocol):
                 return []
             if iscoroutine(response):
                 self._unfinished = (ctx, request, response)
+                self._intake.serving()
                 return frames[i + 1:]
             self._respond(ctx, request, response)
             if not self._is_open():
@@ -280,6 +313,7 @@ class Connection(asyncio.Protocol):
         finally:
             self._unfinished = None
             self._in_hand = False
+            self._intake.served()
         self._respond(ctx, request, response)
         return self._is_open()
 

@@ -3,9 +3,14 @@ not yet served, and the limits on them.
 
 A connection holds at most MAX_QUEUED_FRAMES queued requests and one request's worth of
 bytes (socket.request.max.bytes) before it stops reading from its socket, and every
-connection's requests, from their size prefix until served, count against
+connection's requests, by the bytes received until served, count against
 queued.max.request.bytes (request_memory.py). Reading resumes once the connection is
 back under half its own limits and the broker-wide bound has room.
+
+Before a SASL client has authenticated, what it sends takes nothing from the pool (as
+Kafka's SaslServerAuthenticator reads into a buffer of its own): its frames are bounded
+by sasl.server.max.receive.size, and so are the bytes it may have queued, so that
+unauthenticated sockets cannot hold the memory an authenticated client needs.
 """
 
 from __future__ import annotations
@@ -20,6 +25,14 @@ from .request_memory import RequestMemory
 
 # Stop reading from a client that has this many requests queued: back-pressure.
 MAX_QUEUED_FRAMES = 64
+# Behind a request being served, read on only this much of the requests pipelined after
+# it (queued and half received); the rest waits in the socket. Kafka reads nothing more
+# from a connection until its request is answered; a few MiB keep a pipelining producer
+# (librdkafka: five 1 MB batches in flight) fed, and bound what a client that queues big
+# frames behind a long-polling Fetch holds: eight that queued 4 x 48 MB each and
+# vanished held the 256 MiB pool (and its RSS) for as long as their sockets lived, and
+# a socket whose client vanished behind unread bytes lives until it is idle.
+PIPELINED_BYTES = 4 * 1024 * 1024
 
 
 class FrameIntake:
@@ -30,8 +43,10 @@ class FrameIntake:
         self._max_queued_bytes = max_request_bytes
         self._queued_bytes = 0  # of the frames in `frames`
         self.memory = memory
+        self._pooled = True  # what it holds counts in `memory` (not before SASL authentication)
         self._held = 0  # what this connection counts in `memory`: queued + in hand + being received
         self._serving_bytes = 0  # the request being served: its frame is still held
+        self._serving = False  # a request is being served (queued or inline)
         self.transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._stopped = False  # the connection is closing: never resume reading
@@ -44,18 +59,24 @@ class FrameIntake:
         # With the broker-wide pool exhausted no new request starts (but a small one on a
         # connection holding nothing): the bytes wait in the reader's backlog and the
         # connection stops reading (settle).
+        if not self._pooled:
+            return self.reader.feed(data)
         return self.reader.feed(data, lambda size: self.memory.may_start(size, self._held))
 
     def bound_frames(self, before_authentication: int | None) -> None:
         """Until the client has authenticated, frames are bounded by
         sasl.server.max.receive.size (`before_authentication`; Kafka's
         SaslServerAuthenticator reads them so): a larger size prefix closes the connection
-        before a byte of its body is held. None: socket.request.max.bytes bounds them."""
+        before a byte of its body is held, the bytes queued are bounded so too, and none
+        of it counts in the request memory. None: socket.request.max.bytes bounds them,
+        and they count."""
         reader = self.reader
         if before_authentication is not None:
             reader.max_bytes, reader.max_name = before_authentication, "sasl.server.max.receive.size"
+            self._max_queued_bytes, self._pooled = before_authentication, False
         else:
             reader.max_bytes, reader.max_name = self._max_request_bytes, "socket.request.max.bytes"
+            self._max_queued_bytes, self._pooled = self._max_request_bytes, True
 
     def queue(self, frames: list[memoryview]) -> None:
         self.frames.extend(frames)
@@ -65,6 +86,8 @@ class FrameIntake:
         """After a read: account what is held, and stop reading if over a limit."""
         if read_frames or self._held or self.reader.pending:
             self._account()
+            if not self.reader.receiving:
+                self.memory.finished(self)
             if not self._reading_paused and self._over_limits():
                 self._reading_paused = True
                 self.transport.pause_reading()  # type: ignore[union-attr]
@@ -76,18 +99,21 @@ class FrameIntake:
         frame = self.frames.popleft()
         self._queued_bytes -= len(frame)
         self._serving_bytes = len(frame)
+        self._serving = True
         self.resume_if_room()
         return frame
 
-    def served(self) -> None:
-        """The frame `next_frame` gave is served and let go of."""
-        self._serving_bytes = 0
-        self._account()
+    def serving(self) -> None:
+        """A request read and served inline is not answered yet (it waits: a long poll)."""
+        self._serving = True
 
-    @property
-    def holds_requests(self) -> bool:
-        """A request is queued or half-received."""
-        return bool(self.frames or self.reader.pending)
+    def served(self) -> None:
+        """The request being served (`next_frame`'s, or one served inline) is answered and
+        let go of."""
+        self._serving_bytes = 0
+        self._serving = False
+        self._account()
+        self.resume_if_room()
 
     def stop(self) -> None:
         """The connection is closing: reading never resumes."""
@@ -105,17 +131,25 @@ class FrameIntake:
 
     def _account(self) -> None:
         """Bring this connection's share of the request memory up to date."""
-        held = self._queued_bytes + self._serving_bytes + self.reader.pending
+        held = self._queued_bytes + self._serving_bytes + self.reader.pending if self._pooled else 0
         if held != self._held:
             delta, self._held = held - self._held, held
             self.memory.adjust(delta)
 
+    def _pipelined(self) -> int:
+        """Bytes read of the requests behind the one being served (0: none served)."""
+        return self._queued_bytes + self.reader.pending if self._serving else 0
+
     def _over_limits(self) -> bool:
-        if len(self.frames) >= MAX_QUEUED_FRAMES or self._queued_bytes >= self._max_queued_bytes:
+        if (len(self.frames) >= MAX_QUEUED_FRAMES or self._queued_bytes >= self._max_queued_bytes
+                or self._pipelined() >= PIPELINED_BYTES):
+            # Over its own limits it may wait long (behind a long poll): the request it was
+            # finishing with the pool full is another's to finish meanwhile.
+            self.memory.finished(self)
             return True
-        # Over the broker-wide bound: a request already begun may finish (pausing it
-        # halfway would hold its bytes with no way to release them); nothing new starts.
-        if self.reader.backlog:
+        # Over the broker-wide bound: nothing new starts, and of the requests begun only
+        # small ones and one large one at a time (RequestMemory.may_finish) are read on.
+        if self.reader.backlog or (self._pooled and not self.memory.may_finish(self, self.reader.receiving)):
             self.memory.pause(self)
             return True
         return False
@@ -124,11 +158,16 @@ class FrameIntake:
         """Read again once this connection is back under its limits."""
         if not self._reading_paused or self._stopped or self.transport is None:
             return
-        if (len(self.frames) < MAX_QUEUED_FRAMES // 2 and self._queued_bytes < self._max_queued_bytes // 2
-                and not self.memory.full):
-            self._reading_paused = False
-            self.memory.forget(self)
-            self.transport.resume_reading()
-            backlog, self.reader.backlog = self.reader.backlog, b""
-            if backlog:
-                self._take_backlog(backlog)
+        if (len(self.frames) >= MAX_QUEUED_FRAMES // 2 or self._queued_bytes >= self._max_queued_bytes // 2
+                or self._pipelined() >= PIPELINED_BYTES // 2):
+            return
+        if self._pooled and self.memory.full and (self.reader.backlog or
+                                                  not self.memory.may_finish(self, self.reader.receiving)):
+            self.memory.pause(self)  # resumed when the pool has room
+            return
+        self._reading_paused = False
+        self.memory.unpause(self)
+        self.transport.resume_reading()
+        backlog, self.reader.backlog = self.reader.backlog, b""
+        if backlog:
+            self._take_backlog(backlog)

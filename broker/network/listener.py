@@ -17,6 +17,7 @@ from ..security.security_config import ListenerSecurity
 from ..security.tls import parse_mapping_rules, server_context
 from ..services import Services
 from .connection import Connection
+from .connection_quotas import ConnectionQuotas
 from .dispatch import Dispatcher
 from .request_memory import RequestMemory
 
@@ -44,6 +45,8 @@ class Listeners:
         # Every open connection, of every listener: to close idle ones, and to finish
         # them all at shutdown.
         self.connections: set[Connection] = set()
+        # max.connections and max.connections.per.ip, over every listener as in Kafka.
+        self.quotas = ConnectionQuotas(config)
         self._servers: list[asyncio.AbstractServer] = []
 
     async def start(self, services: Services, dispatcher: Dispatcher, memory: RequestMemory) -> None:
@@ -54,7 +57,7 @@ class Listeners:
             server = await loop.create_server(
                 lambda i=i, name=listener.name: Connection(
                     services, dispatcher, self.bound[i], self.connections, self.config.socket_request_max_bytes,
-                    memory, self.security[name], self._mapping_rules.get(name, ())),
+                    memory, self.quotas, self.security[name], self._mapping_rules.get(name, ())),
                 listener.bind_host, listener.port,
                 reuse_address=True, backlog=LISTEN_BACKLOG, start_serving=False, ssl=self._tls.get(listener.name),
             )

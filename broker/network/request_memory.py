@@ -1,20 +1,27 @@
 """The memory held by requests, being read or queued, across every connection: one pool
 bounded by `queued.max.request.bytes`, as Kafka's MemoryPool bounds its receives.
 
-A connection counts here each request it has queued and each it is receiving, the
-latter whole from its size prefix on (Kafka allocates the receive's buffer then). While
-the pool is exhausted no connection starts reading a new request: the size prefix and
-what follows wait unread (the connection stops reading its socket, the client's sends
-back up in TCP) until requests served anywhere bring the pool under its bound. As in
-Kafka's non-strict pool, one request may take it past the bound, so the most the broker
-holds is the bound plus one request per connection that was mid-request.
+A connection counts here the bytes it has received of each request, from the first
+until the request is served: what it holds, never what a size prefix promises (a prefix
+costs a client four bytes; counting it whole let three sockets announcing 100 MiB each
+take the whole pool with a byte apiece, issue 40). While the pool is exhausted no
+connection starts reading a new request: the size prefix and what follows wait unread
+(the connection stops reading its socket, the client's sends back up in TCP) until
+requests served anywhere bring the pool under its bound. Requests already begun are read
+on one at a time: the connection that first finds the pool full mid-request finishes
+its request (so it can be served and let go of), the others mid-request pause until it
+has. As in Kafka's non-strict pool, the most the broker holds is then the bound plus
+one request, plus a read's worth per connection.
 
 One exception keeps the broker answering while big requests wait: a connection that
 holds nothing in the pool may still read a request of at most 64 KiB (Metadata,
 heartbeats, commits, small produces), so clients that fill the pool with requests they
 never let be served cannot stop everyone else.
 
-When a burst is over (the pool back at zero after holding tens of MiB) the C allocator
+A client that stops sending halfway through a request holds what it sent until
+connections.max.idle.ms closes it, as Kafka closes a connection by its last I/O.
+
+When a burst is over (the pool down to a quarter of the tens of MiB it held) the C allocator
 is asked to give its free pages back to the operating system (glibc's malloc_trim):
 large frames are freed to it in pieces it would otherwise keep.
 """
@@ -88,6 +95,8 @@ class RequestMemory:
         self.limit = limit  # bytes; <= 0: no limit (Kafka's -1)
         self.used = 0
         self._paused: set[Pausable] = set()
+        # The connection reading on a request begun while the pool is full (may_finish).
+        self._finishing: Pausable | None = None
         self._peak = 0  # the most used since memory was last given back
         self._trim = _malloc_trim()
         self._trim_pending = False
@@ -101,26 +110,57 @@ class RequestMemory:
         of `size` bytes."""
         return not self.full or (held == 0 and size <= SMALL_REQUEST_BYTES)
 
+    def may_finish(self, connection: Pausable, receiving: int) -> bool:
+        """Whether a connection in the middle of a request of `receiving` bytes may read
+        on: always while the pool has room; with it full, a small request, or the one
+        large request being finished. With none begun (0), `may_start` decides at the
+        next size prefix."""
+        if not self.full or receiving <= SMALL_REQUEST_BYTES:
+            return True
+        if self._finishing is None:
+            self._finishing = connection
+        return self._finishing is connection
+
+    def finished(self, connection: Pausable) -> None:
+        """`connection` has no request begun: if it was the one finishing, the next may."""
+        if self._finishing is connection:
+            self._finishing = None
+            self._resume_paused()
+
     def adjust(self, delta: int) -> None:
         self.used += delta
         if delta > 0:
             self._peak = max(self._peak, self.used)
             return
-        if self._paused and not self.full:
-            for connection in list(self._paused):
-                connection.resume_if_room()
-        if self.used == 0 and self._peak >= _TRIM_AFTER_BYTES and self._trim is not None and not self._trim_pending:
+        if not self.full:
+            self._resume_paused()
+        if self._after_burst() and self._trim is not None and not self._trim_pending:
             self._trim_pending = True
             asyncio.get_running_loop().call_later(_TRIM_DELAY_S, self._give_back)
 
+    def _after_burst(self) -> bool:
+        """The pool held tens of MiB and is down to a quarter of that or less (not
+        necessarily zero: a client that vanished behind unread bytes keeps its
+        connection, and what it holds, until the connection is closed as idle)."""
+        return self._peak >= _TRIM_AFTER_BYTES and self.used <= self._peak // 4
+
     def _give_back(self) -> None:
         self._trim_pending = False
-        if self.used == 0 and self._trim is not None:
+        if self._after_burst() and self._trim is not None:
             self._peak = 0
             self._trim()
+
+    def _resume_paused(self) -> None:
+        for connection in list(self._paused):
+            connection.resume_if_room()
 
     def pause(self, connection: Pausable) -> None:
         self._paused.add(connection)
 
-    def forget(self, connection: Pausable) -> None:
+    def unpause(self, connection: Pausable) -> None:
         self._paused.discard(connection)
+
+    def forget(self, connection: Pausable) -> None:
+        """`connection` is gone."""
+        self._paused.discard(connection)
+        self.finished(connection)

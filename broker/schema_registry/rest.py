@@ -156,7 +156,7 @@ class SchemaRegistryServer:
             ("PUT", f"/mode/{_SUBJECT}", SUBJECT_MODE, lambda m, q, b: r.put_mode(m["subject"], b, _flag(q, "force"))),
             ("DELETE", f"/mode/{_SUBJECT}", SUBJECT_WRITE, lambda m, q, b: r.delete_mode(m["subject"])),
         ]
-        self.routes = [(method, re.compile(pattern + "$"), kind, handler) for method, pattern, kind, handler in routes]
+        self.routes = [(method, re.compile(pattern), kind, handler) for method, pattern, kind, handler in routes]
 
     async def start(self, host: str, port: int) -> None:
         self.host = host
@@ -238,7 +238,7 @@ class SchemaRegistryServer:
         path = request.raw_path.partition("?")[0].rstrip("/") or "/"
         allowed = False
         for method, pattern, kind, handler in self.routes:
-            raw = pattern.match(path)
+            raw = pattern.fullmatch(path)
             if raw is None:
                 continue
             match = Path(raw)

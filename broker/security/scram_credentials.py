@@ -142,14 +142,14 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-_ADD_SCRAM = re.compile(r"^\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*$")
+_ADD_SCRAM = re.compile(r"\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*")
 
 
 def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
     """`SCRAM-SHA-512=[name=alice,password=alice-secret]` (kafka-storage format's
     --add-scram; `iterations=` and `salt=` optional) as (user, mechanism, credential)."""
     # The text holds a password: no message repeats any of it.
-    match = _ADD_SCRAM.match(text)
+    match = _ADD_SCRAM.fullmatch(text)
     if match is None:
         raise ValueError("--add-scram: expected SCRAM-SHA-256=[name=...,password=...] or SCRAM-SHA-512=[...] "
                          "(the value is not shown: it holds a password)")

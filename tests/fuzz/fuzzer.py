@@ -3,8 +3,10 @@
 For every supported API and version it builds a well-formed request from kio's schema
 classes (tests/schema_samples.py), then mutates it by class: truncation, bit flips,
 huge int32 counts and lengths, huge varints, garbage after the body, tagged fields
-whose size and value disagree, a body of random bytes. Each mutated frame goes to the
-broker on a fresh connection. After each class the broker must still be running, under
+whose size and value disagree, a body of random bytes; and half-sent frames: a size
+prefix (true, or announcing far more, up to 100 MiB) and part of the frame, then the
+client vanishes or stalls with the socket open (issue 40). Each mutated frame goes to
+the broker on a fresh connection. After each class the broker must still be running, under
 the memory ceiling, back to its baseline of descriptors, and must still take a produce
 and answer a fetch.
 
@@ -98,6 +100,11 @@ def _random_body(body: bytes, rng: random.Random) -> bytes:
     return rng.randbytes(rng.randint(0, 2 * len(body) + 8))
 
 
+def _half_sent(body: bytes, rng: random.Random) -> bytes:
+    """The body whole: send_half cuts the frame as it sends it."""
+    return body
+
+
 MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes]] = {
     "truncation": _truncate,
     "bit-flips": _bit_flips,
@@ -106,7 +113,14 @@ MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes]] = {
     "garbage-tail": _garbage_tail,
     "tag-lies": _tag_lies,
     "random-body": _random_body,
+    "half-sent": _half_sent,
 }
+# Sockets a half-sent frame leaves stalled at once (the oldest is closed past this).
+_STALLED_AT_ONCE = 64
+# Sizes a half-sent frame may announce instead of its own: a byte or 4 KiB more than
+# its body, or 1 MiB, or socket.request.max.bytes's default (the most not refused).
+_ANNOUNCED_LIES = (1, 4096)
+_ANNOUNCED_SIZES = (1 << 20, 100 << 20)
 
 
 def frame(api_key: int, version: int, body: bytes, correlation_id: int) -> bytes:
@@ -133,6 +147,29 @@ def send_one(host: str, port: int, data: bytes) -> None:
                     return  # one whole response
         except (socket.timeout, ConnectionError):
             pass
+
+
+def send_half(host: str, port: int, data: bytes, rng: random.Random, stalled: list[socket.socket]) -> None:
+    """Send part of a frame (its size prefix true or a lie announcing more) on a fresh
+    connection; then vanish (close) or stall (keep the socket open, up to
+    _STALLED_AT_ONCE at once, the rest closed at the end of the class)."""
+    lie = rng.random()
+    if lie < 0.25:
+        data = struct.pack(">i", len(data) - 4 + rng.choice(_ANNOUNCED_LIES)) + data[4:]
+    elif lie < 0.5:
+        data = struct.pack(">i", max(len(data) - 4, rng.choice(_ANNOUNCED_SIZES))) + data[4:]
+    sock = socket.create_connection((host, port), timeout=5)
+    try:
+        sock.sendall(data[:rng.randrange(len(data))])
+    except (socket.timeout, ConnectionError):
+        sock.close()
+        return
+    if rng.random() < 0.5:
+        sock.close()
+        return
+    stalled.append(sock)
+    if len(stalled) > _STALLED_AT_ONCE:
+        stalled.pop(0).close()
 
 
 @dataclass
@@ -163,9 +200,10 @@ def descriptors(pid: int) -> int:
     return count
 
 
-def check_health(bootstrap: str, pid: int, topic: str, baseline_fds: int, after: str) -> float:
+def check_health(bootstrap: str, pid: int, topic: str, baseline_fds: int, after: str, padding: int = 0) -> float:
     """The broker is alive, under the ceiling, back to its descriptors, and serves a
-    produce and a fetch. Returns its resident MiB."""
+    produce (of a record `padding` bytes longer than the class's name) and a fetch.
+    Returns its resident MiB."""
     os.kill(pid, 0)  # raises if the process is gone
     rss = resident_mib(pid)
     assert rss < MAX_RESIDENT_MIB, f"after {after}: {rss:.0f} MiB resident"
@@ -174,7 +212,8 @@ def check_health(bootstrap: str, pid: int, topic: str, baseline_fds: int, after:
         assert time.monotonic() < deadline, f"after {after}: {descriptors(pid)} descriptors, baseline {baseline_fds}"
         time.sleep(0.1)
     with WireClient(bootstrap) as client:
-        batch = build_batch([encode_record(None, after.encode(), offset_delta=0)], timestamp=int(time.time() * 1000))
+        value = after.encode() + b"." * padding
+        batch = build_batch([encode_record(None, value, offset_delta=0)], timestamp=int(time.time() * 1000))
         produced = client.call(request(0, 9, transactional_id=None, acks=-1, timeout=30000, topic_data=[
             {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]))
         result = produced.responses[0].partition_responses[0]
@@ -186,7 +225,7 @@ def check_health(bootstrap: str, pid: int, topic: str, baseline_fds: int, after:
                                                "partition_max_bytes": 1 << 20, "current_leader_epoch": -1,
                                                "last_fetched_epoch": -1, "log_start_offset": -1}]}],
                                       forgotten_topics_data=[], rack_id=""))
-        assert after.encode() in fetched.responses[0].partitions[0].records, f"after {after}: fetch lost the record"
+        assert value in fetched.responses[0].partitions[0].records, f"after {after}: fetch lost the record"
     return rss
 
 
@@ -274,13 +313,24 @@ def fuzz(bootstrap: str, pid: int, topic: str, *, seed: int, per_target: int,
     correlation_id = 0
     for kind, mutate in MUTATIONS.items():
         started = time.monotonic()
+        stalled: list[socket.socket] = []
         for _ in range(per_target):
             for api_key, version in targets:
                 correlation_id += 1
                 body = mutate(rng.choice(bodies[(api_key, version)]), rng)
-                send_one(host, port, frame(api_key, version, body, correlation_id))
+                if mutate is _half_sent:
+                    send_half(host, port, frame(api_key, version, body, correlation_id), rng, stalled)
+                else:
+                    send_one(host, port, frame(api_key, version, body, correlation_id))
                 report.sent[kind] += 1
                 report.by_api[api_key] += 1
+        # The broker serves others while these stall, a produce past the 64 KiB that
+        # may always be read included (issue 40: three announced 100 MiB frames made a
+        # 200 KB produce wait); then they vanish too.
+        if stalled:
+            check_health(bootstrap, pid, topic, baseline_fds + len(stalled), f"{kind} (stalled)", padding=200_000)
+        for sock in stalled:
+            sock.close()
         report.seconds[kind] = time.monotonic() - started
         report.resident_mib.append(check_health(bootstrap, pid, topic, baseline_fds, kind))
         if progress is not None:

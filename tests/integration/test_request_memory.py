@@ -74,15 +74,16 @@ def _frame(topic: str, records_bytes: int) -> bytes:
 
 def test_no_request_is_read_while_the_pool_is_exhausted(fresh_broker, topic_name):
     """Point 13. With queued.max.request.bytes at 8 MiB, a client that announces a 16 MiB
-    request and sends part of it holds the pool (counted whole from its size prefix, as
-    Kafka's MemoryPool allocates it): another client's 1 MiB request waits unread, and
-    is read and answered once the first client goes. Broken by letting a connection that
-    holds nothing start any request (the rule before): the 1 MiB request was answered
-    at once."""
+    request and sends 9 MiB of it holds the pool (counted by the bytes received, issue
+    40): another client's 1 MiB request waits unread, and is read and answered once the
+    first client goes. Broken by letting a connection that holds nothing start any
+    request (the rule before): the 1 MiB request was answered at once."""
     broker = fresh_broker(queued_max_request_bytes=8 << 20)
     broker.create_topic(topic_name, 1, {"max.message.bytes": str(4 << 20)})
     hog = WireClient(broker.bootstrap)
-    hog.send_raw(struct.pack(">i", 16 << 20) + b"\0" * (1 << 20))
+    hog.send_raw(struct.pack(">i", 16 << 20) + b"\0" * (9 << 20))
+    with WireClient(broker.bootstrap) as probe:  # the hog's bytes are read: the pool is full
+        assert probe.call(request(18, 3, client_software_name="t", client_software_version="1")).error_code == 0
     with WireClient(broker.bootstrap) as client:
         client.send_raw(_frame(topic_name, 1 << 20))
         client.sock.settimeout(2)

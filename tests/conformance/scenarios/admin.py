@@ -136,6 +136,8 @@ SCENARIOS = [
         create_topics("replication-0", lambda c: [new_topic(c, "rf0", 1, 0)]),
         create_topics("invalid-name", lambda c: [{**new_topic(c, ""), "name": "bad name!"}]),
         create_topics("dot-name", lambda c: [{**new_topic(c, ""), "name": "."}]),
+        # A trailing newline: a pattern checked with `$` let it through (issue 40).
+        create_topics("newline-name", lambda c: [{**new_topic(c, ""), "name": "nl\n"}]),
         create_topics("long-name", lambda c: [{**new_topic(c, ""), "name": "x" * 250}]),
         create_topics("assignment-unknown-broker", lambda c: [new_topic(
             c, "assigned", -1, -1, assignments=[{"partition_index": 0, "broker_ids": [7]}])]),
