@@ -192,6 +192,7 @@ def test_committed_data_and_epochs_survive_a_restart_and_an_open_transaction_wai
     producer.produce(topic_name, value=b"committed", partition=0)
     producer.commit_transaction(30)
     open_txn = transactional_producer(broker.bootstrap, f"open-{topic_name}", **{"transaction.timeout.ms": 4000})
+    opened = time.monotonic()  # before the coordinator's clock for it starts
     open_txn.begin_transaction()
     open_txn.produce(topic_name, value=b"open", partition=0)
     open_txn.flush(30)
@@ -204,9 +205,13 @@ def test_committed_data_and_epochs_survive_a_restart_and_an_open_transaction_wai
     with WireClient(broker.bootstrap) as client:
         described = client.call(request(65, 0, transactional_ids=[f"open-{topic_name}", txn_id]))
         states = {s.transactional_id: s.transaction_state for s in described.transaction_states}
-    assert states == {f"open-{topic_name}": "Ongoing", txn_id: "CompleteCommit"}
+    # Ongoing while its 4 s can not have run out; on a machine slow enough that they did
+    # (the restart under load), the coordinator may already have aborted it.
+    still_open = {"Ongoing"} if time.monotonic() - opened < 4 else {"Ongoing", "PrepareAbort", "CompleteAbort"}
+    assert states[txn_id] == "CompleteCommit"
+    assert states[f"open-{topic_name}"] in still_open, states
     # ...until its timeout aborts it.
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and "transaction timed out" not in broker.log():
         time.sleep(0.2)
     produce_all(idempotent_producer(broker.bootstrap), [(topic_name, 0, None, b"later")])
