@@ -139,6 +139,16 @@ PROPERTIES: tuple[Property, ...] = (
              "KIP-848 consumer groups: most members in one group"),
     Property("group.consumer.assignors", "group_consumer_assignors", _assignors,
              "KIP-848 consumer groups: the server-side assignors, the default first (uniform, range)"),
+    Property("group.share.record.lock.duration.ms", "group_share_record_lock_duration_ms", int,
+             "share groups: how long acquired records stay locked to a member (default of the group config)"),
+    Property("group.share.delivery.count.limit", "group_share_delivery_count_limit", int,
+             "share groups: deliveries of a record before it is archived (default of the group config)"),
+    Property("group.share.session.timeout.ms", "group_share_session_timeout_ms", int,
+             "share groups: a member without a heartbeat for this long is removed"),
+    Property("group.share.heartbeat.interval.ms", "group_share_heartbeat_interval_ms", int,
+             "share groups: how often members send a heartbeat"),
+    Property("share.coordinator.state.topic.num.partitions", "share_coordinator_state_topic_num_partitions", int,
+             "partitions of __share_group_state"),
     Property("offset.metadata.max.bytes", "offset_metadata_max_bytes", int, "largest metadata of a committed offset"),
     Property("producer.id.expiration.ms", "producer_id_expiration_ms", int,
              "forget an idle producer's sequences after this long (unless its transaction is open)"),
@@ -318,6 +328,11 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_delivery_count_limit: int = 5
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    share_coordinator_state_topic_num_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
     fsync: bool = False
     producer_id_expiration_ms: int = 24 * 3600 * 1000

@@ -176,8 +176,9 @@ class GroupCoordinator:
         if group is None and not create:
             raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
         tombstones: Records = []
+        if group is not None and not isinstance(group, ClassicGroup):
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if group is not None:
-            assert isinstance(group, ClassicGroup)
             if not create or group.members or group.pending_members:
                 # Kafka would upgrade a classic group of consumers online; Ottla only
                 # converts empty ones, and answers this as Kafka answers a group it

@@ -50,7 +50,7 @@ TOPIC_CONFIGS_FILE = "topic-configs.json"
 PARTITION_METADATA_FILE = "partition.metadata"
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics: written by the coordinators only, never by clients.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
