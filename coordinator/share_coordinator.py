@@ -31,8 +31,8 @@ from .assignors import Assignment
 from .group import Group
 from .loading import replay
 from .share_group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareMember, simple_assignment
-from .share_partition import Acquired, AckBatch, LogBatch, SharePartition
-from .share_state_records import TOPIC, decode_key, decode_value
+from .share_partition import ACKNOWLEDGED, ARCHIVED, Acquired, AckBatch, LogBatch, SharePartition
+from .share_state_records import SNAPSHOT, TOPIC, UPDATE, ShareStateKey, decode_key, decode_value, encode_key
 from .transaction_log import partition_for
 from .writes import CoordinatorResult, append_error, write
 
@@ -228,13 +228,25 @@ class ShareCoordinator:
             return
         for _, key, value in keys_and_values(batch):
             decoded = decode_key(key) if key is not None else None
-            if decoded is None or value is None:
-                continue
-            share_key = (decoded.group, decoded.topic_id, decoded.partition)
-            sp = self.partitions.get(share_key)
-            if sp is None:
-                sp = self.partitions[share_key] = SharePartition(*share_key)
-            sp.replay(decoded.type, decode_value(decoded.type, value))
+            if decoded is not None:
+                self._replay(decoded, value)
+
+    def _replay(self, key: ShareStateKey, value: bytes | None) -> None:
+        """One record of `__share_group_state`; a tombstone deletes the share-partition."""
+        share_key = (key.group, key.topic_id, key.partition)
+        if value is None:
+            self.partitions.pop(share_key, None)
+            return
+        sp = self.partitions.get(share_key)
+        if sp is None:
+            sp = self.partitions[share_key] = SharePartition(*share_key)
+        sp.replay(key.type, decode_value(key.type, value))
+
+    def _delete_state(self, key: SharePartitionKey) -> None:
+        """Tombstone a share-partition's records (written, then replayed)."""
+        keys = [ShareStateKey(kind, *key) for kind in (SNAPSHOT, UPDATE)]
+        records: list[tuple[bytes, bytes | None]] = [(encode_key(k), None) for k in keys]
+        self._write(key, CoordinatorResult(records, None, lambda _: self._replay(keys[0], None)))
 
     @property
     def loading(self) -> bool:
@@ -247,14 +259,17 @@ class ShareCoordinator:
 
     # --- membership ------------------------------------------------------------------------
 
-    def share_group(self, group_id: str, create: bool = False) -> ShareGroup:
+    def share_group(self, group_id: str, create: bool = False, heartbeat: bool = False) -> ShareGroup:
+        """The share group of that id (a new one, not registered, with `create`). Kafka
+        words "not found" differently for a heartbeat and for ShareGroupDescribe."""
         group = self.groups.get(group_id)
         if isinstance(group, ShareGroup):
             return group
         if group is None and create:
             return ShareGroup(group_id)
         if group is None:
-            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+            raise KafkaError(ErrorCode.group_id_not_found,
+                             f"Share group {group_id} not found." if heartbeat else f"Group {group_id} not found.")
         raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
@@ -274,11 +289,11 @@ class ShareCoordinator:
         now = self.clock()
         settings = self.settings(group_id)
         if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            group = self.share_group(group_id)
+            group = self.share_group(group_id, heartbeat=True)
             group.member(member_id)
             self.remove_member(group, member_id)
             return HeartbeatResult(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH)
-        group = self.share_group(group_id, create=member_epoch == 0)
+        group = self.share_group(group_id, create=member_epoch == 0, heartbeat=True)
         member = group.members.get(member_id)
         if member is None:
             if member_epoch != 0:
@@ -289,8 +304,9 @@ class ShareCoordinator:
                                  f"The share group has reached its maximum capacity of {self.config.max_size} members.")
             member = ShareMember(member_id)
         elif member_epoch not in (0, member.member_epoch):
+            relation = "greater" if member_epoch > member.member_epoch else "smaller"
             raise KafkaError(ErrorCode.fenced_member_epoch,
-                             f"The share group member has a smaller member epoch ({member_epoch}) than the one "
+                             f"The share group member has a {relation} member epoch ({member_epoch}) than the one "
                              f"known by the group coordinator ({member.member_epoch}). "
                              "The member must abandon all its partitions and rejoin.")
         if self.groups.get(group_id) is not group:
@@ -362,9 +378,7 @@ class ShareCoordinator:
         else:
             start = partition_log.high_watermark
         new = sp or SharePartition(group_id, topic_id, partition)
-        result = new.initialize(start, int(self.wall_clock() * 1000)).and_then(
-            lambda _: self.partitions.__setitem__(key, new))
-        self._write(key, result)
+        self._write(key, new.initialize(start, int(self.wall_clock() * 1000)).and_then(self._registering(key, new)))
         return new
 
     def remove_member(self, group: ShareGroup, member_id: str) -> None:
@@ -456,6 +470,68 @@ class ShareCoordinator:
                      for d in (self.partitions[k].next_lock_deadline(),) if d is not None]
         return min(deadlines, default=None)
 
+
+    # --- admin: the share-group offsets APIs and DeleteGroups ------------------------------------
+
+    def _empty_share_group(self, group_id: str) -> ShareGroup | None:
+        """The share group (None if there is none) that an admin change may touch: it
+        must have no members, as Kafka requires."""
+        self._require_loaded(group_id)
+        group = self.groups.get(group_id)
+        if group is not None and not isinstance(group, ShareGroup):
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
+        if group is not None and group.members:
+            raise KafkaError(ErrorCode.non_empty_group, "The group is not empty.")
+        return group
+
+    def describe_offsets(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+        """A share-partition's start offset and lag (records from the start offset to the
+        high watermark not yet acknowledged or archived): (-1, -1) with no state."""
+        sp = self.partitions.get((group_id, topic_id, partition))
+        topic = self.logs.topic_by_id(topic_id)
+        if sp is None or not sp.initialized or topic is None or partition >= len(topic.partitions):
+            return -1, -1
+        high_watermark = topic.partitions[partition].high_watermark
+        done = sum(1 for o, (state, _) in sp.states.items() if state in (ACKNOWLEDGED, ARCHIVED))
+        return sp.start_offset, max(high_watermark - sp.start_offset - done, 0)
+
+    def offsets_of(self, group_id: str) -> list[SharePartitionKey]:
+        """The share-partitions of a group that have a start offset, in order."""
+        return sorted((k for k, sp in self.partitions.items() if k[0] == group_id and sp.initialized),
+                      key=lambda k: (str(k[1]), k[2]))
+
+    def alter_offsets(self, group_id: str, starts: list[tuple[uuid.UUID, int, int]]) -> None:
+        """AlterShareGroupOffsets: each share-partition starts again at the offset given
+        (its records' states forgotten). The group must be empty; one that does not exist
+        is created, as Kafka does."""
+        group = self._empty_share_group(group_id)
+        now_ms = int(self.wall_clock() * 1000)
+        for topic_id, partition, start in starts:
+            key = (group_id, topic_id, partition)
+            sp = self.partitions.get(key) or SharePartition(*key)
+            self._write(key, sp.initialize(start, now_ms, sp.snapshot_epoch + 1).and_then(self._registering(key, sp)))
+        if group is None and starts:
+            self.groups[group_id] = ShareGroup(group_id)
+
+    def _registering(self, key: SharePartitionKey, sp: SharePartition) -> Callable[[int], None]:
+        def register(_: int) -> None:
+            self.partitions[key] = sp
+        return register
+
+    def delete_offsets(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
+        """DeleteShareGroupOffsets: the share-partitions of those topics are forgotten."""
+        self._empty_share_group(group_id)
+        for key in [k for k in self.partitions if k[0] == group_id and k[1] in topic_ids]:
+            self._delete_state(key)
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups of a share group: it must be empty; its share-partitions go too."""
+        group = self._empty_share_group(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            self._delete_state(key)
+        self.groups.pop(group_id, None)
 
 def _topic_id_text(topic_id: uuid.UUID) -> str:
     """Kafka's Uuid.toString(): URL-safe base64 without padding."""

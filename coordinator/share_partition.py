@@ -164,11 +164,17 @@ class SharePartition:
 
         return CoordinatorResult(records, response, apply)
 
-    def initialize(self, start_offset: int, now_ms: int) -> CoordinatorResult[None]:
-        """The snapshot that starts the share-partition at `start_offset`."""
-        value = ShareStateValue(0, start_offset, (), create_timestamp=now_ms, write_timestamp=now_ms)
+    def initialize(self, start_offset: int, now_ms: int, snapshot_epoch: int = 0) -> CoordinatorResult[None]:
+        """The snapshot that starts the share-partition at `start_offset` (again, with
+        AlterShareGroupOffsets: what was in flight is forgotten, locks too)."""
+        value = ShareStateValue(snapshot_epoch, start_offset, (), create_timestamp=now_ms, write_timestamp=now_ms)
         records: Records = [(self.key(SNAPSHOT), encode_value(SNAPSHOT, value))]
-        return CoordinatorResult(records, None, lambda _: self.replay(SNAPSHOT, value))
+
+        def apply(_: int) -> None:
+            self.replay(SNAPSHOT, value)
+            self.locks.clear()
+
+        return CoordinatorResult(records, None, apply)
 
     def _expired(self, now: float, limit: int, changes: dict[int, tuple[int, int]]) -> list[int]:
         """Offsets whose lock ran out; those at the delivery limit go to ARCHIVED."""

@@ -83,6 +83,9 @@ HANDLERS: dict[int, Handler] = {
     apis.SHARE_GROUP_DESCRIBE.key: share_groups.handle_describe,
     apis.SHARE_FETCH.key: share_groups.handle_share_fetch,
     apis.SHARE_ACKNOWLEDGE.key: share_groups.handle_share_acknowledge,
+    apis.DESCRIBE_SHARE_GROUP_OFFSETS.key: share_groups.handle_describe_offsets,
+    apis.ALTER_SHARE_GROUP_OFFSETS.key: share_groups.handle_alter_offsets,
+    apis.DELETE_SHARE_GROUP_OFFSETS.key: share_groups.handle_delete_offsets,
 }
 
 # The APIs whose handlers may wait. Every other handler runs to its end without giving

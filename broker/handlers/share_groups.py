@@ -325,3 +325,107 @@ def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond(error_code=ErrorCode.none, acquisition_lock_timeout=_lock_timeout_ms(ctx, group_id),
                        responses=[{"topic_id": t, "partitions": ps} for t, ps in topics.items()],
                        node_endpoints=[])
+
+
+# --- the share-group offsets APIs ----------------------------------------------------------
+
+_NOT_HOSTED = "This server does not host this topic-partition."
+
+
+def handle_describe_offsets(ctx: RequestContext, request: Any) -> Any:
+    """DescribeShareGroupOffsets: each share-partition's start offset (and, from v1, its
+    lag). Named topics that do not exist are UNKNOWN_TOPIC_OR_PARTITION; a group that
+    does not exist answers no topics, as Kafka does."""
+    shares, logs = ctx.services.shares, ctx.services.logs
+    names = {t.topic_id: name for name, t in logs.topics.items()}
+    groups = []
+    for wanted in request.groups:
+        group_id = wanted.group_id
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.group_authorization_failed})
+            continue
+        try:
+            shares._require_loaded(group_id)
+        except KafkaError as exc:
+            groups.append({"group_id": group_id, "topics": [], "error_code": exc.code, "error_message": exc.message})
+            continue
+        if wanted.topics is None:
+            asked: list[tuple[str, list[int]]] = []
+            for _, topic_id, partition in shares.offsets_of(group_id):
+                if topic_id in names:
+                    if not asked or asked[-1][0] != names[topic_id]:
+                        asked.append((names[topic_id], []))
+                    asked[-1][1].append(partition)
+        else:
+            asked = [(t.topic_name, list(t.partitions)) for t in wanted.topics]
+        topics = []
+        for name, partitions in asked:
+            topic = logs.topic(name)
+            answers = []
+            for p in partitions:
+                code, start, lag = ErrorCode.none, -1, -1
+                if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+                    code = ErrorCode.topic_authorization_failed
+                elif topic is None or not 0 <= p < len(topic.partitions):
+                    code = ErrorCode.unknown_topic_or_partition
+                else:
+                    start, lag = shares.describe_offsets(group_id, topic.topic_id, p)
+                answers.append({"partition_index": p, "start_offset": start, "leader_epoch": 0 if start >= 0 else -1,
+                                "lag": lag, "error_code": code,
+                                "error_message": _NOT_HOSTED if code is ErrorCode.unknown_topic_or_partition else None})
+            topics.append({"topic_name": name, "topic_id": topic.topic_id if topic else None, "partitions": answers})
+        groups.append({"group_id": group_id, "topics": topics, "error_code": ErrorCode.none})
+    return ctx.respond(groups=groups)
+
+
+def handle_alter_offsets(ctx: RequestContext, request: Any) -> Any:
+    """AlterShareGroupOffsets: new start offsets for an empty share group's partitions."""
+    shares, logs = ctx.services.shares, ctx.services.logs
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, responses=[])
+    answers, starts = [], []
+    for t in request.topics:
+        topic = logs.topic(t.topic_name)
+        readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, t.topic_name)
+        partitions = []
+        for p in t.partitions:
+            code = ErrorCode.none
+            if not readable:
+                code = ErrorCode.topic_authorization_failed
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                code = ErrorCode.unknown_topic_or_partition
+            else:
+                starts.append((topic.topic_id, p.partition_index, p.start_offset))
+            partitions.append({"partition_index": p.partition_index, "error_code": code,
+                               "error_message": _NOT_HOSTED if code is ErrorCode.unknown_topic_or_partition else None})
+        answers.append({"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None,
+                        "partitions": partitions})
+    try:
+        shares.alter_offsets(request.group_id, starts)
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, error_message=exc.message, responses=[])
+    return ctx.respond(error_code=ErrorCode.none, responses=answers)
+
+
+def handle_delete_offsets(ctx: RequestContext, request: Any) -> Any:
+    """DeleteShareGroupOffsets: an empty share group forgets the state of these topics."""
+    shares, logs = ctx.services.shares, ctx.services.logs
+    if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, request.group_id):
+        return ctx.respond(error_code=ErrorCode.group_authorization_failed, responses=[])
+    answers, topic_ids = [], []
+    for t in request.topics:
+        topic = logs.topic(t.topic_name)
+        code = ErrorCode.none
+        if not ctx.allowed(Operation.READ, ResourceType.TOPIC, t.topic_name):
+            code = ErrorCode.topic_authorization_failed
+        elif topic is None:
+            code = ErrorCode.unknown_topic_or_partition
+        else:
+            topic_ids.append(topic.topic_id)
+        answers.append({"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None, "error_code": code,
+                        "error_message": _NOT_HOSTED if code is ErrorCode.unknown_topic_or_partition else None})
+    try:
+        shares.delete_offsets(request.group_id, topic_ids)
+    except KafkaError as exc:
+        return ctx.respond(error_code=exc.code, error_message=exc.message, responses=[])
+    return ctx.respond(error_code=ErrorCode.none, responses=answers)

@@ -20,7 +20,8 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from tests.clients import create_topic, transactional_producer
+from tests.clients import commit_offset, create_topic, transactional_producer
+from tests.kafka_tools import kafka_tool, table
 from tests.reference.kafka import ReferenceUnavailable, java_command
 from tests.wire import WireClient, request
 
@@ -363,3 +364,54 @@ def test_a_java_consumer_killed_mid_batch_has_its_records_delivered_to_another(b
     assert held
     got = deliveries(finished(java_share_consumer(broker.bootstrap, topic, group, "accept", len(held))))
     assert {(d["offset"], d["delivery"]) for d in got} >= {(d["offset"], "2") for d in held}
+
+
+# --- Kafka's kafka-share-groups tool (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+#     DeleteShareGroupOffsets, ListGroups, DeleteGroups) -------------------------------------
+
+SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
+
+def test_kafka_share_groups_lists_describes_resets_and_deletes(broker) -> None:
+    """kafka-share-groups 4.3.1 against Ottla, every command the tool has for a group.
+    Broken once by not writing the new start offset of --reset-offsets (the tool said 0,
+    the describe after it still said 4 and the consumer got nothing)."""
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 1)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    values = [b"t%d" % i for i in range(4)]
+    produce(broker.bootstrap, topic, values)
+    consumer = share_consumer(broker.bootstrap, group, topic)
+    seen: list[bytes] = []
+    poll_until([consumer], lambda: len(seen) >= 4, lambda c, m: seen.append(m.value()))
+    consumer.commit_sync()
+
+    def tool(*args: str) -> str:
+        return kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, *args).stdout
+
+    classic = f"classic-{group}"
+    commit_offset(broker.bootstrap, classic, topic, 0, 1)  # a classic group: not a share group
+    listed = tool("--list").split()  # ListGroups with the "share" type filter
+    assert group in listed and classic not in listed
+    members = table(tool("--describe", "--group", group, "--members"))
+    assert [(m["#PARTITIONS"], m["ASSIGNMENT"]) for m in members] == [("1", f"{topic}:0")]
+    state = tool("--describe", "--group", group, "--state").split()
+    assert state[-2:] == ["Stable", "1"]
+    offsets = table(tool("--describe", "--group", group))
+    assert [(o["TOPIC"], o["PARTITION"], o["START-OFFSET"], o["LAG"]) for o in offsets] == [(topic, "0", "4", "0")]
+    # The tool refuses to reset a group with members (NON_EMPTY_GROUP); once it is empty:
+    consumer.close()
+    reset = table(tool("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"))
+    assert [(r["PARTITION"], r["NEW-OFFSET"]) for r in reset] == [("0", "0")]
+    offsets = table(tool("--describe", "--group", group, "--offsets"))
+    assert [(o["START-OFFSET"], o["LAG"]) for o in offsets] == [("0", "4")]
+    again = share_consumer(broker.bootstrap, group, topic)
+    seen.clear()
+    poll_until([again], lambda: len(seen) >= 4, lambda c, m: seen.append(m.value()))
+    again.commit_sync()
+    again.close()
+    assert sorted(seen) == sorted(values)
+    assert "Successful" in tool("--delete-offsets", "--group", group, "--topic", topic)
+    assert table(tool("--describe", "--group", group, "--offsets")) == []
+    assert "was successful" in tool("--delete", "--group", group)
+    assert group not in tool("--list").split()

@@ -180,3 +180,18 @@ def test_records_round_trip() -> None:
         decoded = decode_value(kind, encode_value(kind, value))
         assert decoded.batches == value.batches and decoded.start_offset == 42
         assert decoded.delivery_complete_count == 9
+
+
+def test_a_snapshot_keeps_the_other_members_locks(tmp_path, monkeypatch) -> None:
+    """Broken once by clearing the locks in the replay of every snapshot: a's records
+    became acquirable by c while a still held them."""
+    import ottla.coordinator.share_partition as module
+    h = Harness(tmp_path, 4)
+    h.acquire("a", 2)
+    h.acquire("b", 2)
+    monkeypatch.setattr(module, "UPDATES_PER_SNAPSHOT", 1)  # b's acknowledgement writes a snapshot
+    h.ack("b", (2, 3, ACCEPT))
+    assert decode_key(h.written[-1][0]).type == 0
+    assert h.acquire("c") == []
+    h.ack("a", (0, 1, ACCEPT))
+    assert h.sp.start_offset == 4
