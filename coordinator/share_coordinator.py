@@ -448,7 +448,7 @@ class ShareCoordinator:
         acquired = self._write((group_id, topic_id, partition), sp.acquire(
             member_id, batches, upper, max_records, settings.partition_max_record_locks,
             settings.record_lock_duration_ms / 1000, settings.delivery_count_limit, now,
-            int(self.wall_clock() * 1000)))
+            int(self.wall_clock() * 1000), partition_log.log_start_offset))
         if not acquired.ranges:
             return acquired, []
         return acquired, _covering(partition_log, acquired.ranges, upper)

@@ -135,14 +135,15 @@ class SharePartition:
     # --- what an operation decides -----------------------------------------------------
 
     def _result(self, changes: dict[int, tuple[int, int]], locks: Callable[[], None],
-                response: object, now_ms: int) -> CoordinatorResult:
+                response: object, now_ms: int, floor: int = -1) -> CoordinatorResult:
         """The record that makes `changes` (offset -> new durable state) durable, with the
-        start offset they move to; applying it replays that record, then `locks`."""
-        if not changes:
+        start offset they move to (at least `floor`); applying it replays that record,
+        then `locks`."""
+        if not changes and floor <= self.start_offset:
             return CoordinatorResult([], response, lambda _: locks())
-        merged = dict(self.states)
-        merged.update(changes)
-        start = self.start_offset
+        merged = {o: s for o, s in self.states.items() if o >= floor}
+        merged.update((o, s) for o, s in changes.items() if o >= floor)
+        start = max(self.start_offset, floor)
         # Every offset between the start and the end offset is tracked, so the start
         # offset moves past the leading ones that are done.
         while merged.get(start, (AVAILABLE, 0))[0] in TERMINAL:
@@ -155,7 +156,7 @@ class SharePartition:
         else:
             kind = UPDATE
             value = ShareStateValue(self.snapshot_epoch, start if start != self.start_offset else -1,
-                                    _batches(changes))
+                                    _batches({o: c for o, c in changes.items() if o >= start}))
         records: Records = [(self.key(kind), encode_value(kind, value))]
 
         def apply(_: int) -> None:
@@ -186,12 +187,19 @@ class SharePartition:
         return expired
 
     def acquire(self, member_id: str, batches: Callable[[int], Iterable[LogBatch]], upper: int, max_records: int,
-                max_locks: int, lock_seconds: float, limit: int, now: float,
-                now_ms: int) -> CoordinatorResult[Acquired]:
+                max_locks: int, lock_seconds: float, limit: int, now: float, now_ms: int,
+                log_start: int = 0) -> CoordinatorResult[Acquired]:
         """Acquire up to `max_records` (more, to end on a batch boundary) for the member:
         first the AVAILABLE offsets already tracked, then new ones read by `batches(from)`
-        below `upper` (the high watermark, or the LSO under read_committed)."""
+        below `upper` (the high watermark, or the LSO under read_committed).
+
+        What is tracked stays within `max_locks` offsets of the start offset, whatever
+        the log holds (batches spanning many offsets after compaction, long gaps): past
+        that, nothing is acquired until the start offset moves. Records the log no
+        longer has (retention, DeleteRecords: before `log_start`) are passed over: the
+        start offset moves to the log's start, as Kafka moves it."""
         changes: dict[int, tuple[int, int]] = {}
+        floor = max(self.start_offset, log_start)
         expired = self._expired(now, limit, changes)
         locked = set(self.locks) - set(expired)
         taken: list[int] = []
@@ -199,27 +207,35 @@ class SharePartition:
             if len(taken) >= max_records:
                 break
             state, count = changes.get(offset, self.states[offset])
-            if state == AVAILABLE and offset not in locked:
+            if offset >= floor and state == AVAILABLE and offset not in locked:
                 taken.append(offset)
                 changes[offset] = (AVAILABLE, count + 1)
-        position = self.end_offset
-        if len(taken) < max_records and position < upper and position - self.start_offset < max_locks:
+        position = max(self.end_offset, floor)
+        window_end = floor + max_locks
+        if len(taken) < max_records and position < min(upper, window_end):
             for batch in batches(position):
                 header = batch.header
                 if header.base_offset >= upper:
                     break
-                for offset in range(position, header.base_offset):  # a gap (compacted away)
-                    changes[offset] = (ARCHIVED, 0)
-                first = max(header.base_offset, position)
-                if header.is_control or batch.aborted:
-                    for offset in range(first, header.last_offset + 1):
-                        changes[offset] = (ARCHIVED, 0)
-                else:
-                    for offset in range(first, header.last_offset + 1):
+                if header.base_offset > position:  # a gap (compacted away)
+                    if position == floor and not any(o >= floor for o in self.states):
+                        # Nothing tracked before it: the start offset moves past it.
+                        floor = position = header.base_offset
+                        window_end = floor + max_locks
+                    else:
+                        for offset in range(position, min(header.base_offset, window_end)):
+                            changes[offset] = (ARCHIVED, 0)
+                        position = min(header.base_offset, window_end)
+                        if position >= window_end:
+                            break
+                first, last = max(header.base_offset, position), min(header.last_offset + 1, window_end)
+                delivered = not (header.is_control or batch.aborted)
+                for offset in range(first, last):
+                    changes[offset] = (AVAILABLE, 1) if delivered else (ARCHIVED, 0)
+                    if delivered:
                         taken.append(offset)
-                        changes[offset] = (AVAILABLE, 1)
-                position = header.last_offset + 1
-                if len(taken) >= max_records or position - self.start_offset >= max_locks:
+                position = last
+                if len(taken) >= max_records or position >= window_end:
                     break
         ranges: list[tuple[int, int, int]] = []
         for offset in sorted(taken):
@@ -236,7 +252,7 @@ class SharePartition:
             for offset in taken:
                 self.locks[offset] = Lock(member_id, deadline)
 
-        return self._result(changes, locks, Acquired(ranges), now_ms)
+        return self._result(changes, locks, Acquired(ranges), now_ms, floor)
 
     def acknowledge(self, member_id: str, batches: list[AckBatch], lock_seconds: float, limit: int, now: float,
                     now_ms: int, renew_enabled: bool = True) -> CoordinatorResult[None]:

@@ -195,3 +195,20 @@ def test_a_snapshot_keeps_the_other_members_locks(tmp_path, monkeypatch) -> None
     assert h.acquire("c") == []
     h.ack("a", (0, 1, ACCEPT))
     assert h.sp.start_offset == 4
+
+
+def test_what_is_tracked_stays_within_the_record_locks_whatever_the_log_holds(tmp_path) -> None:
+    """A batch spanning a million offsets (as compaction leaves them) and records deleted
+    under the share-partition cost at most `max_locks` tracked offsets. Broken once by
+    tracking every offset of a batch's range (a million entries)."""
+    h = Harness(tmp_path, 0)
+    data = build_batch([encode_record(None, b"wide")], timestamp=0, last_offset_delta=1_000_000)
+    h.log.append_batch(data, BatchHeader.parse(data))
+    upper = h.log.high_watermark
+    got = h.run(h.sp.acquire("a", lambda o: _read(h.log, o, upper, 1 << 20, False), upper, 10**9, 100, LOCK,
+                             LIMIT, 0, 0))
+    assert got.ranges == [(0, 99, 1)] and len(h.sp.states) == 100
+    # The log's start moves past everything: the share-partition's start follows it.
+    got = h.run(h.sp.acquire("b", lambda o: iter(()), upper, 10, 100, LOCK, LIMIT, 0, 0, log_start=upper))
+    assert got.ranges == [] and h.sp.start_offset == upper and not h.sp.states and not h.sp.locks
+    assert h.durable(h.rebuilt()) == h.durable(h.sp)
