@@ -415,3 +415,29 @@ def test_kafka_share_groups_lists_describes_resets_and_deletes(broker) -> None:
     assert table(tool("--describe", "--group", group, "--offsets")) == []
     assert "was successful" in tool("--delete", "--group", group)
     assert group not in tool("--list").split()
+
+
+CONSOLE_SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
+
+
+def test_kafka_console_share_consumer_releases_then_accepts(broker) -> None:
+    """kafka-console-share-consumer 4.3.1: with --release every message comes back with
+    its delivery counted; a plain run then accepts them, and a third gets only what
+    was produced after. Broken once by taking RELEASE for ACCEPT (the second run got
+    nothing)."""
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 1)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    produce(broker.bootstrap, topic, [b"m0", b"m1", b"m2"])
+
+    def console(*args: str) -> list[str]:
+        # --timeout-ms only ends a run that would wait for ever (the test then fails on
+        # what it printed); every run here ends at its --max-messages.
+        out = kafka_tool(CONSOLE_SHARE_CONSUMER, broker.bootstrap, "--topic", topic, "--group", group,
+                         "--formatter-property", "print.delivery=true", "--timeout-ms", "60000", *args).stdout
+        return [line for line in out.splitlines() if line.startswith("Delivery:")]
+
+    assert console("--max-messages", "3", "--release") == ["Delivery:1\tm0", "Delivery:1\tm1", "Delivery:1\tm2"]
+    assert console("--max-messages", "3") == ["Delivery:2\tm0", "Delivery:2\tm1", "Delivery:2\tm2"]
+    produce(broker.bootstrap, topic, [b"m3"])  # the accepted ones never come again: the next is m3
+    assert console("--max-messages", "1") == ["Delivery:1\tm3"]
