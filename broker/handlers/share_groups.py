@@ -412,6 +412,7 @@ def handle_delete_offsets(ctx: RequestContext, request: Any) -> Any:
     shares, logs = ctx.services.shares, ctx.services.logs
     if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, request.group_id):
         return ctx.respond(error_code=ErrorCode.group_authorization_failed, responses=[])
+    had_state = bool(shares.offsets_of(request.group_id))
     answers, topic_ids = [], []
     for t in request.topics:
         topic = logs.topic(t.topic_name)
@@ -428,4 +429,6 @@ def handle_delete_offsets(ctx: RequestContext, request: Any) -> Any:
         shares.delete_offsets(request.group_id, topic_ids)
     except KafkaError as exc:
         return ctx.respond(error_code=exc.code, error_message=exc.message, responses=[])
+    if not had_state:
+        answers = []  # Kafka answers no topic at all for a group without share-partitions
     return ctx.respond(error_code=ErrorCode.none, responses=answers)
