@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -464,3 +465,28 @@ def test_a_share_consumer_carries_on_across_a_kill_9_of_the_broker(fresh_broker)
                lambda c, m: seen.append((m.value(), m.delivery_count())))
     consumer.close()
     assert seen == [(b"a%d" % i, 1) for i in range(5)] + [(b"b%d" % i, 1) for i in range(5)]
+
+
+def test_the_web_console_shows_a_share_group_and_its_members(fresh_broker) -> None:
+    """The console's group pages list share groups beside the others and show their
+    members with what they are assigned. Broken before this test: the group page took a
+    share member for a classic one and failed (HTTP 500)."""
+    broker = fresh_broker(admin_port=0)
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, [b"x"])
+    consumer = share_consumer(broker.bootstrap, group, topic)
+    with WireClient(broker.bootstrap) as client:
+        deadline = time.monotonic() + DEADLINE
+        while True:  # until the consumer has joined
+            consumer.poll(0.2)
+            described = client.call(request(77, 1, group_ids=[group], include_authorized_operations=False))
+            if described.groups[0].members:
+                break
+            assert time.monotonic() < deadline, "the share consumer did not join"
+    member_id = described.groups[0].members[0].member_id
+    listing = urllib.request.urlopen(f"{broker.admin_url}/console/groups?q={group}", timeout=30).read().decode()
+    assert group in listing and ">share<" in listing and "Stable" in listing
+    page = urllib.request.urlopen(f"{broker.admin_url}/console/group?id={group}", timeout=30).read().decode()
+    assert member_id in page and topic in page
+    consumer.close()
