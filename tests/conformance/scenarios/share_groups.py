@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..harness import Context, Scenario, Step, sweep
-from .common import DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS, create
+from .common import (DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, LIST_GROUPS, OFFSET_COMMIT,
+                     OFFSET_DELETE, create)
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 91, 92
@@ -64,6 +65,18 @@ SCENARIOS = [
           for v in (1, 2)],
         *sweep("describe-offsets-unknown-group", DESCRIBE_SHARE_GROUP_OFFSETS, lambda c: {
             "groups": [{"group_id": g(c, "none"), "topics": None}]}),
+        # The other group APIs, asked of a share group's id.
+        Step("classic-join-into-share-group", JOIN_GROUP, 9, lambda c: {
+            "group_id": g(c), "session_timeout": 30000, "rebalance_timeout": 30000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range",
+                                                                                  "metadata": b""}],
+            "reason": None}),
+        Step("offset-commit-to-share-group", OFFSET_COMMIT, 9, lambda c: {
+            "group_id": g(c), "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": c.topic(), "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                           "committed_metadata": None}]}]}),
+        Step("offset-delete-of-share-group", OFFSET_DELETE, 0, lambda c: {
+            "group_id": g(c), "topics": [{"name": c.topic(), "partitions": [{"partition_index": 0}]}]}),
         Step("alter-offsets-members", ALTER_SHARE_GROUP_OFFSETS, 0, lambda c: {
             "group_id": g(c), "topics": [{"topic_name": c.topic(), "partitions": [
                 {"partition_index": 0, "start_offset": 0}]}]}),
