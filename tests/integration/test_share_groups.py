@@ -21,6 +21,8 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from ottla.protocol.errors import ErrorCode
+
 from tests.clients import commit_offset, create_topic, transactional_producer
 from tests.kafka_tools import kafka_tool, table
 from tests.reference.kafka import ReferenceUnavailable, java_command
@@ -490,3 +492,55 @@ def test_the_web_console_shows_a_share_group_and_its_members(fresh_broker) -> No
     page = urllib.request.urlopen(f"{broker.admin_url}/console/group?id={group}", timeout=30).read().decode()
     assert member_id in page and topic in page
     consumer.close()
+
+
+def test_share_requests_whose_state_writes_fail_change_nothing(fresh_broker) -> None:
+    """With every write to `__share_group_state` failing (the admin endpoint's disk_error
+    fault), an acquisition and an acknowledgement are answered NOT_COORDINATOR on the
+    partition and change nothing: once the disk is back the records come with delivery
+    count 1 (the failed acquisition did not count), the acknowledgement can be made
+    again, and a restart agrees. Broken once by applying before appending in
+    coordinator/writes.py's rule: the refused acquisition had locked the records, and
+    the fetch after the disk came back got nothing."""
+    broker = fresh_broker(admin_port=0)
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 1)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    produce(broker.bootstrap, topic, [b"d0", b"d1", b"d2"])
+    member = str(uuid.uuid4())
+    accept_all = [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [1]}]
+
+    def session(client: WireClient):  # type: ignore[no-untyped-def]
+        joined = client.call(request(76, 1, group_id=group, member_id=member, member_epoch=0, rack_id=None,
+                                     subscribed_topic_names=[topic]))
+        assert joined.error_code == 0
+        topic_id = joined.assignment.topic_partitions[0].topic_id
+
+        def fetch(epoch: int, acks=()):  # type: ignore[no-untyped-def]
+            answer = client.call(request(78, 2, group_id=group, member_id=member, share_session_epoch=epoch,
+                                         max_wait=0, min_bytes=1, max_bytes=1 << 20, max_records=100,
+                                         batch_size=100, topics=[{"topic_id": topic_id, "partitions": [
+                                             {"partition_index": 0, "acknowledgement_batches": list(acks)}]}],
+                                         forgotten_topics_data=[]))
+            assert answer.error_code == 0, answer
+            return answer.responses[0].partitions[0] if answer.responses else None
+        return fetch
+
+    with WireClient(broker.bootstrap) as client:
+        fetch = session(client)
+        broker.admin.add_fault(kind="disk_error", topic="__share_group_state", count=1_000_000)
+        refused = fetch(0)
+        assert refused.error_code == ErrorCode.not_coordinator and not refused.acquired_records
+        broker.admin.clear_faults()
+        got = fetch(1)
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got.acquired_records] == [(0, 2, 1)]
+        broker.admin.add_fault(kind="disk_error", topic="__share_group_state", count=1_000_000)
+        assert fetch(2, accept_all).acknowledge_error_code == ErrorCode.not_coordinator
+        broker.admin.clear_faults()
+        assert fetch(3, accept_all).acknowledge_error_code == 0  # still held: acknowledged now
+    broker.restart()
+    produce(broker.bootstrap, topic, [b"d3"])
+    with WireClient(broker.bootstrap) as client:
+        fetch = session(client)
+        got = fetch(0)
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got.acquired_records] == [(3, 3, 1)]
