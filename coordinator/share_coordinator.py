@@ -429,7 +429,7 @@ class ShareCoordinator:
     # --- records -----------------------------------------------------------------------------
 
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int, max_records: int,
-                max_bytes: int) -> tuple[Acquired, list[bytes]]:
+                max_bytes: int, record_limit: bool = False) -> tuple[Acquired, list[bytes]]:
         """Acquire records of one share-partition for a member: the ranges and the log
         batches that hold them."""
         settings = self.settings(group_id)
@@ -448,7 +448,7 @@ class ShareCoordinator:
         acquired = self._write((group_id, topic_id, partition), sp.acquire(
             member_id, batches, upper, max_records, settings.partition_max_record_locks,
             settings.record_lock_duration_ms / 1000, settings.delivery_count_limit, now,
-            int(self.wall_clock() * 1000), partition_log.log_start_offset))
+            int(self.wall_clock() * 1000), partition_log.log_start_offset, record_limit))
         if not acquired.ranges:
             return acquired, []
         return acquired, _covering(partition_log, acquired.ranges, upper)

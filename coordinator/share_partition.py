@@ -188,8 +188,9 @@ class SharePartition:
 
     def acquire(self, member_id: str, batches: Callable[[int], Iterable[LogBatch]], upper: int, max_records: int,
                 max_locks: int, lock_seconds: float, limit: int, now: float, now_ms: int,
-                log_start: int = 0) -> CoordinatorResult[Acquired]:
-        """Acquire up to `max_records` (more, to end on a batch boundary) for the member:
+                log_start: int = 0, record_limit: bool = False) -> CoordinatorResult[Acquired]:
+        """Acquire up to `max_records` (more, to end on a batch boundary, unless
+        `record_limit`: ShareFetch v2's record-limit acquire mode) for the member:
         first the AVAILABLE offsets already tracked, then new ones read by `batches(from)`
         below `upper` (the high watermark, or the LSO under read_committed).
 
@@ -230,6 +231,8 @@ class SharePartition:
                             break
                 first, last = max(header.base_offset, position), min(header.last_offset + 1, window_end)
                 delivered = not (header.is_control or batch.aborted)
+                if delivered and record_limit:  # never more than asked, even mid-batch
+                    last = min(last, first + max_records - len(taken))
                 for offset in range(first, last):
                     changes[offset] = (AVAILABLE, 1) if delivered else (ARCHIVED, 0)
                     if delivered:

@@ -3,9 +3,10 @@ ShareFetch and ShareAcknowledge (records), thin translations to the share coordi
 (coordinator/share_coordinator.py) and the broker's share sessions (share_sessions.py).
 
 ShareFetch first applies the acknowledgements it carries, then acquires records for the
-member from every partition of its share session: up to `max_records`, rounded up to
-whole batches, within `max_bytes`. With nothing to give it waits, like Fetch, until an
-append or the expiry of a lock brings something, or `max_wait` passes.
+member from every partition of its share session: up to `max_records` (rounded up to
+whole batches, unless the request asks for the record-limit mode), within `max_bytes`.
+With nothing to give it waits, like Fetch, until an append or the expiry of a lock
+brings something, or `max_wait` passes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ SHARE_ASSIGNOR = "simple"
 # Acknowledgement batches one request may carry per partition (Kafka bounds them by the
 # request size only; each batch costs a check of every offset it names).
 MAX_ACK_BATCHES = 10_000
+RECORD_LIMIT = 1  # ShareFetch's share_acquire_mode
 
 
 # --- membership ----------------------------------------------------------------------------
@@ -257,6 +259,9 @@ def _fetch(ctx: RequestContext, request: Any, session: ShareSession, group_id: s
     (records or an error) is worth answering now."""
     services = ctx.services
     records_left = max(request.max_records, 1)
+    # ShareFetch v2's acquire mode 1, record-limit: exactly max_records at most (mode 0,
+    # batch-optimized, rounds up to whole batches).
+    record_limit = getattr(request, "share_acquire_mode", 0) == RECORD_LIMIT
     bytes_left = min(request.max_bytes, services.config.fetch_max_bytes)
     node_id = services.node_id
     news = False
@@ -282,7 +287,7 @@ def _fetch(ctx: RequestContext, request: Any, session: ShareSession, group_id: s
             continue
         try:
             acquired, batches = services.shares.acquire(group_id, member_id, topic_id, index, records_left,
-                                                        bytes_left)
+                                                        bytes_left, record_limit)
         except KafkaError as exc:
             answers[key] = _partition(index, exc.code, exc.message, ack=ack, node_id=node_id)
             news = True

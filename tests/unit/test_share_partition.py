@@ -212,3 +212,18 @@ def test_what_is_tracked_stays_within_the_record_locks_whatever_the_log_holds(tm
     got = h.run(h.sp.acquire("b", lambda o: iter(()), upper, 10, 100, LOCK, LIMIT, 0, 0, log_start=upper))
     assert got.ranges == [] and h.sp.start_offset == upper and not h.sp.states and not h.sp.locks
     assert h.durable(h.rebuilt()) == h.durable(h.sp)
+
+
+def test_record_limit_mode_acquires_no_more_than_asked_even_mid_batch(tmp_path) -> None:
+    """Batch-optimized (mode 0) rounds up to the batch's end; record-limit (mode 1,
+    ShareFetch v2) stops at max_records. Broken once by ignoring the mode (0-4 came)."""
+    h = Harness(tmp_path, 0)
+    data = build_batch([encode_record(None, b"v%d" % i, offset_delta=i) for i in range(5)], timestamp=0)
+    h.log.append_batch(data, BatchHeader.parse(data))
+    upper = h.log.high_watermark
+    limited = h.run(h.sp.acquire("a", lambda o: _read(h.log, o, upper, 1 << 20, False), upper, 2, 2000, LOCK, LIMIT,
+                                 0, 0, record_limit=True))
+    assert limited.ranges == [(0, 1, 1)]
+    whole = h.run(h.sp.acquire("b", lambda o: _read(h.log, o, upper, 1 << 20, False), upper, 1, 2000, LOCK, LIMIT,
+                               0, 0))
+    assert whole.ranges == [(2, 4, 1)]  # the rest of the batch
