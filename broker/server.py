@@ -407,6 +407,7 @@ class Broker:
         for group_id, member_id in self._started().groups.tick():
             log.info("group member session expired", group=group_id, member=member_id)
         for group_id, member_id in self._started().shares.tick():
+            self._started().share_sessions.forget_member(group_id, member_id)
             log.info("share group member session expired", group=group_id, member=member_id)
 
     def _enforce_retention(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -40,10 +41,15 @@ class ShareSessionCache:
     def __len__(self) -> int:
         return len(self.sessions)
 
-    def open(self, group_id: str, member_id: str) -> tuple[ShareSession, ShareSession | None]:
-        """A new session for the member; the one it replaces, if any."""
+    def open(self, group_id: str, member_id: str,
+             stale: Callable[[ShareSession], bool] = lambda _: False) -> tuple[ShareSession, ShareSession | None]:
+        """A new session for the member; the one it replaces, if any. When the cache is
+        full, the sessions `stale` says are of members gone from their group make room."""
         key = (group_id, member_id)
         old = self.sessions.pop(key, None)
+        if len(self.sessions) >= self.max_sessions:
+            for gone in [k for k, session in self.sessions.items() if stale(session)]:
+                del self.sessions[gone]
         if len(self.sessions) >= self.max_sessions:
             if old is not None:
                 self.sessions[key] = old
@@ -70,3 +76,7 @@ class ShareSessionCache:
 
     def of_member(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.get((group_id, member_id))
+
+    def forget_member(self, group_id: str, member_id: str) -> None:
+        """The member left its group (or its session expired): its share session goes."""
+        self.sessions.pop((group_id, member_id), None)

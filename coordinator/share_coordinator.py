@@ -272,6 +272,10 @@ class ShareCoordinator:
                              f"Share group {group_id} not found." if heartbeat else f"Group {group_id} not found.")
         raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
 
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return isinstance(group, ShareGroup) and member_id in group.members
+
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                   subscribed_topic_names: tuple[str, ...] | None, client_id: str, client_host: str) -> HeartbeatResult:
         """ShareGroupHeartbeat, as Kafka's GroupMetadataManager.shareGroupHeartbeat."""

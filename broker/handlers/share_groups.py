@@ -48,6 +48,8 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
             None if names is None else tuple(names), ctx.header.client_id or "", "/" + ctx.host)
     except KafkaError as exc:
         result = HeartbeatResult(exc.code, exc.message)
+    if result.error is ErrorCode.none and request.member_epoch == -1:
+        ctx.services.share_sessions.forget_member(request.group_id, request.member_id)
     assignment = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
@@ -191,7 +193,7 @@ def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         if epoch == INITIAL_EPOCH:
             if acks:
                 raise KafkaError(ErrorCode.invalid_request, "Acknowledge data present on initial share fetch request.")
-            session, old = sessions.open(group_id, member_id)
+            session, old = sessions.open(group_id, member_id, lambda s: not shares.is_member(s.group_id, s.member_id))
             if old is not None:
                 shares.release_member(group_id, member_id, [(group_id, t, p) for t, p in old.partitions])
         else:
