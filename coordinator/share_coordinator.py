@@ -435,12 +435,14 @@ class ShareCoordinator:
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int, max_records: int,
                 max_bytes: int, record_limit: bool = False) -> tuple[Acquired, list[bytes]]:
         """Acquire records of one share-partition for a member: the ranges and the log
-        batches that hold them."""
+        batches that hold them. Only a share-partition the group started (at an
+        assignment, or AlterShareGroupOffsets) gives records, as in Kafka: a ShareFetch
+        naming any group and partition creates nothing."""
         settings = self.settings(group_id)
-        sp = self.share_partition(group_id, topic_id, partition, settings)
+        sp = self.partitions.get((group_id, topic_id, partition))
         topic = self.logs.topic_by_id(topic_id)
-        if sp is None or topic is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, None)
+        if sp is None or not sp.initialized or topic is None or partition >= len(topic.partitions):
+            return Acquired([]), []
         partition_log = topic.partitions[partition]
         read_committed = settings.read_committed
         upper = partition_log.last_stable_offset if read_committed else partition_log.high_watermark

@@ -217,11 +217,10 @@ def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     for t in request.forgotten_topics_data:
         for p in t.partitions:
             session.partitions.pop((t.topic_id, p), None)
-    full = epoch == INITIAL_EPOCH
-    if not full:
+    if epoch != INITIAL_EPOCH:
         sessions.advance(session)  # a new session expects 1 next already
-    for key in wanted if full else ():
-        answers.setdefault(key, _partition(key[1], node_id=node_id))
+    # As Kafka, the answer names only the partitions with records, errors or
+    # acknowledgement results, the first request of a session too.
     deadline = time.monotonic() + request.max_wait.total_seconds()
     got = _fetch(ctx, request, session, group_id, member_id, answers)
     if got or request.max_wait.total_seconds() <= 0 or not session.partitions:

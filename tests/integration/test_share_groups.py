@@ -544,3 +544,24 @@ def test_share_requests_whose_state_writes_fail_change_nothing(fresh_broker) -> 
         fetch = session(client)
         got = fetch(0)
         assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got.acquired_records] == [(3, 3, 1)]
+
+
+def test_a_share_fetch_naming_any_group_creates_nothing(broker) -> None:
+    """As Kafka 4.3.1 answers it (side by side): a ShareFetch for a group and partition
+    no heartbeat started names no partition and writes no state. Broken once by starting
+    share-partitions on fetch (any client could grow __share_group_state without bound)."""
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, [b"x"])
+    with WireClient(broker.bootstrap) as client:
+        topic_id = client.call(request(3, 12, topics=[{"name": topic, "topic_id": uuid.UUID(int=0)}],
+                                       allow_auto_topic_creation=False,
+                                       include_topic_authorized_operations=False)).topics[0].topic_id
+        answer = client.call(request(78, 2, group_id=group, member_id="made-up", share_session_epoch=0, max_wait=0,
+                                     min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10,
+                                     topics=[{"topic_id": topic_id, "partitions": [
+                                         {"partition_index": 0, "acknowledgement_batches": []}]}],
+                                     forgotten_topics_data=[]))
+        assert answer.error_code == 0 and answer.responses == ()
+        offsets = client.call(request(90, 1, groups=[{"group_id": group, "topics": None}]))
+        assert offsets.groups[0].topics == ()
