@@ -252,7 +252,7 @@ class ShareCoordinator:
     def loading(self) -> bool:
         return self._loading
 
-    def _require_loaded(self, group_id: str) -> None:
+    def require_loaded(self, group_id: str) -> None:
         if self._loading or self.group_loading(group_id):
             raise KafkaError(ErrorCode.coordinator_load_in_progress,
                              f"the coordinator of share group {group_id!r} is still loading")
@@ -289,7 +289,7 @@ class ShareCoordinator:
             raise KafkaError(ErrorCode.invalid_request, "MemberEpoch is invalid.")
         if member_epoch == 0 and not subscribed_topic_names:
             raise KafkaError(ErrorCode.invalid_request, "SubscribedTopicNames must be set in first request.")
-        self._require_loaded(group_id)
+        self.require_loaded(group_id)
         now = self.clock()
         settings = self.settings(group_id)
         if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -482,7 +482,7 @@ class ShareCoordinator:
     def _empty_share_group(self, group_id: str) -> ShareGroup | None:
         """The share group (None if there is none) that an admin change may touch: it
         must have no members, as Kafka requires."""
-        self._require_loaded(group_id)
+        self.require_loaded(group_id)
         group = self.groups.get(group_id)
         if group is not None and not isinstance(group, ShareGroup):
             raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")

@@ -91,7 +91,7 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
             code, message = ErrorCode.group_authorization_failed, None
         else:
             try:
-                shares._require_loaded(group_id)
+                shares.require_loaded(group_id)
                 group = shares.share_group(group_id)
                 if all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n) for n in group.subscribed_topics()):
                     answer = _described(group, names)
@@ -118,7 +118,7 @@ def _ack_batches(batches: Any) -> list[AckBatch]:
     return [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
 
 
-def _acknowledge(ctx: RequestContext, session: ShareSession | None, group_id: str, member_id: str,
+def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
                  topics: Any) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
     """Apply the acknowledgements of each partition: its error, if any."""
     results: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
@@ -202,7 +202,7 @@ def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         return _refused(ctx, exc.code, exc.message)
     wanted = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
     answers: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
-    ack_results = _acknowledge(ctx, session, group_id, member_id, request.topics)
+    ack_results = _acknowledge(ctx, group_id, member_id, request.topics)
     node_id = ctx.services.node_id
     for key, result in ack_results.items():
         answers[key] = _partition(key[1], ack=result, node_id=node_id)
@@ -319,7 +319,7 @@ def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     if epoch != FINAL_EPOCH:
         sessions.advance(session)
     node_id = ctx.services.node_id
-    results = _acknowledge(ctx, session, group_id, member_id, request.topics)
+    results = _acknowledge(ctx, group_id, member_id, request.topics)
     topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
     for (topic_id, index), (code, message) in results.items():
         topics.setdefault(topic_id, []).append({"partition_index": index, "error_code": code,
@@ -351,7 +351,7 @@ def handle_describe_offsets(ctx: RequestContext, request: Any) -> Any:
             groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.group_authorization_failed})
             continue
         try:
-            shares._require_loaded(group_id)
+            shares.require_loaded(group_id)
         except KafkaError as exc:
             groups.append({"group_id": group_id, "topics": [], "error_code": exc.code, "error_message": exc.message})
             continue
