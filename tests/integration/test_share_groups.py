@@ -471,17 +471,20 @@ def test_a_share_consumer_carries_on_across_a_kill_9_of_the_broker(fresh_broker)
 
 def test_the_web_console_shows_a_share_group_and_its_members(fresh_broker) -> None:
     """The console's group pages list share groups beside the others and show their
-    members with what they are assigned. Broken before this test: the group page took a
-    share member for a classic one and failed (HTTP 500)."""
+    members with what they are assigned, and the records in flight with their holder
+    and lock expiry. Broken before this test: the group page took a share member for a
+    classic one and failed (HTTP 500)."""
     broker = fresh_broker(admin_port=0)
     topic, group = new_names()
     create_topic(broker.bootstrap, topic, 1)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
     produce(broker.bootstrap, topic, [b"x"])
     consumer = share_consumer(broker.bootstrap, group, topic)
+    held: list[int] = []  # offsets the consumer got and holds (acknowledged at its next poll)
     with WireClient(broker.bootstrap) as client:
         deadline = time.monotonic() + DEADLINE
         while True:  # until the consumer has joined
-            consumer.poll(0.2)
+            held += [m.offset() for m in consumer.poll(0.2) or [] if m.error() is None]
             described = client.call(request(77, 1, group_ids=[group], include_authorized_operations=False))
             if described.groups[0].members:
                 break
@@ -489,8 +492,12 @@ def test_the_web_console_shows_a_share_group_and_its_members(fresh_broker) -> No
     member_id = described.groups[0].members[0].member_id
     listing = urllib.request.urlopen(f"{broker.admin_url}/console/groups?q={group}", timeout=30).read().decode()
     assert group in listing and ">share<" in listing and "Stable" in listing
+    # A record acquired and held: the page shows it in flight, with its holder.
+    poll_until([consumer], lambda: bool(held), lambda c, m: held.append(m.offset()))
     page = urllib.request.urlopen(f"{broker.admin_url}/console/group?id={group}", timeout=30).read().decode()
     assert member_id in page and topic in page
+    flight = page[page.index('id="share-records"'):]
+    assert ">acquired<" in flight and member_id in flight and " s<" in flight
     consumer.close()
 
 

@@ -15,6 +15,7 @@ from ottla.storage.log import PartitionLog
 from ..html import Markup, dl, join, link, page, pager, search_form, table, tag
 from ..params import Params
 from .common import PAGE_SIZE, ConsoleBroker, NotFound, filtered
+from .share_partitions import share_partitions
 
 OFFSETS_PER_PAGE = 200
 
@@ -121,4 +122,6 @@ def group(broker: ConsoleBroker, params: Params) -> bytes:
                  table(["topic", "partition", "committed offset", "log end offset", "lag",
                         "lag to the LSO (read_committed)", "metadata"], rows,
                        id_="offsets", empty="no committed offset")])
+    if isinstance(g, ShareGroup):
+        body = join([body, share_partitions(broker, group_id)])
     return page(f"Group {group_id}", "groups", body)
