@@ -79,11 +79,21 @@ def _duration_ms(text: str) -> int | None:
     return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
 
 
-def _int_in(low: int, high: int) -> Callable[[str], object]:
+class OutOfBounds(ValueError):
+    """A group config beyond the broker's bound for it: the message is Kafka's whole."""
+
+
+def _int_in(name: str, low: tuple[str, int], high: tuple[str, int]) -> Callable[[str], object]:
+    """A group config that is an int between two broker settings (name, value)."""
     def check(value: str) -> object:
-        number = int(value)
-        if not low <= number <= high:
-            raise ValueError(f"must be between {low} and {high}")
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError("Not a number of type INT") from None
+        if number < low[1]:
+            raise OutOfBounds(f"{name} must be greater than or equal to {low[0]}")
+        if number > high[1]:
+            raise OutOfBounds(f"{name} must be less than or equal to {high[0]}")
         return number
     return check
 
@@ -96,7 +106,8 @@ def share_group_configs(config: ShareConfig) -> dict[str, tuple[str, Callable[[s
         if value in ("earliest", "latest") or (value.startswith("by_duration:")
                                                and _duration_ms(value[len("by_duration:"):]) is not None):
             return value
-        raise ValueError("must be earliest, latest or by_duration:<ISO8601 duration>")
+        raise ValueError(f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must be "
+                         "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
 
     def isolation(value: str) -> object:
         if value not in ("read_committed", "read_uncommitted"):
@@ -109,18 +120,27 @@ def share_group_configs(config: ShareConfig) -> dict[str, tuple[str, Callable[[s
         return value.lower() == "true"
 
     c = config
+
+    def bounded(name: str, default: int, low: int, high: int, broker: str) -> tuple[str, Callable[[str], object]]:
+        # Kafka names the broker settings: group.share.min.<broker>, group.share.max.<broker>.
+        return str(default), _int_in(name, (f"group.share.min.{broker}", low), (f"group.share.max.{broker}", high))
+
     return {
-        "share.session.timeout.ms": (str(c.session_timeout_ms),
-                                     _int_in(c.min_session_timeout_ms, c.max_session_timeout_ms)),
-        "share.heartbeat.interval.ms": (str(c.heartbeat_interval_ms),
-                                        _int_in(c.min_heartbeat_interval_ms, c.max_heartbeat_interval_ms)),
-        "share.record.lock.duration.ms": (str(c.record_lock_duration_ms),
-                                          _int_in(c.min_record_lock_duration_ms, c.max_record_lock_duration_ms)),
-        "share.delivery.count.limit": (str(c.delivery_count_limit),
-                                       _int_in(c.min_delivery_count_limit, c.max_delivery_count_limit)),
-        "share.partition.max.record.locks": (str(c.partition_max_record_locks),
-                                             _int_in(c.min_partition_max_record_locks,
-                                                     c.max_partition_max_record_locks)),
+        "share.session.timeout.ms": bounded("share.session.timeout.ms", c.session_timeout_ms,
+                                            c.min_session_timeout_ms, c.max_session_timeout_ms,
+                                            "session.timeout.ms"),
+        "share.heartbeat.interval.ms": bounded("share.heartbeat.interval.ms", c.heartbeat_interval_ms,
+                                               c.min_heartbeat_interval_ms, c.max_heartbeat_interval_ms,
+                                               "heartbeat.interval.ms"),
+        "share.record.lock.duration.ms": bounded("share.record.lock.duration.ms", c.record_lock_duration_ms,
+                                                 c.min_record_lock_duration_ms, c.max_record_lock_duration_ms,
+                                                 "record.lock.duration.ms"),
+        "share.delivery.count.limit": bounded("share.delivery.count.limit", c.delivery_count_limit,
+                                              c.min_delivery_count_limit, c.max_delivery_count_limit,
+                                              "delivery.count.limit"),
+        "share.partition.max.record.locks": bounded("share.partition.max.record.locks",
+                                                    c.partition_max_record_locks, c.min_partition_max_record_locks,
+                                                    c.max_partition_max_record_locks, "partition.max.record.locks"),
         "share.auto.offset.reset": ("latest", reset),
         "share.isolation.level": ("read_uncommitted", isolation),
         "share.renew.acknowledge.enable": ("true", boolean),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
-from ottla.coordinator.share_coordinator import share_group_configs
+from ottla.coordinator.share_coordinator import OutOfBounds, share_group_configs
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import logger_levels, set_logger_level
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
@@ -260,6 +260,8 @@ def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
             raise KafkaError(ErrorCode.invalid_config, f"{change.name} is not a list")
         try:
             defined[change.name][1](change.value or "")
+        except OutOfBounds as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
         except ValueError as exc:
             raise KafkaError(ErrorCode.invalid_config,
                              f"Invalid value {change.value} for configuration {change.name}: {exc}") from None

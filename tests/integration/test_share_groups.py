@@ -572,3 +572,38 @@ def test_a_share_fetch_naming_any_group_creates_nothing(broker) -> None:
         assert answer.error_code == 0 and answer.responses == ()
         offsets = client.call(request(90, 1, groups=[{"group_id": group, "topics": None}]))
         assert offsets.groups[0].topics == ()
+
+
+def test_share_group_configs_are_checked_and_described_as_kafka_does(broker) -> None:
+    """IncrementalAlterConfigs and DescribeConfigs of a GROUP: every answer here is the
+    one Kafka 4.3.1 gave to the same requests side by side (codes and messages)."""
+    group = new_names()[1]
+    with WireClient(broker.bootstrap) as client:
+        def alter(name: str, value: str) -> tuple[str, str | None]:
+            answer = client.call(request(44, 1, resources=[{"resource_type": 32, "resource_name": group, "configs": [
+                {"name": name, "config_operation": 0, "value": value}]}], validate_only=False))
+            return answer.responses[0].error_code.name, answer.responses[0].error_message
+
+        assert alter("share.record.lock.duration.ms", "1000") == (
+            "invalid_config", "share.record.lock.duration.ms must be greater than or equal to "
+                              "group.share.min.record.lock.duration.ms")
+        assert alter("share.delivery.count.limit", "11") == (
+            "invalid_config", "share.delivery.count.limit must be less than or equal to "
+                              "group.share.max.delivery.count.limit")
+        assert alter("share.auto.offset.reset", "sometimes") == (
+            "invalid_config", "Invalid value sometimes for configuration share.auto.offset.reset: Invalid value "
+                              "`sometimes` for configuration share.auto.offset.reset. The value must be either "
+                              "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
+        assert alter("share.nope", "1") == ("invalid_config", "Unknown group config name: share.nope")
+        assert alter("share.record.lock.duration.ms", "abc") == (
+            "invalid_config", "Invalid value abc for configuration share.record.lock.duration.ms: "
+                              "Not a number of type INT")
+        assert alter("share.record.lock.duration.ms", "20000") == ("none", None)
+        assert alter("share.isolation.level", "read_committed") == ("none", None)
+        described = client.call(request(32, 4, resources=[{"resource_type": 32, "resource_name": group,
+                                                            "configuration_keys": None}],
+                                        include_synonyms=False, include_documentation=False)).results[0]
+    configs = {c.name: (c.value, c.config_source, c.config_type) for c in described.configs}
+    assert configs["share.record.lock.duration.ms"] == ("20000", 8, 3)  # DYNAMIC_GROUP_CONFIG, INT
+    assert configs["share.isolation.level"] == ("read_committed", 8, 2)
+    assert configs["share.auto.offset.reset"] == ("latest", 5, 2)  # DEFAULT_CONFIG, STRING
