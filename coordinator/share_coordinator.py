@@ -220,15 +220,23 @@ class ShareCoordinator:
         return index, topic.partitions[index]
 
     def _write(self, key: SharePartitionKey, result: CoordinatorResult[T]) -> T:
-        def append(records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append the result's records to the share-partition's partition of
+        `__share_group_state`, replay them (as the start-up load does), then apply what
+        the result changes outside the log (locks). An append that fails changes nothing."""
+        def append_and_replay(records: list[tuple[bytes, bytes | None]]) -> int:
             index, partition_log = self._state_log(key)
             batch = build_batch([encode_record(k, v, offset_delta=i) for i, (k, v) in enumerate(records)],
                                 timestamp=int(self.wall_clock() * 1000))
             try:
-                return partition_log.append_batch(batch, BatchHeader.parse(batch), from_coordinator=True).base_offset
+                offset = partition_log.append_batch(batch, BatchHeader.parse(batch), from_coordinator=True).base_offset
             except KafkaError as exc:
                 raise append_error(exc, f"{TOPIC}-{index}") from None
-        return write(result, append)
+            for record_key, value in records:
+                decoded = decode_key(record_key)
+                assert decoded is not None, "a share-state record this coordinator wrote"
+                self._replay(decoded, value)
+            return offset
+        return write(result, append_and_replay)
 
     async def load(self) -> int:
         """Replay `__share_group_state` into the share-partitions; the groups they belong
@@ -264,9 +272,9 @@ class ShareCoordinator:
 
     def _delete_state(self, key: SharePartitionKey) -> None:
         """Tombstone a share-partition's records (written, then replayed)."""
-        keys = [ShareStateKey(kind, *key) for kind in (SNAPSHOT, UPDATE)]
-        records: list[tuple[bytes, bytes | None]] = [(encode_key(k), None) for k in keys]
-        self._write(key, CoordinatorResult(records, None, lambda _: self._replay(keys[0], None)))
+        records: list[tuple[bytes, bytes | None]] = [(encode_key(ShareStateKey(kind, *key)), None)
+                                                     for kind in (SNAPSHOT, UPDATE)]
+        self._write(key, CoordinatorResult(records, None))
 
     @property
     def loading(self) -> bool:
@@ -401,9 +409,9 @@ class ShareCoordinator:
             start = found[0] if found is not None else partition_log.high_watermark
         else:
             start = partition_log.high_watermark
-        new = sp or SharePartition(group_id, topic_id, partition)
-        self._write(key, new.initialize(start, int(self.wall_clock() * 1000)).and_then(self._registering(key, new)))
-        return new
+        new = sp or SharePartition(group_id, topic_id, partition)  # the replay registers a new one
+        self._write(key, new.initialize(start, int(self.wall_clock() * 1000)))
+        return self.partitions[key]
 
     def remove_member(self, group: ShareGroup, member_id: str) -> None:
         """A member leaves (or its session expired): its records go back."""
@@ -534,15 +542,10 @@ class ShareCoordinator:
         now_ms = int(self.wall_clock() * 1000)
         for topic_id, partition, start in starts:
             key = (group_id, topic_id, partition)
-            sp = self.partitions.get(key) or SharePartition(*key)
-            self._write(key, sp.initialize(start, now_ms, sp.snapshot_epoch + 1).and_then(self._registering(key, sp)))
+            sp = self.partitions.get(key) or SharePartition(*key)  # the replay registers a new one
+            self._write(key, sp.initialize(start, now_ms, sp.snapshot_epoch + 1))
         if group is None and starts:
             self.groups[group_id] = ShareGroup(group_id)
-
-    def _registering(self, key: SharePartitionKey, sp: SharePartition) -> Callable[[int], None]:
-        def register(_: int) -> None:
-            self.partitions[key] = sp
-        return register
 
     def delete_offsets(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
         """DeleteShareGroupOffsets: the share-partitions of those topics are forgotten."""

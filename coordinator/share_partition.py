@@ -19,9 +19,10 @@ count. An acquisition is written as AVAILABLE with the count it reached, so a re
 acquired when the broker dies is delivered again after a restart, counted. Locks (who
 holds which offsets, until when) live only in memory, as Kafka keeps them.
 
-State changes only by `replay` of those records: an operation decides the records, the
-caller appends them (writes.py) and then replays the same records, and loading replays
-them from the log. Locks are changed after the replay, by the same result.
+State changes only by `replay` of those records: an operation decides the records and
+the change to the locks; the share coordinator appends the records, replays them (the
+replay the start-up load uses) and then changes the locks, which are not in the log
+(writes.py's rule: a result's records, answer, and what runs after the replay).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from .share_state_records import (
     ShareStateKey,
     ShareStateValue,
     StateBatch,
-    decode_value,
     encode_key,
     encode_value,
 )
@@ -158,24 +158,14 @@ class SharePartition:
             value = ShareStateValue(self.snapshot_epoch, start if start != self.start_offset else -1,
                                     _batches({o: c for o, c in changes.items() if o >= start}))
         records: Records = [(self.key(kind), encode_value(kind, value))]
-
-        def apply(_: int) -> None:
-            self.replay(kind, decode_value(kind, records[0][1] or b""))
-            locks()
-
-        return CoordinatorResult(records, response, apply)
+        return CoordinatorResult(records, response, lambda _: locks())
 
     def initialize(self, start_offset: int, now_ms: int, snapshot_epoch: int = 0) -> CoordinatorResult[None]:
         """The snapshot that starts the share-partition at `start_offset` (again, with
         AlterShareGroupOffsets: what was in flight is forgotten, locks too)."""
         value = ShareStateValue(snapshot_epoch, start_offset, (), create_timestamp=now_ms, write_timestamp=now_ms)
         records: Records = [(self.key(SNAPSHOT), encode_value(SNAPSHOT, value))]
-
-        def apply(_: int) -> None:
-            self.replay(SNAPSHOT, value)
-            self.locks.clear()
-
-        return CoordinatorResult(records, None, apply)
+        return CoordinatorResult(records, None, lambda _: self.locks.clear())
 
     def _expired(self, now: float, limit: int, changes: dict[int, tuple[int, int]]) -> list[int]:
         """Offsets whose lock ran out; those at the delivery limit go to ARCHIVED."""
