@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
+from ottla.coordinator.share_config import ShareConfig
 
 from .security.authorizer import AUTHORIZER_CLASSES
 from .security.security_config import (ListenerSecurity, SecurityConfigError, is_secret, is_security_property,
@@ -328,15 +329,16 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
-    group_share_record_lock_duration_ms: int = 30_000
-    group_share_delivery_count_limit: int = 5
-    group_share_session_timeout_ms: int = 45_000
-    group_share_heartbeat_interval_ms: int = 5_000
-    share_coordinator_state_topic_num_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
     fsync: bool = False
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    # Share groups (KIP-932): Kafka's defaults, as the share coordinator states them.
+    group_share_record_lock_duration_ms: int = ShareConfig.record_lock_duration_ms
+    group_share_delivery_count_limit: int = ShareConfig.delivery_count_limit
+    group_share_session_timeout_ms: int = ShareConfig.session_timeout_ms
+    group_share_heartbeat_interval_ms: int = ShareConfig.heartbeat_interval_ms
+    share_coordinator_state_topic_num_partitions: int = ShareConfig.state_topic_partitions
     # Defaults of every topic's log settings (log.segment.bytes, log.retention.ms...).
     log: LogConfig = field(default_factory=LogConfig)
     # The TLS and SASL properties (ssl.*, sasl.*, listener.name.<listener>.*) as given:

@@ -19,7 +19,8 @@ from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.producer_ids import ProducerIdAllocator
-from ottla.coordinator.share_coordinator import STATE_TOPIC_CONFIGS, ShareConfig, ShareCoordinator
+from ottla.coordinator.share_config import ShareConfig
+from ottla.coordinator.share_coordinator import STATE_TOPIC_CONFIGS, ShareCoordinator
 from ottla.coordinator.share_state_records import TOPIC as SHARE_STATE_TOPIC
 from ottla.coordinator.transactions import TransactionCoordinator
 

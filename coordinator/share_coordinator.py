@@ -30,6 +30,7 @@ from ottla.storage.log_manager import LogManager
 from .assignors import Assignment
 from .group import Group
 from .loading import replay
+from .share_config import ShareConfig
 from .share_group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareMember, simple_assignment
 from .share_partition import ACKNOWLEDGED, ARCHIVED, Acquired, AckBatch, LogBatch, SharePartition
 from .share_state_records import SNAPSHOT, TOPIC, UPDATE, ShareStateKey, decode_key, decode_value, encode_key
@@ -42,30 +43,6 @@ SharePartitionKey = tuple[str, uuid.UUID, int]
 
 # Kafka's share.coordinator.state.topic.* settings.
 STATE_TOPIC_CONFIGS = {"cleanup.policy": "delete", "min.insync.replicas": "1"}
-
-
-@dataclass(frozen=True)
-class ShareConfig:
-    """The broker's group.share.* settings, Kafka's defaults and bounds."""
-
-    session_timeout_ms: int = 45_000
-    min_session_timeout_ms: int = 45_000
-    max_session_timeout_ms: int = 60_000
-    heartbeat_interval_ms: int = 5_000
-    min_heartbeat_interval_ms: int = 5_000
-    max_heartbeat_interval_ms: int = 15_000
-    record_lock_duration_ms: int = 30_000
-    min_record_lock_duration_ms: int = 15_000
-    max_record_lock_duration_ms: int = 60_000
-    delivery_count_limit: int = 5
-    min_delivery_count_limit: int = 2
-    max_delivery_count_limit: int = 10
-    partition_max_record_locks: int = 2_000
-    min_partition_max_record_locks: int = 100
-    max_partition_max_record_locks: int = 4_000
-    max_size: int = 200
-    state_topic_partitions: int = 50
-    max_share_sessions: int = 2_000
 
 
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
