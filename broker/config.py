@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ottla.coordinator.group import GroupConfig
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
+from ottla.coordinator.share_config import ShareConfig
 
 from .development_defaults import DEVELOPMENT_DEFAULTS
 from .development_defaults import SOURCE as DEVELOPMENT_SOURCE
@@ -168,6 +169,16 @@ PROPERTIES: tuple[Property, ...] = (
              "KIP-848 consumer groups: most members in one group"),
     Property("group.consumer.assignors", "group_consumer_assignors", _assignors,
              "KIP-848 consumer groups: the server-side assignors, the default first (uniform, range)"),
+    Property("group.share.record.lock.duration.ms", "group_share_record_lock_duration_ms", int,
+             "share groups: how long acquired records stay locked to a member (default of the group config)"),
+    Property("group.share.delivery.count.limit", "group_share_delivery_count_limit", int,
+             "share groups: deliveries of a record before it is archived (default of the group config)"),
+    Property("group.share.session.timeout.ms", "group_share_session_timeout_ms", int,
+             "share groups: a member without a heartbeat for this long is removed"),
+    Property("group.share.heartbeat.interval.ms", "group_share_heartbeat_interval_ms", int,
+             "share groups: how often members send a heartbeat"),
+    Property("share.coordinator.state.topic.num.partitions", "share_coordinator_state_topic_num_partitions", int,
+             "partitions of __share_group_state"),
     Property("offset.metadata.max.bytes", "offset_metadata_max_bytes", int, "largest metadata of a committed offset"),
     Property("producer.id.expiration.ms", "producer_id_expiration_ms", int,
              "forget an idle producer's sequences after this long (unless its transaction is open)"),
@@ -369,6 +380,12 @@ class BrokerConfig:
     fsync: bool = False
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    # Share groups (KIP-932): Kafka's defaults, as the share coordinator states them.
+    group_share_record_lock_duration_ms: int = ShareConfig.record_lock_duration_ms
+    group_share_delivery_count_limit: int = ShareConfig.delivery_count_limit
+    group_share_session_timeout_ms: int = ShareConfig.session_timeout_ms
+    group_share_heartbeat_interval_ms: int = ShareConfig.heartbeat_interval_ms
+    share_coordinator_state_topic_num_partitions: int = ShareConfig.state_topic_partitions
     # Defaults of every topic's log settings (log.segment.bytes, log.retention.ms...).
     log: LogConfig = field(default_factory=LogConfig)
     # The TLS and SASL properties (ssl.*, sasl.*, listener.name.<listener>.*) as given:

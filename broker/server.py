@@ -19,6 +19,9 @@ from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.share_config import ShareConfig
+from ottla.coordinator.share_coordinator import STATE_TOPIC_CONFIGS, ShareCoordinator
+from ottla.coordinator.share_state_records import TOPIC as SHARE_STATE_TOPIC
 from ottla.coordinator.transactions import TransactionCoordinator
 
 from ottla.protocol import compiled_codec
@@ -34,6 +37,8 @@ from .durability import GroupCommit, flush_in_background
 from .client_quotas import ClientQuotas
 from .admin.faults import Faults
 from .fetch_sessions import FetchSessionCache
+from .group_configs import GroupConfigs
+from .share_sessions import ShareSessionCache
 from .logging import get_logger
 from .admin.metrics import Metrics
 from .network.request_memory import RequestMemory
@@ -162,6 +167,15 @@ class Broker:
         markers.listeners.append(groups.on_marker)
         transactions.open()
         groups.open()
+        share_config = ShareConfig(record_lock_duration_ms=config.group_share_record_lock_duration_ms,
+                                   delivery_count_limit=config.group_share_delivery_count_limit,
+                                   session_timeout_ms=config.group_share_session_timeout_ms,
+                                   heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                                   state_topic_partitions=config.share_coordinator_state_topic_num_partitions)
+        group_configs = GroupConfigs(data_dir)
+        shares = ShareCoordinator(
+            self.logs, lambda: self._create_internal_topic(SHARE_STATE_TOPIC, share_config.state_topic_partitions),
+            share_config, groups.groups, groups.offsets.loading, group_configs.of)
         services = Services(
             config=config, logs=self.logs, transactions=transactions, groups=groups,
             markers=markers, producer_ids=producer_ids, waiters=self.watchers, events=self,
@@ -169,8 +183,15 @@ class Broker:
             dynamic_configs=DynamicBrokerConfigs(data_dir),
             fetch_sessions=FetchSessionCache(config.fetch_session_cache_slots),
             quotas=ClientQuotas(data_dir),
+            shares=shares, share_sessions=ShareSessionCache(share_config.max_share_sessions),
         )
+        services.group_configs = group_configs
         return services, report
+
+    def _create_internal_topic(self, name: str, partitions: int) -> None:
+        if self.logs.topic(name) is None:
+            self.logs.create_topic(name, partitions, STATE_TOPIC_CONFIGS)
+            self.topic_created(name, partitions, STATE_TOPIC_CONFIGS)
 
     def _started(self) -> Services:
         assert self.services is not None, "the broker is not started"
@@ -285,6 +306,7 @@ class Broker:
             services = self._started()
             transactional_ids = await services.transactions.load()
             groups = await services.groups.load()
+            share_partitions = await services.shares.load()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -298,6 +320,7 @@ class Broker:
         gc.freeze()
         self._coordinators_ready.set()
         log.info("coordinators loaded", transactional_ids=transactional_ids, groups=groups,
+                 share_partitions=share_partitions,
                  seconds=round(time.monotonic() - started, 3))
 
     async def coordinators_loaded(self) -> bool:
@@ -384,6 +407,9 @@ class Broker:
     def _expire_group_sessions(self) -> None:
         for group_id, member_id in self._started().groups.tick():
             log.info("group member session expired", group=group_id, member=member_id)
+        for group_id, member_id in self._started().shares.tick():
+            self._started().share_sessions.forget_member(group_id, member_id)
+            log.info("share group member session expired", group=group_id, member=member_id)
 
     def _enforce_retention(self) -> None:
         deleted = self.logs.enforce_retention(int(time.time() * 1000))

@@ -18,6 +18,7 @@ from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.share_coordinator import ShareCoordinator
 from ottla.coordinator.transactions import INTERNAL_TOPIC_CONFIGS, TransactionCoordinator
 from ottla.storage.log_config import TOPIC_CONFIGS
 from ottla.storage.log_manager import LogManager, Topic
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
     from .client_quotas import ClientQuotas
     from .fetch_sessions import FetchSessionCache
+    from .group_configs import GroupConfigs
+    from .share_sessions import ShareSessionCache
 
 
 class Settings(Protocol):
@@ -116,6 +119,10 @@ class Services:
     fetch_sessions: "FetchSessionCache"
     # Client quotas (client_quotas.py): their config, and the rates measured against it.
     quotas: "ClientQuotas"
+    # Share groups (KIP-932): their coordinator, and the share sessions of ShareFetch.
+    shares: ShareCoordinator = None  # type: ignore[assignment]
+    share_sessions: "ShareSessionCache" = None  # type: ignore[assignment]
+    group_configs: "GroupConfigs" = None  # type: ignore[assignment]
     # The configuration as started (files, environment, flags); `config` is it with the
     # dynamic broker configs applied.
     static_config: Settings = None  # type: ignore[assignment]

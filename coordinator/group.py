@@ -25,6 +25,7 @@ class GroupType(enum.Enum):
 
     CLASSIC = "classic"
     CONSUMER = "consumer"
+    SHARE = "share"
 
 
 @dataclass(frozen=True)

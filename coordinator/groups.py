@@ -39,7 +39,7 @@ from .classic_protocol import ClassicProtocol
 from .consumer_group import ConsumerGroup
 from .consumer_group_records import GROUP_METADATA, ConsumerGroupKey
 from .consumer_protocol import ConsumerProtocol, HeartbeatRequest, HeartbeatResult, validate
-from .group import Group, GroupConfig
+from .group import Group, GroupConfig, GroupType
 from .offset_store import OffsetStore, TopicPartition
 from .offsets_log import CommittedOffset, GroupKey, decode_group_value
 from .writes import CoordinatorResult, Records
@@ -141,6 +141,8 @@ class GroupCoordinator:
             raise KafkaError(ErrorCode.invalid_group_id, "empty group id")
         self._require_loaded(request.group_id)
         current = self.groups.get(request.group_id)
+        if current is not None and current.type is GroupType.SHARE:
+            raise KafkaError(ErrorCode.inconsistent_group_protocol, f"group {request.group_id!r} is a share group")
         if isinstance(current, ConsumerGroup):
             if current.members:
                 # Kafka 4 would take the classic member into the consumer group (a
@@ -185,8 +187,9 @@ class GroupCoordinator:
         if group is None and not create:
             raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
         tombstones: Records = []
+        if group is not None and not isinstance(group, ClassicGroup):
+            raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if group is not None:
-            assert isinstance(group, ClassicGroup)
             if not create or group.members or group.pending_members:
                 # Kafka would upgrade a classic group of consumers online; Ottla only
                 # converts empty ones, and answers this as Kafka answers a group it
@@ -332,7 +335,7 @@ class GroupCoordinator:
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         self._require_loaded(group_id)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.type is GroupType.SHARE:  # a share group has no committed offsets
             raise KafkaError(ErrorCode.group_id_not_found, f"no group {group_id!r}")
         # Offsets of topics the live members consume cannot be deleted under them.
         in_use = group.topics_in_use()

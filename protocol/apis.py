@@ -75,6 +75,13 @@ DESCRIBE_CLIENT_QUOTAS = Api(48, "DescribeClientQuotas", 0, 1)
 ALTER_CLIENT_QUOTAS = Api(49, "AlterClientQuotas", 0, 1)
 CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", 0, 1)
 CONSUMER_GROUP_DESCRIBE = Api(69, "ConsumerGroupDescribe", 0, 1)
+SHARE_GROUP_HEARTBEAT = Api(76, "ShareGroupHeartbeat", 1, 1)
+SHARE_GROUP_DESCRIBE = Api(77, "ShareGroupDescribe", 1, 1)
+SHARE_FETCH = Api(78, "ShareFetch", 1, 2)
+SHARE_ACKNOWLEDGE = Api(79, "ShareAcknowledge", 1, 2)
+DESCRIBE_SHARE_GROUP_OFFSETS = Api(90, "DescribeShareGroupOffsets", 0, 1)
+ALTER_SHARE_GROUP_OFFSETS = Api(91, "AlterShareGroupOffsets", 0, 0)
+DELETE_SHARE_GROUP_OFFSETS = Api(92, "DeleteShareGroupOffsets", 0, 0)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -129,5 +136,12 @@ SUPPORTED: dict[int, Api] = {
         ALTER_CLIENT_QUOTAS,
         CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE,
+        SHARE_GROUP_HEARTBEAT,
+        SHARE_GROUP_DESCRIBE,
+        SHARE_FETCH,
+        SHARE_ACKNOWLEDGE,
+        DESCRIBE_SHARE_GROUP_OFFSETS,
+        ALTER_SHARE_GROUP_OFFSETS,
+        DELETE_SHARE_GROUP_OFFSETS,
     )
 }

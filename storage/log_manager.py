@@ -50,7 +50,7 @@ TOPIC_CONFIGS_FILE = "topic-configs.json"
 PARTITION_METADATA_FILE = "partition.metadata"
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics: written by the coordinators only, never by clients.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # Matched whole (fullmatch): `$` also matches before a final newline, and "nl\n" was
 # accepted as a topic whose directory no restart could read back (issue 40).
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")

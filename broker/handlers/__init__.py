@@ -22,7 +22,8 @@ from typing import Any, Awaitable, Callable, Union
 from ottla.protocol import apis
 
 from . import (acls, api_versions, client_quotas, configs, consumer_groups, coordinators, fetch, groups,
-               list_offsets, log_dirs, metadata, produce, reassignments, sasl, scram_credentials, topics, transactions)
+               list_offsets, log_dirs, metadata, produce, reassignments, sasl, scram_credentials, share_groups, topics,
+               transactions)
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Union[Any, Awaitable[Any]]]
@@ -78,6 +79,13 @@ HANDLERS: dict[int, Handler] = {
     apis.ALTER_CLIENT_QUOTAS.key: client_quotas.handle_alter,
     apis.CONSUMER_GROUP_HEARTBEAT.key: consumer_groups.handle_heartbeat,
     apis.CONSUMER_GROUP_DESCRIBE.key: consumer_groups.handle_describe,
+    apis.SHARE_GROUP_HEARTBEAT.key: share_groups.handle_heartbeat,
+    apis.SHARE_GROUP_DESCRIBE.key: share_groups.handle_describe,
+    apis.SHARE_FETCH.key: share_groups.handle_share_fetch,
+    apis.SHARE_ACKNOWLEDGE.key: share_groups.handle_share_acknowledge,
+    apis.DESCRIBE_SHARE_GROUP_OFFSETS.key: share_groups.handle_describe_offsets,
+    apis.ALTER_SHARE_GROUP_OFFSETS.key: share_groups.handle_alter_offsets,
+    apis.DELETE_SHARE_GROUP_OFFSETS.key: share_groups.handle_delete_offsets,
 }
 
 # The APIs whose handlers may wait. Every other handler runs to its end without giving

@@ -33,10 +33,13 @@ def _api_keys() -> list[dict[str, int]]:
 #   EndTxn below v5, which the broker still serves with verification (part 1).
 # - group.version 1: KIP-848 consumer groups (ConsumerGroupHeartbeat/Describe). The
 #   Java client uses the consumer protocol only where it is finalized.
+# - share.version 1: KIP-932 share groups (ShareGroupHeartbeat, ShareFetch...), which
+#   Kafka 4.3 finalizes by default; share consumers look for it.
 FEATURES = (
     ("metadata.version", 7, 27, 27),
     ("transaction.version", 0, 2, 2),
     ("group.version", 0, 1, 1),
+    ("share.version", 0, 1, 1),
 )
 # KRaft reports the metadata offset the levels were read at; any value >= 0 says
 # "these are finalized" (-1: none are).

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
+from ottla.coordinator.share_coordinator import OutOfBounds, share_group_configs
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import logger_levels, set_logger_level
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
@@ -150,6 +151,8 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
             elif resource.resource_type == BROKER_LOGGER:
                 _check_broker(ctx, resource)
                 result["configs"] = _logger_entries(keys)
+            elif resource.resource_type == GROUP:
+                result["configs"] = _group_entries(ctx, resource.resource_name, keys)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported")
         except KafkaError as exc:
@@ -173,6 +176,9 @@ def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: 
                 _alter_broker(ctx, resource, new_configs, validate_only)
             else:
                 _alter_loggers(resource, validate_only)
+            return answer
+        if resource.resource_type == GROUP and not legacy:
+            _alter_group(ctx, resource, validate_only)
             return answer
         if resource.resource_type != TOPIC:
             raise KafkaError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported")
@@ -216,6 +222,52 @@ def _alter_broker(ctx: RequestContext, resource: Any, new_configs: Any, validate
             raise KafkaError(exc.code, (exc.message or "").replace(_DYNAMIC[key].name, key)) from None
     if not validate_only:
         services.set_dynamic_broker_configs(scope, values)
+
+
+# Kafka's DescribeConfigsResponse ConfigSource of a group's own config.
+DYNAMIC_GROUP_CONFIG = 8
+
+
+def _group_entries(ctx: RequestContext, group_id: str, keys: Any) -> list[dict[str, Any]]:
+    """A group's share.* configs: its own values, else the broker's defaults."""
+    own = ctx.services.group_configs.of(group_id)
+    entries = []
+    for name, (default, _) in share_group_configs(ctx.services.shares.config).items():
+        if keys is not None and name not in keys:
+            continue
+        entries.append({"name": name, "value": own.get(name, default), "read_only": False,
+                        "config_source": DYNAMIC_GROUP_CONFIG if name in own else ConfigSource.DEFAULT_CONFIG,
+                        "is_sensitive": False, "synonyms": [],
+                        "config_type": ConfigType.STRING if name in ("share.auto.offset.reset",
+                                                                     "share.isolation.level")
+                        else ConfigType.BOOLEAN if name == "share.renew.acknowledge.enable" else ConfigType.INT})
+    return entries
+
+
+def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    """IncrementalAlterConfigs of a GROUP: SET and DELETE of share.* configs, each value
+    checked against Kafka's bounds (INVALID_CONFIG)."""
+    defined = share_group_configs(ctx.services.shares.config)
+    values = dict(ctx.services.group_configs.of(resource.resource_name))
+    for change in resource.configs:
+        if change.name not in defined:
+            raise KafkaError(ErrorCode.invalid_config, f"Unknown group config name: {change.name}")
+        op = getattr(change, "config_operation", SET)
+        if op == DELETE:
+            values.pop(change.name, None)
+            continue
+        if op != SET:
+            raise KafkaError(ErrorCode.invalid_config, f"{change.name} is not a list")
+        try:
+            defined[change.name][1](change.value or "")
+        except OutOfBounds as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+        except ValueError as exc:
+            raise KafkaError(ErrorCode.invalid_config,
+                             f"Invalid value {change.value} for configuration {change.name}: {exc}") from None
+        values[change.name] = change.value or ""
+    if not validate_only:
+        ctx.services.group_configs.replace(resource.resource_name, values)
 
 
 def _alter_loggers(resource: Any, validate_only: bool) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from ottla.coordinator.classic_group import GroupState, JoinRequest, JoinResult, SyncResult
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
+from ottla.coordinator.share_group import ShareGroup
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..security.authorizer import Operation, ResourceType
@@ -306,7 +307,10 @@ def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
         if _group_refused(ctx, group_id, Operation.DELETE):
             return ErrorCode.group_authorization_failed
         try:
-            ctx.services.groups.delete_group(group_id)
+            if isinstance(ctx.services.groups.group(group_id), ShareGroup):
+                ctx.services.shares.delete_group(group_id)  # its share-partitions go too
+            else:
+                ctx.services.groups.delete_group(group_id)
         except KafkaError as exc:
             return exc.code
         return ErrorCode.none

@@ -415,6 +415,20 @@ def _walk_requests(batch: bytes) -> dict[int, Any]:
         69: (0, {"group_ids": [g], "include_authorized_operations": False}, _only(E.group_authorization_failed)),
         75: (0, {"topics": [{"name": t}], "response_partition_limit": 100, "cursor": None},
              _only(E.topic_authorization_failed)),
+        # Share groups: READ on the group first (DESCRIBE to describe, DELETE to delete offsets).
+        76: (1, {"group_id": g, "member_id": "m", "member_epoch": 0, "subscribed_topic_names": [t]},
+             _only(E.group_authorization_failed)),
+        77: (1, {"group_ids": [g], "include_authorized_operations": False}, _only(E.group_authorization_failed)),
+        78: (1, {"group_id": g, "member_id": "m", "share_session_epoch": 0, "max_wait": 0, "min_bytes": 1,
+                 "max_records": 10, "batch_size": 10, "topics": [], "forgotten_topics_data": []},
+             _only(E.group_authorization_failed)),
+        79: (1, {"group_id": g, "member_id": "m", "share_session_epoch": 1, "topics": []},
+             _only(E.group_authorization_failed)),
+        90: (1, {"groups": [{"group_id": g, "topics": None}]}, _only(E.group_authorization_failed)),
+        91: (0, {"group_id": g, "topics": [{"topic_name": t, "partitions": [{"partition_index": 0,
+                                                                            "start_offset": 0}]}]},
+             _only(E.group_authorization_failed)),
+        92: (0, {"group_id": g, "topics": [{"topic_name": t}]}, _only(E.group_authorization_failed)),
     }
 
 
@@ -448,3 +462,40 @@ def test_every_api_answers_a_principal_without_acls_as_kafka_does(acl_broker):
     assert not failures, "\n".join(failures)
     # Nothing nobody asked for happened.
     assert f"{WALK_TOPIC}-new" not in admin.list_topics(timeout=10).topics
+
+
+def test_a_share_consumer_needs_read_on_its_group_and_its_topics(acl_broker, topic_name):
+    """As Kafka checks them: ShareGroupHeartbeat READ on the group and DESCRIBE on the
+    subscribed topics, ShareFetch READ on the group and, per partition, READ on the
+    topic. Broken once by not checking the topic in ShareFetch (bob read the records)."""
+    group = f"share-{topic_name}"
+    _create_topic(acl_broker, topic_name)
+    _create_acls(_allow("User:bob", AclOperation.READ, ResourceType.GROUP, group),
+                 _allow("User:bob", AclOperation.DESCRIBE, ResourceType.TOPIC, topic_name), broker=acl_broker)
+    member = str(uuid.uuid4())
+    with USERS.wire_client(acl_broker, "bob") as bob:
+        def heartbeat(epoch: int, names: list[str] | None):  # type: ignore[no-untyped-def]
+            return bob.call(request(76, 1, group_id=group, member_id=member, member_epoch=epoch,
+                                    subscribed_topic_names=names))
+
+        assert heartbeat(0, [topic_name, f"{topic_name}-other"]).error_code == E.topic_authorization_failed
+        joined = heartbeat(0, [topic_name])
+        assert joined.error_code == E.none and [t.partitions for t in joined.assignment.topic_partitions] == [(0,)]
+        topic_id = joined.assignment.topic_partitions[0].topic_id
+        producer = Producer(USERS.client_config(acl_broker, "admin"))
+        producer.produce(topic_name, value=b"secret")
+        producer.flush(10)
+
+        def fetch(epoch: int):  # type: ignore[no-untyped-def]
+            return bob.call(request(78, 2, group_id=group, member_id=member, share_session_epoch=epoch,
+                                    max_wait=0, min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10,
+                                    topics=[{"topic_id": topic_id, "partitions": [
+                                        {"partition_index": 0, "acknowledgement_batches": []}]}],
+                                    forgotten_topics_data=[]))
+
+        refused = fetch(0).responses[0].partitions[0]
+        assert refused.error_code == E.topic_authorization_failed and not refused.records
+        _create_acls(_allow("User:bob", AclOperation.READ, ResourceType.TOPIC, topic_name), broker=acl_broker)
+        got = fetch(0).responses[0].partitions[0]
+        assert got.error_code == E.none and [(a.first_offset, a.delivery_count) for a in got.acquired_records] == [
+            (0, 1)]

@@ -363,8 +363,9 @@ def test_kafka_get_offsets_delete_records_log_dirs_leader_election(brokers, topi
 
 def test_kafka_features_describe(brokers):
     """The features Ottla finalizes, each within what Kafka 4.3 supports; Kafka 4.3's
-    other features (ELR, share groups, Streams groups, kraft.version) Ottla does not serve,
-    and transaction.version 2 (KIP-890 part 2) is not finalized yet."""
+    other features (ELR, Streams groups, kraft.version) Ottla does not serve, and
+    transaction.version 2 (KIP-890 part 2) is not finalized yet. share.version 1 (KIP-932
+    share groups) is finalized on both."""
     parsed = []
     for out in on_both(brokers, FEATURE_COMMAND, "describe"):
         features = {}
@@ -373,8 +374,9 @@ def test_kafka_features_describe(brokers):
             features[fields["Feature"]] = fields
         parsed.append(features)
     ottla, kafka = parsed
-    assert set(ottla) == {"group.version", "metadata.version", "transaction.version"}
+    assert set(ottla) == {"group.version", "metadata.version", "transaction.version", "share.version"}
     assert ottla["group.version"]["FinalizedVersionLevel"] == kafka["group.version"]["FinalizedVersionLevel"] == "1"
+    assert ottla["share.version"]["FinalizedVersionLevel"] == kafka["share.version"]["FinalizedVersionLevel"] == "1"
     assert ottla["transaction.version"]["FinalizedVersionLevel"] in ("1", "2")
     assert ottla["metadata.version"]["SupportedMinVersion"] == kafka["metadata.version"]["SupportedMinVersion"]
     assert ottla["metadata.version"]["FinalizedVersionLevel"].startswith("4.")

@@ -7,6 +7,7 @@ from typing import Any
 
 from ottla.coordinator.classic_group import ClassicGroup
 from ottla.coordinator.consumer_group import ConsumerGroup
+from ottla.coordinator.share_group import ShareGroup
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.protocol.member_assignment import consumer_assignment
 from ottla.storage.log import PartitionLog
@@ -14,6 +15,7 @@ from ottla.storage.log import PartitionLog
 from ..html import Markup, dl, join, link, page, pager, search_form, table, tag
 from ..params import Params
 from .common import PAGE_SIZE, ConsoleBroker, NotFound, filtered
+from .share_partitions import share_partitions
 
 OFFSETS_PER_PAGE = 200
 
@@ -48,9 +50,9 @@ def _member_row(group: Any, member: Any, topic_names: dict[object, str]) -> list
     """member id, instance id, client id, host, and what it is assigned: a consumer group's
     member holds partitions by topic id (named here); a classic member holds the bytes
     its leader assigned, readable when the protocol type is "consumer"."""
-    if isinstance(group, ConsumerGroup):
+    if isinstance(group, (ConsumerGroup, ShareGroup)):  # a share member has no instance id
         pairs = sorted((topic_names.get(t, str(t)), sorted(ps)) for t, ps in member.assigned.items())
-        return [member.member_id, member.instance_id or "", member.client_id, member.client_host,
+        return [member.member_id, getattr(member, "instance_id", None) or "", member.client_id, member.client_host,
                 topic_partitions(pairs)]
     return [member.member_id, member.group_instance_id or "", member.client_id, member.client_host,
             _classic_assignment(member.assignment, group.protocol_type)]
@@ -74,7 +76,7 @@ def topic_partitions(pairs: list[tuple[str, list[int]]]) -> Markup:
 def _type_facts(group: Any) -> list[tuple[object, object]]:
     """What only a group of its type has: a consumer group's epoch; a classic group's
     generation, assignor and leader."""
-    if isinstance(group, ConsumerGroup):
+    if isinstance(group, (ConsumerGroup, ShareGroup)):
         facts: list[tuple[object, object]] = [("group epoch", group.group_epoch)]
     elif isinstance(group, ClassicGroup):
         facts = [("generation", group.generation), ("assignor", group.protocol_name), ("leader", group.leader_id)]
@@ -128,4 +130,6 @@ def group(broker: ConsoleBroker, params: Params) -> bytes:
                  table(["topic", "partition", "committed offset", "log end offset", "lag",
                         "lag to the LSO (read_committed)", "metadata"], rows,
                        id_="offsets", empty="no committed offset")])
+    if isinstance(g, ShareGroup):
+        body = join([body, share_partitions(broker, group_id)])
     return page(f"Group {group_id}", "groups", body)

@@ -1,0 +1,343 @@
+"""One share-partition: the records of one topic partition as one share group consumes
+them (KIP-932; Kafka's SharePartition).
+
+Every offset from the start offset on is in one of four states:
+- AVAILABLE: may be acquired by any member (the records not yet delivered are too, past
+  the end of what is tracked);
+- ACQUIRED: delivered to one member, locked to it until it acknowledges them or its
+  acquisition lock (`share.record.lock.duration.ms`) expires;
+- ACKNOWLEDGED: accepted, never delivered again;
+- ARCHIVED: rejected, past the delivery-count limit, a control record, or aborted (under
+  read_committed): never delivered again.
+Each acquisition counts one delivery. A record released, or whose lock expires, becomes
+AVAILABLE again, unless it reached `share.delivery.count.limit`: then it is ARCHIVED.
+The start offset moves past every leading offset that is ACKNOWLEDGED or ARCHIVED.
+
+What is durable is kept in `__share_group_state` (share_state_records.py): the start
+offset and, per offset after it, AVAILABLE/ACKNOWLEDGED/ARCHIVED with its delivery
+count. An acquisition is written as AVAILABLE with the count it reached, so a record
+acquired when the broker dies is delivered again after a restart, counted. Locks (who
+holds which offsets, until when) live only in memory, as Kafka keeps them.
+
+State changes only by `replay` of those records: an operation decides the records and
+the change to the locks; the share coordinator appends the records, replays them (the
+replay the start-up load uses) and then changes the locks, which are not in the log
+(writes.py's rule: a result's records, answer, and what runs after the replay).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ottla.protocol.batch import BatchHeader
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+from .share_state_records import (
+    SNAPSHOT,
+    UPDATE,
+    ShareStateKey,
+    ShareStateValue,
+    StateBatch,
+    encode_key,
+    encode_value,
+)
+from .writes import CoordinatorResult, Records
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+TERMINAL = (ACKNOWLEDGED, ARCHIVED)
+# Acknowledge types (ShareFetch/ShareAcknowledge AcknowledgementBatch.AcknowledgeTypes).
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+# After this many updates a snapshot replaces them (Kafka's
+# share.coordinator.snapshot.update.records.per.snapshot).
+UPDATES_PER_SNAPSHOT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    member_id: str
+    deadline: float  # clock seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    """What one acquisition gives a member: (first, last, delivery count) ranges."""
+
+    ranges: list[tuple[int, int, int]]
+
+    @property
+    def count(self) -> int:
+        return sum(last - first + 1 for first, last, _ in self.ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    """A batch of the partition's log, as acquisition sees it."""
+
+    header: BatchHeader
+    data: bytes
+    aborted: bool = False  # a batch of an aborted transaction (read_committed only)
+
+
+@dataclass(frozen=True, slots=True)
+class AckBatch:
+    first_offset: int
+    last_offset: int
+    types: tuple[int, ...]  # one type for the whole range, or one per offset
+
+
+@dataclass
+class SharePartition:
+    group_id: str
+    topic_id: uuid.UUID
+    partition: int
+    start_offset: int = -1  # -1: not initialized yet
+    # offset -> (delivery state, delivery count), for offsets from the start offset that
+    # were ever acquired or archived (end_offset - 1 at most).
+    states: dict[int, tuple[int, int]] = field(default_factory=dict)
+    end_offset: int = 0  # the first offset never acquired
+    snapshot_epoch: int = 0
+    updates_since_snapshot: int = 0
+    locks: dict[int, Lock] = field(default_factory=dict)  # memory only
+
+    @property
+    def initialized(self) -> bool:
+        return self.start_offset >= 0
+
+    # --- replay: the only way the durable state changes --------------------------------
+
+    def replay(self, kind: int, value: ShareStateValue) -> None:
+        if kind == SNAPSHOT:
+            self.states.clear()
+            self.start_offset = value.start_offset
+            self.end_offset = value.start_offset
+            self.snapshot_epoch = value.snapshot_epoch
+            self.updates_since_snapshot = 0
+        else:
+            self.updates_since_snapshot += 1
+            if value.start_offset >= 0:
+                for offset in [o for o in self.states if o < value.start_offset]:
+                    del self.states[offset]
+                self.start_offset = value.start_offset
+                self.end_offset = max(self.end_offset, value.start_offset)
+        for b in value.batches:
+            for offset in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
+                self.states[offset] = (b.delivery_state, b.delivery_count)
+            self.end_offset = max(self.end_offset, b.last_offset + 1)
+        for offset in [o for o in self.locks if o < self.start_offset or
+                       self.states.get(o, (AVAILABLE, 0))[0] in TERMINAL]:
+            del self.locks[offset]
+
+    def key(self, kind: int) -> bytes:
+        return encode_key(ShareStateKey(kind, self.group_id, self.topic_id, self.partition))
+
+    # --- what an operation decides -----------------------------------------------------
+
+    def _result(self, changes: dict[int, tuple[int, int]], locks: Callable[[], None],
+                response: object, now_ms: int, floor: int = -1) -> CoordinatorResult:
+        """The record that makes `changes` (offset -> new durable state) durable, with the
+        start offset they move to (at least `floor`); applying it replays that record,
+        then `locks`."""
+        if not changes and floor <= self.start_offset:
+            return CoordinatorResult([], response, lambda _: locks())
+        merged = {o: s for o, s in self.states.items() if o >= floor}
+        merged.update((o, s) for o, s in changes.items() if o >= floor)
+        start = max(self.start_offset, floor)
+        # Every offset between the start and the end offset is tracked, so the start
+        # offset moves past the leading ones that are done.
+        while merged.get(start, (AVAILABLE, 0))[0] in TERMINAL:
+            start += 1
+        if self.updates_since_snapshot + 1 >= UPDATES_PER_SNAPSHOT:
+            kind = SNAPSHOT
+            value = ShareStateValue(self.snapshot_epoch + 1, start,
+                                    _batches({o: s for o, s in merged.items() if o >= start}),
+                                    create_timestamp=now_ms, write_timestamp=now_ms)
+        else:
+            kind = UPDATE
+            value = ShareStateValue(self.snapshot_epoch, start if start != self.start_offset else -1,
+                                    _batches({o: c for o, c in changes.items() if o >= start}))
+        records: Records = [(self.key(kind), encode_value(kind, value))]
+        return CoordinatorResult(records, response, lambda _: locks())
+
+    def initialize(self, start_offset: int, now_ms: int, snapshot_epoch: int = 0) -> CoordinatorResult[None]:
+        """The snapshot that starts the share-partition at `start_offset` (again, with
+        AlterShareGroupOffsets: what was in flight is forgotten, locks too)."""
+        value = ShareStateValue(snapshot_epoch, start_offset, (), create_timestamp=now_ms, write_timestamp=now_ms)
+        records: Records = [(self.key(SNAPSHOT), encode_value(SNAPSHOT, value))]
+        return CoordinatorResult(records, None, lambda _: self.locks.clear())
+
+    def _expired(self, now: float, limit: int, changes: dict[int, tuple[int, int]]) -> list[int]:
+        """Offsets whose lock ran out; those at the delivery limit go to ARCHIVED."""
+        expired = [o for o, lock in self.locks.items() if lock.deadline <= now]
+        for offset in expired:
+            state, count = self.states.get(offset, (AVAILABLE, 0))
+            if state == AVAILABLE and count >= limit:
+                changes[offset] = (ARCHIVED, count)
+        return expired
+
+    def acquire(self, member_id: str, batches: Callable[[int], Iterable[LogBatch]], upper: int, max_records: int,
+                max_locks: int, lock_seconds: float, limit: int, now: float, now_ms: int,
+                log_start: int = 0, record_limit: bool = False) -> CoordinatorResult[Acquired]:
+        """Acquire up to `max_records` (more, to end on a batch boundary, unless
+        `record_limit`: ShareFetch v2's record-limit acquire mode) for the member:
+        first the AVAILABLE offsets already tracked, then new ones read by `batches(from)`
+        below `upper` (the high watermark, or the LSO under read_committed).
+
+        What is tracked stays within `max_locks` offsets of the start offset, whatever
+        the log holds (batches spanning many offsets after compaction, long gaps): past
+        that, nothing is acquired until the start offset moves. Records the log no
+        longer has (retention, DeleteRecords: before `log_start`) are passed over: the
+        start offset moves to the log's start, as Kafka moves it."""
+        changes: dict[int, tuple[int, int]] = {}
+        floor = max(self.start_offset, log_start)
+        expired = self._expired(now, limit, changes)
+        locked = set(self.locks) - set(expired)
+        taken: list[int] = []
+        for offset in sorted(self.states):
+            if len(taken) >= max_records:
+                break
+            state, count = changes.get(offset, self.states[offset])
+            if offset >= floor and state == AVAILABLE and offset not in locked:
+                taken.append(offset)
+                changes[offset] = (AVAILABLE, count + 1)
+        position = max(self.end_offset, floor)
+        window_end = floor + max_locks
+        if len(taken) < max_records and position < min(upper, window_end):
+            for batch in batches(position):
+                header = batch.header
+                if header.base_offset >= upper:
+                    break
+                if header.base_offset > position:  # a gap (compacted away)
+                    if position == floor and not any(o >= floor for o in self.states):
+                        # Nothing tracked before it: the start offset moves past it.
+                        floor = position = header.base_offset
+                        window_end = floor + max_locks
+                    else:
+                        for offset in range(position, min(header.base_offset, window_end)):
+                            changes[offset] = (ARCHIVED, 0)
+                        position = min(header.base_offset, window_end)
+                        if position >= window_end:
+                            break
+                first, last = max(header.base_offset, position), min(header.last_offset + 1, window_end)
+                delivered = not (header.is_control or batch.aborted)
+                if delivered and record_limit:  # never more than asked, even mid-batch
+                    last = min(last, first + max_records - len(taken))
+                for offset in range(first, last):
+                    changes[offset] = (AVAILABLE, 1) if delivered else (ARCHIVED, 0)
+                    if delivered:
+                        taken.append(offset)
+                position = last
+                if len(taken) >= max_records or position >= window_end:
+                    break
+        ranges: list[tuple[int, int, int]] = []
+        for offset in sorted(taken):
+            count = changes[offset][1]
+            if ranges and ranges[-1][1] == offset - 1 and ranges[-1][2] == count:
+                ranges[-1] = (ranges[-1][0], offset, count)
+            else:
+                ranges.append((offset, offset, count))
+        deadline = now + lock_seconds
+
+        def locks() -> None:
+            for offset in expired:
+                self.locks.pop(offset, None)
+            for offset in taken:
+                self.locks[offset] = Lock(member_id, deadline)
+
+        return self._result(changes, locks, Acquired(ranges), now_ms, floor)
+
+    def acknowledge(self, member_id: str, batches: list[AckBatch], lock_seconds: float, limit: int, now: float,
+                    now_ms: int, renew_enabled: bool = True) -> CoordinatorResult[None]:
+        """Apply a member's acknowledgements, all or none. Raises INVALID_REQUEST for
+        batches that run backwards, overlap or carry bad types, INVALID_RECORD_STATE for
+        offsets the member does not hold (never acquired, expired, already acknowledged)."""
+        previous = -1
+        for b in batches:
+            if b.first_offset > b.last_offset or b.first_offset <= previous:
+                raise KafkaError(ErrorCode.invalid_request, None)
+            if len(b.types) not in (1, b.last_offset - b.first_offset + 1):
+                raise KafkaError(ErrorCode.invalid_request, "Acknowledge types do not match the batch's offsets.")
+            if any(t not in (GAP, ACCEPT, RELEASE, REJECT, RENEW) or (t == RENEW and not renew_enabled)
+                   for t in b.types):
+                raise KafkaError(ErrorCode.invalid_request, "Invalid acknowledge type.")
+            previous = b.last_offset
+        changes: dict[int, tuple[int, int]] = {}
+        expired = self._expired(now, limit, changes)
+        released: list[int] = []
+        renewed: list[int] = []
+        for b in batches:
+            for offset in range(b.first_offset, b.last_offset + 1):
+                lock = self.locks.get(offset)
+                if lock is None or lock.member_id != member_id or offset in expired:
+                    raise KafkaError(ErrorCode.invalid_record_state,
+                                     "Batch record not found. The request batch offsets are not found in the cache.")
+                kind = b.types[0] if len(b.types) == 1 else b.types[offset - b.first_offset]
+                count = self.states.get(offset, (AVAILABLE, 0))[1]
+                if kind == ACCEPT:
+                    changes[offset] = (ACKNOWLEDGED, count)
+                elif kind in (REJECT, GAP):
+                    changes[offset] = (ARCHIVED, count)
+                elif kind == RELEASE:
+                    released.append(offset)
+                    if count >= limit:
+                        changes[offset] = (ARCHIVED, count)
+                else:
+                    renewed.append(offset)
+
+        def locks() -> None:
+            for offset in expired + released:
+                self.locks.pop(offset, None)
+            for offset in [o for o in changes if o in self.locks]:
+                del self.locks[offset]
+            for offset in renewed:
+                self.locks[offset] = Lock(member_id, now + lock_seconds)
+
+        return self._result(changes, locks, None, now_ms)
+
+    def release_member(self, member_id: str, limit: int, now_ms: int) -> CoordinatorResult[None]:
+        """Give back every record the member holds (its share session closed, or it
+        left the group): AVAILABLE again, or ARCHIVED at the delivery limit."""
+        held = [o for o, lock in self.locks.items() if lock.member_id == member_id]
+        changes = {o: (ARCHIVED, self.states[o][1]) for o in held
+                   if o in self.states and self.states[o][1] >= limit}
+
+        def locks() -> None:
+            for offset in held:
+                self.locks.pop(offset, None)
+
+        return self._result(changes, locks, None, now_ms)
+
+    def expire_locks(self, now: float, limit: int, now_ms: int) -> CoordinatorResult[None]:
+        changes: dict[int, tuple[int, int]] = {}
+        expired = self._expired(now, limit, changes)
+
+        def locks() -> None:
+            for offset in expired:
+                self.locks.pop(offset, None)
+
+        return self._result(changes, locks, None, now_ms)
+
+    # --- what describes it -------------------------------------------------------------
+
+    def in_flight(self) -> list[tuple[int, int, int, Lock | None]]:
+        """(offset, state, delivery count, lock) of every tracked offset, in order."""
+        return [(o, ACQUIRED if o in self.locks else s, c, self.locks.get(o))
+                for o, (s, c) in sorted(self.states.items())]
+
+    def next_lock_deadline(self) -> float | None:
+        return min((lock.deadline for lock in self.locks.values()), default=None)
+
+
+def _batches(states: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
+    """Runs of consecutive offsets in the same state and count."""
+    out: list[StateBatch] = []
+    for offset in sorted(states):
+        state, count = states[offset]
+        last = out[-1] if out else None
+        if last is not None and last.last_offset == offset - 1 and (last.delivery_state, last.delivery_count) == (
+                state, count):
+            out[-1] = StateBatch(last.first_offset, offset, state, count)
+        else:
+            out.append(StateBatch(offset, offset, state, count))
+    return tuple(out)

@@ -1,0 +1,233 @@
+"""The share-partition's record state machine (coordinator/share_partition.py) on a real
+partition log: acquisition, acknowledgement, lock expiry, the delivery-count limit, bad
+acknowledgements, and the rule that state changes only by replaying the records it
+writes (a share-partition rebuilt from those records is the live one, locks aside)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from ottla.coordinator.share_coordinator import _read
+from ottla.coordinator.share_partition import (
+    ACCEPT,
+    ACKNOWLEDGED,
+    ARCHIVED,
+    AVAILABLE,
+    RELEASE,
+    REJECT,
+    RENEW,
+    AckBatch,
+    SharePartition,
+)
+from ottla.coordinator.share_state_records import decode_key, decode_value, encode_value, ShareStateValue, StateBatch
+from ottla.coordinator.writes import CoordinatorResult, write
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log import PartitionLog
+from ottla.storage.log_config import LogConfig
+
+LOCK, LIMIT = 30.0, 5
+
+
+class Harness:
+    """A share-partition over a log of `records` single-record batches, with the records
+    it writes kept in order (what `__share_group_state` would hold)."""
+
+    def __init__(self, tmp_path, records: int = 10) -> None:
+        self.log = PartitionLog.create(str(tmp_path / "p-0"), "p", 0, LogConfig())
+        for i in range(records):
+            data = build_batch([encode_record(None, b"v%d" % i)], timestamp=0)
+            self.log.append_batch(data, BatchHeader.parse(data))
+        self.sp = SharePartition("g", uuid.uuid4(), 0)
+        self.written: list[tuple[bytes, bytes | None]] = []
+        self.now = 0.0
+        self.run(self.sp.initialize(0, 0))
+
+    def run(self, result: CoordinatorResult):
+        """As the share coordinator writes: append, replay the records, then the rest."""
+        def append(records):
+            self.written += records
+            for key, value in records:
+                kind = decode_key(key).type
+                self.sp.replay(kind, decode_value(kind, value))
+            return len(self.written)
+        return write(result, append)
+
+    def acquire(self, member: str, max_records: int = 100):
+        upper = self.log.high_watermark
+        return self.run(self.sp.acquire(member, lambda o: _read(self.log, o, upper, 1 << 20, False), upper,
+                                        max_records, 2000, LOCK, LIMIT, self.now, 0)).ranges
+
+    def ack(self, member: str, *batches: tuple[int, int, int]) -> None:
+        self.run(self.sp.acknowledge(member, [AckBatch(f, last, (t,)) for f, last, t in batches], LOCK, LIMIT,
+                                     self.now, 0))
+
+    def rebuilt(self) -> SharePartition:
+        again = SharePartition(self.sp.group_id, self.sp.topic_id, self.sp.partition)
+        for key, value in self.written:
+            decoded = decode_key(key)
+            assert decoded is not None and value is not None
+            again.replay(decoded.type, decode_value(decoded.type, value))
+        return again
+
+    def durable(self, sp: SharePartition) -> tuple:
+        return sp.start_offset, sp.end_offset, dict(sp.states)
+
+
+def test_two_members_share_records_and_accepted_ones_move_the_start(tmp_path) -> None:
+    h = Harness(tmp_path)
+    assert h.acquire("a", 4) == [(0, 3, 1)]
+    assert h.acquire("b", 100) == [(4, 9, 1)]
+    assert h.acquire("c") == []  # everything is locked
+    h.ack("a", (0, 3, ACCEPT))
+    assert h.sp.start_offset == 4
+    h.ack("b", (4, 9, ACCEPT))
+    assert h.sp.start_offset == 10 and not h.sp.states and not h.sp.locks
+    assert h.durable(h.rebuilt()) == h.durable(h.sp)
+
+
+def test_release_redelivers_counted_and_reject_never(tmp_path) -> None:
+    h = Harness(tmp_path, 4)
+    assert h.acquire("a") == [(0, 3, 1)]
+    h.ack("a", (0, 1, RELEASE), (2, 3, REJECT))
+    assert h.acquire("b") == [(0, 1, 2)]
+    assert h.sp.states[2] == (ARCHIVED, 1)
+    h.ack("b", (0, 1, ACCEPT))
+    assert h.sp.start_offset == 4
+    assert h.acquire("b") == []
+
+
+def test_lock_expiry_redelivers_and_the_limit_archives(tmp_path) -> None:
+    h = Harness(tmp_path, 2)
+    for delivery in range(1, LIMIT + 1):
+        assert h.acquire("a") == [(0, 1, delivery)]
+        h.now += LOCK  # the lock runs out
+    assert h.acquire("a") == []
+    assert h.sp.start_offset == 2 and h.sp.states == {}
+    assert h.durable(h.rebuilt()) == h.durable(h.sp)
+
+
+def test_an_acquisition_is_durable_with_its_count(tmp_path) -> None:
+    """What a restart sees of records acquired and never acknowledged: AVAILABLE, counted."""
+    h = Harness(tmp_path, 3)
+    h.acquire("a")
+    again = h.rebuilt()
+    assert again.states == {0: (AVAILABLE, 1), 1: (AVAILABLE, 1), 2: (AVAILABLE, 1)} and not again.locks
+    upper = h.log.high_watermark
+    got = again.acquire("b", lambda o: _read(h.log, o, upper, 1 << 20, False), upper, 100, 2000, LOCK, LIMIT, 0, 0)
+    assert got.response.ranges == [(0, 2, 2)]  # decided on the rebuilt state, before any write
+
+
+@pytest.mark.parametrize("batches, code", [
+    ([(3, 2)], ErrorCode.invalid_request),  # backwards
+    ([(0, 2), (2, 3)], ErrorCode.invalid_request),  # overlapping
+    ([(2, 3), (0, 1)], ErrorCode.invalid_request),  # out of order
+    ([(7, 8)], ErrorCode.invalid_record_state),  # never acquired
+    ([(0, 2**62)], ErrorCode.invalid_record_state),  # far more than is held: answered at once
+])
+def test_bad_acknowledgements_change_nothing(tmp_path, batches, code) -> None:
+    h = Harness(tmp_path, 5)
+    h.acquire("a")
+    before = (h.durable(h.sp), dict(h.sp.locks), len(h.written))
+    with pytest.raises(KafkaError) as raised:
+        h.ack("a", *[(f, last, ACCEPT) for f, last in batches])
+    assert raised.value.code == code
+    assert (h.durable(h.sp), dict(h.sp.locks), len(h.written)) == before
+
+
+def test_only_the_holder_acknowledges_and_renew_extends_the_lock(tmp_path) -> None:
+    h = Harness(tmp_path, 2)
+    h.acquire("a")
+    with pytest.raises(KafkaError) as raised:
+        h.ack("b", (0, 1, ACCEPT))
+    assert raised.value.code == ErrorCode.invalid_record_state
+    h.now += LOCK - 1
+    h.ack("a", (0, 1, RENEW))
+    h.now += LOCK - 1  # past the first lock, within the renewed one
+    assert h.acquire("b") == []
+    h.ack("a", (0, 1, ACCEPT))
+    assert h.sp.start_offset == 2
+
+
+def test_a_random_history_rebuilds_to_the_live_state(tmp_path) -> None:
+    """Across snapshots too (a snapshot replaces the updates before it)."""
+    h = Harness(tmp_path, 60)
+    rng = random.Random(7)
+    import ottla.coordinator.share_partition as module
+    old = module.UPDATES_PER_SNAPSHOT
+    module.UPDATES_PER_SNAPSHOT = 5
+    try:
+        for _ in range(200):
+            member = rng.choice("abc")
+            if rng.random() < 0.4:
+                h.acquire(member, rng.randint(1, 7))
+            elif rng.random() < 0.2:
+                h.now += LOCK
+            else:
+                held = sorted(o for o, lock in h.sp.locks.items() if lock.member_id == member and lock.deadline > h.now)
+                if held:
+                    o = rng.choice(held)
+                    h.ack(member, (o, o, rng.choice((ACCEPT, RELEASE, REJECT))))
+            assert h.durable(h.rebuilt()) == h.durable(h.sp)
+    finally:
+        module.UPDATES_PER_SNAPSHOT = old
+    assert any(decode_key(k).type == 0 for k, _ in h.written[1:])  # snapshots were written
+
+
+def test_records_round_trip() -> None:
+    value = ShareStateValue(3, 42, (StateBatch(42, 50, ACKNOWLEDGED, 2), StateBatch(51, 51, ARCHIVED, 5)),
+                            state_epoch=1, create_timestamp=7, write_timestamp=8, delivery_complete_count=9)
+    for kind in (0, 1):
+        decoded = decode_value(kind, encode_value(kind, value))
+        assert decoded.batches == value.batches and decoded.start_offset == 42
+        assert decoded.delivery_complete_count == 9
+
+
+def test_a_snapshot_keeps_the_other_members_locks(tmp_path, monkeypatch) -> None:
+    """Broken once by clearing the locks in the replay of every snapshot: a's records
+    became acquirable by c while a still held them."""
+    import ottla.coordinator.share_partition as module
+    h = Harness(tmp_path, 4)
+    h.acquire("a", 2)
+    h.acquire("b", 2)
+    monkeypatch.setattr(module, "UPDATES_PER_SNAPSHOT", 1)  # b's acknowledgement writes a snapshot
+    h.ack("b", (2, 3, ACCEPT))
+    assert decode_key(h.written[-1][0]).type == 0
+    assert h.acquire("c") == []
+    h.ack("a", (0, 1, ACCEPT))
+    assert h.sp.start_offset == 4
+
+
+def test_what_is_tracked_stays_within_the_record_locks_whatever_the_log_holds(tmp_path) -> None:
+    """A batch spanning a million offsets (as compaction leaves them) and records deleted
+    under the share-partition cost at most `max_locks` tracked offsets. Broken once by
+    tracking every offset of a batch's range (a million entries)."""
+    h = Harness(tmp_path, 0)
+    data = build_batch([encode_record(None, b"wide")], timestamp=0, last_offset_delta=1_000_000)
+    h.log.append_batch(data, BatchHeader.parse(data))
+    upper = h.log.high_watermark
+    got = h.run(h.sp.acquire("a", lambda o: _read(h.log, o, upper, 1 << 20, False), upper, 10**9, 100, LOCK,
+                             LIMIT, 0, 0))
+    assert got.ranges == [(0, 99, 1)] and len(h.sp.states) == 100
+    # The log's start moves past everything: the share-partition's start follows it.
+    got = h.run(h.sp.acquire("b", lambda o: iter(()), upper, 10, 100, LOCK, LIMIT, 0, 0, log_start=upper))
+    assert got.ranges == [] and h.sp.start_offset == upper and not h.sp.states and not h.sp.locks
+    assert h.durable(h.rebuilt()) == h.durable(h.sp)
+
+
+def test_record_limit_mode_acquires_no_more_than_asked_even_mid_batch(tmp_path) -> None:
+    """Batch-optimized (mode 0) rounds up to the batch's end; record-limit (mode 1,
+    ShareFetch v2) stops at max_records. Broken once by ignoring the mode (0-4 came)."""
+    h = Harness(tmp_path, 0)
+    data = build_batch([encode_record(None, b"v%d" % i, offset_delta=i) for i in range(5)], timestamp=0)
+    h.log.append_batch(data, BatchHeader.parse(data))
+    upper = h.log.high_watermark
+    limited = h.run(h.sp.acquire("a", lambda o: _read(h.log, o, upper, 1 << 20, False), upper, 2, 2000, LOCK, LIMIT,
+                                 0, 0, record_limit=True))
+    assert limited.ranges == [(0, 1, 1)]
+    whole = h.run(h.sp.acquire("b", lambda o: _read(h.log, o, upper, 1 << 20, False), upper, 1, 2000, LOCK, LIMIT,
+                               0, 0))
+    assert whole.ranges == [(2, 4, 1)]  # the rest of the batch
