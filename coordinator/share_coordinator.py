@@ -200,20 +200,20 @@ class ShareCoordinator:
         """Append the result's records to the share-partition's partition of
         `__share_group_state`, replay them (as the start-up load does), then apply what
         the result changes outside the log (locks). An append that fails changes nothing."""
-        def append_and_replay(records: list[tuple[bytes, bytes | None]]) -> int:
+        def append(records: list[tuple[bytes, bytes | None]]) -> int:
             index, partition_log = self._state_log(key)
             batch = build_batch([encode_record(k, v, offset_delta=i) for i, (k, v) in enumerate(records)],
                                 timestamp=int(self.wall_clock() * 1000))
             try:
-                offset = partition_log.append_batch(batch, BatchHeader.parse(batch), from_coordinator=True).base_offset
+                return partition_log.append_batch(batch, BatchHeader.parse(batch), from_coordinator=True).base_offset
             except KafkaError as exc:
                 raise append_error(exc, f"{TOPIC}-{index}") from None
-            for record_key, value in records:
-                decoded = decode_key(record_key)
-                assert decoded is not None, "a share-state record this coordinator wrote"
-                self._replay(decoded, value)
-            return offset
-        return write(result, append_and_replay)
+
+        def replay(offset: int, record_key: bytes, value: bytes | None) -> None:
+            decoded = decode_key(record_key)
+            assert decoded is not None, "a share-state record this coordinator wrote"
+            self._replay(decoded, value)
+        return write(result, append, replay)
 
     async def load(self) -> int:
         """Replay `__share_group_state` into the share-partitions; the groups they belong

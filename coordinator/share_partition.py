@@ -140,7 +140,7 @@ class SharePartition:
         start offset they move to (at least `floor`); applying it replays that record,
         then `locks`."""
         if not changes and floor <= self.start_offset:
-            return CoordinatorResult([], response, lambda _: locks())
+            return CoordinatorResult([], response, locks)
         merged = {o: s for o, s in self.states.items() if o >= floor}
         merged.update((o, s) for o, s in changes.items() if o >= floor)
         start = max(self.start_offset, floor)
@@ -158,14 +158,14 @@ class SharePartition:
             value = ShareStateValue(self.snapshot_epoch, start if start != self.start_offset else -1,
                                     _batches({o: c for o, c in changes.items() if o >= start}))
         records: Records = [(self.key(kind), encode_value(kind, value))]
-        return CoordinatorResult(records, response, lambda _: locks())
+        return CoordinatorResult(records, response, locks)
 
     def initialize(self, start_offset: int, now_ms: int, snapshot_epoch: int = 0) -> CoordinatorResult[None]:
         """The snapshot that starts the share-partition at `start_offset` (again, with
         AlterShareGroupOffsets: what was in flight is forgotten, locks too)."""
         value = ShareStateValue(snapshot_epoch, start_offset, (), create_timestamp=now_ms, write_timestamp=now_ms)
         records: Records = [(self.key(SNAPSHOT), encode_value(SNAPSHOT, value))]
-        return CoordinatorResult(records, None, lambda _: self.locks.clear())
+        return CoordinatorResult(records, None, self.locks.clear)
 
     def _expired(self, now: float, limit: int, changes: dict[int, tuple[int, int]]) -> list[int]:
         """Offsets whose lock ran out; those at the delivery limit go to ARCHIVED."""

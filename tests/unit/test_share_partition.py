@@ -50,11 +50,12 @@ class Harness:
         """As the share coordinator writes: append, replay the records, then the rest."""
         def append(records):
             self.written += records
-            for key, value in records:
-                kind = decode_key(key).type
-                self.sp.replay(kind, decode_value(kind, value))
             return len(self.written)
-        return write(result, append)
+
+        def replay(offset, key, value):
+            kind = decode_key(key).type
+            self.sp.replay(kind, decode_value(kind, value))
+        return write(result, append, replay)
 
     def acquire(self, member: str, max_records: int = 100):
         upper = self.log.high_watermark
