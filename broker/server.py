@@ -10,6 +10,7 @@ the clean-shutdown marker) so the next start needs no recovery.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import resource
 import time
@@ -26,7 +27,6 @@ from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
 from .admin.access import AdminAccess, Principal, admin_access
-from .admin.admin_http import AdminServer
 from .config import BrokerConfig, listener_text
 from .network.dispatch import Dispatcher
 from .network.listener import Listeners
@@ -44,15 +44,16 @@ from .security.scram_credentials import ScramCredential, ScramCredentials
 from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
-from .admin.web_console.app import WebConsole
-from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess
-from .schema_registry.registry import SchemaRegistry
-from .schema_registry.rest import SchemaRegistryServer
-from .schema_registry.store import TOPIC as SCHEMAS_TOPIC
-from .schema_registry.store import SchemaStore
 
+# The admin endpoint, its web console and the schema registry (aiohttp, the schema
+# types) are imported when they are configured: a broker without them starts sooner
+# (tests/integration/test_start_imports.py).
 if TYPE_CHECKING:
+    from .admin.admin_http import AdminServer
     from .admin.web_console.pages.common import ConsoleBroker
+    from .schema_registry.access import CallableAccess
+    from .schema_registry.rest import SchemaRegistryServer
+    from .schema_registry.store import SchemaStore
 
 log = get_logger("ottla.broker")
 
@@ -94,16 +95,26 @@ class Broker:
         self.faults = Faults(self.logs, self.metrics)
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
-        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
-                                 # The console answers 503 until `services` exist (web_console/app.py).
-                                 console=WebConsole(cast("ConsoleBroker", self)), access=admin_access(self)) \
-            if config.admin_port is not None else None
+        self.admin: AdminServer | None = None
+        if config.admin_port is not None:
+            from .admin.admin_http import AdminServer
+            from .admin.web_console.app import WebConsole
+
+            self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
+                                     # The console answers 503 until `services` exist (web_console/app.py).
+                                     console=WebConsole(cast("ConsoleBroker", self)), access=admin_access(self))
         # The built-in schema registry (schema.registry.listeners): its state is the
-        # `_schemas` topic, read when the broker starts.
-        self.schema_store = SchemaStore(self.logs)
-        self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
-                                                    _registry_access(admin_access(self))) \
-            if config.schema_registry_listener is not None else None
+        # `_schemas` topic (`schema_store`), read when the broker starts.
+        self.schema_registry: SchemaRegistryServer | None = None
+        self._schemas_topic: str | None = None  # the registry's topic, whose appends it reads
+        if config.schema_registry_listener is not None:
+            from .schema_registry.registry import SchemaRegistry
+            from .schema_registry.rest import SchemaRegistryServer
+            from .schema_registry.store import TOPIC as SCHEMAS_TOPIC
+
+            self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
+                                                        _registry_access(admin_access(self)))
+            self._schemas_topic = SCHEMAS_TOPIC
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
         # Everything that exists only once the data directory is loaded: the
@@ -116,6 +127,13 @@ class Broker:
         self._checkpointing: asyncio.Future[None] | None = None  # see _checkpoint
         self._recovered_checkpoint: asyncio.Future[None] | None = None
         self._coordinators_ready = asyncio.Event()
+
+    @functools.cached_property
+    def schema_store(self) -> SchemaStore:
+        """The schema registry's state: made when the registry or the console first asks."""
+        from .schema_registry.store import SchemaStore
+
+        return SchemaStore(self.logs)
 
     def may_describe_topic(self, name: str) -> bool:
         """Whether the console's operator may see this topic: yes (see `describable`)."""
@@ -179,7 +197,7 @@ class Broker:
 
     def _appended(self, topic: str, partition: int) -> None:
         self.watchers.notify(topic, partition)
-        if topic == SCHEMAS_TOPIC and self.schema_registry is not None:
+        if topic == self._schemas_topic:
             # Records a client produced (a copy of another registry's topic): read them
             # once the append is done. The registry's own writes are read back at once.
             asyncio.get_running_loop().call_soon(self.schema_store.catch_up)
@@ -443,6 +461,8 @@ class Broker:
 def _registry_access(access: AdminAccess) -> CallableAccess:
     """The schema registry signs in the broker's users and asks its authorizer, as the
     admin endpoint does (broker/schema_registry/access.py has the mapping)."""
+    from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess
+
     principals: dict[str, Principal] = {}
 
     def sign_in(authorization: str) -> str | None:
