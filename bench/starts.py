@@ -9,18 +9,26 @@ Metadata answer listing the broker (tests/reference/kafka.py, the fixture the
 conformance tests use). Each broker's peak resident memory (VmHWM) is read at ready
 after the start after kill -9 and after writing.
 
+With --empty RUNS it times, instead, a new user's first start (issue 45): from the exec
+of `ottla serve` on an empty data directory to its ready line, a fresh directory each run.
+
     python -m bench.starts [--rounds 3] [--partitions 1000] [--records 20000]
+    python -m bench.starts --empty 21
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from confluent_kafka import Producer
 
+from ottla.broker.testing import BrokerProcess
 from tests.clients import create_topic
 
 from .peers import KAFKA, Kafka, Ottla, peak_resident, peers
@@ -73,6 +81,20 @@ def time_starts(make_peer: Callable[[], Ottla | Kafka], result: BrokerStarts) ->
         result.rss_peak.append(peak_resident(peer.pid))
     finally:
         peer.stop()
+
+
+def time_empty_starts(runs: int) -> list[float]:
+    """Seconds from the exec of `ottla serve` on an empty data directory to its ready
+    line, one run each (the coordinators of an empty directory load right after)."""
+    times = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="bench-empty-") as work:
+            broker = BrokerProcess(os.path.join(work, "data"), log_path=os.path.join(work, "broker.log"))
+            started = time.monotonic()
+            broker.start(wait_for_coordinators=False)
+            times.append(time.monotonic() - started)
+            broker.stop()
+    return times
 
 
 def run_starts(rounds: int, say: Callable[[str], None], partitions: int = PARTITIONS,
@@ -129,7 +151,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=PARTITIONS)
     parser.add_argument("--records", type=int, default=RECORDS)
+    parser.add_argument("--empty", type=int, metavar="RUNS", help="time RUNS first starts on an empty data directory")
     args = parser.parse_args()
+    if args.empty:
+        times = time_empty_starts(args.empty)
+        print(f"empty data directory, exec to ready: median {statistics.median(times):.3f} s over {len(times)} runs "
+              f"(least {min(times):.3f}, most {max(times):.3f})")
+        return
     print("\n".join(starts_lines(run_starts(args.rounds, lambda line: print(line, flush=True), args.partitions,
                                             args.records))))
 

@@ -17,16 +17,23 @@ import os
 import signal
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from . import ready_lines
-from .tools import admin_cli, console, open_console
 from .config import LOG_DEFAULTS, PROPERTIES, ConfigError, ResolvedConfig, resolve_config
 from .logging import configure, get_logger
 from .network.request_memory import settle_allocator
-from .security.dev_security import DevSecurity, prepare
-from .security.oauthbearer import validator_for
 from .security.scram_credentials import ScramCredential, parse_add_scram
-from .security.tls import server_context
+
+# What only some starts use (--dev-security, TLS, signed OAUTHBEARER tokens) and the
+# other subcommands' tools are imported where they are used: `ottla serve` with none of
+# them configured is ready sooner (tests/integration/test_start_imports.py).
+if TYPE_CHECKING:
+    from .security.dev_security import DevSecurity
+
+# The subcommands `main` handles itself; any other (or none: --help) builds the tools'
+# parsers too.
+_OWN_COMMANDS = ("serve", "dump-log")
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
@@ -125,6 +132,8 @@ async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, Scram
 
 def _with_dev_security(resolved: ResolvedConfig) -> tuple[ResolvedConfig, DevSecurity]:
     """The first listener renamed SASL_SSL and secured with dev_security's material."""
+    from .security.dev_security import prepare
+
     config = resolved.config
     first = config.listeners[0]
     if any(listener.name == "SASL_SSL" for listener in config.listeners[1:]):
@@ -141,9 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
     _dump_log_parser(sub)
-    admin_cli.add_parsers(sub)
-    console.add_parsers(sub)
-    open_console.add_parser(sub)
+    if argv is None:
+        argv = sys.argv[1:]
+    if not argv or argv[0] not in _OWN_COMMANDS:
+        from .tools import admin_cli, console, open_console
+
+        admin_cli.add_parsers(sub)
+        console.add_parsers(sub)
+        open_console.add_parser(sub)
     args = parser.parse_args(argv)
     if hasattr(args, "run"):  # the wire-protocol tools
         return args.run(args)
@@ -157,8 +171,12 @@ def main(argv: list[str] | None = None) -> int:
             for listener in resolved.config.listeners:  # the TLS files: readable, usable
                 security = resolved.config.listener_security(listener)
                 if security.ssl is not None:
+                    from .security.tls import server_context
+
                     server_context(security.ssl)
                 if security.sasl is not None and security.sasl.oauthbearer is not None:
+                    from .security.oauthbearer import validator_for
+
                     try:  # the JWKS: readable, holding keys
                         validator_for(security.sasl.oauthbearer)
                     except OSError as exc:

@@ -10,6 +10,7 @@ the clean-shutdown marker) so the next start needs no recovery.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import resource
 import time
@@ -29,7 +30,6 @@ from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
 from .admin.access import AdminAccess, Principal, TooManyAttempts, admin_access
-from .admin.admin_http import AdminServer
 from .config import BrokerConfig, ConfigError, listener_text
 from .network.dispatch import Dispatcher
 from .network.listener import Listeners
@@ -49,14 +49,16 @@ from .security.scram_credentials import ScramCredential, ScramCredentials
 from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
 from .watchers import PartitionWatchers
-from .admin.web_console.app import WebConsole
-from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
-from .schema_registry.registry import SchemaRegistry
-from .schema_registry.rest import SchemaRegistryServer
-from .schema_registry.store import SchemaStore, UnusableTopic
 
+# The admin endpoint, its web console and the schema registry (aiohttp, the schema
+# types) are imported when they are configured: a broker without them starts sooner
+# (tests/integration/test_start_imports.py).
 if TYPE_CHECKING:
+    from .admin.admin_http import AdminServer
     from .admin.web_console.pages.common import ConsoleBroker
+    from .schema_registry.access import CallableAccess
+    from .schema_registry.rest import SchemaRegistryServer
+    from .schema_registry.store import SchemaStore
 
 log = get_logger("ottla.broker")
 
@@ -102,17 +104,24 @@ class Broker:
         # Who signs in to the HTTP endpoints, and what each may do: one for both, so that
         # a client address's failed sign-ins count on both.
         self.http_access = admin_access(self)
-        self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
-                                 # The console answers 503 until `services` exist (web_console/app.py).
-                                 console=WebConsole(cast("ConsoleBroker", self)), access=self.http_access,
-                                 parse_console_schemas=self._parse_console_schemas) \
-            if config.admin_port is not None else None
+        self.admin: AdminServer | None = None
+        if config.admin_port is not None:
+            from .admin.admin_http import AdminServer
+            from .admin.web_console.app import WebConsole
+
+            self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
+                                     # The console answers 503 until `services` exist (web_console/app.py).
+                                     console=WebConsole(cast("ConsoleBroker", self)), access=self.http_access,
+                                     parse_console_schemas=self._parse_console_schemas)
         # The built-in schema registry (schema.registry.listeners): its state is the
-        # `_schemas` topic, read when the broker starts.
-        self.schema_store = SchemaStore(self.logs)
-        self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
-                                                    _registry_access(self.http_access)) \
-            if config.schema_registry_listener is not None else None
+        # `_schemas` topic (`schema_store`), read when the broker starts.
+        self.schema_registry: SchemaRegistryServer | None = None
+        if config.schema_registry_listener is not None:
+            from .schema_registry.registry import SchemaRegistry
+            from .schema_registry.rest import SchemaRegistryServer
+
+            self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
+                                                        _registry_access(self.http_access))
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
         # Everything that exists only once the data directory is loaded: the
@@ -128,6 +137,13 @@ class Broker:
 
     async def _parse_console_schemas(self) -> bool:
         return self.schema_registry is not None and await self.schema_registry.registry.parse_wanted()
+
+    @functools.cached_property
+    def schema_store(self) -> SchemaStore:
+        """The schema registry's state: made when the registry or the console first asks."""
+        from .schema_registry.store import SchemaStore
+
+        return SchemaStore(self.logs)
 
     def _open_data_directory(self) -> tuple[Services, LoadReport]:
         """Load (and after a crash recover) every partition, then build what reads the
@@ -261,6 +277,8 @@ class Broker:
         _raise_open_file_limit()
         self.services, report = self._open_data_directory()
         if self.schema_registry is not None:
+            from .schema_registry.store import UnusableTopic
+
             # Before any client connects: `_schemas` is the registry's alone from the start.
             try:
                 self.schema_store.open()
@@ -470,6 +488,8 @@ class Broker:
 def _registry_access(access: AdminAccess) -> CallableAccess:
     """The schema registry signs in the broker's users and asks its authorizer, as the
     admin endpoint does (broker/schema_registry/access.py has the mapping)."""
+    from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
+
     principals: dict[str, Principal] = {}
 
     async def sign_in(authorization: str, peer: str) -> str | None:

@@ -70,6 +70,8 @@ class _SparseIndex:
 
     def _read_entries(self) -> bytes:
         size = os.fstat(self.fd).st_size
+        if size == 0:  # no entry yet (a segment shorter than log.index.interval.bytes)
+            return b""
         return _whole_entries(os.pread(self.fd, size, 0), self.ENTRY)
 
     def _write(self, *fields: int) -> None:

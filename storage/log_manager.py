@@ -163,10 +163,10 @@ class LogManager:
         start_offsets = read_checkpoint(os.path.join(self.data_dir, LOG_START_OFFSET_FILE))
         self._cleaned_up_to = read_checkpoint(os.path.join(self.data_dir, CLEANER_CHECKPOINT_FILE))
         by_topic: dict[str, list[tuple[int, str]]] = {}
-        for name in sorted(os.listdir(self.data_dir)):
-            path = os.path.join(self.data_dir, name)
-            if not os.path.isdir(path):
-                continue
+        # scandir: the listing says which entries are directories, without a stat of each.
+        with os.scandir(self.data_dir) as listing:
+            directories = sorted((entry.name, entry.path) for entry in listing if entry.is_dir())
+        for name, path in directories:
             if name.endswith("-delete"):
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
                 continue

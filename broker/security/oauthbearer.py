@@ -26,13 +26,15 @@ import os
 import threading
 import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
-from typing import Any, Callable
-
-import jwt
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..logging import get_logger
+
+# PyJWT is imported where signed tokens are checked (a listener with a JWKS), not by
+# every broker that starts.
+if TYPE_CHECKING:
+    import jwt
 
 log = get_logger("ottla.sasl")
 
@@ -128,10 +130,16 @@ class JwksKeys:
 
     @property
     def _path(self) -> str | None:
+        import urllib.request
+
         parts = urllib.parse.urlsplit(self._settings.jwks_url)
         return urllib.request.url2pathname(parts.path) if parts.scheme == "file" else None
 
     def _load(self) -> None:
+        import urllib.request
+
+        import jwt
+
         path = self._path
         if path is not None:
             info = os.stat(path)
@@ -206,6 +214,8 @@ class JwtValidator:
         self.keys = JwksKeys(settings)
 
     def validate(self, token: str) -> Token:
+        import jwt
+
         settings = self.settings
         try:
             header = jwt.get_unverified_header(token)

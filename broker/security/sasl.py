@@ -23,16 +23,16 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from scramp import ScramException, ScramMechanism
-from scramp.core import Nonce
-from scramp.utils import ServerError
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..logging import get_logger
 from .oauthbearer import INVALID_TOKEN, InvalidToken, JwtSettings
 from .oauthbearer import validate as validate_token
 from .security_config import PLAINTEXT, ListenerSecurity
+
+# scramp is imported by the first SCRAM exchange, not by every broker that starts.
+if TYPE_CHECKING:
+    from scramp import ScramMechanism
 
 ANONYMOUS = "ANONYMOUS"
 log = get_logger("ottla.sasl")
@@ -132,7 +132,16 @@ class PlainServer:
         return b""
 
 
-_MECHANISMS = {name: ScramMechanism(name) for name in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
+_MECHANISMS: dict[str, ScramMechanism] = {}
+
+
+def _scram_mechanism(name: str) -> ScramMechanism:
+    mechanism = _MECHANISMS.get(name)
+    if mechanism is None:
+        from scramp import ScramMechanism
+
+        mechanism = _MECHANISMS[name] = ScramMechanism(name)
+    return mechanism
 
 
 class ScramServer:
@@ -151,7 +160,7 @@ class ScramServer:
         # 18 random bytes, as long as Kafka's server nonce (130 bits in base 36) or so:
         # scramp's own default (64 hex digits) costs more to check, char by char, for
         # nothing an attacker could use.
-        self._exchange = _MECHANISMS[mechanism].make_server(self._auth_info, s_nonce=secrets.token_urlsafe(18))
+        self._exchange = _scram_mechanism(mechanism).make_server(self._auth_info, s_nonce=secrets.token_urlsafe(18))
         self._known = False
         self._state = "first"
         self.complete = False
@@ -166,6 +175,10 @@ class ScramServer:
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
     def step(self, token: bytes) -> bytes:
+        from scramp import ScramException
+        from scramp.core import Nonce
+        from scramp.utils import ServerError
+
         try:
             message = token.decode("utf-8")
         except UnicodeDecodeError:

@@ -20,10 +20,6 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.serialization import pkcs12
-
 from ..logging import get_logger
 from .security_config import SecurityConfigError, SslSettings
 
@@ -86,6 +82,10 @@ def server_context(settings: SslSettings) -> ssl.SSLContext:
 
 def _keystore(settings: SslSettings) -> tuple[bytes, bytes]:
     """The certificate chain and the unencrypted private key, both PEM."""
+    # cryptography, here and below: imported by a listener that has TLS, not by every broker.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     kind = settings.keystore_type
     if kind == "PEM":
         if settings.certificate_chain is not None:
@@ -115,6 +115,8 @@ def _keystore(settings: SslSettings) -> tuple[bytes, bytes]:
 
 
 def _unencrypted_key(pem: bytes, password: str | None) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     try:
         key = serialization.load_pem_private_key(_pem_key_block(pem), password.encode() if password else None)
     except (ValueError, TypeError) as exc:
@@ -132,6 +134,9 @@ def _pem_key_block(pem: bytes) -> bytes:
 
 def _truststore(settings: SslSettings) -> str | None:
     """The trusted certificates as PEM text; None for the system's own."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     if settings.truststore_certificates is not None:
         return settings.truststore_certificates
     if settings.truststore_location is None:
@@ -211,6 +216,8 @@ def parse_mapping_rules(text: str) -> tuple[_Rule, ...]:
 def certificate_principal(der: bytes, rules: tuple[_Rule, ...]) -> str | None:
     """The principal name of a client certificate (DER), or None when no rule maps it
     (Kafka refuses such a client)."""
+    from cryptography import x509
+
     subject = x509.load_der_x509_certificate(der).subject.rfc4514_string()
     for rule in rules:
         if rule.pattern is None:
