@@ -88,6 +88,7 @@ class Broker:
         self.connections = self.kafka_listeners.connections
         self.watchers = PartitionWatchers()
         self.logs = LogManager(config.data_dir, config.log, on_append=self._appended)
+        self.logs.sync_new_partitions = config.fsync
         # With --fsync, responses wait for an fsync shared by all recent writes.
         self.group_commit = GroupCommit(self.logs) if config.fsync else None
         self.metrics = Metrics()
