@@ -280,6 +280,11 @@ class PartitionLog:
                 verdict, duplicate = self.producer_state.check(header, self.log_end_offset)
                 if verdict is Verdict.DUPLICATE:
                     assert duplicate is not None
+                    if duplicate.last_offset >= self.flushed_offset and self.on_append is not None:
+                        # The original is written but maybe not yet fsynced (its own
+                        # request still waits for --fsync's group commit): reported as
+                        # a write, so that this acknowledgement waits for that fsync too.
+                        self.on_append(self.topic, self.partition)
                     return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate=True,
                                         timestamp=duplicate.timestamp)
         base_offset = self.log_end_offset
