@@ -140,7 +140,7 @@ class Broker:
             log.info("scram credentials added", users=[(user, mechanism) for user, mechanism, _ in self._add_scram])
         authorizer = Authorizer(data_dir, parse_super_users(config.super_users),
                                 config.allow_everyone_if_no_acl_found) if config.authorizer_class_name else None
-        markers = MarkerWriter(self.logs)
+        markers = MarkerWriter(self.logs, durable=config.fsync)
         producer_ids = ProducerIdAllocator(data_dir)
         transactions = TransactionCoordinator(
             self.logs, producer_ids, markers,
