@@ -88,7 +88,8 @@ class Broker:
         self.connections = self.kafka_listeners.connections
         self.watchers = PartitionWatchers()
         self.logs = LogManager(config.data_dir, config.log, on_append=self._appended)
-        self.logs.sync_new_partitions = config.fsync
+        self.logs.fsync_on_ack = config.fsync
+        self.logs.on_flushed = self.watchers.notify  # --fsync: records readable once fsynced
         # With --fsync, responses wait for an fsync shared by all recent writes.
         self.group_commit = GroupCommit(self.logs) if config.fsync else None
         self.metrics = Metrics()

@@ -80,6 +80,11 @@ class PartitionLog:
         # Called as on_append(topic, partition) after every write: the broker wakes
         # long-polling fetches with it.
         self.on_append: Callable[[str, int], None] | None = None
+        # --fsync (LogManager.fsync_on_ack): records become readable once fsynced, as
+        # Kafka's high watermark moves once the in-sync replicas have them; and
+        # on_flushed(topic, partition) is called when they do (waking long-polling fetches).
+        self.visible_when_flushed = False
+        self.on_flushed: Callable[[str, int], None] | None = None
         # Fault injection's disk (LogManager.set_write_check): called as
         # write_check(topic, partition) before every write; the OSError it raises fails
         # the write as the disk's own would, before a byte is written. None: no fault set.
@@ -257,6 +262,13 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
+        """The end of what consumers may read: the log end, or with --fsync the end of
+        what is fsynced. Readable before durable, a record a power loss then took could
+        have been consumed and its offset committed: the group would skip whatever is
+        written at that offset next, and an exactly-once pipeline would keep the output
+        of an input that is gone."""
+        if self.visible_when_flushed:
+            return max(min(self.flushed_offset, self.log_end_offset), self.log_start_offset)
         return self.log_end_offset
 
     @property
@@ -419,11 +431,14 @@ class PartitionLog:
     def mark_flushed(self, offset: int, directory_stamps: tuple[int, int] = (0, 0)) -> None:
         """After an fsync of `unflushed_files`: everything below `offset` is durable, and
         the directory entries as of `directory_stamps` (taken before the files were)."""
+        moved = offset > self.flushed_offset
         self.flushed_offset = max(self.flushed_offset, offset)
         self._directory_synced = max(self._directory_synced, directory_stamps[0])
         self._parent_synced = max(self._parent_synced, directory_stamps[1])
         self.unflushed_messages = 0
         self.last_flush_ms = time.time() * 1000
+        if moved and self.visible_when_flushed and self.on_flushed is not None:
+            self.on_flushed(self.topic, self.partition)
 
     # --- the head of the log --------------------------------------------------------------
 

@@ -128,8 +128,11 @@ class LogManager:
         self._checkpoints_taken = 0
         self._checkpoint_files_written = 0
         # --fsync: a new partition's directory, its partition.metadata and the data
-        # directory's entry for it are fsynced before CreateTopics answers.
-        self.sync_new_partitions = False
+        # directory's entry for it are fsynced before CreateTopics answers, and records
+        # are readable once fsynced (PartitionLog.high_watermark), whereupon
+        # on_flushed(topic, partition) is called.
+        self.fsync_on_ack = False
+        self.on_flushed: Callable[[str, int], None] | None = None
 
     # --- start-up ------------------------------------------------------------------------
 
@@ -182,8 +185,7 @@ class LogManager:
                                         log_start_offset=start_offsets.get(key, 0))
                 truncated += log.truncated_bytes
                 checked += log.checked_bytes
-                log.on_append = self.on_append
-                log.write_check = self.write_check
+                self._attach(log)
                 topic.partitions.append(log)
                 count += 1
             self._register(topic)
@@ -245,6 +247,12 @@ class LogManager:
             f.flush()
             os.fsync(f.fileno())
         replace_durably(path + ".tmp", path)
+
+    def _attach(self, log: PartitionLog) -> None:
+        log.on_append = self.on_append
+        log.write_check = self.write_check
+        log.visible_when_flushed = self.fsync_on_ack
+        log.on_flushed = self.on_flushed
 
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -315,16 +323,15 @@ class LogManager:
         for index in range(len(topic.partitions), len(topic.partitions) + how_many):
             path = os.path.join(self.data_dir, f"{topic.name}-{index}")
             log = PartitionLog.create(path, topic.name, index, topic.config)
-            log.on_append = self.on_append
-            log.write_check = self.write_check
+            self._attach(log)
             with open(os.path.join(path, PARTITION_METADATA_FILE), "w") as f:
                 f.write(f"version: 0\ntopic_id: {topic_id_text(topic.topic_id)}\n")
-                if self.sync_new_partitions:
+                if self.fsync_on_ack:
                     f.flush()
                     os.fsync(f.fileno())
             topic.partitions.append(log)
             created.append(path)
-        if self.sync_new_partitions and created:
+        if self.fsync_on_ack and created:
             # The topic id must survive with the partition (a new one after a power loss
             # would be another topic to clients that fetch by id). The segments' entries
             # are synced anyway by the first flush; the data directory once for all.

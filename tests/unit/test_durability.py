@@ -102,3 +102,25 @@ def test_a_duplicate_of_a_batch_not_yet_fsynced_waits_for_its_fsync(tmp_path):
     before = commit.generation
     assert log.append_batch(data, BatchHeader.parse(data)).duplicate
     assert commit.generation == before, "a duplicate of a flushed batch waits for nothing"
+
+
+async def test_with_fsync_records_are_readable_once_fsynced(tmp_path):
+    # With --fsync the high watermark is the fsynced offset, as Kafka's is the offset the
+    # in-sync replicas have: a record a power loss can still take is not served, so no
+    # consumer commits an offset past what survives. The flush wakes waiting fetches.
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.fsync_on_ack = True
+    woken: list[tuple[str, int]] = []
+    logs.on_flushed = lambda topic, partition: woken.append((topic, partition))
+    logs.load()
+    commit = GroupCommit(logs)
+    log = logs.create_topic("t", 1).partitions[0]
+    log.on_append = commit.appended
+    data = build_batch([encode_record(None, b"v")], timestamp=0)
+    log.append_batch(data, BatchHeader.parse(data))
+    unflushed = log.read(0, 1 << 20, read_committed=False, min_one=True)
+    assert (unflushed.records, unflushed.high_watermark, log.log_end_offset) == (None, 0, 1)
+    await commit.sync()
+    flushed = log.read(0, 1 << 20, read_committed=False, min_one=True)
+    assert flushed.records is not None and flushed.high_watermark == 1
+    assert woken == [("t", 0)]
