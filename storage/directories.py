@@ -27,6 +27,15 @@ def directory_changed() -> int:
     return next(_stamps)
 
 
+def open_or_create(path: str, flags: int) -> tuple[int, bool]:
+    """Open `path` (with `flags`), creating it empty if it is missing: (descriptor,
+    whether it was created). Opening an existing file costs the one call it did."""
+    try:
+        return os.open(path, flags), False
+    except FileNotFoundError:
+        return os.open(path, flags | os.O_CREAT, 0o644), True
+
+
 def fsync_directory(path: str) -> None:
     """Make the entries of directory `path` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

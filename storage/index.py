@@ -18,7 +18,7 @@ import struct
 from array import array
 from bisect import bisect_right
 
-from .directories import directory_changed
+from .directories import directory_changed, open_or_create
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -55,15 +55,15 @@ class _SparseIndex:
         # While recovery rebuilds the entries (start_rebuild), they are kept in memory
         # only, and finish_rebuild writes the file once.
         self.rebuilding = False
-        # When the file may have been created (see directories.py), 0 if never.
+        # When the file was created (see directories.py), 0 if it was there.
         self.directory_stamp = 0
         self._fd: int | None = self._open()
 
     def _open(self) -> int:
-        # Created empty if missing, as Kafka does. An empty file may be one just
-        # created: its directory entry is to be synced with the next flush.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        if os.fstat(fd).st_size == 0:
+        # Created empty if missing, as Kafka does; then its directory entry is to be
+        # synced with the next flush.
+        fd, created = open_or_create(self.path, os.O_RDWR | os.O_APPEND)
+        if created:
             self.directory_stamp = directory_changed()
         return fd
 
