@@ -593,9 +593,12 @@ class PartitionLog:
     def close(self) -> None:
         """Clean close: indexes written (the active segment's max timestamp as its time
         index's last entry, as a roll leaves it), producer state snapshotted at the log
-        end."""
+        end, and all of it flushed (with the snapshot's directory entry): the clean
+        shutdown marker written after it vouches for every file, and a power loss after
+        it must not take what it vouches for."""
         self.active.seal_time_index()
         self.producer_state.write_snapshot(self.log_end_offset)
+        self.flush()
         for segment in self.segments:
             segment.close()
 

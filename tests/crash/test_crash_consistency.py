@@ -31,3 +31,34 @@ def test_crash_states_keep_what_was_acknowledged(tmp_path, fsync):
     assert not report.violating, report.summary()
     if fsync:
         assert all(state.lost == 0 for state in report.states)
+
+
+def test_everything_before_the_clean_shutdown_marker_is_durable(tmp_path):
+    """A clean shutdown's marker tells the next start to trust every file unchecked: by
+    the time it is written, nothing before it may still be at the mercy of a power loss
+    (no write, truncation or name left unsynced). Seen failing with the active segment's
+    last time index entry and the shutdown snapshot written after the logs' flush."""
+    from ottla.broker.testing import BrokerProcess
+    from tests.clients import create_topic, idempotent_producer, produce_all
+
+    from .recording import CREATE, Baseline, Recording, read_ops, shim_environment
+
+    data_dir = str(tmp_path / "data")
+    broker = BrokerProcess(data_dir, {"fsync.on.ack": "false"})
+    broker.start()
+    create_topic(broker.bootstrap, "t", 2, {"segment.bytes": "4096"})
+    assert broker.stop() == 0
+    baseline = Baseline.take(data_dir)
+    log_path = str(tmp_path / "fs.log")
+    broker = BrokerProcess(data_dir, {"fsync.on.ack": "false"}, env=shim_environment(data_dir, log_path))
+    broker.start()
+    try:
+        produce_all(idempotent_producer(broker.bootstrap, **{"batch.size": 2000}),
+                    [("t", i % 2, None, b"v" * 100) for i in range(200)])
+    finally:
+        assert broker.stop() == 0, broker.log()[-2000:]
+    recording = Recording(baseline, read_ops(log_path))
+    markers = [i for i, op in enumerate(recording.ops) if op.kind == CREATE and op.name == ".kafka_cleanshutdown"]
+    assert len(markers) == 1, "one clean shutdown marker written"
+    undecided = [op for op in recording.undecided(markers[0] - 1)]
+    assert not undecided, "not durable when the marker was written:\n" + "\n".join(map(str, undecided[:20]))
