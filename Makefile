@@ -13,7 +13,7 @@ ADMIN_PORT ?= 9644
 # The built-in schema registry (Confluent's REST API), on 127.0.0.1.
 SCHEMA_REGISTRY_PORT ?= 8081
 
-.PHONY: run test conformance bench fuzz soak clean kafka spark-kafka avro lint
+.PHONY: run test conformance bench fuzz soak crash-soak clean kafka spark-kafka avro lint
 
 # The programs the tests run that pip does not install (kcat, chromium, a JDK, Maven,
 # Node.js, strace): each step that needs some installs Debian's packages of the missing
@@ -129,6 +129,14 @@ fuzz: $(VENV)/.installed-test
 # descriptors and produce latency (bench/soak.py).
 soak: $(VENV)/.installed-test
 	$(BIN)/python -m bench.soak
+
+# Power loss, simulated: the crash-consistency harness (tests/crash) over STATES crash
+# states of a recorded workload with --fsync, then a tenth as many in the default mode
+# (which reports what it loses). make test runs a few dozen.
+STATES ?= 2000
+crash-soak: $(VENV)/.installed-test
+	$(BIN)/python -m tests.crash --states $(STATES) --scale 2
+	$(BIN)/python -m tests.crash --states $$(( $(STATES) / 10 )) --scale 2 --no-fsync
 
 clean:
 	rm -rf $(VENV) build *.egg-info .cache

@@ -2,7 +2,8 @@
 
 By default, as in Kafka, an acknowledged batch is in the page cache: it survives the
 broker process dying (kill -9), not the machine losing power. With fsync on, a response
-is sent only after every partition written since the last fsync is on disk. Requests
+is sent only after every partition written since the last fsync is on disk, with the
+directory entries of its new files (storage/directories.py). Requests
 that arrive while an fsync runs wait for the next one, which covers all of them: many
 producers share one fsync instead of paying one each.
 
@@ -67,23 +68,24 @@ async def flush_in_background(logs: Iterable[PartitionLog]) -> None:
     (see the module's docstring) a group at a time, about FLUSH_GROUP_FILES of them:
     after a crash every partition is unflushed, and duplicating them all at once ran a
     broker with 10,000 partitions, or a low descriptor limit, out of descriptors."""
-    pending = [log for log in logs if log.flushed_offset < log.log_end_offset]
+    pending = [log for log in logs if log.flushed_offset < log.log_end_offset or log.directories_unsynced()]
     while pending:
-        work: list[tuple[PartitionLog, int]] = []
+        work: list[tuple[PartitionLog, int, tuple[int, int]]] = []
         fds: list[int] = []
         try:
             while pending and len(fds) < FLUSH_GROUP_FILES:
                 log = pending.pop()
                 end = log.log_end_offset
+                stamps = log.directory_stamps()
                 fds += log.unflushed_files()
-                work.append((log, end))
+                work.append((log, end, stamps))
         except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
         await asyncio.get_running_loop().run_in_executor(_FSYNC_THREAD, _fsync_all, fds)
-        for log, end in work:
-            log.mark_flushed(end)
+        for log, end, stamps in work:
+            log.mark_flushed(end, stamps)
 
 
 # Duplicated descriptors a flush holds at once (see flush_in_background).

@@ -95,6 +95,8 @@ class Broker:
         self.watchers = PartitionWatchers()
         self.logs = LogManager(config.data_dir, config.log, on_append=self._appended,
                                max_partitions=config.max_broker_partitions)
+        self.logs.fsync_on_ack = config.fsync
+        self.logs.on_flushed = self.watchers.notify  # --fsync: records readable once fsynced
         # With --fsync, responses wait for an fsync shared by all recent writes.
         self.group_commit = GroupCommit(self.logs) if config.fsync else None
         self.metrics = Metrics()
@@ -158,7 +160,7 @@ class Broker:
             log.info("scram credentials added", users=[(user, mechanism) for user, mechanism, _ in self._add_scram])
         authorizer = Authorizer(data_dir, parse_super_users(config.super_users),
                                 config.allow_everyone_if_no_acl_found) if config.authorizer_class_name else None
-        markers = MarkerWriter(self.logs)
+        markers = MarkerWriter(self.logs, durable=config.fsync)
         producer_ids = ProducerIdAllocator(data_dir)
         transactions = TransactionCoordinator(
             self.logs, producer_ids, markers,

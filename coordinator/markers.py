@@ -6,6 +6,13 @@ partition's log appends a control batch and closes the producer's open transacti
 there (moving its LSO; an abort also lands in the segment's .txnindex). Listeners (the
 group coordinator, for transactional offset commits in `__consumer_offsets`) hear of
 every marker written.
+
+With --fsync the markers are fsynced before `write` returns: the coordinator records a
+transaction complete (CompleteCommit) right after, and were that record to reach the
+disk without the markers, a power loss would leave the partitions' transaction open
+for good, its records never visible and the LSO stuck, while the coordinator holds it
+done. Kafka gets the same order from replication (Complete* follows the markers'
+acknowledgement by every in-sync replica); on one node, fsync is that acknowledgement.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ MarkerListener = Callable[[str, int, int, bool], None]  # topic, partition, prod
 
 
 class MarkerWriter:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, durable: bool = False) -> None:
         self.logs = logs
         self.listeners: list[MarkerListener] = []
+        self.durable = durable  # --fsync: markers fsynced before write returns
 
     def write(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
               partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
@@ -35,6 +43,11 @@ class MarkerWriter:
                 continue
             try:
                 log.append_marker(producer_id, producer_epoch, marker)
+                if self.durable:
+                    log.flush()
+            except OSError:  # the flush: the marker is in, but not for sure
+                results[(topic, partition)] = ErrorCode.kafka_storage_error
+                continue
             except KafkaError as exc:
                 results[(topic, partition)] = exc.code
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.directories import replace_durably
 
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
@@ -41,7 +42,9 @@ class ProducerIdAllocator:
                 f.write(f"{end}\n")
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            # The directory too: were the rename lost to a power loss, the old block's
+            # end would come back and its ids be handed out again.
+            replace_durably(tmp, self.path)
         except OSError as exc:
             raise KafkaError(ErrorCode.coordinator_load_in_progress,
                              f"no producer id block: it could not be written ({exc})") from exc

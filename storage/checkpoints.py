@@ -8,13 +8,17 @@ Text, in Kafka's layout:
     orders 0 1500     <- topic, partition, offset
     orders 1 1420
 
-Written to a temporary file and renamed over the old one, so a crash leaves either the
-old or the new checkpoint, never half of one.
+Written to a temporary file, fsynced and renamed over the old one, and the directory
+fsynced (as Kafka's CheckpointFile does), so a crash leaves either the old or the new
+checkpoint, never half of one, and once written a power loss does not bring the old
+one back (an older log start offset would bring deleted records back).
 """
 
 from __future__ import annotations
 
 import os
+
+from .directories import replace_durably
 
 VERSION = 0
 
@@ -31,7 +35,7 @@ def write_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> None:
         f.write("\n".join(lines) + "\n")
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_durably(tmp, path)
 
 
 def read_checkpoint(path: str) -> dict[tuple[str, int], int]:

@@ -33,6 +33,7 @@ from typing import Iterator
 from ottla.protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, build_batch, encode_record, iter_records
 from ottla.protocol.compression import EXPANSION_LIMIT
 
+from .directories import directory_changed, fsync_directory
 from .log import PartitionLog
 from .segment import CLEANED, SEGMENT_FILE_KINDS, SWAP, LogSegment
 from .txn_index import AbortedTxn
@@ -142,6 +143,10 @@ def clean(p: CleanPlan) -> list[LogSegment]:
             if os.path.exists(path + CLEANED):
                 os.replace(path + CLEANED, path + SWAP)
         cleaned.append(target)
+    if p.segments:
+        # The .swap names durable before the swap deletes or replaces any original:
+        # after a power loss start-up finds each copy either swapped in or as .swap.
+        fsync_directory(p.segments[0].directory)
     return cleaned
 
 
@@ -201,6 +206,7 @@ def swap(log: PartitionLog, p: CleanPlan, cleaned: list[LogSegment]) -> bool:
         replacement = LogSegment(original.directory, original.base_offset)
         replacement.load_state()
         log.replace_segment(original, replacement)
+    log.directory_stamp = directory_changed()  # the renames: synced by the next flush
     log.forget_read_positions()
     return True
 

@@ -18,6 +18,8 @@ import struct
 from array import array
 from bisect import bisect_right
 
+from .directories import directory_changed, open_or_create
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -53,14 +55,23 @@ class _SparseIndex:
         # While recovery rebuilds the entries (start_rebuild), they are kept in memory
         # only, and finish_rebuild writes the file once.
         self.rebuilding = False
-        # Created empty if missing, as Kafka does.
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # When the file was created (see directories.py), 0 if it was there.
+        self.directory_stamp = 0
+        self._fd: int | None = self._open()
+
+    def _open(self) -> int:
+        # Created empty if missing, as Kafka does; then its directory entry is to be
+        # synced with the next flush.
+        fd, created = open_or_create(self.path, os.O_RDWR | os.O_APPEND)
+        if created:
+            self.directory_stamp = directory_changed()
+        return fd
 
     @property
     def fd(self) -> int:
         """The file's descriptor, reopened if its segment let go of it (open_files.py)."""
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = self._open()
         return self._fd
 
     def release(self) -> None:

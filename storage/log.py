@@ -26,6 +26,7 @@ from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, pars
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 
+from .directories import directory_changed, open_directory
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict
 from .segment import LogSegment, ReadSlice, recover_interrupted_cleaning, segment_file_name
@@ -79,6 +80,11 @@ class PartitionLog:
         # Called as on_append(topic, partition) after every write: the broker wakes
         # long-polling fetches with it.
         self.on_append: Callable[[str, int], None] | None = None
+        # --fsync (LogManager.fsync_on_ack): records become readable once fsynced, as
+        # Kafka's high watermark moves once the in-sync replicas have them; and
+        # on_flushed(topic, partition) is called when they do (waking long-polling fetches).
+        self.visible_when_flushed = False
+        self.on_flushed: Callable[[str, int], None] | None = None
         # Fault injection's disk (LogManager.set_write_check): called as
         # write_check(topic, partition) before every write; the OSError it raises fails
         # the write as the disk's own would, before a byte is written. None: no fault set.
@@ -89,6 +95,14 @@ class PartitionLog:
         self.flushed_offset = 0
         self.unflushed_messages = 0
         self.last_flush_ms = time.time() * 1000
+        # Changes to directory entries (directories.py): of this partition's directory
+        # (segments deleted or swapped; its files' own stamps are asked of them) and of
+        # the data directory holding it (the partition's directory created), and the
+        # stamps the last flush made durable.
+        self.directory_stamp = 0
+        self.parent_stamp = 0
+        self._directory_synced = 0
+        self._parent_synced = 0
         self._read_positions: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
 
     # --- opening -------------------------------------------------------------------------
@@ -97,6 +111,7 @@ class PartitionLog:
     def create(cls, directory: str, topic: str, partition: int, config: LogConfig) -> "PartitionLog":
         os.makedirs(directory, exist_ok=True)
         log = cls(directory, topic, partition, config)
+        log.parent_stamp = directory_changed()
         log.segments = [LogSegment(directory, 0)]
         return log
 
@@ -247,6 +262,13 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
+        """The end of what consumers may read: the log end, or with --fsync the end of
+        what is fsynced. Readable before durable, a record a power loss then took could
+        have been consumed and its offset committed: the group would skip whatever is
+        written at that offset next, and an exactly-once pipeline would keep the output
+        of an input that is gone."""
+        if self.visible_when_flushed:
+            return max(min(self.flushed_offset, self.log_end_offset), self.log_start_offset)
         return self.log_end_offset
 
     @property
@@ -270,6 +292,11 @@ class PartitionLog:
                 verdict, duplicate = self.producer_state.check(header, self.log_end_offset)
                 if verdict is Verdict.DUPLICATE:
                     assert duplicate is not None
+                    if duplicate.last_offset >= self.flushed_offset and self.on_append is not None:
+                        # The original is written but maybe not yet fsynced (its own
+                        # request still waits for --fsync's group commit): reported as
+                        # a write, so that this acknowledgement waits for that fsync too.
+                        self.on_append(self.topic, self.partition)
                     return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate=True,
                                         timestamp=duplicate.timestamp)
         base_offset = self.log_end_offset
@@ -350,17 +377,40 @@ class PartitionLog:
 
     # --- durability ------------------------------------------------------------------------
 
+    def directory_stamps(self) -> tuple[int, int]:
+        """The latest changes to (this partition's directory, the data directory's entry
+        for it), for `mark_flushed` once a flush of `unflushed_files` has synced them.
+        Files are created only in the unflushed segments (the active one, or one
+        recovery checks), so only those are asked."""
+        first = max(self._segment_index(self.flushed_offset), 0)
+        stamp = max(self.directory_stamp, self.producer_state.directory_stamp)
+        for segment in self._segments[first:]:
+            stamp = max(stamp, segment.directory_stamp)
+        return stamp, self.parent_stamp
+
+    def directories_unsynced(self) -> bool:
+        own, parent = self.directory_stamps()
+        return own > self._directory_synced or parent > self._parent_synced
+
     def unflushed_files(self) -> list[int]:
         """Descriptors (duplicated: the caller closes them) of every file written since the
-        last flush, for an fsync that may run in another thread."""
+        last flush, for an fsync that may run in another thread; and of the partition's
+        directory if an entry in it changed since (a new segment: its fsynced data is
+        lost with its name), and of the data directory if the partition's is new. Kafka
+        syncs the directory in the same way after new segments (LocalLog.flush)."""
         fds: list[int] = []
         # Segments are flushed oldest first, so the unflushed ones are a suffix: the one
         # holding the recovery point and every later one.
         first = max(self._segment_index(self.flushed_offset), 0)
+        own, parent = self.directory_stamps()
         try:
             for segment in self._segments[first:]:
                 for fd in segment.file_descriptors():
                     fds.append(os.dup(fd))
+            if own > self._directory_synced:
+                fds.append(open_directory(self.directory))
+            if parent > self._parent_synced:
+                fds.append(open_directory(os.path.dirname(self.directory)))
         except OSError:
             for fd in fds:
                 os.close(fd)
@@ -370,17 +420,25 @@ class PartitionLog:
     def flush(self) -> None:
         """fsync what was written since the last flush and move the recovery point."""
         end = self.log_end_offset
+        stamps = self.directory_stamps()
         for fd in self.unflushed_files():
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        self.mark_flushed(end)
+        self.mark_flushed(end, stamps)
 
-    def mark_flushed(self, offset: int) -> None:
+    def mark_flushed(self, offset: int, directory_stamps: tuple[int, int] = (0, 0)) -> None:
+        """After an fsync of `unflushed_files`: everything below `offset` is durable, and
+        the directory entries as of `directory_stamps` (taken before the files were)."""
+        moved = offset > self.flushed_offset
         self.flushed_offset = max(self.flushed_offset, offset)
+        self._directory_synced = max(self._directory_synced, directory_stamps[0])
+        self._parent_synced = max(self._parent_synced, directory_stamps[1])
         self.unflushed_messages = 0
         self.last_flush_ms = time.time() * 1000
+        if moved and self.visible_when_flushed and self.on_flushed is not None:
+            self.on_flushed(self.topic, self.partition)
 
     # --- the head of the log --------------------------------------------------------------
 
@@ -392,6 +450,7 @@ class PartitionLog:
         assert segments == self.segments[: len(segments)] and len(segments) < len(self.segments)
         for segment in segments:
             segment.delete()
+        self.directory_stamp = directory_changed()
         del self._segments[: len(segments)]
         del self._base_offsets[: len(segments)]
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
@@ -534,9 +593,12 @@ class PartitionLog:
     def close(self) -> None:
         """Clean close: indexes written (the active segment's max timestamp as its time
         index's last entry, as a roll leaves it), producer state snapshotted at the log
-        end."""
+        end, and all of it flushed (with the snapshot's directory entry): the clean
+        shutdown marker written after it vouches for every file, and a power loss after
+        it must not take what it vouches for."""
         self.active.seal_time_index()
         self.producer_state.write_snapshot(self.log_end_offset)
+        self.flush()
         for segment in self.segments:
             segment.close()
 

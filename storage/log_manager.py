@@ -37,6 +37,7 @@ from .checkpoints import (
     write_checkpoint,
 )
 from .compaction import CleanPlan
+from .directories import fsync_directory, replace_durably
 from .log import PartitionLog
 from .log_config import LogConfig
 from .open_files import OPEN_FILES, budget_from_limit
@@ -134,6 +135,12 @@ class LogManager:
         self._checkpoint_files_lock = threading.Lock()
         self._checkpoints_taken = 0
         self._checkpoint_files_written = 0
+        # --fsync: a new partition's directory, its partition.metadata and the data
+        # directory's entry for it are fsynced before CreateTopics answers, and records
+        # are readable once fsynced (PartitionLog.high_watermark), whereupon
+        # on_flushed(topic, partition) is called.
+        self.fsync_on_ack = False
+        self.on_flushed: Callable[[str, int], None] | None = None
 
     # --- start-up ------------------------------------------------------------------------
 
@@ -148,7 +155,9 @@ class LogManager:
         # The process's descriptor limit is known now (the broker raises it first): no
         # more segments keep their files open than it allows, however many are on disk.
         OPEN_FILES.budget = budget_from_limit()
-        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+        if not os.path.isdir(self.data_dir):
+            os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+            fsync_directory(os.path.dirname(self.data_dir))  # as Kafka's LogManager does
         # A directory Ottla has never started on (no meta.properties yet) holds nothing to
         # recover: its first start is as clean as one after a clean shutdown.
         first_start = not os.path.exists(os.path.join(self.data_dir, META_FILE))
@@ -190,8 +199,7 @@ class LogManager:
                                         log_start_offset=start_offsets.get(key, 0))
                 truncated += log.truncated_bytes
                 checked += log.checked_bytes
-                log.on_append = self.on_append
-                log.write_check = self.write_check
+                self._attach(log)
                 topic.partitions.append(log)
                 count += 1
             self._register(topic)
@@ -203,6 +211,9 @@ class LogManager:
         # From here on the files are being written again: a crash is no longer clean.
         if os.path.exists(marker):
             os.unlink(marker)
+            # For good: a marker a power loss brought back would have the next start
+            # trust torn files unchecked.
+            fsync_directory(self.data_dir)
         return LoadReport(count, clean, truncated, checked, time.monotonic() - started)
 
     def _load_meta(self) -> None:
@@ -218,7 +229,9 @@ class LogManager:
             props = {"version": "1", "cluster.id": topic_id_text(uuid.uuid4()), "node.id": str(self.node_id)}
             with open(path + ".tmp", "w") as f:
                 f.write("".join(f"{k}={v}\n" for k, v in props.items()))
-            os.replace(path + ".tmp", path)
+                f.flush()
+                os.fsync(f.fileno())
+            replace_durably(path + ".tmp", path)
         self.cluster_id = props["cluster.id"]
         self.node_id = int(props.get("node.id", self.node_id))
 
@@ -247,7 +260,13 @@ class LogManager:
             json.dump({t.name: t.configs for t in self.topics.values() if t.configs}, f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
+        replace_durably(path + ".tmp", path)
+
+    def _attach(self, log: PartitionLog) -> None:
+        log.on_append = self.on_append
+        log.write_check = self.write_check
+        log.visible_when_flushed = self.fsync_on_ack
+        log.on_flushed = self.on_flushed
 
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -328,14 +347,25 @@ class LogManager:
         return topic
 
     def _add_partition_logs(self, topic: Topic, how_many: int) -> None:
+        created = []
         for index in range(len(topic.partitions), len(topic.partitions) + how_many):
             path = os.path.join(self.data_dir, f"{topic.name}-{index}")
             log = PartitionLog.create(path, topic.name, index, topic.config)
-            log.on_append = self.on_append
-            log.write_check = self.write_check
+            self._attach(log)
             with open(os.path.join(path, PARTITION_METADATA_FILE), "w") as f:
                 f.write(f"version: 0\ntopic_id: {topic_id_text(topic.topic_id)}\n")
+                if self.fsync_on_ack:
+                    f.flush()
+                    os.fsync(f.fileno())
             topic.partitions.append(log)
+            created.append(path)
+        if self.fsync_on_ack and created:
+            # The topic id must survive with the partition (a new one after a power loss
+            # would be another topic to clients that fetch by id). The segments' entries
+            # are synced anyway by the first flush; the data directory once for all.
+            for path in created:
+                fsync_directory(path)
+            fsync_directory(self.data_dir)
 
     def delete_topic(self, name: str) -> Topic:
         topic = self.topics.pop(name, None)
@@ -344,12 +374,16 @@ class LogManager:
         self._topics_by_id.pop(topic.topic_id, None)
         if topic.configs:
             self._save_topic_configs()
+        doomed = []
         for log in topic.partitions:
             log.close_files()
             # Renamed first, as Kafka does, so a crash mid-delete never resurrects it.
-            doomed = f"{log.directory}.{uuid.uuid4().hex}-delete"
-            os.rename(log.directory, doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
+            doomed.append(f"{log.directory}.{uuid.uuid4().hex}-delete")
+            os.rename(log.directory, doomed[-1])
+        if doomed:
+            fsync_directory(self.data_dir)  # the renames, once for all (nor a power loss)
+        for path in doomed:
+            shutil.rmtree(path, ignore_errors=True)
         return topic
 
     def set_default_config(self, config: LogConfig) -> None:
@@ -476,8 +510,7 @@ class LogManager:
         """Clean shutdown: indexes and snapshots written, checkpoints at the log ends, and
         the marker that lets the next start skip recovery."""
         for log in self.all_partitions():
-            log.flush()  # (the recovery point is now the log end)
-            log.close()
+            log.close()  # flushed: the recovery point is now the log end
         self.write_checkpoints()
         with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "w"):
             pass

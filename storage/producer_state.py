@@ -41,6 +41,8 @@ import crc32c
 from ottla.protocol.batch import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from ottla.protocol.errors import ErrorCode, KafkaError
 
+from .directories import directory_changed
+
 BATCHES_TO_KEEP = 5
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -99,6 +101,8 @@ class ProducerStateManager:
         self.ongoing_txns: dict[int, int] = {}
         # Whether anything changed since the last snapshot.
         self.changed = False
+        # When a snapshot file was last created or deleted (directories.py).
+        self.directory_stamp = 0
 
     # --- the append path -----------------------------------------------------------------
 
@@ -288,6 +292,9 @@ class ProducerStateManager:
                 os.unlink(self.snapshot_path(old))
             except FileNotFoundError:
                 pass  # the other writer took it first
+        # The rename and the deletions reach the disk with the partition's next flush:
+        # until then a power loss may bring back the older snapshots or lose the new one.
+        self.directory_stamp = directory_changed()
 
     def load_snapshot(self, max_offset: int, names: list[str] | None = None) -> int | None:
         """Load the newest valid snapshot at or below `max_offset`. Newer ones (from a log
@@ -297,6 +304,7 @@ class ProducerStateManager:
             path = self.snapshot_path(offset)
             if offset > max_offset:
                 os.unlink(path)
+                self.directory_stamp = directory_changed()
                 continue
             # Read with os calls: a buffered file object costs five more system calls, once
             # per partition at start-up. A short read fails the checksum like a torn file.
@@ -320,6 +328,7 @@ class ProducerStateManager:
     def delete_snapshots(self) -> None:
         for offset in self.snapshot_offsets():
             os.unlink(self.snapshot_path(offset))
+            self.directory_stamp = directory_changed()
 
 
 def _parse_snapshot(data: bytes) -> list[ProducerEntry] | None:

@@ -26,6 +26,7 @@ from ottla.protocol.batch import (
     compute_crc,
 )
 
+from .directories import directory_changed, open_or_create
 from .index import OffsetIndex, TimeIndex
 from .open_files import OPEN_FILES
 from .txn_index import TransactionIndex
@@ -103,8 +104,11 @@ class LogSegment:
         # are closed when it is least recently used, and reopened on use); a compacted
         # copy being built is written by one pass and closed, outside the budget.
         self._pooled = suffix == ""
-        self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd: int | None
+        self._fd, created = open_or_create(self.log_path, os.O_RDWR | os.O_APPEND)
         self.size = os.fstat(self._fd).st_size
+        # A new segment's directory entries are synced by the next flush (directories.py).
+        self._created_stamp = directory_changed() if created else 0
         self.offset_index = OffsetIndex(path(".index"), base_offset)
         self._time_index_path = path(".timeindex")
         self._time_index: TimeIndex | None = None  # read on first use: see `time_index`
@@ -229,6 +233,14 @@ class LogSegment:
 
     def fsync(self) -> None:
         os.fsync(self.fd)
+
+    @property
+    def directory_stamp(self) -> int:
+        """When a file of this segment was last created: 0 if all were there."""
+        stamp = max(self._created_stamp, self.offset_index.directory_stamp, self.txn_index.directory_stamp)
+        if self._time_index is not None:
+            stamp = max(stamp, self._time_index.directory_stamp)
+        return stamp
 
     def file_descriptors(self) -> list[int]:
         """The open files of the segment: the log and its indexes (not a time index

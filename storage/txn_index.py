@@ -11,6 +11,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from .directories import directory_changed, open_or_create
+
 _ENTRY = struct.Struct(">hqqqq")
 VERSION = 0
 
@@ -31,6 +33,7 @@ class TransactionIndex:
         """`exists` False: the caller knows the file is absent (not looked for)."""
         self.path = path
         self.fd: int | None = None
+        self.directory_stamp = 0  # when the file was created (directories.py)
         self.entries: list[AbortedTxn] = []
         if exists:
             try:
@@ -40,7 +43,12 @@ class TransactionIndex:
 
     def _file(self) -> int:
         if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self.fd, created = open_or_create(self.path, os.O_RDWR | os.O_APPEND)
+            if created:
+                # The first ABORT of the segment: a flush must sync the directory too,
+                # or a power loss takes the file with its entries while the marker,
+                # behind the recovery point, is never re-indexed.
+                self.directory_stamp = directory_changed()
             # A crash mid-write leaves a torn last entry (read past when loading): cut
             # it off, or the entries appended next would be read askew.
             size = os.fstat(self.fd).st_size

@@ -174,7 +174,10 @@ def test_with_fsync_a_produce_is_acknowledged_only_after_its_segments_are_fsynce
     Checked by breaking it: with `os.fsync(fd)` in broker/durability.py's _fsync_all
     replaced by `pass` the fsync case fails (no fsync before the response), and with
     dispatch's `await group_commit.sync()` removed it fails too (the response leaves
-    before the fsync)."""
+    before the fsync). The partitions' directories (holding the new segments' names)
+    and the data directory (holding the partitions') are fsynced before the first
+    response too, as Kafka 4.3.1 does: with `fsync_directory` in storage/directories.py
+    made to do nothing, the fsync case fails (no directory fsync)."""
     trace_path = str(tmp_path / "broker.strace")
     broker = _TracedBroker(str(tmp_path / "data"), trace_path, {
         "fsync.on.ack": str(fsync).lower(), "log.flush.offset.checkpoint.interval.ms": "3600000"})
@@ -214,6 +217,12 @@ def test_with_fsync_a_produce_is_acknowledged_only_after_its_segments_are_fsynce
                   if event == "done" and name in ("fsync", "fdatasync") and target in segments}
         if fsync:
             assert synced == segments, f"response sent before fsync of {sorted(segments - synced)}"
+            if begin == 0:
+                directories = {os.path.dirname(path) for path in segments} | {broker.data_dir}
+                synced_directories = {target for event, name, target in events[:answered]
+                                      if event == "done" and name == "fsync" and target in directories}
+                assert synced_directories == directories, \
+                    f"first response before an fsync of {sorted(directories - synced_directories)}"
         else:
             assert not synced, f"without --fsync, no fsync before the response: {synced}"
         begin = answered + 1

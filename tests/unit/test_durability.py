@@ -81,3 +81,46 @@ def test_a_checkpoint_for_some_partitions_snapshots_only_those(tmp_path):
     assert os.path.exists(os.path.join(changed.directory, f"{5:020d}.snapshot")) and not changed.producer_state.changed
     assert not any(name.endswith(".snapshot") for name in os.listdir(other.directory)) and other.producer_state.changed
     assert read_checkpoint(str(tmp_path / LOG_START_OFFSET_FILE)) == {("t", 0): 3, ("t", 1): 0}
+
+
+def test_a_duplicate_of_a_batch_not_yet_fsynced_waits_for_its_fsync(tmp_path):
+    # A producer's retry of a batch whose first request still waits for --fsync's group
+    # commit is answered as a duplicate: it must wait for the same fsync, not be
+    # acknowledged at once. Its append counts as a write to the group commit (the
+    # dispatcher waits when the count moves) until the original is flushed.
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    commit = GroupCommit(logs)
+    log = logs.create_topic("t", 1).partitions[0]
+    log.on_append = commit.appended
+    data = build_batch([encode_record(None, b"v")], timestamp=0, producer_id=7, producer_epoch=0, base_sequence=0)
+    log.append_batch(data, BatchHeader.parse(data))
+    before = commit.generation
+    assert log.append_batch(data, BatchHeader.parse(data)).duplicate
+    assert commit.generation > before, "the duplicate of an unflushed batch was not made to wait"
+    log.flush()
+    before = commit.generation
+    assert log.append_batch(data, BatchHeader.parse(data)).duplicate
+    assert commit.generation == before, "a duplicate of a flushed batch waits for nothing"
+
+
+async def test_with_fsync_records_are_readable_once_fsynced(tmp_path):
+    # With --fsync the high watermark is the fsynced offset, as Kafka's is the offset the
+    # in-sync replicas have: a record a power loss can still take is not served, so no
+    # consumer commits an offset past what survives. The flush wakes waiting fetches.
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.fsync_on_ack = True
+    woken: list[tuple[str, int]] = []
+    logs.on_flushed = lambda topic, partition: woken.append((topic, partition))
+    logs.load()
+    commit = GroupCommit(logs)
+    log = logs.create_topic("t", 1).partitions[0]
+    log.on_append = commit.appended
+    data = build_batch([encode_record(None, b"v")], timestamp=0)
+    log.append_batch(data, BatchHeader.parse(data))
+    unflushed = log.read(0, 1 << 20, read_committed=False, min_one=True)
+    assert (unflushed.records, unflushed.high_watermark, log.log_end_offset) == (None, 0, 1)
+    await commit.sync()
+    flushed = log.read(0, 1 << 20, read_committed=False, min_one=True)
+    assert flushed.records is not None and flushed.high_watermark == 1
+    assert woken == [("t", 0)]

@@ -1,0 +1,178 @@
+"""The crash-consistency harness: record a workload, build crash states, check each.
+
+    python -m tests.crash --states 2000            # make crash-soak: thousands of states
+    python -m tests.crash --states 40 --no-fsync   # the default mode: what it may lose
+
+`make test` runs a bounded share (tests/crash/test_crash_consistency.py).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ottla.broker.testing import BrokerProcess
+
+from . import workload
+from .recording import (
+    TRUNCATE,
+    WRITE,
+    Baseline,
+    Chooser,
+    Op,
+    Recording,
+    keep_at_random,
+    keep_data_not_names,
+    keep_everything,
+    keep_names_not_data,
+    keep_nothing,
+    read_ops,
+    shim_environment,
+)
+
+
+@dataclass
+class Recorded:
+    recording: Recording
+    acks: workload.Acks
+    properties: dict[str, str]
+    fsync: bool
+
+
+def record(workdir: str, fsync: bool, scale: int = 1) -> Recorded:
+    """Prepare a data directory (topics, a clean shutdown), then run the workload
+    against a broker on it with every file operation recorded, and kill it."""
+    properties = dict(workload.BROKER_PROPERTIES, **{"fsync.on.ack": "true" if fsync else "false"})
+    data_dir = os.path.join(workdir, "recorded")
+    broker = BrokerProcess(data_dir, properties)
+    broker.start()
+    try:
+        workload.prepare(broker)
+    finally:
+        assert broker.stop() == 0, broker.log()[-2000:]
+    baseline = Baseline.take(data_dir)
+    log_path = os.path.join(workdir, "fs.log")
+    broker = BrokerProcess(data_dir, properties, env=shim_environment(data_dir, log_path))
+    broker.start()
+    try:
+        acks = workload.run(broker.bootstrap, scale)
+    finally:
+        broker.kill()
+    return Recorded(Recording(baseline, read_ops(log_path)), acks, properties, fsync)
+
+
+# The crash states' kinds: which operations not yet durable each keeps. "one-file" is
+# made per state (see one_file).
+def choosers(rng: random.Random) -> list[tuple[str, Chooser | None]]:
+    return [("only-durable", keep_nothing), ("one-file", None), ("names-not-data", keep_names_not_data),
+            ("random", keep_at_random(rng)), ("data-not-names", keep_data_not_names), ("one-file", None),
+            ("random", keep_at_random(rng)), ("all", keep_everything)]
+
+
+def one_file(recording: Recording, cut: int, rng: random.Random) -> Chooser:
+    """Everything not yet durable of one file (its bytes) or one directory (its
+    entries), picked at random, and nothing else: the disk wrote back that one and no
+    other, which is how one file's state gets ahead of another's it depends on (a
+    coordinator's record of a transaction complete, without its markers)."""
+    targets = sorted({op.file if op.kind in (WRITE, TRUNCATE) else op.dir for op in recording.undecided(cut)})
+    if not targets:
+        return keep_nothing
+    target = rng.choice(targets)
+
+    def choose(op: Op) -> int | None:
+        if op.kind in (WRITE, TRUNCATE):
+            return op.length if op.kind == WRITE and op.file == target else 0 if op.file == target else None
+        return 0 if op.dir == target or op.dir2 == target else None
+
+    return choose
+
+
+@dataclass
+class StateResult:
+    cut: int
+    crash_ns: int
+    kind: str
+    undecided: int
+    violations: list[str]
+    lost: int
+
+
+@dataclass
+class Report:
+    fsync: bool
+    ops: int
+    acks: int
+    states: list[StateResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def violating(self) -> list[StateResult]:
+        return [s for s in self.states if s.violations]
+
+    def summary(self) -> str:
+        lost = [s.lost for s in self.states]
+        lines = [f"{'--fsync' if self.fsync else 'default mode'}: {self.ops} operations recorded, "
+                 f"{self.acks} acknowledgements, {len(self.states)} crash states in {self.seconds:.0f} s, "
+                 f"{len(self.violating)} with violations; acknowledged records lost per state: "
+                 f"max {max(lost, default=0)}, total {sum(lost)}"]
+        for state in self.violating[:10]:
+            lines.append(f"  cut #{state.cut} ({state.kind}, {state.undecided} undecided operations): "
+                         + "; ".join(state.violations[:5]))
+        return "\n".join(lines)
+
+
+def cuts(recorded: Recorded, count: int, rng: random.Random) -> list[int]:
+    """`count` crash moments (CLOCK_MONOTONIC times), half right after acknowledgements
+    (where the most must hold), half right after an operation anywhere (mid-flush,
+    mid-roll, mid-checkpoint: where the most is undecided)."""
+    times = recorded.acks.times()
+    ops = recorded.recording.ops
+    chosen = rng.sample(times, min((count + 1) // 2, len(times)))
+    while len(chosen) < count:
+        chosen.append(ops[rng.randrange(len(ops))].time_ns)
+    return sorted(chosen)
+
+
+def explore(recorded: Recorded, workdir: str, count: int, seed: int = 1,
+            progress: Callable[[StateResult], None] | None = None) -> Report:
+    rng = random.Random(seed)
+    kinds = choosers(rng)
+    started = time.monotonic()
+    report = Report(recorded.fsync, len(recorded.recording.ops), len(recorded.acks.times()))
+    for i, crash_ns in enumerate(cuts(recorded, count, rng)):
+        kind, chosen = kinds[i % len(kinds)]
+        recording = recorded.recording
+        cut = recording.cut_at_time(crash_ns)
+        chooser = chosen if chosen is not None else one_file(recording, cut, rng)
+        decisions: list[tuple[Op, int | None]] = []
+        state = recording.crash_state(cut, chooser, decisions)
+        path = os.path.join(workdir, f"state-{i}")
+        shutil.rmtree(path, ignore_errors=True)
+        state.materialize(path)
+        found = workload.check(path, recorded.acks, crash_ns, recorded.properties,
+                               require_acknowledged=recorded.fsync)
+        result = StateResult(recording.ops[cut].seq if cut >= 0 else 0, crash_ns, kind,
+                             len(recording.undecided(cut)), found.violations, found.lost)
+        report.states.append(result)
+        if progress is not None:
+            progress(result)
+        if found.violations:
+            # Kept for a look: the state as the crash left it (the checked copy has been
+            # recovered), and what was undecided at the cut and whether it was kept.
+            state.materialize(path + "-as-crashed")
+            with open(path + ".ops.txt", "w") as f:
+                f.write(f"{kind} crash after #{result.cut}: " + "; ".join(found.violations) + "\n")
+                for op, kept in decisions:
+                    f.write(f"{'lost' if kept is None else f'kept {kept} bytes of' if op.kind == WRITE else 'kept'}"
+                            f" {op}\n")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            with_log = path + ".broker.log"
+            if os.path.exists(with_log):
+                os.unlink(with_log)
+    report.seconds = time.monotonic() - started
+    return report
