@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from .ci_loop import ci_loop_lines, run_ci_loop
 from .client import WORKLOADS, Workload
@@ -46,12 +46,25 @@ from .coordinator_load import coordinator_load_lines, run_coordinator_load
 from .many_clients import many_clients_lines, run_many_clients
 from .many_partitions import many_partitions_lines, run_many_partitions
 from .peers import CONTROL, KAFKA, Ottla, Peer, baseline_peer, cpu_halves, peak_resident, peers, reset_peak_resident
-from .report import (OTTLA, RUN_HEADING, Run, machine_lines, memory_lines, ottla_revision, per_round_lines,
-                     scale_lines, tables, targets_record, targets_table, write_results)
-from .scale import GIB, free_disk_problem, run_scale
+from .report import (
+    OTTLA,
+    RUN_HEADING,
+    Run,
+    machine_lines,
+    memory_lines,
+    ottla_revision,
+    per_round_lines,
+    scale_lines,
+    tables,
+    targets_record,
+    targets_table,
+    write_results,
+)
 from .round_trips import SESSIONS, round_trip_lines, run_round_trips
+from .scale import GIB, free_disk_problem, run_scale
 from .security import run_security, security_lines
-from .starts import MANY_PARTITIONS as MANY_STARTS, MANY_RECORDS, run_starts, starts_lines
+from .starts import MANY_PARTITIONS as MANY_STARTS
+from .starts import MANY_RECORDS, run_starts, starts_lines
 from .workloads import Measurement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -204,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.messages < 1 or args.size < 2 or args.scale_gib <= 0:
         parser.error("--rounds, --messages and --scale-gib must be positive, --size at least 2")
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     clock = time.monotonic()
     load_before = os.getloadavg()[0]
     revision, fingerprint = ottla_revision(ROOT)

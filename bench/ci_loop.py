@@ -36,9 +36,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 STEPS = ("create topic", "produce 100", "classic group: first record", "drain and commit", "one transaction",
          "KIP-848 group: first record", "delete topic")

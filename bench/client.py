@@ -19,13 +19,12 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .latency import RATE, produce_latency
 from .parallel import PARTITIONS, PRODUCERS, parallel_produce
-from .workloads import (Job, Measurement, consume_all, idempotent_produce, read_committed_consume,
-                        transactional_produce)
+from .workloads import Job, Measurement, consume_all, idempotent_produce, read_committed_consume, transactional_produce
 
 
 @dataclass(frozen=True)

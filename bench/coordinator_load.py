@@ -21,8 +21,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from confluent_kafka import Producer
 
@@ -30,8 +30,7 @@ from ottla.broker.testing import BrokerProcess
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset, OffsetKey, encode_offset_key, encode_offset_value
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
-from ottla.coordinator.transaction_log import TxnRecord, TxnState, encode_key, encode_value
-from ottla.coordinator.transaction_log import partition_for
+from ottla.coordinator.transaction_log import TxnRecord, TxnState, encode_key, encode_value, partition_for
 from ottla.coordinator.transactions import INTERNAL_TOPIC_CONFIGS
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.storage.log_config import LogConfig

@@ -50,8 +50,9 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import crc32c
 import uvloop
@@ -138,7 +139,7 @@ class _Connection(asyncio.Protocol):
     """One idempotent producer on one connection: InitProducerId, then Produce after
     Produce to its partition, each sent when the previous one is acknowledged."""
 
-    def __init__(self, shared: "_ClientShared", topic: str, partition: int) -> None:
+    def __init__(self, shared: _ClientShared, topic: str, partition: int) -> None:
         self.shared = shared
         self.topic = topic
         self.partition = partition

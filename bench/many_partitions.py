@@ -32,8 +32,8 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record

@@ -38,8 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO, Callable, Iterator, Protocol
+from typing import IO, Protocol
 
 from confluent_kafka.admin import AdminClient
 
@@ -157,7 +158,7 @@ class _BaselineBroker(BrokerProcess):
         return [self.python, *super().command()[1:]]
 
 
-def baseline_peer(revision: str) -> tuple[str, Callable[[], "Peer"]]:
+def baseline_peer(revision: str) -> tuple[str, Callable[[], Peer]]:
     """The peer `ottla@<short sha>` for `--baseline`, and its factory."""
     short, python = baseline_python(revision)
     name = f"{BASELINE_PREFIX}{short}"

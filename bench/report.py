@@ -23,15 +23,16 @@ import os
 import platform
 import statistics
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import confluent_kafka
 
 from .client import WORKLOADS
 from .coordinator_load import READY_TARGET
-from .many_clients import TARGET_CONSUMER as GROUP_CONSUMER_TARGET, TARGET_PRODUCERS
-from .many_clients import consumer_figures, median_rate, producers_ratio
+from .many_clients import TARGET_CONSUMER as GROUP_CONSUMER_TARGET
+from .many_clients import TARGET_PRODUCERS, consumer_figures, median_rate, producers_ratio
 from .peers import BASELINE_PREFIX, CONTROL, KAFKA
 from .round_trips import REQUESTS as ROUND_TRIP_REQUESTS
 from .round_trips import TARGET as ROUND_TRIP_TARGET

@@ -28,8 +28,8 @@ import os
 import socket
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, build_batch, encode_record
 from ottla.protocol.codec import decode_response, encode_request

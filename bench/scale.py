@@ -33,8 +33,9 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 

@@ -19,7 +19,7 @@ import argparse
 import statistics
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ottla.broker.testing import running_broker
@@ -40,7 +40,7 @@ def main() -> None:
         with running_broker() as broker:
             create_topic(broker.bootstrap, "orders", 2)
             create_topic(broker.bootstrap, "revenue", 2)
-            start = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+            start = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
             committed = produce_orders(broker.bootstrap, "orders", make_orders(args.orders, 50, start, seed=1),
                                        per_transaction=1000)
             print(f"{args.orders} orders, {len(committed)} committed", flush=True)

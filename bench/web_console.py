@@ -27,10 +27,9 @@ import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ottla.broker.tools.client import Cluster, check
 from ottla.broker.testing import BrokerProcess
+from ottla.broker.tools.client import Cluster, check
 from ottla.protocol.apis import CREATE_TOPICS
-
 from tests.clients import commit_offset, transactional_producer
 
 TOPICS = 1000
@@ -187,7 +186,7 @@ class ConsoleOpen:
                 urllib.request.urlopen(f"{self.admin_url}/console/stats", timeout=10).read()
                 self.requests += 1
 
-    def __enter__(self) -> "ConsoleOpen":
+    def __enter__(self) -> ConsoleOpen:
         self.thread.start()
         return self
 

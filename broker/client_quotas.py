@@ -24,13 +24,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from ottla.protocol.errors import ErrorCode
 
 from .json_files import read_json, write_json
-
 
 FILE_NAME = "client-quotas.json"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"

@@ -15,18 +15,24 @@ names the key and where it came from.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ottla.coordinator.group import GroupConfig
-from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 from ottla.coordinator.share_config import ShareConfig
+from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from .development_defaults import DEVELOPMENT_DEFAULTS
 from .development_defaults import SOURCE as DEVELOPMENT_SOURCE
 from .security.authorizer import AUTHORIZER_CLASSES
-from .security.security_config import (ListenerSecurity, SecurityConfigError, is_secret, is_security_property,
-                              listener_security)
+from .security.security_config import (
+    ListenerSecurity,
+    SecurityConfigError,
+    is_secret,
+    is_security_property,
+    listener_security,
+)
 
 
 def _bool(text: str) -> bool:
@@ -393,7 +399,7 @@ class BrokerConfig:
     security: Mapping[str, str] = field(default_factory=dict)
 
     def with_first_listener(self, host: str | None = None, port: int | None = None,
-                            advertised_host: str | None = None) -> "BrokerConfig":
+                            advertised_host: str | None = None) -> BrokerConfig:
         """The --host/--port/--advertised-host flags: they change the first listener,
         whatever the properties made of it."""
         first = self.listeners[0]
@@ -405,7 +411,7 @@ class BrokerConfig:
         )
         return replace(self, listeners=(first, *self.listeners[1:]))
 
-    def with_kafka_properties(self, values: dict[str, str]) -> "BrokerConfig":
+    def with_kafka_properties(self, values: dict[str, str]) -> BrokerConfig:
         """A copy with Kafka-named properties applied. Raises ConfigError naming the key
         for an unknown key or an invalid value."""
         changes: dict[str, Any] = {}

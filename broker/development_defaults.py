@@ -13,7 +13,7 @@ docs/configuration.md lists each beside Kafka's.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 # Where these values came from, as `resolve_config` names a setting's source.
 SOURCE = "development defaults"

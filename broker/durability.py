@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable
 
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager

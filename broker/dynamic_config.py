@@ -16,7 +16,7 @@ Kafka has two scopes: the cluster-wide default (resource name "") and one broker
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from .json_files import read_json, write_json
 

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 

@@ -6,7 +6,7 @@ metadata log. Ottla serves the share groups' `share.*` configs
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from .json_files import read_json, write_json
 

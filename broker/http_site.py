@@ -33,7 +33,7 @@ async def read_body(request: web.Request) -> bytes:
     """The request's body, or BodyTimeout: aiohttp times out headers only."""
     try:
         return await asyncio.wait_for(request.read(), READ_TIMEOUT)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise BodyTimeout from None
 
 

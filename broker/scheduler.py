@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .logging import get_logger
 
@@ -62,7 +62,7 @@ class Scheduler:
                     await result
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - logged and counted; the task runs again
+            except Exception:  # logged and counted; the task runs again
                 self.failures[task.name] += 1
                 log.exception("background task failed; it runs again at its next turn", task=task.name,
                               failures=self.failures[task.name], next_run_in_s=task.interval_s)

@@ -14,7 +14,8 @@ import functools
 import gc
 import resource
 import time
-from typing import TYPE_CHECKING, Mapping, Sequence, cast
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.groups import GroupCoordinator
@@ -24,31 +25,30 @@ from ottla.coordinator.share_config import ShareConfig
 from ottla.coordinator.share_coordinator import STATE_TOPIC_CONFIGS, ShareCoordinator
 from ottla.coordinator.share_state_records import TOPIC as SHARE_STATE_TOPIC
 from ottla.coordinator.transactions import TransactionCoordinator
-
 from ottla.protocol import compiled_codec
 from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
 from .admin.access import AdminAccess, Principal, TooManyAttempts, admin_access
-from .config import BrokerConfig, ConfigError, listener_text
-from .network.dispatch import Dispatcher
-from .network.listener import Listeners
-from .durability import GroupCommit, flush_in_background
-from .client_quotas import ClientQuotas
 from .admin.faults import Faults
+from .admin.metrics import Metrics
+from .client_quotas import ClientQuotas
+from .config import BrokerConfig, ConfigError, listener_text
+from .durability import GroupCommit, flush_in_background
+from .dynamic_config import DynamicBrokerConfigs
 from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigs
-from .share_sessions import ShareSessionCache
 from .logging import get_logger
-from .admin.metrics import Metrics
+from .network.dispatch import Dispatcher
+from .network.listener import Listeners
 from .network.request_memory import RequestMemory
-from .security.authorizer import CLUSTER_NAME, Authorizer, Operation, ResourceType, parse_super_users
-from .dynamic_config import DynamicBrokerConfigs
 from .scheduler import Scheduler
+from .security.authorizer import CLUSTER_NAME, Authorizer, Operation, ResourceType, parse_super_users
 from .security.scram_credentials import ScramCredential, ScramCredentials
-from .worker_threads import WorkerThreads
 from .services import Services, create_offsets_topic
+from .share_sessions import ShareSessionCache
 from .watchers import PartitionWatchers
+from .worker_threads import WorkerThreads
 
 # The admin endpoint, its web console and the schema registry (aiohttp, the schema
 # types) are imported when they are configured: a broker without them starts sooner
@@ -408,7 +408,7 @@ class Broker:
         started = time.monotonic()
         try:
             await self._checkpoint()
-        except Exception:  # noqa: BLE001 - the periodic checkpoint tries again
+        except Exception:  # the periodic checkpoint tries again
             log.exception("checkpoint after recovery failed; the periodic one tries again")
         else:
             log.info("recovered logs flushed and checkpointed", seconds=round(time.monotonic() - started, 3))

@@ -11,8 +11,9 @@ handlers (handlers/context.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.markers import MarkerWriter
@@ -53,7 +54,7 @@ class Settings(Protocol):
     @property
     def offsets_topic_partitions(self) -> int: ...
     @property
-    def log(self) -> "LogConfig": ...
+    def log(self) -> LogConfig: ...
 
     def broker_properties(self) -> dict[str, str | None]: ...
 
@@ -116,13 +117,13 @@ class Services:
     dynamic_configs: DynamicConfigs
     # Incremental fetch sessions (KIP-227, fetch_sessions.py): state of the Fetch
     # handler, kept here because it outlives one request.
-    fetch_sessions: "FetchSessionCache"
+    fetch_sessions: FetchSessionCache
     # Client quotas (client_quotas.py): their config, and the rates measured against it.
-    quotas: "ClientQuotas"
+    quotas: ClientQuotas
     # Share groups (KIP-932): their coordinator, and the share sessions of ShareFetch.
     shares: ShareCoordinator = None  # type: ignore[assignment]
-    share_sessions: "ShareSessionCache" = None  # type: ignore[assignment]
-    group_configs: "GroupConfigs" = None  # type: ignore[assignment]
+    share_sessions: ShareSessionCache = None  # type: ignore[assignment]
+    group_configs: GroupConfigs = None  # type: ignore[assignment]
     # The configuration as started (files, environment, flags); `config` is it with the
     # dynamic broker configs applied.
     static_config: Settings = None  # type: ignore[assignment]

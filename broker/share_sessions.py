@@ -11,8 +11,8 @@ session names only the partitions it adds and forgets; a ShareFetch reads all of
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 

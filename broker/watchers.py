@@ -34,7 +34,7 @@ class PartitionWatchers:
             self._waiting[key].add(future)
         try:
             await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for key in partitions:

@@ -20,8 +20,8 @@ homogeneous groups and near-even ones otherwise.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 # topic id -> partitions
 Assignment = dict[uuid.UUID, frozenset[int]]

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .group import Group, GroupType
-from .writes import Records
 from .offsets_log import (
     GroupKey,
     GroupRecord,
@@ -32,6 +31,7 @@ from .offsets_log import (
     encode_group_value,
     subscribed_topics,
 )
+from .writes import Records
 
 
 class GroupState(enum.Enum):

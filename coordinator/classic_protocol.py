@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any, Callable
-
+from collections.abc import Callable
+from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger

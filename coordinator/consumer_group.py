@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -47,7 +47,6 @@ from .consumer_group_records import (
 )
 from .group import Group, GroupType
 from .writes import Records
-
 
 # A static member that left for a while (ConsumerGroupHeartbeat epoch -2): it keeps its
 # partitions until it comes back or its session expires. (Epoch -1: a member leaving.)

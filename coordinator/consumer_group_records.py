@@ -104,22 +104,22 @@ class _Writer:
     def __init__(self) -> None:
         self.out = bytearray(_I16.pack(0))  # value version 0
 
-    def uvarint(self, v: int) -> "_Writer":
+    def uvarint(self, v: int) -> _Writer:
         while v >= 0x80:
             self.out.append((v & 0x7F) | 0x80)
             v >>= 7
         self.out.append(v)
         return self
 
-    def i8(self, v: int) -> "_Writer":
+    def i8(self, v: int) -> _Writer:
         self.out += struct.pack(">b", v)
         return self
 
-    def i32(self, v: int) -> "_Writer":
+    def i32(self, v: int) -> _Writer:
         self.out += _I32.pack(v)
         return self
 
-    def string(self, v: str | None) -> "_Writer":
+    def string(self, v: str | None) -> _Writer:
         if v is None:
             return self.uvarint(0)
         raw = v.encode()
@@ -127,13 +127,13 @@ class _Writer:
         self.out += raw
         return self
 
-    def strings(self, values: tuple[str, ...]) -> "_Writer":
+    def strings(self, values: tuple[str, ...]) -> _Writer:
         self.uvarint(len(values) + 1)
         for v in values:
             self.string(v)
         return self
 
-    def partitions(self, assignment: Assignment) -> "_Writer":
+    def partitions(self, assignment: Assignment) -> _Writer:
         """[TopicId uuid, Partitions []int32, tags]"""
         self.uvarint(len(assignment) + 1)
         for topic_id in sorted(assignment):
@@ -145,7 +145,7 @@ class _Writer:
             self.tags()
         return self
 
-    def tags(self) -> "_Writer":
+    def tags(self) -> _Writer:
         return self.uvarint(0)
 
     def done(self) -> bytes:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import re2
 

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Callable, Mapping
-
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ottla.protocol.batch import BatchHeader
 from ottla.storage.log import PartitionLog

@@ -17,7 +17,7 @@ acknowledgement by every in-sync replica); on one node, fsync is that acknowledg
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ottla.protocol.control import ControlType, EndTxnMarker
 from ottla.protocol.errors import ErrorCode, KafkaError

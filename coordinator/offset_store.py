@@ -24,9 +24,10 @@ into OffsetMetadataManager and GroupMetadataManager).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
 from ottla.protocol.control import ControlType, parse_marker

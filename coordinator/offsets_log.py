@@ -84,19 +84,19 @@ class _Writer:
     def __init__(self) -> None:
         self.out = bytearray()
 
-    def i16(self, v: int) -> "_Writer":
+    def i16(self, v: int) -> _Writer:
         self.out += _I16.pack(v)
         return self
 
-    def i32(self, v: int) -> "_Writer":
+    def i32(self, v: int) -> _Writer:
         self.out += _I32.pack(v)
         return self
 
-    def i64(self, v: int) -> "_Writer":
+    def i64(self, v: int) -> _Writer:
         self.out += _I64.pack(v)
         return self
 
-    def string(self, v: str | None) -> "_Writer":
+    def string(self, v: str | None) -> _Writer:
         if v is None:
             return self.i16(-1)
         raw = v.encode()
@@ -104,7 +104,7 @@ class _Writer:
         self.out += raw
         return self
 
-    def data(self, v: bytes) -> "_Writer":
+    def data(self, v: bytes) -> _Writer:
         self.i32(len(v))
         self.out += v
         return self

@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import TypeVar
 
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -32,7 +33,7 @@ from .group import Group
 from .loading import replay
 from .share_config import ShareConfig
 from .share_group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareMember, simple_assignment
-from .share_partition import ACKNOWLEDGED, ARCHIVED, Acquired, AckBatch, LogBatch, SharePartition
+from .share_partition import ACKNOWLEDGED, ARCHIVED, AckBatch, Acquired, LogBatch, SharePartition
 from .share_state_records import SNAPSHOT, TOPIC, UPDATE, ShareStateKey, decode_key, decode_value, encode_key
 from .transaction_log import partition_for
 from .writes import CoordinatorResult, append_error, write

@@ -28,8 +28,8 @@ replay the start-up load uses) and then changes the locks, which are not in the 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from ottla.protocol.batch import BatchHeader
 from ottla.protocol.errors import ErrorCode, KafkaError

@@ -16,8 +16,9 @@ log at start-up, and the coordinator hands it here again.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
@@ -107,7 +108,7 @@ class TransactionCompletion:
         self._retries.pop(txn_id, None)
         try:
             self.complete(txn_id)
-        except Exception:  # noqa: BLE001 - nothing may end the retries but the transaction's end
+        except Exception:  # nothing may end the retries but the transaction's end
             log.exception("transaction completion failed", transactional_id=txn_id)
             pending = self.pending.get(txn_id)
             if pending is not None:

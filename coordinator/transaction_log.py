@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import enum
 import struct
-from functools import lru_cache
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ottla.protocol.varint import read_uvarint, write_uvarint
 

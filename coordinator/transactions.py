@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Callable, Mapping
-
 
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.protocol.records import keys_and_values
 from ottla.protocol.loggers import get_logger
+from ottla.protocol.records import keys_and_values
 from ottla.storage.log_manager import LogManager
 
 from .loading import replay

@@ -13,8 +13,8 @@ writers that Spark ships to its executors.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ottla.pipeline.cluster import Subscription
 from ottla.pipeline.offsets import PartitionOffsets, parse_spec
@@ -34,7 +34,7 @@ class SourceOptions:
     poll_timeout_s: float
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], streaming: bool) -> "SourceOptions":
+    def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
         client_config = _client_config(options)
         isolation = client_config.pop("isolation.level", "read_committed")
         if isolation not in ("read_committed", "read_uncommitted"):
@@ -63,7 +63,7 @@ class SinkOptions:
     topic: str | None
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         return cls(client_config=_client_config(options), topic=options.get("topic"))
 
 

@@ -19,9 +19,9 @@ duplicates a record.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
-from typing import Iterator
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark import TaskContext
@@ -51,7 +51,7 @@ class Columns:
     headers: bool
 
     @classmethod
-    def of(cls, schema: StructType, topic_option: str | None) -> "Columns":
+    def of(cls, schema: StructType, topic_option: str | None) -> Columns:
         types = {field.name: field.dataType for field in schema.fields}
         if "value" not in types:
             raise ValueError("the DataFrame written to Ottla needs a value column")

@@ -29,8 +29,8 @@ dump-log, compaction and tests.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import crc32c
 
@@ -95,7 +95,7 @@ class BatchHeader:
     record_count: int
 
     @classmethod
-    def parse(cls, buf: bytes | memoryview, offset: int = 0) -> "BatchHeader":
+    def parse(cls, buf: bytes | memoryview, offset: int = 0) -> BatchHeader:
         return cls(*HEADER.unpack_from(buf, offset))
 
     @property
@@ -220,7 +220,7 @@ def with_log_append_time(batch: bytes | memoryview, now_ms: int) -> bytes:
     return bytes(out)
 
 
-def recompressed(batch: bytes | memoryview, header: "BatchHeader", codec: int, level: int | None,
+def recompressed(batch: bytes | memoryview, header: BatchHeader, codec: int, level: int | None,
                  max_decompressed: int) -> bytes:
     """The batch with its records section in `codec` (0: uncompressed), as a topic with
     compression.type stores it; every header field but attributes, length and CRC kept

@@ -25,11 +25,10 @@ from typing import Any, NamedTuple
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
-
 from kio.static.protocol import Entity, Payload
 
-from .apis import API_VERSIONS
 from . import compiled_codec
+from .apis import API_VERSIONS
 from .compiled_writers import compiled_writer
 from .kio_schema import (
     EntityField,
@@ -168,7 +167,7 @@ def decode_request_in_python(cls: type[Entity], frame: bytes | memoryview, offse
         try:
             _strip_unknown_tags(cls, frame, offset, cleaned)
             entity, _ = read(bytes(cleaned), 0)
-        except Exception as again:  # noqa: BLE001 - any failure here means a bad frame
+        except Exception as again:  # any failure here means a bad frame
             raise MalformedRequest(f"undecodable {cls.__name__}: {again}") from again
         return entity
     except (SerialError, ValueError, IndexError, UnicodeDecodeError, OverflowError) as exc:

@@ -29,9 +29,10 @@ from __future__ import annotations
 import importlib
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from functools import cache
-from typing import Any, Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.serial.readers import tz_aware_from_i64

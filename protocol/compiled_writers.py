@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import MISSING, Field, fields
 from functools import cache
-from typing import Any, Callable
+from typing import Any
 from uuid import UUID
 
 from kio.static.protocol import Entity

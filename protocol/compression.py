@@ -24,7 +24,7 @@ from __future__ import annotations
 import mmap
 import struct
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import cramjam
 

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from functools import cache, partial
-from typing import Any, Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 

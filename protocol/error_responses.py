@@ -16,7 +16,8 @@ error or be aimed at a topic.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode

@@ -8,7 +8,7 @@ allocate more than `socket.request.max.bytes`.
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 SIZE = struct.Struct(">i")
 SIZE_BYTES = SIZE.size

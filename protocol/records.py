@@ -47,7 +47,8 @@ from .compression import DecompressionError, decompress
 
 try:
     from ._records import keys_and_values as _keys_and_values_in_c
-    from ._records import walk as _walk_in_c, walk_listing as _walk_listing_in_c
+    from ._records import walk as _walk_in_c
+    from ._records import walk_listing as _walk_listing_in_c
 except ImportError:  # installed without a C compiler: the Python walk alone
     _walk_in_c = _walk_listing_in_c = _keys_and_values_in_c = None
 

@@ -25,9 +25,10 @@ computed once per schema class.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
-from typing import Any, Callable, Union
+from typing import Any
 
 from kio.static.protocol import Entity
 
@@ -67,7 +68,7 @@ class LengthError(ValueError):
     """A length or count that claims more than the frame holds."""
 
 
-def check_request_body(cls: type[Entity], buf: Union[bytes, memoryview], offset: int) -> None:
+def check_request_body(cls: type[Entity], buf: bytes | memoryview, offset: int) -> None:
     """Raise LengthError unless every length and count of the `cls` body at `offset`
     fits in `buf`."""
     try:
@@ -149,7 +150,7 @@ def _compile(plan: Plan, namespace: dict[str, Any]) -> Callable[[Any, int, int],
             lines += ["    if buf[offset] == 0:", "        offset += 1", "    else:",
                       f"        offset = _tags(buf, offset, end, {name})"]
     lines += ["    if offset > end:", "        raise LengthError('the body runs past the frame')", "    return offset"]
-    exec("\n".join(lines), namespace)  # noqa: S102 - source built above from kio's schema only
+    exec("\n".join(lines), namespace)  # source built above from kio's schema only
     return namespace.pop("check")
 
 

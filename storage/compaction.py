@@ -26,9 +26,9 @@ and completes `.swap` renames (a finished pass whose swap was interrupted); see
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Iterator
 
 from ottla.protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, build_batch, encode_record, iter_records
 from ottla.protocol.compression import EXPANSION_LIMIT
@@ -37,7 +37,6 @@ from .directories import directory_changed, fsync_directory
 from .log import PartitionLog
 from .segment import CLEANED, SEGMENT_FILE_KINDS, SWAP, LogSegment
 from .txn_index import AbortedTxn
-
 
 
 @dataclass

@@ -16,9 +16,9 @@ import os
 import time
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Callable, Iterable, Iterator
 
 from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
 from ottla.protocol.compression import EXPANSION_LIMIT
@@ -108,7 +108,7 @@ class PartitionLog:
     # --- opening -------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: str, topic: str, partition: int, config: LogConfig) -> "PartitionLog":
+    def create(cls, directory: str, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         os.makedirs(directory, exist_ok=True)
         log = cls(directory, topic, partition, config)
         log.parent_stamp = directory_changed()
@@ -117,7 +117,7 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: str, topic: str, partition: int, config: LogConfig, *, clean: bool,
-             recovery_point: int, log_start_offset: int) -> "PartitionLog":
+             recovery_point: int, log_start_offset: int) -> PartitionLog:
         """Open an existing partition. After an unclean shutdown every segment from the
         recovery point on is checked batch by batch and a torn tail is cut off."""
         log = cls(directory, topic, partition, config)

@@ -9,8 +9,9 @@ command-line defaults.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -77,7 +78,7 @@ class LogConfig:
     def delete(self) -> bool:
         return DELETE in self.cleanup_policy
 
-    def with_topic_configs(self, configs: Mapping[str, str | None]) -> "LogConfig":
+    def with_topic_configs(self, configs: Mapping[str, str | None]) -> LogConfig:
         """A copy with topic configs (Kafka names, text values) applied. INVALID_CONFIG
         names the config for an unknown name or a bad value."""
         changes = {}

@@ -23,8 +23,8 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from ottla.protocol.batch import (
     CURRENT_MAGIC,
@@ -324,7 +324,7 @@ class LogSegment:
 
     # --- recovery and truncation ---------------------------------------------------------
 
-    def recover(self, index_interval_bytes: int, from_offset: int | None = None, keep: int = 0) -> "Recovered":
+    def recover(self, index_interval_bytes: int, from_offset: int | None = None, keep: int = 0) -> Recovered:
         """Check every batch (length and CRC), rebuild the indexes, cut the file after the
         last good batch, and return the headers of the good batches if there are at most
         `keep` of them.

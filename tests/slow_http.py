@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def trickle_headers_while(address: tuple[str, int], request: bytes,

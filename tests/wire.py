@@ -71,13 +71,13 @@ class WireClient:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "WireClient":
+    def __enter__(self) -> WireClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

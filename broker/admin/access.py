@@ -33,9 +33,10 @@ import hmac
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..security.authorizer import Operation, ResourceType
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
@@ -115,7 +116,7 @@ class SignInAttempts:
 
 class AdminAccess:
     def __init__(self, token: str | None, *, has_authorizer: bool, sasl: bool, plain_users: Mapping[str, str],
-                 stores: Callable[[], "tuple[Authorizer | None, ScramCredentials | None]"],
+                 stores: Callable[[], tuple[Authorizer | None, ScramCredentials | None]],
                  remote_console: bool, failed_delay_ms: int = 100) -> None:
         self.token = token
         self.secured = has_authorizer or sasl

@@ -46,8 +46,9 @@ request may be repeated where one is meant (a second Host, Authorization...): 40
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -103,7 +104,7 @@ class AdminServer:
     text, and whether it is stopping."""
 
     def __init__(self, faults: Faults, metrics_text: Callable[[], str], stopping: Callable[[], bool],
-                 token: str | None = None, console: "WebConsole | None" = None,
+                 token: str | None = None, console: WebConsole | None = None,
                  access: AdminAccess | None = None,
                  parse_console_schemas: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.faults = faults

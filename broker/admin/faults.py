@@ -31,9 +31,10 @@ import asyncio
 import errno
 import itertools
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ottla.protocol.apis import PRODUCE, SUPPORTED
 from ottla.protocol.codec import RequestHeader
@@ -44,6 +45,7 @@ from ..logging import get_logger
 
 if TYPE_CHECKING:
     from ottla.storage.log_manager import LogManager
+
     from .metrics import Metrics
 
 log = get_logger("ottla.faults")
@@ -161,7 +163,7 @@ class Faults:
     """The faults set. It needs the logs (to fail their writes, and to name a topic
     asked for by id) and the metrics (to count injections), nothing else."""
 
-    def __init__(self, logs: "LogManager", metrics: "Metrics") -> None:
+    def __init__(self, logs: LogManager, metrics: Metrics) -> None:
         self.logs = logs
         self.metrics = metrics
         self._faults: list[Fault] = []

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from functools import cache
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ottla.coordinator.transaction_log import TxnState
 from ottla.protocol import compiled_codec
@@ -30,10 +31,11 @@ from ottla.protocol.kio_schema import EntityField, EntityTupleField, classify_fi
 from ..security.tls import failed_handshakes
 
 if TYPE_CHECKING:
-    from ..fetch_sessions import FetchSessionCache
     from ottla.coordinator.groups import GroupCoordinator
     from ottla.coordinator.transactions import TransactionCoordinator
     from ottla.storage.log_manager import LogManager
+
+    from ..fetch_sessions import FetchSessionCache
 
 # Request latency buckets, in seconds: a produce answered from the page cache takes well
 # under a millisecond, a long-polling fetch up to its max wait (500 ms by default).
@@ -80,9 +82,9 @@ class Metrics:
 
     # --- rendering -----------------------------------------------------------------------
 
-    def render(self, *, connections: int, logs: "LogManager", transactions: "TransactionCoordinator | None",
-               groups: "GroupCoordinator", faults_armed: int, task_failures: Counter[str] | None = None,
-               fetch_sessions: "FetchSessionCache | None" = None) -> str:
+    def render(self, *, connections: int, logs: LogManager, transactions: TransactionCoordinator | None,
+               groups: GroupCoordinator, faults_armed: int, task_failures: Counter[str] | None = None,
+               fetch_sessions: FetchSessionCache | None = None) -> str:
         """The counters, and the gauges read now from the state they describe."""
         out: list[str] = []
         api_names = {key: api.name for key, api in SUPPORTED.items()}

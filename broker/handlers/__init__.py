@@ -17,16 +17,34 @@ returns an awaitable of its response instead of the response.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Awaitable, Callable, Union
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ottla.protocol import apis
 
-from . import (acls, api_versions, client_quotas, configs, consumer_groups, coordinators, fetch, groups,
-               list_offsets, log_dirs, metadata, produce, reassignments, sasl, scram_credentials, share_groups, topics,
-               transactions)
+from . import (
+               acls,
+               api_versions,
+               client_quotas,
+               configs,
+               consumer_groups,
+               coordinators,
+               fetch,
+               groups,
+               list_offsets,
+               log_dirs,
+               metadata,
+               produce,
+               reassignments,
+               sasl,
+               scram_credentials,
+               share_groups,
+               topics,
+               transactions,
+)
 from .context import RequestContext
 
-Handler = Callable[[RequestContext, Any], Union[Any, Awaitable[Any]]]
+Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]
 
 HANDLERS: dict[int, Handler] = {
     apis.PRODUCE.key: produce.handle,

@@ -11,9 +11,8 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from ..security.authorizer import (CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission,
-                                   ResourceType)
 from ..logging import get_logger
+from ..security.authorizer import CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from .context import RequestContext
 
 log = get_logger("ottla.acls")

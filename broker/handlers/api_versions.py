@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .context import RequestContext
-
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.codec import response_class
 from ottla.protocol.entities import make
 from ottla.protocol.errors import ErrorCode
+
+from .context import RequestContext
 
 
 def _api_keys() -> list[dict[str, int]]:

@@ -6,8 +6,8 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode
 
-from ..security.authorizer import Operation
 from ..client_quotas import QuotaError
+from ..security.authorizer import Operation
 from .context import RequestContext
 
 

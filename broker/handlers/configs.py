@@ -11,10 +11,10 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import logger_levels, set_logger_level
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
-from ..security.authorizer import Operation, ResourceType
 from ..config_entries import DYNAMIC_BROKER_CONFIGS as _DYNAMIC
 from ..config_entries import ConfigSource, ConfigType, broker_config_entries
 from ..dynamic_config import CLUSTER_DEFAULT, THIS_BROKER
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ottla.protocol.codec import RequestHeader, response_class
 from ottla.protocol.entities import builder

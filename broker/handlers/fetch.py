@@ -23,9 +23,9 @@ from typing import Any
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from ..security.authorizer import Operation, ResourceType
 from ..client_quotas import CONSUMER_BYTE_RATE
 from ..fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, TOPIC_ID_VERSION, FetchContext, Wanted
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 READ_COMMITTED = 1

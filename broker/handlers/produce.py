@@ -25,18 +25,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
-from ottla.protocol.batch import (ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG, BatchHeader, BatchTooLarge, InvalidBatch,
-                                  recompressed, validate_produced_batch,
-                                  with_log_append_time)
+from ottla.protocol.batch import (
+    ATTRIBUTES_OFFSET,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    BatchTooLarge,
+    InvalidBatch,
+    recompressed,
+    validate_produced_batch,
+    with_log_append_time,
+)
 from ottla.protocol.compression import EXPANSION_LIMIT, GZIP, LZ4, ZSTD, DecompressionError
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import InvalidRecords, validate_records
-from ottla.storage.log_config import CREATE_TIME, LOG_APPEND_TIME
 from ottla.storage.log import PartitionLog
+from ottla.storage.log_config import CREATE_TIME, LOG_APPEND_TIME
 
-from ..security.authorizer import Operation, ResourceType
-from ..logging import get_logger
 from ..client_quotas import PRODUCER_BYTE_RATE
+from ..logging import get_logger
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 log = get_logger("ottla.produce")

@@ -13,8 +13,8 @@ from typing import Any
 from ottla.protocol.errors import ErrorCode
 
 from ..logging import get_logger
-from ..security.scram_credentials import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted_password
 from ..security.authorizer import Operation
+from ..security.scram_credentials import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted_password
 from .context import RequestContext
 
 log = get_logger("ottla.scram")

@@ -11,9 +11,9 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from ..config_entries import ConfigSource
-from ..services import MAX_PARTITIONS_PER_REQUEST
 from ..logging import get_logger
 from ..security.authorizer import Operation, ResourceType
+from ..services import MAX_PARTITIONS_PER_REQUEST
 from .context import RequestContext
 
 log = get_logger("ottla.topics")

@@ -5,17 +5,16 @@ DescribeProducers. Each is a translation to and from the transaction coordinator
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 import re2
 
-from ottla.coordinator.transaction_log import TxnState
 from ottla.coordinator.transaction_completion import COORDINATOR_EPOCH
+from ottla.coordinator.transaction_log import TxnState
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from ..security.authorizer import Operation, ResourceType
 from ..logging import get_logger
+from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
 log = get_logger("ottla.transactions")

@@ -33,12 +33,19 @@ carries on.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from inspect import iscoroutine
-from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from ottla.protocol.apis import API_VERSIONS, SUPPORTED, Api
-from ottla.protocol.codec import (MalformedRequest, RequestHeader, decode_request, encode_response,
-                                  parse_request_header, request_class)
+from ottla.protocol.codec import (
+    MalformedRequest,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    parse_request_header,
+    request_class,
+)
 from ottla.protocol.framing import FrameError
 
 from ..handlers import RequestContext, api_versions_fallback
@@ -75,8 +82,8 @@ class Request(NamedTuple):
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, services: Services, dispatcher: Dispatcher, listener: "Listener",
-                 registry: set["Connection"], max_request_bytes: int, memory: RequestMemory,
+    def __init__(self, services: Services, dispatcher: Dispatcher, listener: Listener,
+                 registry: set[Connection], max_request_bytes: int, memory: RequestMemory,
                  quotas: ConnectionQuotas, security: ListenerSecurity = PLAINTEXT,
                  mapping_rules: tuple[Any, ...] = ()) -> None:
         self.services = services
@@ -249,7 +256,7 @@ class Connection(asyncio.Protocol):
             ctx = self._context(request.header)
             try:
                 response = dispatcher.handle_now(ctx, request.body)
-            except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
+            except Exception:  # a handler bug must not take the broker down
                 self._handler_failed(request)
                 return []
             if iscoroutine(response):
@@ -307,7 +314,7 @@ class Connection(asyncio.Protocol):
         self._in_hand = True
         try:
             response = await pending
-        except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
+        except Exception:  # a handler bug must not take the broker down
             self._handler_failed(request)
             return False
         finally:
@@ -327,7 +334,7 @@ class Connection(asyncio.Protocol):
         ctx = self._context(request.header)
         try:
             response = await self.dispatcher.handle(ctx, request.body, self.close)
-        except Exception:  # noqa: BLE001 - a handler bug must not take the broker down
+        except Exception:  # a handler bug must not take the broker down
             self._handler_failed(request)
             return False
         self._respond(ctx, request, response)
@@ -366,7 +373,7 @@ class Connection(asyncio.Protocol):
         except MalformedRequest as exc:
             self.abort(f"malformed {api.name} v{header.api_version}: {exc}", correlation_id=header.correlation_id)
             return None
-        except Exception:  # noqa: BLE001 - a decoder bug: this connection ends, the broker goes on
+        except Exception:  # a decoder bug: this connection ends, the broker goes on
             log.exception("request could not be decoded", api=api.name, version=header.api_version, peer=self.peer)
             self.abort(f"undecodable {api.name} v{header.api_version}", correlation_id=header.correlation_id)
             return None
@@ -425,7 +432,7 @@ class Connection(asyncio.Protocol):
         for work in ctx.deferred or ():
             try:
                 work()
-            except Exception:  # noqa: BLE001 - the response is sent; log, keep serving
+            except Exception:  # the response is sent; log, keep serving
                 log.exception("work after the response failed", api=api_name, client_id=ctx.header.client_id)
 
     def _send(self, correlation_id: int, response: object) -> None:
@@ -466,7 +473,7 @@ class Connection(asyncio.Protocol):
         if self._worker is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._worker), timeout=FINISH_TIMEOUT_SECONDS)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+            except (TimeoutError, asyncio.CancelledError):
                 self._worker.cancel()
         self.close()
 

@@ -10,14 +10,15 @@ connection's worker task (`handle`), which can wait on all of those.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from inspect import iscoroutine
 from time import perf_counter
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from ..durability import GroupCommit
 from ..admin.faults import FaultKind, Faults
-from ..handlers import HANDLERS, MAY_WAIT, RequestContext
 from ..admin.metrics import Metrics
+from ..durability import GroupCommit
+from ..handlers import HANDLERS, MAY_WAIT, RequestContext
 
 
 class Dispatcher:

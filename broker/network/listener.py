@@ -74,5 +74,5 @@ class Listeners:
         for server in self._servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), timeout=CLOSE_TIMEOUT_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass

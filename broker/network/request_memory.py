@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 # A request this small may be read with the pool exhausted, by a connection holding nothing.
 SMALL_REQUEST_BYTES = 64 * 1024

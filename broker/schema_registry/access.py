@@ -22,7 +22,8 @@ room knows only the two questions below.
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 READ = "read"
 WRITE = "write"

@@ -27,8 +27,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from google.protobuf import descriptor_pb2, descriptor_pool, text_format
 from google.protobuf.message import DecodeError, Message

@@ -10,10 +10,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from . import errors
+from . import errors, protobuf
 from .compatibility import DEFAULT_LEVEL, LEVELS, check
 from .errors import RegistryError
-from . import protobuf
 from .schema_types import (
     AVRO,
     PROTOBUF,
@@ -58,7 +57,7 @@ _PARSED_KEPT = 4096
 _WANTED_KEPT = 64
 # The parses done off the event loop for the request being served (`prepare`): each
 # request has its own (rest.py starts it), so no other request can push them out.
-_PREPARED: ContextVar[dict[tuple[SchemaText, bool], "_Prepared"]] = ContextVar("ottla_registry_prepared")
+_PREPARED: ContextVar[dict[tuple[SchemaText, bool], _Prepared]] = ContextVar("ottla_registry_prepared")
 
 
 def start_request() -> None:
@@ -66,7 +65,7 @@ def start_request() -> None:
     _PREPARED.set({})
 
 
-def _request_prepared() -> dict[tuple[SchemaText, bool], "_Prepared"]:
+def _request_prepared() -> dict[tuple[SchemaText, bool], _Prepared]:
     found = _PREPARED.get(None)
     if found is None:
         found = {}

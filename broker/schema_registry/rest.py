@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -206,7 +207,7 @@ class SchemaRegistryServer:
             return not self.access.secured
         return self.access.allows(principal, action, topic_of(subject), request.remote or "")
 
-    def _authorize(self, request: web.Request, kind: str, match: "Path") -> None:
+    def _authorize(self, request: web.Request, kind: str, match: Path) -> None:
         """Raise 40301 unless the signed-in principal may use this route (LIST and ID_LIST
         answers are filtered instead, in `_filter`)."""
         if not self.access.secured or kind in (PUBLIC, LIST, ID_LIST):

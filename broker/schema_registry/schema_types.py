@@ -17,9 +17,8 @@ table, and written as names.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from collections.abc import Iterator
-from typing import Callable
 
 import avro.errors
 import avro.name

@@ -154,7 +154,7 @@ class ScramServer:
     every attempt but cannot be computed by anyone without the secret, so the exchange
     does not tell who exists (Kafka's own server does tell)."""
 
-    def __init__(self, mechanism: str, credentials: "Credentials") -> None:
+    def __init__(self, mechanism: str, credentials: Credentials) -> None:
         self.mechanism = mechanism
         self._credentials = credentials
         # 18 random bytes, as long as Kafka's server nonce (130 bits in base 36) or so:
@@ -249,7 +249,7 @@ class Session:
             return False
         return not self.authenticated or (self.expires_at is not None and time.monotonic() > self.expires_at)
 
-    def start(self, mechanism: str, credentials: "Credentials") -> None:
+    def start(self, mechanism: str, credentials: Credentials) -> None:
         sasl = self.security.sasl
         assert sasl is not None
         self.mechanism = mechanism
@@ -260,7 +260,7 @@ class Session:
         else:
             self.server = ScramServer(mechanism, credentials)
 
-    def respond_to(self, token: bytes, events: "SecurityEvents", peer: str) -> tuple[bytes, int]:
+    def respond_to(self, token: bytes, events: SecurityEvents, peer: str) -> tuple[bytes, int]:
         """One token of the exchange: the server's answer and, once authenticated, the
         session lifetime in ms (0: none). Raises AuthenticationFailed, having logged and
         counted it and marked the connection for closing."""

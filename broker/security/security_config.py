@@ -17,8 +17,8 @@ This module reads text only; broker/security/tls.py builds the TLS context from 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from .oauthbearer import PROPERTIES as OAUTHBEARER_PROPERTIES
 from .oauthbearer import JwtSettings, jwt_settings

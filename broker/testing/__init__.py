@@ -29,7 +29,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import IO, Any, Iterator
+from collections.abc import Iterator
+from typing import IO, Any
 
 from ottla.protocol.apis import CREATE_TOPICS
 
@@ -138,7 +139,7 @@ class BrokerProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd + self.args
 
-    def start(self, timeout: float = 30, wait_for_coordinators: bool = True) -> "BrokerProcess":
+    def start(self, timeout: float = 30, wait_for_coordinators: bool = True) -> BrokerProcess:
         """Start the broker; return once it serves and, with `wait_for_coordinators`,
         once transactions and groups are served too (their coordinators load after the
         ready line, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
@@ -244,7 +245,7 @@ class BrokerProcess:
             self._log_file = None
         return code
 
-    def restart(self) -> "BrokerProcess":
+    def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

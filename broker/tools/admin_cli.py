@@ -26,7 +26,8 @@ import argparse
 import base64
 import sys
 import time
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ottla.protocol import apis
 from ottla.protocol.member_assignment import consumer_assignment

@@ -135,7 +135,7 @@ class BrokerConnection:
             raise ClientError(f"{self.address}: {exc}") from None
         try:
             correlation_id, body = decode_response(api_key, version, frame)
-        except Exception as exc:  # noqa: BLE001 - kio's reader errors have no common base
+        except Exception as exc:  # kio's reader errors have no common base
             # kio refuses some values Kafka sends, such as a start time of -1 ("none").
             raise ClientError(f"cannot decode the answer of {self.address}: {exc}") from None
         if correlation_id != self._correlation_id:
@@ -245,7 +245,7 @@ class Cluster:
             connection.close()
         self._connections.clear()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from scramp import ScramClient, ScramException
 

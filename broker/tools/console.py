@@ -23,12 +23,20 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Callable, Iterable, Iterator
+from typing import IO
 
 from ottla.protocol import apis
-from ottla.protocol.batch import (BatchHeader, HEADER_SIZE, LOG_OVERHEAD, Record, build_batch, encode_record,
-                                  iter_records)
+from ottla.protocol.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Record,
+    build_batch,
+    encode_record,
+    iter_records,
+)
 from ottla.protocol.control import ControlType, parse_marker
 
 from .admin_cli import DEFAULT_BOOTSTRAP, run_tool

@@ -18,7 +18,8 @@ asked for (Kafka's `--transaction-log-decoder` / `--offsets-decoder`).
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable, TextIO
+from collections.abc import Callable, Iterable
+from typing import TextIO
 
 from ottla.coordinator import consumer_group_records, offsets_log, transaction_log
 from ottla.protocol.batch import (

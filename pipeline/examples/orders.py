@@ -18,7 +18,7 @@ import json
 import random
 import uuid
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -95,7 +95,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     create_topic(args.bootstrap, args.topic, args.partitions)
-    start = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    start = datetime.now(UTC).replace(second=0, microsecond=0)
     committed = produce_orders(args.bootstrap, args.topic, make_orders(args.count, args.customers, start, args.seed))
     print(f"{len(committed)} orders committed, {args.count - len(committed)} aborted, in {args.topic}")
 

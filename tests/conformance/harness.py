@@ -231,7 +231,7 @@ def _mine(tree: Any, run_id: str) -> Any:
 def _decode_quietly(step: Step, frame: bytes) -> Any:
     try:
         return decode_response(step.api, step.version, frame)[1]
-    except Exception:  # noqa: BLE001 - undecodable: nothing to retry on
+    except Exception:  # undecodable: nothing to retry on
         return None
 
 
@@ -290,7 +290,7 @@ def _decode(step: Step, frame: bytes, context: Context) -> Any:
     for version in versions:
         try:
             _correlation, body = decode_response(step.api, version, frame)
-        except Exception:  # noqa: BLE001, S112 - the next version, or undecodable below
+        except Exception:  # the next version, or undecodable below
             continue
         context.answers[step.name] = body
         tree = plain(body)

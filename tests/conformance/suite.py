@@ -175,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only say whether the file is current")
     args = parser.parse_args(argv)
     from ottla.broker.testing import BrokerProcess
-
     from tests.reference.kafka import KafkaBroker
 
     from .secured import start_pair

@@ -12,8 +12,8 @@ difference as unlisted (rule: negative-array-length).
 from __future__ import annotations
 
 import pytest
-from ottla.broker.testing import BrokerProcess
 
+from ottla.broker.testing import BrokerProcess
 from tests.reference.kafka import ReferenceUnavailable
 
 from . import known

@@ -12,8 +12,8 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ottla.broker.testing import BrokerProcess
 

@@ -29,8 +29,8 @@ import shutil
 import struct
 import subprocess
 from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHIM = os.path.join(HERE, "..", "..", ".cache", "fsrecord", "fsrecord.so")
@@ -124,7 +124,7 @@ class Baseline:
     files: dict[int, bytes] = field(default_factory=dict)
 
     @classmethod
-    def take(cls, root: str) -> "Baseline":
+    def take(cls, root: str) -> Baseline:
         baseline = cls(os.stat(root).st_ino)
 
         def walk(path: str, ino: int) -> None:
@@ -232,7 +232,7 @@ class Recording:
         return [op for op, durable in zip(self.ops[:cut + 1], self._durable_at[:cut + 1], strict=True) if durable > end
                 and op.kind not in (FSYNC, FDATASYNC)]
 
-    def crash_state(self, cut: int, choose: Chooser, decisions: list[tuple[Op, int | None]] | None = None) -> "State":
+    def crash_state(self, cut: int, choose: Chooser, decisions: list[tuple[Op, int | None]] | None = None) -> State:
         """The files after a crash right after operation `cut` (an index): every
         operation durable by then, and of the others what `choose` keeps (each such
         choice appended to `decisions`, if given)."""

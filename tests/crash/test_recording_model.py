@@ -7,8 +7,15 @@ import os
 import subprocess
 import sys
 
-from .recording import Baseline, Recording, keep_data_not_names, keep_everything, keep_nothing, read_ops, \
-    shim_environment
+from .recording import (
+    Baseline,
+    Recording,
+    keep_data_not_names,
+    keep_everything,
+    keep_nothing,
+    read_ops,
+    shim_environment,
+)
 
 SCRIPT = """
 import os, sys

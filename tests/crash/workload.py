@@ -84,7 +84,7 @@ def run(bootstrap: str, scale: int = 1) -> Acks:
         def target() -> None:
             try:
                 body()
-            except BaseException as exc:  # noqa: BLE001 - reported by run
+            except BaseException as exc:  # reported by run
                 failures.append(exc)
         return threading.Thread(target=target)
 

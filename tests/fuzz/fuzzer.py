@@ -32,8 +32,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.codec import request_class
@@ -145,7 +145,7 @@ def send_one(host: str, port: int, data: bytes) -> None:
                 got += chunk
                 if len(got) >= 4 and len(got) >= 4 + struct.unpack_from(">i", got)[0]:
                     return  # one whole response
-        except (socket.timeout, ConnectionError):
+        except (TimeoutError, ConnectionError):
             pass
 
 
@@ -161,7 +161,7 @@ def send_half(host: str, port: int, data: bytes, rng: random.Random, stalled: li
     sock = socket.create_connection((host, port), timeout=5)
     try:
         sock.sendall(data[:rng.randrange(len(data))])
-    except (socket.timeout, ConnectionError):
+    except (TimeoutError, ConnectionError):
         sock.close()
         return
     if rng.random() < 0.5:

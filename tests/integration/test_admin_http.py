@@ -59,7 +59,7 @@ def _raw(broker: BrokerProcess, data: bytes, timeout: float = 10) -> bytes:
                 answer += chunk
                 if b"\r\n\r\n" in answer and _complete(answer):
                     break
-        except socket.timeout:
+        except TimeoutError:
             pass
     return answer
 
@@ -138,8 +138,9 @@ def _html(text: str) -> str:
 
 
 def test_ids_with_reserved_characters_in_chromium(broker):
-    from tests.integration.test_web_console import CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
+
+    from tests.integration.test_web_console import CHROMIUM_ARGS
 
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=require("chromium"), args=CHROMIUM_ARGS, headless=True)

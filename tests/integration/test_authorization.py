@@ -21,9 +21,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
-
 from tests.reference.kafka import ReferenceUnavailable, run_java
 from tests.sasl_brokers import PlainUsers
 from tests.wire import request

@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 
-from ottla.broker.tools.client import Cluster
 from ottla.broker.testing import BrokerProcess
+from ottla.broker.tools.client import Cluster
 from tests.clients import idempotent_producer, produce_all, read_all
 
 

@@ -46,13 +46,22 @@ import struct
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from html.parser import HTMLParser
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ConfigResource,
-                                   NewTopic, ResourcePatternType, ResourceType)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode

@@ -11,8 +11,14 @@ import threading
 from confluent_kafka import Producer
 
 from ottla.protocol.errors import ErrorCode
-from tests.clients import (commit_offset, create_topic, idempotent_producer, produce_all, read_all,
-                           transactional_producer)
+from tests.clients import (
+    commit_offset,
+    create_topic,
+    idempotent_producer,
+    produce_all,
+    read_all,
+    transactional_producer,
+)
 from tests.wire import WireClient, request
 
 # The broker started through this script loads its coordinators once a file exists.

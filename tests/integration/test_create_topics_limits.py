@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from ottla.protocol.errors import ErrorCode
 from tests.clients import idempotent_producer, produce_all

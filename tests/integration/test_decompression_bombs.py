@@ -12,10 +12,10 @@ import crc32c
 import pytest
 
 from ottla.protocol.batch import encode_record
+from ottla.protocol.codec import decode_response
 from ottla.protocol.errors import ErrorCode
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all
 from tests.process_stats import resident_mib
-from ottla.protocol.codec import decode_response
 from tests.wire import WireClient, request
 
 PRODUCE, API_VERSIONS = 0, 18

@@ -25,8 +25,13 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
-                                   UserScramCredentialUpsertion)
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 
 from ottla.broker.testing import BrokerProcess
 

@@ -15,10 +15,23 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from tests.clients import create_topic, idempotent_producer, produce_all, transactional_producer
-from tests.kafka_tools import (ACL_COMMAND, CONFIG_COMMAND, CONSUMER_PERFORMANCE, DELETE_RECORDS_COMMAND,
-                               FEATURE_COMMAND, GET_OFFSET_SHELL, GROUP_COMMAND, LEADER_ELECTION_COMMAND,
-                               LOG_DIRS_COMMAND, PRODUCER_PERFORMANCE, TOPIC_COMMAND, TRANSACTIONS_COMMAND,
-                               kafka_tool, normalise, table)
+from tests.kafka_tools import (
+    ACL_COMMAND,
+    CONFIG_COMMAND,
+    CONSUMER_PERFORMANCE,
+    DELETE_RECORDS_COMMAND,
+    FEATURE_COMMAND,
+    GET_OFFSET_SHELL,
+    GROUP_COMMAND,
+    LEADER_ELECTION_COMMAND,
+    LOG_DIRS_COMMAND,
+    PRODUCER_PERFORMANCE,
+    TOPIC_COMMAND,
+    TRANSACTIONS_COMMAND,
+    kafka_tool,
+    normalise,
+    table,
+)
 from tests.sasl_brokers import PlainUsers
 
 

@@ -29,8 +29,14 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.clients import (create_topic, idempotent_producer, open_transaction_on, produce_all, read_all,
-                           transactional_producer)
+from tests.clients import (
+    create_topic,
+    idempotent_producer,
+    open_transaction_on,
+    produce_all,
+    read_all,
+    transactional_producer,
+)
 from tests.reference.connect import MirrorMaker, mirror_properties, wait_until
 from tests.reference.kafka import run_java
 

@@ -14,9 +14,9 @@ import jwt
 import pytest
 from confluent_kafka import Consumer, Producer
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
-
 from tests.reference.kafka import ReferenceUnavailable, run_java
 from tests.wire import WireClient, request
 
@@ -235,7 +235,7 @@ def test_keys_rotate_without_a_restart_in_a_file_and_over_http(fresh_broker, key
     served = {"body": _jwks((keys["good"], "rsa-1")).encode()}
 
     class Jwks(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        def do_GET(self) -> None:  # the http.server API
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()

@@ -14,6 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from tests.clients import create_topic
 from tests.system_tools import require
 
+
 def test_kcat_produce_then_consume_round_trip(broker, topic_name):
     kcat = require("kcat")
     create_topic(broker.bootstrap, topic_name, 1)

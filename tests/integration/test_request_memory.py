@@ -9,9 +9,9 @@ import struct
 
 import pytest
 from confluent_kafka import Producer
+
 from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
-
 from tests.wire import WireClient, request
 
 PASSWORD = "alice-secret"

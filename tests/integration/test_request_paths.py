@@ -13,7 +13,7 @@ test_answers_are_byte_identical."""
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

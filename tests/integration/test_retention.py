@@ -63,7 +63,7 @@ def test_topic_configs_are_described_altered_and_kept_across_restart(fresh_broke
     try:
         admin.incremental_alter_configs([bad])[bad].result(10)
         raise AssertionError("an invalid value was accepted")
-    except Exception as exc:  # noqa: BLE001 - confluent raises KafkaException
+    except Exception as exc:  # confluent raises KafkaException
         assert "retention.bytes" in str(exc)
 
     restart(broker, how)

@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 
+import grpc_tools
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -35,8 +36,6 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 from grpc_tools import _protoc_compiler
-
-import grpc_tools
 
 from ottla.broker.testing import BrokerProcess
 

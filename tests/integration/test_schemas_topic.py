@@ -32,6 +32,7 @@ from ottla.broker.testing import BrokerProcess
 from ..schema_registry_http import REGISTRY_ON as REGISTRY
 from ..schema_registry_http import RegistryHttp, produce_to_schemas, registry_over_copied_schemas
 
+
 def _key(subject: str, version: int = 1) -> bytes:
     return json.dumps({"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1}).encode()
 

@@ -63,6 +63,7 @@ def test_acl_and_credential_files_and_the_data_dir_are_the_owners_alone_whatever
         ScramMechanism,
         UserScramCredentialUpsertion,
     )
+
     from ottla.broker.testing import BrokerProcess
 
     data = tmp_path / "data"

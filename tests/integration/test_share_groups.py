@@ -22,7 +22,6 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from ottla.protocol.errors import ErrorCode
-
 from tests.clients import commit_offset, create_topic, transactional_producer
 from tests.kafka_tools import kafka_tool, table
 from tests.reference.kafka import ReferenceUnavailable, java_command

@@ -4,7 +4,6 @@ creates and deletes a topic per test ran the broker out of descriptors."""
 
 from __future__ import annotations
 
-
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.clients import idempotent_producer, produce_all

@@ -15,13 +15,12 @@ import glob
 import json
 import os
 import subprocess
+import time
 import uuid
 from typing import Any
 
 import pytest
 from kio.serial.errors import OutOfBoundValue
-
-import time
 
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, build_batch, encode_record
 from tests.clients import create_topic

@@ -24,8 +24,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from playwright.sync_api import sync_playwright
 
-from ottla.broker.tools.client import Cluster
 from ottla.broker.testing import BrokerProcess
+from ottla.broker.tools.client import Cluster
 from ottla.protocol.apis import CREATE_TOPICS
 
 from ..clients import create_topic, idempotent_producer, produce_all, transactional_producer

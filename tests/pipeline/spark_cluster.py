@@ -135,7 +135,7 @@ class StandaloneCluster:
                 {**common, "SPARK_LOCAL_IP": host, "SPARK_LOCAL_DIRS": str(work_dir / "local")},
                 base / f"worker{number}.log"))
 
-    def start(self) -> "StandaloneCluster":
+    def start(self) -> StandaloneCluster:
         try:
             self.master.start()
             self._wait(lambda state: state is not None, "the master's status page")

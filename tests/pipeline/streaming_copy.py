@@ -25,6 +25,7 @@ from pyspark.sql.types import BinaryType
 from ottla.pipeline.session import spark_session
 from tests.pipeline import held_sink
 
+
 def marked(mark_dir: str):
     """An identity on `value` that, in each task, leaves a file named
     `<batch id>-<partition>-<attempt>-<pid>` in `mark_dir`: which task ran where, so a

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from pyspark import TaskContext

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
 import pytest
@@ -20,7 +20,7 @@ def test_revenue_job_matches_a_pure_python_aggregate(spark, broker, topic_name, 
     orders_topic, revenue_topic = topic_name, f"{topic_name}-revenue"
     create_topic(broker.bootstrap, orders_topic, partitions=3)
     create_topic(broker.bootstrap, revenue_topic, partitions=2)
-    orders = make_orders(400, customers=6, start=datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc), seed=3)
+    orders = make_orders(400, customers=6, start=datetime(2026, 1, 5, 10, 0, tzinfo=UTC), seed=3)
     committed = produce_orders(broker.bootstrap, orders_topic, orders)
     assert 0 < len(committed) < len(orders)
 
@@ -36,7 +36,7 @@ def test_revenue_job_matches_a_pure_python_aggregate(spark, broker, topic_name, 
     # Parquet, read with pyarrow rather than Spark. Spark stores UTC instants; pyarrow
     # gives them back without a zone.
     table = pq.read_table(parquet).to_pylist()
-    assert {(r["customer"], r["minute"].replace(tzinfo=timezone.utc)): [r["orders"], r["revenue_cents"]]
+    assert {(r["customer"], r["minute"].replace(tzinfo=UTC)): [r["orders"], r["revenue_cents"]]
             for r in table} == expected
     assert len(table) == len(expected)
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from pyspark.sql import Row
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField, StructType)
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
 
 from tests.clients import consume_partitions, create_topic, read_all
 from tests.pipeline.exactly_once import assert_copied_exactly_once, kill_driver, produce_input, start_driver

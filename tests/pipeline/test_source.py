@@ -3,7 +3,7 @@ a streaming query reads in limited micro-batches and resumes from its checkpoint
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from pyspark.errors import PythonException
@@ -49,7 +49,7 @@ def _read(spark, bootstrap: str, topic: str, **options: str):
 @ON_BOTH
 def test_batch_read_returns_exactly_the_committed_records(spark, broker, topic_name):
     create_topic(broker.bootstrap, topic_name, partitions=2)
-    started = datetime.now(timezone.utc).replace(tzinfo=None)
+    started = datetime.now(UTC).replace(tzinfo=None)
     committed = _mixed_history(broker.bootstrap, topic_name, "src-batch", "c", transactions=9)
     plain = [(topic_name, 0, b"k", b"plain")]
     produce_all(idempotent_producer(broker.bootstrap), plain)

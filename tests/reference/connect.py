@@ -132,7 +132,7 @@ class ConnectWorker(_PropertiesJvm):
         }
         self.properties.update(extra or {})
 
-    def start(self) -> "ConnectWorker":
+    def start(self) -> ConnectWorker:
         self._launch()
         wait_until(self._serving, START_TIMEOUT, f"Connect worker {self.name} to serve its REST API",
                    self.log_tail)
@@ -200,7 +200,7 @@ class MirrorMaker(_PropertiesJvm):
         super().__init__(work_dir, name, "org.apache.kafka.connect.mirror.MirrorMaker", "MirrorMaker 2")
         self.properties = dict(properties)
 
-    def start(self) -> "MirrorMaker":
+    def start(self) -> MirrorMaker:
         self._launch()
         return self
 

@@ -25,7 +25,7 @@ import struct
 import subprocess
 import tempfile
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from tests.system_tools import find, missing_message
 
@@ -178,7 +178,7 @@ class KafkaBroker:
             raise ReferenceUnavailable(
                 f"kafka-storage format failed: {formatted.stdout[-1000:]}{formatted.stderr[-2000:]}")
 
-    def start(self, timeout: float = START_TIMEOUT) -> "KafkaBroker":
+    def start(self, timeout: float = START_TIMEOUT) -> KafkaBroker:
         """Format (the first time) and start the node; return once it answers ApiVersions
         and knows itself as a broker (Metadata lists it), or raise ReferenceUnavailable."""
         first_start = self.port == 0
@@ -250,7 +250,7 @@ class KafkaBroker:
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
-    def __enter__(self) -> "KafkaBroker":
+    def __enter__(self) -> KafkaBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

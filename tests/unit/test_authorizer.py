@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ottla.broker.security.authorizer import (AclBinding, AclFilter, Authorizer, Operation as Op, PatternType,
-                                              Permission, ResourceType as RT)
+from ottla.broker.security.authorizer import AclBinding, AclFilter, Authorizer, PatternType, Permission
+from ottla.broker.security.authorizer import Operation as Op
+from ottla.broker.security.authorizer import ResourceType as RT
 
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
 

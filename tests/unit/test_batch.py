@@ -120,8 +120,14 @@ def test_control_batch_for_a_commit_marker():
 
 
 def test_log_append_time_sets_the_type_bit_and_max_timestamp_and_keeps_the_crc_valid():
-    from ottla.protocol.batch import TIMESTAMP_TYPE_FLAG, BatchHeader, build_batch, crc_is_valid, encode_record
-    from ottla.protocol.batch import with_log_append_time
+    from ottla.protocol.batch import (
+        TIMESTAMP_TYPE_FLAG,
+        BatchHeader,
+        build_batch,
+        crc_is_valid,
+        encode_record,
+        with_log_append_time,
+    )
 
     batch = build_batch([encode_record(b"k", b"v", offset_delta=i) for i in range(3)], timestamp=1000,
                         producer_id=7, producer_epoch=0, base_sequence=5)
@@ -133,8 +139,7 @@ def test_log_append_time_sets_the_type_bit_and_max_timestamp_and_keeps_the_crc_v
 
 
 def test_recompression_keeps_every_header_field_but_the_codec():
-    from ottla.protocol.batch import BatchHeader, build_batch, crc_is_valid, encode_record, iter_records
-    from ottla.protocol.batch import recompressed
+    from ottla.protocol.batch import BatchHeader, build_batch, crc_is_valid, encode_record, iter_records, recompressed
 
     batch = build_batch([encode_record(b"k%d" % i, b"v" * 100, offset_delta=i) for i in range(50)], timestamp=1000,
                         producer_id=7, producer_epoch=2, base_sequence=40)

@@ -5,16 +5,27 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from bench.compare import A_A_ROW, AGREE, DIFFER, OTHER_VERDICT, SAME_VERDICT, compare, noise_band
 from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
 from bench.many_partitions import PartitionStarts, Start
-import pytest
-
 from bench.peers import CONTROL, KAFKA
-from bench.report import (MET, MISSED, NOT_JUDGED, OTTLA, REPORTED, WITHIN_NOISE, Run, aa_spread, judged, targets,
-                          targets_record)
-from bench.starts import BrokerStarts
+from bench.report import (
+    MET,
+    MISSED,
+    NOT_JUDGED,
+    OTTLA,
+    REPORTED,
+    WITHIN_NOISE,
+    Run,
+    aa_spread,
+    judged,
+    targets,
+    targets_record,
+)
 from bench.round_trips import REQUESTS, RoundTrips, session_ratio
+from bench.starts import BrokerStarts
 from bench.workloads import Measurement
 
 MIB = 1 << 20

@@ -6,8 +6,15 @@ from __future__ import annotations
 import pytest
 
 from ottla.broker import client_quotas
-from ottla.broker.client_quotas import (CONSUMER_BYTE_RATE, MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED,
-                                        PRODUCER_BYTE_RATE, ClientQuotas, QuotaError)
+from ottla.broker.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    MATCH_SPECIFIED,
+    PRODUCER_BYTE_RATE,
+    ClientQuotas,
+    QuotaError,
+)
 from ottla.protocol.errors import ErrorCode
 
 OK = (ErrorCode.none, None)

@@ -65,7 +65,7 @@ def _outcome(decode: Any, cls: type, frame: Any, offset: int = 0) -> Any:
     holding it equals."""
     try:
         entity = decode(cls, frame, offset)
-    except Exception as exc:  # noqa: BLE001 - the type is what is compared
+    except Exception as exc:  # the type is what is compared
         return ("refused", type(exc))
     return ("read", repr(entity), _types(entity))
 

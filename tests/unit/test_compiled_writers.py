@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import MISSING, fields
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -34,7 +34,7 @@ SAMPLES: dict[str, Any] = {
     "uint8": 200, "uint16": 60_000, "uint32": 3_000_000_000, "uint64": 2**63 + 5,
     "float64": 1.5, "bool": True, "error_code": ErrorCode.coordinator_not_available,
     "timedelta_i32": timedelta(milliseconds=1234), "timedelta_i64": timedelta(milliseconds=2**33),
-    "datetime_i64": datetime.fromtimestamp(1_700_000_000.123, tz=timezone.utc),
+    "datetime_i64": datetime.fromtimestamp(1_700_000_000.123, tz=UTC),
     "uuid": UUID(int=0x1234_5678_9ABC), "string": "h\u00e9llo", "bytes": b"\x00\x01abc",
     "records": LARGE_RECORDS,
 }

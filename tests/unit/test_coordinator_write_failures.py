@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 

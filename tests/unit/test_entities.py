@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from dataclasses import fields
 from datetime import timedelta
+from functools import partial
 from typing import Any
 from uuid import UUID
 
 import pytest
 
-from ottla.protocol.codec import response_class
-from functools import partial
-
 from ottla.protocol import compiled_codec
+from ottla.protocol.codec import response_class
 from ottla.protocol.entities import _plan, build_plan, builder, compiled_builder, make
 from ottla.protocol.errors import ErrorCode
-from ottla.protocol.kio_schema import (EntityField, EntityTupleField, PrimitiveTupleField, classify_field,
-                                       get_schema_field_type)
+from ottla.protocol.kio_schema import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_schema_field_type,
+)
 
 from .extensions import compiled_extension
 from .test_compiled_writers import CLASSES

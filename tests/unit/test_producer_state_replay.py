@@ -11,7 +11,8 @@ import pytest
 
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
 from ottla.protocol.control import ControlType, EndTxnMarker
-from ottla.storage import compaction, log as log_module
+from ottla.storage import compaction
+from ottla.storage import log as log_module
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import LogConfig
 from ottla.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager

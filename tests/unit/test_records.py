@@ -11,8 +11,8 @@ import cramjam
 import crc32c
 import pytest
 
-from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records, recompressed
 from ottla.protocol import records
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records, recompressed
 from ottla.protocol.records import InvalidRecords, validate_records, walk_records, walk_records_in_python
 from ottla.protocol.varint import write_varint
 

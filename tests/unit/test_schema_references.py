@@ -18,8 +18,16 @@ import pytest
 
 from ottla.broker.schema_registry import schema_types
 from ottla.broker.schema_registry.errors import RegistryError
-from ottla.broker.schema_registry.schema_types import (AVRO, JSON, PROTOBUF, Reference, SchemaText, parse,
-                                                       protobuf_files, referenced_schemas)
+from ottla.broker.schema_registry.schema_types import (
+    AVRO,
+    JSON,
+    PROTOBUF,
+    Reference,
+    SchemaText,
+    parse,
+    protobuf_files,
+    referenced_schemas,
+)
 
 WIDTH = 20  # references of each level to the one below; three levels are 8,000 paths
 

@@ -20,8 +20,8 @@ import resource
 
 import pytest
 from google.protobuf import (
-    api_pb2,
     any_pb2,
+    api_pb2,
     descriptor_pb2,
     duration_pb2,
     struct_pb2,

@@ -10,8 +10,15 @@ from __future__ import annotations
 import pytest
 
 from ottla.broker.schema_registry.schema_types import SchemaText
-from ottla.broker.schema_registry.store import (RegistryState, SchemaVersion, config_key, delete_subject_key,
-                                                mode_key, schema_key, schema_value)
+from ottla.broker.schema_registry.store import (
+    RegistryState,
+    SchemaVersion,
+    config_key,
+    delete_subject_key,
+    mode_key,
+    schema_key,
+    schema_value,
+)
 
 TEXT = SchemaText("AVRO", '"string"')
 

@@ -16,13 +16,13 @@ from ottla.coordinator.share_partition import (
     ACKNOWLEDGED,
     ARCHIVED,
     AVAILABLE,
-    RELEASE,
     REJECT,
+    RELEASE,
     RENEW,
     AckBatch,
     SharePartition,
 )
-from ottla.coordinator.share_state_records import decode_key, decode_value, encode_value, ShareStateValue, StateBatch
+from ottla.coordinator.share_state_records import ShareStateValue, StateBatch, decode_key, decode_value, encode_value
 from ottla.coordinator.writes import CoordinatorResult, write
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.protocol.errors import ErrorCode, KafkaError

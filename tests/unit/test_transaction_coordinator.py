@@ -11,6 +11,8 @@ import pytest
 from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.producer_ids import ProducerIdAllocator
 from ottla.coordinator.transaction_log import (
+    TRANSITIONS,
+    IllegalTransition,
     TxnRecord,
     TxnState,
     decode_key,
@@ -19,8 +21,8 @@ from ottla.coordinator.transaction_log import (
     encode_value,
     java_string_hash,
     partition_for,
+    transition,
 )
-from ottla.coordinator.transaction_log import TRANSITIONS, IllegalTransition, transition
 from ottla.coordinator.transactions import MAX_EPOCH, TransactionCoordinator
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import LogConfig

@@ -37,8 +37,9 @@ Everything is computed when a page is asked for, on the event loop, in bounded w
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import resources
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import KafkaError

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlencode
 
 PREFIX = "/console"

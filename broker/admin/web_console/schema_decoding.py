@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import avro.schema
 from google.protobuf import json_format, message_factory

@@ -35,8 +35,9 @@ broker without security see the same pages through a view that allows everything
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from functools import cached_property
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC

@@ -11,8 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from ..harness import Context, Scenario, Step, sweep
-from .common import (DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, JOIN_GROUP, LIST_GROUPS, OFFSET_COMMIT,
-                     OFFSET_DELETE, create)
+from .common import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    JOIN_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    create,
+)
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 91, 92

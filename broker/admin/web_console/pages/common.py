@@ -3,7 +3,8 @@ raises, and the cells several pages show (a partition's LSO and who holds it bac
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ottla.protocol.errors import KafkaError
 from ottla.storage.log import PartitionLog
@@ -12,8 +13,8 @@ from ..html import Markup, esc, join, link, page, tag
 
 if TYPE_CHECKING:
     from ....config import Listener
-    from ....services import Services
     from ....schema_registry.store import SchemaStore
+    from ....services import Services
     from ...faults import Faults
     from ...metrics import Metrics
 
@@ -27,13 +28,13 @@ class ConsoleBroker(Protocol):
     the request's principal see it: the questions below are view.py's, each a Kafka API's
     check)."""
 
-    services: "Services"
-    metrics: "Metrics"
-    faults: "Faults"
-    listeners: list["Listener"]
+    services: Services
+    metrics: Metrics
+    faults: Faults
+    listeners: list[Listener]
     connections: set[Any]
     config_sources: dict[str, str]  # static setting -> its file, OTTLA_<KEY> variable or "command line"
-    schema_store: "SchemaStore"  # the built-in schema registry's state (its pages)
+    schema_store: SchemaStore  # the built-in schema registry's state (its pages)
 
     def may_describe_topic(self, name: str) -> bool:
         """Whether the viewer may see this topic (the schema pages ask it of a subject's)."""

@@ -7,8 +7,8 @@ from typing import Any
 
 from ottla.coordinator.classic_group import ClassicGroup
 from ottla.coordinator.consumer_group import ConsumerGroup
-from ottla.coordinator.share_group import ShareGroup
 from ottla.coordinator.offsets_log import CommittedOffset
+from ottla.coordinator.share_group import ShareGroup
 from ottla.protocol.member_assignment import consumer_assignment
 from ottla.storage.log import PartitionLog
 

@@ -5,11 +5,11 @@ with its schema (schema_decoding.py) when the format is "auto"."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from ....schema_registry.access import topic_of
 from ..html import Markup, dl, esc, join, link, page, tag, url, when
 from ..params import Params
-from ....schema_registry.access import topic_of
 from ..records import DEFAULT_RECORDS, MAX_RECORDS, Row, read_slice
 from ..schema_decoding import SchemaDecoder
 from .common import BadRequest, ConsoleBroker, NotFound, lso_cell, txn_ids_by_producer
@@ -73,7 +73,7 @@ def _timestamp(text: str) -> int:
     except ValueError:
         raise BadRequest(f"not a time: {text!r} (use 2026-11-24T01:00:00Z or milliseconds)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
 
 

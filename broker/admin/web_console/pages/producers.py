@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from ..html import dl, join, link, page, pager, search_form, table, tag, when
 from ..params import Params
-from .common import (PAGE_SIZE, PARTITIONS_PER_PAGE, ConsoleBroker, NotFound, filtered, lso_cell, lso_holder,
-                     txn_ids_by_producer)
+from .common import (
+    PAGE_SIZE,
+    PARTITIONS_PER_PAGE,
+    ConsoleBroker,
+    NotFound,
+    filtered,
+    lso_cell,
+    lso_holder,
+    txn_ids_by_producer,
+)
 
 
 def producers(broker: ConsoleBroker, params: Params) -> bytes:

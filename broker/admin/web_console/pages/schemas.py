@@ -12,7 +12,7 @@ registry lets it read one: with DESCRIBE on the topic the subject names
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from ....schema_registry.access import topic_of
 from ....schema_registry.store import SchemaVersion

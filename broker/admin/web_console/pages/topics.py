@@ -9,8 +9,16 @@ from ottla.storage.segment import segment_file_name
 
 from ..html import Markup, dl, join, link, page, pager, search_form, size_text, table, tag
 from ..params import Params
-from .common import (PAGE_SIZE, PARTITIONS_PER_PAGE, ConsoleBroker, NotFound, filtered, log_size, lso_cell,
-                     txn_ids_by_producer)
+from .common import (
+    PAGE_SIZE,
+    PARTITIONS_PER_PAGE,
+    ConsoleBroker,
+    NotFound,
+    filtered,
+    log_size,
+    lso_cell,
+    txn_ids_by_producer,
+)
 
 SEGMENTS_SHOWN = 20  # per partition on the topic page
 
