@@ -75,6 +75,8 @@ DESCRIBE_CLIENT_QUOTAS = Api(48, "DescribeClientQuotas", 0, 1)
 ALTER_CLIENT_QUOTAS = Api(49, "AlterClientQuotas", 0, 1)
 CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", 0, 1)
 CONSUMER_GROUP_DESCRIBE = Api(69, "ConsumerGroupDescribe", 0, 1)
+STREAMS_GROUP_HEARTBEAT = Api(88, "StreamsGroupHeartbeat", 0, 0)
+STREAMS_GROUP_DESCRIBE = Api(89, "StreamsGroupDescribe", 0, 0)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -129,5 +131,7 @@ SUPPORTED: dict[int, Api] = {
         ALTER_CLIENT_QUOTAS,
         CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE,
+        STREAMS_GROUP_HEARTBEAT,
+        STREAMS_GROUP_DESCRIBE,
     )
 }

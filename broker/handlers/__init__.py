@@ -23,6 +23,7 @@ from ottla.protocol import apis
 
 from . import (acls, api_versions, client_quotas, configs, consumer_groups, coordinators, fetch, groups,
                list_offsets, log_dirs, metadata, produce, reassignments, sasl, scram_credentials, topics, transactions)
+from . import streams_groups
 from .context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Union[Any, Awaitable[Any]]]
@@ -78,6 +79,8 @@ HANDLERS: dict[int, Handler] = {
     apis.ALTER_CLIENT_QUOTAS.key: client_quotas.handle_alter,
     apis.CONSUMER_GROUP_HEARTBEAT.key: consumer_groups.handle_heartbeat,
     apis.CONSUMER_GROUP_DESCRIBE.key: consumer_groups.handle_describe,
+    apis.STREAMS_GROUP_HEARTBEAT.key: streams_groups.handle_heartbeat,
+    apis.STREAMS_GROUP_DESCRIBE.key: streams_groups.handle_describe,
 }
 
 # The APIs whose handlers may wait. Every other handler runs to its end without giving

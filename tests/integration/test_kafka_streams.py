@@ -69,9 +69,9 @@ class StreamsApp:
     """WordTotals in a JVM of its own; stdout lines (its state changes) are collected."""
 
     def __init__(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,
-                 state_dir: str, log_path: str, delay_ms: int = 0) -> None:
+                 state_dir: str, log_path: str, delay_ms: int = 0, group_protocol: str = "classic") -> None:
         args = [bootstrap, application_id, input_topic, output_topic, state_dir, str(delay_ms),
-                str(TRANSACTION_TIMEOUT_MS)]
+                str(TRANSACTION_TIMEOUT_MS), group_protocol]
         try:
             command = java_command(APP, args)
         except ReferenceUnavailable as exc:
@@ -202,18 +202,20 @@ def first_difference(got: Output, want: Output) -> str:
     return "\n".join(lines)
 
 
-def run_app(bootstrap: str, tmp_path, name: str, *,
-            kills: Sequence[tuple[int, Callable[[], None]]] = ()) -> tuple[Output, dict[str, int], StreamsApp]:
+def run_app(bootstrap: str, tmp_path, name: str, *, kills: Sequence[tuple[int, Callable[[], None]]] = (),
+            group_protocol: str = "classic") -> tuple[Output, dict[str, int], StreamsApp]:
     """Input in two halves, WordTotals over it, its output read back. With `kills`
     ((written, kill) pairs: `kill` kills the broker and starts it again once the output's
     high watermarks add up to `written`), the app processes slowly, the kills come while it
-    works on the first half, and the second half is produced after them."""
+    works on the first half, and the second half is produced after them. `group_protocol`:
+    Streams' group.protocol, classic or streams (KIP-1071)."""
     input_topic, output_topic = f"words-{name}", f"totals-{name}"
     create_topic(bootstrap, input_topic, PARTITIONS)
     create_topic(bootstrap, output_topic, PARTITIONS)
     produce_all(idempotent_producer(bootstrap), [(input_topic, p, k, v) for p, k, v in input_records(0, HALF)])
     app = StreamsApp(bootstrap, name, input_topic, output_topic, str(tmp_path / f"{name}-state"),
-                     str(tmp_path / f"{name}.streams.log"), delay_ms=KILL_RUN_DELAY_MS if kills else 0)
+                     str(tmp_path / f"{name}.streams.log"), delay_ms=KILL_RUN_DELAY_MS if kills else 0,
+                     group_protocol=group_protocol)
     try:
         for threshold, kill in kills:
             written = wait_for_written(bootstrap, output_topic, threshold, app)
@@ -287,3 +289,20 @@ def test_streams_exactly_once_across_kills_of_ottla(kafka_run, fresh_broker, tmp
     assert out == kafka_out, first_difference(out, kafka_out)
     assert placed == kafka_placed
     assert "STATE ERROR" not in app.states
+
+
+def test_streams_group_protocol_output_equals_kafkas(kafka_run, broker, tmp_path):
+    """WordTotals with group.protocol=streams (KIP-1071): Ottla's streams group coordinator
+    takes the topology, creates the repartition and changelog topics with the configs it
+    declares, and assigns the tasks; the output is Kafka's, record for record."""
+    kafka_out, kafka_placed, kafka_configs = kafka_run
+    name = f"wt-streams-{time.monotonic_ns()}"
+    out, placed, app = run_app(broker.bootstrap, tmp_path, name, group_protocol="streams")
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    assert "STATE ERROR" not in app.states
+    # The broker made the internal topics, with the configs the topology asked for.
+    configs = internal_topic_configs(broker.bootstrap, name)
+    assert set(configs) == {"by-word-repartition", "word-totals-changelog"}
+    assert configs == kafka_configs
