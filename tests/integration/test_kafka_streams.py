@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from tests.clients import create_topic, idempotent_producer, produce_all
 from tests.reference.kafka import ReferenceUnavailable, java_command
+from tests.wire import WireClient, request
 
 APP = os.path.join(os.path.dirname(os.path.dirname(__file__)), "java", "WordTotals.java")
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
@@ -203,19 +204,21 @@ def first_difference(got: Output, want: Output) -> str:
 
 
 def run_app(bootstrap: str, tmp_path, name: str, *, kills: Sequence[tuple[int, Callable[[], None]]] = (),
-            group_protocol: str = "classic") -> tuple[Output, dict[str, int], StreamsApp]:
+            group_protocol: str = "classic", instances: int = 1) -> tuple[Output, dict[str, int], StreamsApp]:
     """Input in two halves, WordTotals over it, its output read back. With `kills`
     ((written, kill) pairs: `kill` kills the broker and starts it again once the output's
     high watermarks add up to `written`), the app processes slowly, the kills come while it
     works on the first half, and the second half is produced after them. `group_protocol`:
-    Streams' group.protocol, classic or streams (KIP-1071)."""
+    Streams' group.protocol, classic or streams (KIP-1071); `instances`: how many JVMs run
+    the application (the first is returned)."""
     input_topic, output_topic = f"words-{name}", f"totals-{name}"
     create_topic(bootstrap, input_topic, PARTITIONS)
     create_topic(bootstrap, output_topic, PARTITIONS)
     produce_all(idempotent_producer(bootstrap), [(input_topic, p, k, v) for p, k, v in input_records(0, HALF)])
-    app = StreamsApp(bootstrap, name, input_topic, output_topic, str(tmp_path / f"{name}-state"),
-                     str(tmp_path / f"{name}.streams.log"), delay_ms=KILL_RUN_DELAY_MS if kills else 0,
-                     group_protocol=group_protocol)
+    apps = [StreamsApp(bootstrap, name, input_topic, output_topic, str(tmp_path / f"{name}-state{i or ''}"),
+                       str(tmp_path / f"{name}.streams{i or ''}.log"), delay_ms=KILL_RUN_DELAY_MS if kills else 0,
+                       group_protocol=group_protocol) for i in range(instances)]
+    app = apps[0]
     try:
         for threshold, kill in kills:
             written = wait_for_written(bootstrap, output_topic, threshold, app)
@@ -225,10 +228,14 @@ def run_app(bootstrap: str, tmp_path, name: str, *, kills: Sequence[tuple[int, C
         produce_all(idempotent_producer(bootstrap),
                     [(input_topic, p, k, v) for p, k, v in input_records(HALF, 2 * HALF)])
         wait_for_output(bootstrap, output_topic, 2 * HALF, app)
-        code = app.stop()
+        for other in apps[1:]:
+            assert other.process.poll() is None, f"Streams exited early: {other.states}\n{other.stderr_tail()}"
+        codes = [a.stop() for a in apps]
     finally:
-        app.kill()
-    assert code == 0, f"Streams ended with {code}: {app.states}\n{app.stderr_tail()}"
+        for a in apps:
+            a.kill()
+    for a, code in zip(apps, codes, strict=True):
+        assert code == 0, f"Streams ended with {code}: {a.states}\n{a.stderr_tail()}"
     out, placed = read_output(bootstrap, output_topic)
     return out, placed, app
 
@@ -306,3 +313,50 @@ def test_streams_group_protocol_output_equals_kafkas(kafka_run, broker, tmp_path
     configs = internal_topic_configs(broker.bootstrap, name)
     assert set(configs) == {"by-word-repartition", "word-totals-changelog"}
     assert configs == kafka_configs
+
+
+STREAMS_GROUP_DESCRIBE = 89
+
+
+def describe_streams_group(bootstrap: str, group_id: str) -> tuple[int, set[str]]:
+    """StreamsGroupDescribe: the group's epoch and its member ids, once the coordinator
+    answers (it says COORDINATOR_LOAD_IN_PROGRESS while it loads after a restart)."""
+    deadline = time.monotonic() + APP_TIMEOUT
+    while True:
+        try:
+            with WireClient(bootstrap) as client:
+                group = client.call(request(STREAMS_GROUP_DESCRIBE, 0, group_ids=[group_id],
+                                            include_authorized_operations=False)).groups[0]
+        except OSError:
+            group = None  # not listening yet
+        if group is not None and group.error_code == 0:
+            return group.group_epoch, {m.member_id for m in group.members}
+        assert time.monotonic() < deadline, f"{group_id}: not described: {group}"
+        time.sleep(0.1)
+
+
+def test_streams_group_two_instances_across_a_kill_of_ottla(kafka_run, fresh_broker, tmp_path):
+    """Two JVMs of WordTotals (four stream threads: members of one streams group, so the
+    tasks move between them through revocations) and a kill -9 of Ottla in the middle of
+    the first half: the group is what the coordinator wrote before the kill (its epoch and
+    its members are back, nobody had to join again), and the output is Kafka's, exactly
+    once."""
+    kafka_out, kafka_placed, _ = kafka_run
+    ottla = fresh_broker()
+    name = f"wt-streams2-{time.monotonic_ns()}"
+    seen: dict[str, tuple[int, set[str]]] = {}
+
+    def kill_and_restart() -> None:
+        seen["before"] = describe_streams_group(ottla.bootstrap, name)
+        ottla.kill()
+        ottla.start()
+        seen["after"] = describe_streams_group(ottla.bootstrap, name)
+
+    out, placed, app = run_app(ottla.bootstrap, tmp_path, name, group_protocol="streams", instances=2,
+                               kills=[(HALF // 3, kill_and_restart)])
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    (epoch_before, members_before), (epoch_after, members_after) = seen["before"], seen["after"]
+    assert members_before and members_before <= members_after
+    assert epoch_after >= epoch_before

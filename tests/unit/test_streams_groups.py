@@ -183,6 +183,10 @@ def test_members_join_get_their_tasks_and_a_task_moves_only_once_revoked(harness
     assert first.error == ErrorCode.none and _tasks(first.assignment) == set()
     assert [code for code, _ in first.statuses] == [STATUS_MISSING_INTERNAL_TOPICS]
     assert harness.group().type is GroupType.STREAMS and harness.group().state_name == "NotReady"
+    listed = harness.coordinator.list_groups(set(), {"Streams"})
+    assert [g.group_id for g in listed] == ["g"]
+    assert harness.coordinator.list_groups(set(), {"consumer", "classic"}) == []
+    assert [g.group_id for g in harness.coordinator.list_groups({"notready"}, set())] == ["g"]
 
     # The topics exist now: the group epoch moves, and m1 gets every task.
     ready = harness.beat("m1", first.member_epoch, owned={})
@@ -265,6 +269,12 @@ def test_a_restart_rebuilds_the_group_from_its_records(harness):
 
     before = snapshot()
     harness.reopen()
+    assert snapshot() == before
+    # Members rebuilt from the log and not heard from yet are not expired by a tick that
+    # comes before `restored` (as one can while the broker still loads).
+    for member in harness.group().members.values():
+        member.last_heartbeat = 0.0
+    assert harness.coordinator.tick() == []
     assert snapshot() == before
     # The members carry on where they were; leaving and deleting are kept too.
     assert harness.beat("m2", m2.member_epoch, owned={}).error == ErrorCode.none
