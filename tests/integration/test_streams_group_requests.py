@@ -1,0 +1,131 @@
+"""StreamsGroupHeartbeat and StreamsGroupDescribe as raw requests against a running
+broker: what ApiVersions advertises, a member's join through the internal topics the
+broker creates to its tasks, Kafka's error codes for bad input (nothing disturbed, the
+broker still answering), and ListGroups' streams type."""
+
+from __future__ import annotations
+
+import datetime
+
+from tests.clients import create_topic
+from tests.wire import WireClient, request
+
+HEARTBEAT, DESCRIBE, LIST_GROUPS = 88, 89, 16
+NONE, UNKNOWN_MEMBER_ID, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 0, 25, 42, 69
+FENCED_MEMBER_EPOCH, STREAMS_INVALID_TOPOLOGY, STREAMS_INVALID_TOPOLOGY_EPOCH = 110, 130, 131
+MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS = 1, 3
+
+
+def _topic(name: str) -> dict:
+    return {"name": name, "partitions": 0, "replication_factor": 0,
+            "topic_configs": [{"key": "cleanup.policy", "value": "compact"}]}
+
+
+def _topology(source: str, app: str, epoch: int = 1) -> dict:
+    """WordTotals' shape: a re-key through a repartition topic, then a store."""
+    repartition = dict(_topic(f"{app}-rekey-repartition"), topic_configs=[{"key": "retention.ms", "value": "-1"}])
+    return {"epoch": epoch, "subtopologies": [
+        {"subtopology_id": "0", "source_topics": [source], "source_topic_regex": [], "state_changelog_topics": [],
+         "repartition_sink_topics": [repartition["name"]], "repartition_source_topics": [], "copartition_groups": []},
+        {"subtopology_id": "1", "source_topics": [], "source_topic_regex": [],
+         "state_changelog_topics": [_topic(f"{app}-store-changelog")], "repartition_sink_topics": [],
+         "repartition_source_topics": [repartition], "copartition_groups": []},
+    ]}
+
+
+def _heartbeat(client: WireClient, group: str, member: str, epoch: int, **fields):
+    if epoch == 0:
+        fields.setdefault("rebalance_timeout", datetime.timedelta(milliseconds=30_000))
+        fields.setdefault("process_id", f"process-{member}")
+        for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):
+            fields.setdefault(kind, [])
+    for kind in ("active_tasks", "standby_tasks", "warmup_tasks", "client_tags", "task_offsets", "task_end_offsets"):
+        fields.setdefault(kind, None)
+    return client.call(request(HEARTBEAT, 0, group_id=group, member_id=member, member_epoch=epoch,
+                               endpoint_information_epoch=0, **fields))
+
+
+def _tasks(answer) -> set[tuple[str, int]]:
+    return {(t.subtopology_id, p) for t in answer.active_tasks for p in t.partitions}
+
+
+def test_api_versions_advertises_the_streams_group_apis_and_streams_version(broker):
+    with WireClient(broker.bootstrap) as client:
+        answer = client.call(request(18, 4, client_software_name="t", client_software_version="1"))
+    keys = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+    assert keys[HEARTBEAT] == (0, 0) and keys[DESCRIBE] == (0, 0)
+    assert {f.name: f.max_version_level for f in answer.finalized_features}["streams.version"] == 1
+
+
+def test_a_member_joins_the_broker_creates_the_internal_topics_and_assigns_the_tasks(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 2)
+    group = f"app-{topic_name}"
+    with WireClient(broker.bootstrap) as client:
+        missing = _heartbeat(client, group, "m1", 0, topology=_topology(f"{topic_name}-none", group))
+        assert missing.error_code == NONE
+        assert [s.status_code for s in missing.status] == [MISSING_SOURCE_TOPICS]
+        assert _heartbeat(client, group, "m1", -1).error_code == NONE
+
+        joined = _heartbeat(client, group, "m1", 0, topology=_topology(topic_name, group))
+        assert joined.error_code == NONE and joined.heartbeat_interval.total_seconds() == 5
+        assert [s.status_code for s in joined.status] == [MISSING_INTERNAL_TOPICS]
+        assert _tasks(joined) == set()
+        ready = _heartbeat(client, group, "m1", joined.member_epoch, active_tasks=[])
+        assert list(ready.status) == []
+        assert _tasks(ready) == {("0", 0), ("0", 1), ("1", 0), ("1", 1)}
+
+        described = client.call(request(DESCRIBE, 0, group_ids=[group], include_authorized_operations=False))
+        (g,) = described.groups
+        assert (g.error_code, g.group_state, g.group_epoch) == (NONE, "Stable", ready.member_epoch)
+        assert [m.member_id for m in g.members] == ["m1"] and g.topology.epoch == 1
+        listed = client.call(request(LIST_GROUPS, 5, states_filter=[], types_filter=["streams"]))
+        assert [(x.group_id, x.group_type) for x in listed.groups if x.group_id == group] == [(group, "streams")]
+
+        metadata = client.call(request(3, 12, topics=[{"name": f"{group}-rekey-repartition", "topic_id": None},
+                                                      {"name": f"{group}-store-changelog", "topic_id": None}],
+                                       allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        assert sorted((t.error_code, len(t.partitions)) for t in metadata.topics) == [(0, 2), (0, 2)]
+
+
+def test_bad_heartbeats_get_kafkas_errors_and_disturb_nothing(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 2)
+    group = f"app-{topic_name}"
+    topology = _topology(topic_name, group)
+    cycle = {"epoch": 1, "subtopologies": [
+        {"subtopology_id": str(i), "source_topics": [], "source_topic_regex": [], "state_changelog_topics": [],
+         "repartition_sink_topics": [f"loop-{1 - i}"], "repartition_source_topics": [_topic(f"loop-{i}")],
+         "copartition_groups": []} for i in (0, 1)]}
+    huge = {"epoch": 1, "subtopologies": [dict(topology["subtopologies"][0], subtopology_id=str(i),
+                                               repartition_sink_topics=[]) for i in range(2000)]}
+    with WireClient(broker.bootstrap) as client:
+        joined = _heartbeat(client, group, "m1", 0, topology=topology)
+        assert joined.error_code == NONE
+        cases = [
+            (dict(member="ghost", epoch=1), UNKNOWN_MEMBER_ID),
+            (dict(member="m1", epoch=joined.member_epoch + 7), FENCED_MEMBER_EPOCH),
+            (dict(member="m1", epoch=1, group="nowhere"), GROUP_ID_NOT_FOUND),
+            (dict(member="", epoch=0, topology=topology), INVALID_REQUEST),
+            (dict(member="m2", epoch=0), INVALID_REQUEST),  # no topology
+            (dict(member="m2", epoch=-3), INVALID_REQUEST),
+            (dict(member="m1", epoch=joined.member_epoch, topology=topology), INVALID_REQUEST),
+            (dict(member="m2", epoch=0, topology=_topology(topic_name, "other")), STREAMS_INVALID_TOPOLOGY),
+            (dict(member="m2", epoch=0, topology=_topology(topic_name, group, epoch=2)),
+             STREAMS_INVALID_TOPOLOGY_EPOCH),
+            (dict(member="m2", epoch=0, topology=huge), STREAMS_INVALID_TOPOLOGY),
+            (dict(member="m2", epoch=0, topology={"epoch": 1, "subtopologies": []}), STREAMS_INVALID_TOPOLOGY),
+        ]
+        for fields, code in cases:
+            answer = _heartbeat(client, fields.pop("group", group), fields.pop("member"), fields.pop("epoch"),
+                                **fields)
+            assert answer.error_code == code, (code, answer.error_code, answer.error_message)
+            assert answer.error_message
+        # A cycle of repartition topics is a valid shape whose counts never resolve: said
+        # in the status, in a group of its own.
+        looped = _heartbeat(client, f"{group}-loop", "m1", 0, topology=cycle)
+        assert looped.error_code == NONE and [s.status_code for s in looped.status] == [MISSING_SOURCE_TOPICS]
+
+        described = client.call(request(DESCRIBE, 0, group_ids=[group, "nowhere"],
+                                        include_authorized_operations=False))
+        assert [(g.error_code, [m.member_id for m in g.members]) for g in described.groups] == \
+            [(NONE, ["m1"]), (GROUP_ID_NOT_FOUND, [])]
+        assert _heartbeat(client, group, "m1", joined.member_epoch, active_tasks=[]).error_code == NONE
