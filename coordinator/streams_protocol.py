@@ -6,8 +6,8 @@ order:
 1. check the request (Kafka's messages), then find or create the member and check its
    epoch (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH);
 2. a joining member brings the topology: the first one sets the group's (a record of
-   its own); a member declaring another topology at the same epoch, or another epoch
-   while the group has members, is refused;
+   its own); one declaring another topology is refused, as Kafka 4.3.1 refuses
+   topology updates;
 3. update the member's metadata; the group epoch moves when the membership, a member's
    metadata or the topics the topology reads (their partition counts: the metadata
    hash) change;
@@ -101,7 +101,7 @@ def validate(request: StreamsHeartbeatRequest) -> None:
         if request.rebalance_timeout_ms == -1:
             raise invalid("RebalanceTimeoutMs must be provided in first request.")
         if request.topology is None:
-            raise invalid("Topology must be non-empty when (re-)joining.")
+            raise invalid("Topology must be non-null when (re-)joining.")
         if request.active_tasks is None or any(request.active_tasks.values()):
             raise invalid("ActiveTasks must be empty when (re-)joining.")
         if request.standby_tasks is None or any(request.standby_tasks.values()):
@@ -249,21 +249,12 @@ class StreamsProtocol:
     def _take_topology(self, group: StreamsGroup, request: StreamsHeartbeatRequest, records: Records) -> None:
         topology = request.topology
         assert topology is not None  # validate() holds joins to it
-        current = group.topology
-        if current is None or (not group.members and current != topology):
+        if group.topology is None:
             group.topology = topology
             records.append(group.topology_record())
-            if current is not None:
-                self._bump(group, records)
-            return
-        if topology.epoch != current.epoch:
-            raise KafkaError(ErrorCode.streams_invalid_topology_epoch,
-                             f"The topology epoch {topology.epoch} is not the group's topology epoch "
-                             f"{current.epoch}; topology updates are not supported while the group has members.")
-        if topology != current:
-            raise KafkaError(ErrorCode.streams_invalid_topology,
-                             f"The topology of epoch {topology.epoch} differs from the one the group's members "
-                             f"declared.")
+        elif topology != group.topology:
+            # Kafka 4.3.1's answer to any other topology, whatever its epoch, members or not.
+            raise KafkaError(ErrorCode.invalid_request, "Topology updates are not supported yet.")
 
     def _assign(self, group: StreamsGroup, configured: ConfiguredTopology, records: Records) -> None:
         members = {m.member_id: AssignmentMember(m.metadata.process_id, group.target.get(m.member_id, m.assigned))
@@ -321,5 +312,8 @@ class StreamsProtocol:
             member.last_heartbeat = now
             if member.state is MemberState.UNREVOKED_TASKS:
                 member.revocation_deadline = now + max(member.metadata.rebalance_timeout_ms, 0) / 1000
-        configured = self.configured(group)
+        try:
+            configured = self.configured(group)
+        except KafkaError:
+            configured = None  # a topology that no longer resolves: NotReady until a heartbeat says why
         group.configured = configured is not None and configured.ready

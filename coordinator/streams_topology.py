@@ -7,7 +7,8 @@ some subtopology reads them, copartition indexes inside their lists, bounded siz
 a topology that fails is STREAMS_INVALID_TOPOLOGY. Then, at every heartbeat, against
 the topics (`configure`): every source topic must exist (else the status
 MISSING_SOURCE_TOPICS), the internal topics get their partition counts (a repartition
-topic's count is its declared one, else the largest of the topics its writers read;
+topic's count is its declared one, else the largest of the topics its writers read,
+STREAMS_INVALID_TOPOLOGY if that never resolves;
 a changelog has as many partitions as its subtopology has tasks; copartitioned topics
 are brought to one count), and internal topics not there yet are to be created by the
 broker (status MISSING_INTERNAL_TOPICS) with the configs the topology declares. Only a
@@ -90,7 +91,9 @@ class ConfiguredTopology:
 
 
 def configure(topology: Topology, partitions_of: Mapping[str, int]) -> ConfiguredTopology:
-    """`partitions_of`: topic name -> partition count of the topics that exist."""
+    """`partitions_of`: topic name -> partition count of the topics that exist.
+    Raises STREAMS_INVALID_TOPOLOGY when the repartition topics' counts cannot be
+    derived (a cycle with no source topic), as Kafka's join does."""
     result = ConfiguredTopology()
     missing = sorted({t for s in topology.subtopologies for t in s.source_topics if t not in partitions_of})
     if missing:
@@ -115,12 +118,10 @@ def configure(topology: Topology, partitions_of: Mapping[str, int]) -> Configure
                 if repartition[sink].partitions <= 0 and counts.get(sink, 0) < max(inputs):
                     counts[sink] = max(inputs)
                     changed = True
-    unresolved = sorted(set(repartition) - set(counts))
-    if unresolved:
-        result.statuses.append((STATUS_MISSING_SOURCE_TOPICS,
-                                f"Partition counts of repartition topics {', '.join(unresolved)} cannot be derived "
-                                f"from any source topic."))
-        return result
+    if set(repartition) - set(counts):
+        # Kafka's words: the join is refused, nothing of the topology is kept.
+        raise _invalid("Failed to compute number of partitions for all repartition topics. There may be loops "
+                       "in the topology that cannot be resolved.")
 
     # Copartitioned topics get one count: that of their user topics (which must agree),
     # else the largest of their repartition topics.

@@ -198,6 +198,6 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
             except KafkaError as exc:
                 code, message = exc.code, exc.message
         described.append({"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-                          "group_epoch": -1, "assignment_epoch": -1, "topology": None, "members": [],
+                          "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
     return ctx.respond(groups=described)
