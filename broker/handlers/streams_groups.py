@@ -5,8 +5,8 @@ internal topics the broker creates on the members' behalf.
 As Kafka's KafkaApis: a heartbeat needs READ on the group; the topics of the topology
 a joining member declares need DESCRIBE (else TOPIC_AUTHORIZATION_FAILED); the
 repartition and changelog topics the coordinator finds missing are created here when
-the member may CREATE them (on the cluster or on each topic), and named in the
-MISSING_INTERNAL_TOPICS status otherwise.
+the member may CREATE them all (on the cluster, or on each topic), and named in the
+MISSING_INTERNAL_TOPICS status's detail otherwise.
 """
 
 from __future__ import annotations
@@ -70,22 +70,30 @@ def _task_ids(tasks: Tasks) -> list[dict[str, Any]]:
 
 
 def _create_internal_topics(ctx: RequestContext, result: StreamsHeartbeatResult) -> None:
-    """Create what the topology lacks; what the member may not create is said in the
-    MISSING_INTERNAL_TOPICS status instead (as Kafka's words)."""
-    refused = []
-    for name, (partitions, configs) in sorted(result.to_create.items()):
-        if not (ctx.allowed_on_cluster(Operation.CREATE) or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)):
-            refused.append(name)
-            continue
-        try:
-            ctx.services.create_topic(name, partitions, dict(configs))
-            log.info("internal topic created for a streams group", topic=name, partitions=partitions)
-        except KafkaError as exc:
-            if exc.code is not ErrorCode.topic_already_exists:
-                log.warning("internal topic not created", topic=name, error=exc.code.name, reason=exc.message)
+    """Create what the topology lacks, as Kafka's KafkaApis does: CREATE on the cluster,
+    else on every one of the topics, or none is created and the MISSING_INTERNAL_TOPICS
+    status says which were refused; a creation that fails is said there too."""
+    names = sorted(result.to_create)
+    refused = [] if ctx.allowed_on_cluster(Operation.CREATE) else [
+        name for name in names if not ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)]
+    failed = []
     if refused:
-        result.statuses.append((STATUS_MISSING_INTERNAL_TOPICS,
-                                f"Unauthorized to CREATE on topics {', '.join(refused)}."))
+        detail = f"Unauthorized to CREATE on topics {', '.join(refused)}."
+    else:
+        for name in names:
+            partitions, configs = result.to_create[name]
+            try:
+                ctx.services.create_topic(name, partitions, dict(configs))
+                log.info("internal topic created for a streams group", topic=name, partitions=partitions)
+            except KafkaError as exc:
+                if exc.code is not ErrorCode.topic_already_exists:
+                    log.warning("internal topic not created", topic=name, error=exc.code.name, reason=exc.message)
+                    failed.append(f"{name} ({exc.message or exc.code.name})")
+        if not failed:
+            return
+        detail = f"Creation failed: {', '.join(failed)}."
+    result.statuses = [(code, f"{text}; {detail}" if code == STATUS_MISSING_INTERNAL_TOPICS else text)
+                       for code, text in result.statuses]
 
 
 def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:

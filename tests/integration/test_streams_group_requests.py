@@ -7,7 +7,18 @@ from __future__ import annotations
 
 import datetime
 
+import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
 from tests.clients import create_topic
+from tests.sasl_brokers import PlainUsers
 from tests.wire import WireClient, request
 
 HEARTBEAT, DESCRIBE, LIST_GROUPS = 88, 89, 16
@@ -193,3 +204,55 @@ def test_streams_group_requests_are_answered_as_kafka_answers_them(broker, kafka
     """The same conversation with Ottla and with Kafka 4.3.1: the same answers (checked to
     fail when Ottla took a second topology, which Kafka refuses as an update)."""
     assert _conversation(broker.bootstrap, topic_name) == _conversation(kafka_reference.bootstrap, topic_name)
+
+
+ACL_USERS = PlainUsers({"admin": "admin-secret", "alice": "alice-secret"})
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory):
+    yield from ACL_USERS.broker(tmp_path_factory.mktemp("streams-acls") / "data")
+
+
+def _allow(operation: AclOperation, resource: ResourceType, name: str) -> AclBinding:
+    return AclBinding(resource, name, ResourcePatternType.LITERAL if resource != ResourceType.TOPIC
+                      else ResourcePatternType.PREFIXED, "User:alice", "*", operation, AclPermissionType.ALLOW)
+
+
+def test_the_broker_creates_internal_topics_only_for_a_member_that_may_create_them(acl_broker, topic_name):
+    """alice may READ the group and DESCRIBE its topics but not CREATE them: none of the
+    internal topics is made and the status says why; once she may create them (on the
+    topics, not the cluster), her next heartbeat has them made. Without DESCRIBE on a
+    topic of the topology: TOPIC_AUTHORIZATION_FAILED. (Seen failing with the CREATE
+    check left out: the topics were made for alice.)"""
+    admin = ACL_USERS.admin(acl_broker)
+    group = f"app-{topic_name}"
+    for future in admin.create_topics([NewTopic(topic_name, 2, 1)]).values():
+        future.result(10)
+
+    def grant(*bindings: AclBinding) -> None:
+        for future in admin.create_acls(list(bindings)).values():
+            future.result(10)
+
+    grant(_allow(AclOperation.READ, ResourceType.GROUP, group), _allow(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                                         topic_name))
+    with ACL_USERS.wire_client(acl_broker, "alice") as alice:
+        refused = _heartbeat(alice, group, "m1", 0, topology=_topology(topic_name, group))
+        assert refused.error_code == 29  # TOPIC_AUTHORIZATION_FAILED: the internal topics' names
+        grant(_allow(AclOperation.DESCRIBE, ResourceType.TOPIC, group))
+        joined = _heartbeat(alice, group, "m1", 0, topology=_topology(topic_name, group))
+        assert joined.error_code == NONE
+        ((code, detail),) = [(s.status_code, s.status_detail) for s in joined.status]
+        assert code == MISSING_INTERNAL_TOPICS
+        assert detail.endswith(f"; Unauthorized to CREATE on topics {group}-rekey-repartition, "
+                               f"{group}-store-changelog."), detail
+        assert not [t for t in admin.list_topics(timeout=10).topics if t.startswith(group)]
+
+        grant(_allow(AclOperation.CREATE, ResourceType.TOPIC, group))
+        created = _heartbeat(alice, group, "m1", joined.member_epoch, active_tasks=[])
+        assert [s.status_code for s in created.status] == [MISSING_INTERNAL_TOPICS]
+        assert "Unauthorized" not in created.status[0].status_detail
+        assert sorted(t for t in admin.list_topics(timeout=10).topics if t.startswith(group)) == \
+            [f"{group}-rekey-repartition", f"{group}-store-changelog"]
+        ready = _heartbeat(alice, group, "m1", created.member_epoch, active_tasks=[])
+        assert list(ready.status) == [] and len(_tasks(ready)) == 4
