@@ -7,7 +7,8 @@ than its share (the number of tasks over the number of members, rounded up); the
 others go, one by one, to the member with the fewest tasks (ties: the member id). With
 `num_standby_replicas` N > 0, each task also gets up to N standby copies on members of
 other processes than its active owner's (a standby beside its active task in the same
-process would restore nothing new), sticky and balanced the same way.
+process would restore nothing new), for stateful tasks only, sticky and balanced the
+same way.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def _grouped(tasks: set[Task]) -> Tasks:
 
 
 def assign(members: Mapping[str, AssignmentMember], task_counts: Mapping[str, int],
-           num_standby_replicas: int = 0) -> dict[str, TaskAssignment]:
+           num_standby_replicas: int = 0, stateful: frozenset[str] = frozenset()) -> dict[str, TaskAssignment]:
+    """`stateful`: the subtopologies with state stores (changelog topics): only their
+    tasks get standby copies, as in Kafka (a stateless task has nothing to restore)."""
     if not members:
         return {}
     tasks = sorted((s, p) for s, n in task_counts.items() for p in range(n))
@@ -65,13 +68,16 @@ def assign(members: Mapping[str, AssignmentMember], task_counts: Mapping[str, in
     if num_standby_replicas > 0:
         load: Counter[str] = Counter()
         previous_standby = {m: _tasks(members[m].previous.standby) for m in ids}
-        for task in tasks:
+        standby_tasks = [t for t in tasks if t[0] in stateful]
+        standby_share = -(-len(standby_tasks) * num_standby_replicas // len(ids))
+        for task in standby_tasks:
             active_process = members[owner[task]].process_id
             candidates = [m for m in ids if members[m].process_id != active_process]
             chosen: list[str] = []
             processes: set[str] = set()
-            # Sticky first, then the least loaded; one copy per process.
-            ordered = sorted(candidates, key=lambda i: (task not in previous_standby[i], load[i], i))
+            # Sticky while within its share, then the least loaded; one copy per process.
+            ordered = sorted(candidates, key=lambda i: (task not in previous_standby[i] or load[i] >= standby_share,
+                                                        load[i], i))
             for m in ordered:
                 if len(chosen) == num_standby_replicas:
                     break

@@ -198,10 +198,15 @@ class StreamsGroup(Group):
     # --- the checks commits and deletions ask for ------------------------------------------
 
     def _validate_member_epoch(self, member_id: str, epoch: int) -> None:
+        """Kafka's: an epoch ahead of the member's is FENCED_MEMBER_EPOCH, one behind
+        STALE_MEMBER_EPOCH."""
         member = self.member(member_id)
-        if epoch != member.member_epoch:
+        if epoch > member.member_epoch:
+            raise KafkaError(ErrorCode.fenced_member_epoch,
+                             f"The member epoch {epoch} is ahead of the member's current epoch {member.member_epoch}.")
+        if epoch < member.member_epoch:
             raise KafkaError(ErrorCode.stale_member_epoch,
-                             f"The member epoch {epoch} is not the member's current epoch {member.member_epoch}.")
+                             f"The member epoch {epoch} is behind the member's current epoch {member.member_epoch}.")
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                api_version: int | None = None) -> None:
@@ -217,7 +222,15 @@ class StreamsGroup(Group):
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:
         if generation < 0 and not self.members:
             return
-        self._validate_member_epoch(member_id, generation)
+        try:
+            self._validate_member_epoch(member_id, generation)
+        except KafkaError as exc:
+            # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION,
+            # which the producer aborts on and Streams recovers from (a task migrated);
+            # the stale code would be fatal to the application.
+            if exc.code is not ErrorCode.stale_member_epoch:
+                raise
+            raise KafkaError(ErrorCode.illegal_generation, exc.message) from None
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         if member_epoch < 0 and not member_id:

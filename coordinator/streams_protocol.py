@@ -260,7 +260,9 @@ class StreamsProtocol:
         members = {m.member_id: AssignmentMember(m.metadata.process_id, group.target.get(m.member_id, m.assigned))
                    for m in group.members.values()}
         if configured.ready:
-            targets = assign(members, configured.task_counts, self.config.streams_num_standby_replicas)
+            assert group.topology is not None  # a configured topology is the group's
+            stateful = frozenset(s.subtopology_id for s in group.topology.subtopologies if s.state_changelog_topics)
+            targets = assign(members, configured.task_counts, self.config.streams_num_standby_replicas, stateful)
         else:
             targets = {m: TaskAssignment() for m in members}
         for member_id, target in targets.items():

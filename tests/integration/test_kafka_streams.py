@@ -82,6 +82,8 @@ class StreamsApp:
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=log, text=True)
         self.states: list[str] = []
+        # Killed on purpose by the test (kill -9 of one instance): not expected to end well.
+        self.lost = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -204,13 +206,15 @@ def first_difference(got: Output, want: Output) -> str:
 
 
 def run_app(bootstrap: str, tmp_path, name: str, *, kills: Sequence[tuple[int, Callable[[], None]]] = (),
-            group_protocol: str = "classic", instances: int = 1) -> tuple[Output, dict[str, int], StreamsApp]:
+            group_protocol: str = "classic", instances: int = 1,
+            started: list[StreamsApp] | None = None) -> tuple[Output, dict[str, int], StreamsApp]:
     """Input in two halves, WordTotals over it, its output read back. With `kills`
     ((written, kill) pairs: `kill` kills the broker and starts it again once the output's
     high watermarks add up to `written`), the app processes slowly, the kills come while it
     works on the first half, and the second half is produced after them. `group_protocol`:
     Streams' group.protocol, classic or streams (KIP-1071); `instances`: how many JVMs run
-    the application (the first is returned)."""
+    the application (the first is returned; `started`, if given, gets them all, for a kill
+    to choose from: an instance marked `lost` is not expected to end well)."""
     input_topic, output_topic = f"words-{name}", f"totals-{name}"
     create_topic(bootstrap, input_topic, PARTITIONS)
     create_topic(bootstrap, output_topic, PARTITIONS)
@@ -219,6 +223,8 @@ def run_app(bootstrap: str, tmp_path, name: str, *, kills: Sequence[tuple[int, C
                        str(tmp_path / f"{name}.streams{i or ''}.log"), delay_ms=KILL_RUN_DELAY_MS if kills else 0,
                        group_protocol=group_protocol) for i in range(instances)]
     app = apps[0]
+    if started is not None:
+        started.extend(apps)
     try:
         for threshold, kill in kills:
             written = wait_for_written(bootstrap, output_topic, threshold, app)
@@ -228,13 +234,14 @@ def run_app(bootstrap: str, tmp_path, name: str, *, kills: Sequence[tuple[int, C
         produce_all(idempotent_producer(bootstrap),
                     [(input_topic, p, k, v) for p, k, v in input_records(HALF, 2 * HALF)])
         wait_for_output(bootstrap, output_topic, 2 * HALF, app)
-        for other in apps[1:]:
+        running = [a for a in apps if not a.lost]
+        for other in running[1:]:
             assert other.process.poll() is None, f"Streams exited early: {other.states}\n{other.stderr_tail()}"
-        codes = [a.stop() for a in apps]
+        codes = [a.stop() for a in running]
     finally:
         for a in apps:
             a.kill()
-    for a, code in zip(apps, codes, strict=True):
+    for a, code in zip(running, codes, strict=True):
         assert code == 0, f"Streams ended with {code}: {a.states}\n{a.stderr_tail()}"
     out, placed = read_output(bootstrap, output_topic)
     return out, placed, app
@@ -360,3 +367,48 @@ def test_streams_group_two_instances_across_a_kill_of_ottla(kafka_run, fresh_bro
     (epoch_before, members_before), (epoch_after, members_after) = seen["before"], seen["after"]
     assert members_before and members_before <= members_after
     assert epoch_after >= epoch_before
+
+
+def standby_tasks(bootstrap: str, group_id: str) -> dict[str, int]:
+    """StreamsGroupDescribe: each member's number of standby tasks in its target."""
+    with WireClient(bootstrap) as client:
+        group = client.call(request(STREAMS_GROUP_DESCRIBE, 0, group_ids=[group_id],
+                                    include_authorized_operations=False)).groups[0]
+    return {m.member_id: sum(len(t.partitions) for t in m.target_assignment.standby_tasks) for m in group.members}
+
+
+def test_streams_group_moves_a_killed_instances_tasks_to_the_other(kafka_run, fresh_broker, tmp_path):
+    """Two JVMs of WordTotals in one streams group with a standby copy of each stateful
+    task (group.streams.num.standby.replicas=1) and a short session: once both are in the
+    group, the second JVM is killed (SIGKILL) in the middle of the first half; its members
+    are fenced when their session expires, their tasks move to the first JVM (where the
+    standby copies of the store were), and the output is Kafka's, exactly once."""
+    kafka_out, kafka_placed, _ = kafka_run
+    ottla = fresh_broker(group_streams_session_timeout_ms=6000, group_streams_heartbeat_interval_ms=500,
+                         group_streams_num_standby_replicas=1)
+    name = f"wt-streams-lost-{time.monotonic_ns()}"
+    apps: list[StreamsApp] = []
+    seen: dict[str, object] = {}
+
+    def kill_the_second_instance() -> None:
+        deadline = time.monotonic() + APP_TIMEOUT
+        while len(describe_streams_group(ottla.bootstrap, name)[1]) < 4:  # two threads in each JVM
+            assert time.monotonic() < deadline, "the second instance never joined"
+            time.sleep(0.2)
+        seen["standby"] = standby_tasks(ottla.bootstrap, name)
+        apps[1].lost = True
+        apps[1].kill()
+        while len(members := describe_streams_group(ottla.bootstrap, name)[1]) > 2:
+            assert time.monotonic() < deadline, f"the lost instance's members were never fenced: {members}"
+            time.sleep(0.2)
+        seen["after"] = members
+
+    out, placed, app = run_app(ottla.bootstrap, tmp_path, name, group_protocol="streams", instances=2,
+                               kills=[(HALF // 3, kill_the_second_instance)], started=apps)
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    # The stateful subtopology's 3 tasks had a standby copy each, in the other JVM.
+    standby = seen["standby"]
+    assert isinstance(standby, dict) and sum(standby.values()) == PARTITIONS, standby
+    assert len(seen["after"]) == 2  # type: ignore[arg-type]

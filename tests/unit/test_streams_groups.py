@@ -112,10 +112,17 @@ def test_the_assignor_balances_and_keeps_tasks_where_they_were():
     second = assign({"a": AssignmentMember("p1", first["a"]), "b": AssignmentMember("p2", TaskAssignment())}, counts)
     assert len(_tasks(second["a"])) == len(_tasks(second["b"])) == 6
     assert _tasks(second["a"]) <= _tasks(first["a"])  # a keeps half of what it had
-    # One standby per task, never in the process of its active task.
-    standby = assign({"a": AssignmentMember("p1", second["a"]), "b": AssignmentMember("p2", second["b"])}, counts, 1)
+    # One standby per stateful task, never in the process of its active task.
+    standby = assign({"a": AssignmentMember("p1", second["a"]), "b": AssignmentMember("p2", second["b"])}, counts, 1,
+                     frozenset({"1"}))
     for m, other in (("a", "b"), ("b", "a")):
-        assert {(s, p) for s, ps in standby[m].standby.items() for p in ps} == _tasks(standby[other])
+        assert {(s, p) for s, ps in standby[m].standby.items() for p in ps} == \
+            {t for t in _tasks(standby[other]) if t[0] == "1"}
+    # Two members in each of two processes: the standby copies are spread, not stacked.
+    four = {m: AssignmentMember(process, TaskAssignment()) for m, process in
+            (("a1", "p1"), ("a2", "p1"), ("b1", "p2"), ("b2", "p2"))}
+    spread = assign(four, counts, 1, frozenset({"1"}))
+    assert sorted(sum(len(ps) for ps in a.standby.values()) for a in spread.values()) == [1, 1, 2, 2]
 
 
 # --- records -------------------------------------------------------------------------------
@@ -241,7 +248,16 @@ def test_commits_check_the_member_epoch(harness):
     offsets = {("orders", 0): CommittedOffset(5)}
     assert error_of(lambda: commit("g", "m1", None, joined.member_epoch, offsets, 9)) == ErrorCode.none
     assert error_of(lambda: commit("g", "m1", None, joined.member_epoch + 1, offsets, 9)) \
+        == ErrorCode.fenced_member_epoch
+    assert error_of(lambda: commit("g", "m1", None, joined.member_epoch - 1, offsets, 9)) \
         == ErrorCode.stale_member_epoch
+    # In a transaction, a stale epoch is ILLEGAL_GENERATION, as Kafka answers it (the
+    # producer aborts on it; STALE_MEMBER_EPOCH would be fatal to Streams).
+    txn = harness.coordinator.commit_txn_offsets
+    assert error_of(lambda: txn("g", 1, 0, "m1", None, joined.member_epoch - 1, offsets)) \
+        == ErrorCode.illegal_generation
+    assert error_of(lambda: txn("g", 1, 0, "m1", None, joined.member_epoch + 1, offsets)) \
+        == ErrorCode.fenced_member_epoch
     assert error_of(lambda: commit("g", "ghost", None, 1, offsets, 9)) == ErrorCode.unknown_member_id
 
 
