@@ -152,6 +152,10 @@ class StreamsGroup(Group):
     # Not in the log: whether the topology was configured (its topics all there) when
     # the group was last looked at; NotReady while it is not.
     configured: bool = False
+    # Not in the log, as in Kafka: a member asked the whole application to shut down
+    # (its uncaught-exception handler's SHUTDOWN_APPLICATION); every member is told so
+    # until the group is empty.
+    shutdown_requested: bool = False
 
     @property
     def type(self) -> GroupType:
@@ -179,6 +183,7 @@ class StreamsGroup(Group):
     def carry_over(self, working: StreamsGroup) -> None:
         """What the records do not hold, from the copy an operation ran on."""
         self.configured = working.configured
+        self.shutdown_requested = working.shutdown_requested and bool(self.members)
         for member_id, member in self.members.items():
             seen = working.members.get(member_id)
             if seen is not None:

@@ -39,12 +39,14 @@ from .streams_group import (
     reconcile,
 )
 from .streams_group_records import MemberMetadata, TaskAssignment, Tasks, Topology
-from .streams_topology import ConfiguredTopology, configure, validate_topology
+from .streams_topology import STATUS_SHUTDOWN_APPLICATION, ConfiguredTopology, configure, validate_topology
 from .writes import CoordinatorResult, Records
 
 # Kafka's defaults for what the heartbeat answer carries besides the assignment.
 ACCEPTABLE_RECOVERY_LAG = 10_000
 TASK_OFFSET_INTERVAL_MS = 60_000
+SHUTDOWN_DETAIL = ("A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire "
+                   "application.")
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,10 @@ class StreamsProtocol:
         changed = (new or request.member_epoch == 0 or reconciled.assigned != member.assigned
                    or reconciled.member_epoch != member.member_epoch)
         statuses = list(configured.statuses)
+        if request.shutdown_application:
+            group.shutdown_requested = True
+        if group.shutdown_requested:
+            statuses.append((STATUS_SHUTDOWN_APPLICATION, SHUTDOWN_DETAIL))
         return records, StreamsHeartbeatResult(
             member_id=member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.config.streams_heartbeat_interval_ms, statuses=statuses,

@@ -30,6 +30,7 @@ from ottla.coordinator.streams_topology import (
     STATUS_INCORRECTLY_PARTITIONED_TOPICS,
     STATUS_MISSING_INTERNAL_TOPICS,
     STATUS_MISSING_SOURCE_TOPICS,
+    STATUS_SHUTDOWN_APPLICATION,
     configure,
     validate_topology,
 )
@@ -238,6 +239,28 @@ def test_bad_heartbeats_get_kafkas_errors(harness):
                                                       owned={}))) == ErrorCode.group_id_not_found
     # None of it changed the group.
     assert list(harness.group().members) == ["m1"]
+
+
+def test_a_shutdown_request_reaches_every_member_until_the_group_is_empty(harness):
+    m1 = harness.beat("m1", 0)
+    m2 = harness.beat("m2", 0)
+    asked = harness.beat("m1", m1.member_epoch, owned={}, shutdown_application=True)
+    assert STATUS_SHUTDOWN_APPLICATION in [code for code, _ in asked.statuses]
+    told = harness.beat("m2", m2.member_epoch, owned={})
+    assert STATUS_SHUTDOWN_APPLICATION in [code for code, _ in told.statuses]
+    harness.beat("m1", -1)
+    harness.beat("m2", -1)
+    again = harness.beat("m3", 0)
+    assert STATUS_SHUTDOWN_APPLICATION not in [code for code, _ in again.statuses]
+
+
+def test_offsets_of_topics_the_topology_reads_are_not_deleted_under_it(harness):
+    from ottla.coordinator.offsets_log import CommittedOffset
+
+    joined = harness.beat("m1", 0)
+    harness.coordinator.commit_offsets("g", "m1", None, joined.member_epoch, {("orders", 0): CommittedOffset(5)}, 9)
+    codes = harness.coordinator.delete_offsets("g", [("orders", 0)])
+    assert codes == {("orders", 0): ErrorCode.group_subscribed_to_topic}
 
 
 def test_commits_check_the_member_epoch(harness):
