@@ -232,10 +232,13 @@ class StreamsProtocol:
         target = group.target.get(member_id, TaskAssignment())
         reconciled = reconcile(member, group.assignment_epoch, target, request.active_tasks,
                                group.owned_elsewhere(member_id))
-        if reconciled is not member or new:
+        # Compared by value: a member waiting for tasks others still hold gets an equal
+        # copy at every heartbeat, which is no change to write.
+        moved = reconciled.current() != member.current()
+        if moved or new:
             records.append(group.current_assignment_record(reconciled))
         if reconciled.state is MemberState.UNREVOKED_TASKS:
-            if reconciled is not member or reconciled.revocation_deadline is None:
+            if moved or reconciled.revocation_deadline is None:
                 reconciled = replace(reconciled,
                                      revocation_deadline=now + max(reconciled.metadata.rebalance_timeout_ms, 0) / 1000)
         group.members[member_id] = reconciled

@@ -207,9 +207,13 @@ def test_members_join_get_their_tasks_and_a_task_moves_only_once_revoked(harness
     revoking = harness.beat("m1", ready.member_epoch, owned=_owned(ready))
     assert revoking.member_epoch == ready.member_epoch and len(_tasks(revoking.assignment)) == 6
     harness.assert_no_task_has_two_owners()
-    # m2 asks again before m1 let go: nothing yet.
-    waiting = harness.beat("m2", second.member_epoch, owned={})
-    assert waiting.assignment is None or _tasks(waiting.assignment) == set()
+    # m2 asks again before m1 let go: nothing yet, and nothing written for it.
+    log = harness.logs.partition("__consumer_offsets", harness.coordinator.partition_for("g"))
+    end = log.log_end_offset
+    for _ in range(3):
+        waiting = harness.beat("m2", second.member_epoch, owned={})
+        assert waiting.assignment is None or _tasks(waiting.assignment) == set()
+    assert log.log_end_offset == end
     harness.assert_no_task_has_two_owners()
     done = harness.beat("m1", revoking.member_epoch, owned=_owned(revoking))
     assert done.member_epoch == second.member_epoch
