@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log_manager import validate_topic_name
 
+from .internal_topics import is_internal
 from .streams_group_records import TopicInfo, Topology
 
 # Bounds on what one member may declare (Kafka sets none; far beyond any real
@@ -62,8 +64,17 @@ def validate_topology(topology: Topology) -> None:
         if s.source_topic_regex:
             raise _invalid("Source topic regular expressions are not served by this broker yet.")
         for info in (*s.state_changelog_topics, *s.repartition_source_topics):
-            if not info.name or len(info.configs) > MAX_TOPIC_CONFIGS or info.partitions < 0:
+            if len(info.configs) > MAX_TOPIC_CONFIGS or info.partitions < 0:
                 raise _invalid(f"Internal topic {info.name!r} of subtopology {s.subtopology_id} is invalid.")
+            # The broker creates these: never one of its own topics, never a bad name.
+            if is_internal(info.name):
+                raise _invalid(f"Internal topic {info.name} of subtopology {s.subtopology_id} is one of the "
+                               f"broker's internal topics.")
+            try:
+                validate_topic_name(info.name)
+            except KafkaError as exc:
+                raise _invalid(f"Internal topic name of subtopology {s.subtopology_id} is invalid: "
+                               f"{exc.message}") from None
         for sink in s.repartition_sink_topics:
             if sink not in repartition_sources:
                 raise _invalid(f"Repartition sink topic {sink} is not a repartition source topic of any "

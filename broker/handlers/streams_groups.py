@@ -32,6 +32,7 @@ from ottla.coordinator.streams_topology import STATUS_MISSING_INTERNAL_TOPICS
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from ..logging import get_logger
+from ..services import MAX_PARTITIONS_PER_REQUEST
 from ..security.authorizer import Operation, ResourceType
 from .authorized_operations import authorized_operations
 from .context import RequestContext
@@ -79,6 +80,9 @@ def _create_internal_topics(ctx: RequestContext, result: StreamsHeartbeatResult)
     failed = []
     if refused:
         detail = f"Unauthorized to CREATE on topics {', '.join(refused)}."
+    elif sum(partitions for partitions, _ in result.to_create.values()) > MAX_PARTITIONS_PER_REQUEST:
+        # CreateTopics' bound on one request, for the topics made on a member's behalf.
+        detail = "Creation failed: Excessively large number of partitions per request."
     else:
         for name in names:
             partitions, configs = result.to_create[name]

@@ -126,6 +126,12 @@ def test_bad_heartbeats_get_kafkas_errors_and_disturb_nothing(broker, topic_name
             (dict(member="m2", epoch=0, topology=huge), STREAMS_INVALID_TOPOLOGY),
             (dict(member="m2", epoch=0, topology={"epoch": 1, "subtopologies": []}), STREAMS_INVALID_TOPOLOGY),
         ]
+        # The broker's own topics are never made for a topology, nor a topic of 10^6 partitions.
+        cases += [(dict(member="m3", epoch=0, group=f"{group}-{n}",
+                        topology=_topology(topic_name, group) | {"subtopologies": [
+                            dict(_topology(topic_name, group)["subtopologies"][1],
+                                 state_changelog_topics=[_topic(n)])]}), STREAMS_INVALID_TOPOLOGY)
+                  for n in ("__transaction_state", "__consumer_offsets")]
         for fields, code in cases:
             answer = _heartbeat(client, fields.pop("group", group), fields.pop("member"), fields.pop("epoch"),
                                 **fields)
@@ -138,6 +144,14 @@ def test_bad_heartbeats_get_kafkas_errors_and_disturb_nothing(broker, topic_name
         gone = client.call(request(DESCRIBE, 0, group_ids=[f"{group}-loop"], include_authorized_operations=False))
         assert gone.groups[0].error_code == GROUP_ID_NOT_FOUND
 
+        big = _topology(topic_name, f"{group}-big")
+        big["subtopologies"][1]["repartition_source_topics"][0]["partitions"] = 1_000_000
+        refused = _heartbeat(client, f"{group}-big", "m1", 0, topology=big)
+        assert refused.error_code == NONE
+        assert "Excessively large number of partitions" in refused.status[0].status_detail
+        metadata = client.call(request(3, 12, topics=[{"name": f"{group}-big-rekey-repartition", "topic_id": None}],
+                                       allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        assert metadata.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION: not made
         described = client.call(request(DESCRIBE, 0, group_ids=[group, "nowhere"],
                                         include_authorized_operations=False))
         assert [(g.error_code, [m.member_id for m in g.members]) for g in described.groups] == \

@@ -95,6 +95,10 @@ def test_invalid_and_cyclic_topologies_are_refused_not_crashed_on():
                                             copartition_groups=(CopartitionGroup(source_topics=(3,)),)),))) \
         == ErrorCode.streams_invalid_topology
     assert invalid(Topology(1, tuple(Subtopology(str(i)) for i in range(1001)))) == ErrorCode.streams_invalid_topology
+    # The broker creates internal topics: never one of its own, never a bad name.
+    for name in ("__transaction_state", "__consumer_offsets", "bad name!", "x" * 300):
+        assert invalid(Topology(1, (Subtopology("0", state_changelog_topics=(TopicInfo(name),)),))) \
+            == ErrorCode.streams_invalid_topology, name
     # Two subtopologies feeding each other with no user topic: their counts never resolve.
     a, b = TopicInfo("cycle-a"), TopicInfo("cycle-b")
     cycle = Topology(1, (Subtopology("0", repartition_source_topics=(a,), repartition_sink_topics=(b.name,)),
