@@ -203,15 +203,14 @@ class StreamsGroup(Group):
     # --- the checks commits and deletions ask for ------------------------------------------
 
     def _validate_member_epoch(self, member_id: str, epoch: int) -> None:
-        """Kafka's: an epoch ahead of the member's is FENCED_MEMBER_EPOCH, one behind
-        STALE_MEMBER_EPOCH."""
+        """Kafka's StreamsGroup: any other epoch than the member's is STALE_MEMBER_EPOCH
+        (never FENCED_MEMBER_EPOCH, which the Java client's OffsetFetch takes as fatal:
+        a member's epoch can be ahead of the coordinator's for a moment)."""
         member = self.member(member_id)
-        if epoch > member.member_epoch:
-            raise KafkaError(ErrorCode.fenced_member_epoch,
-                             f"The member epoch {epoch} is ahead of the member's current epoch {member.member_epoch}.")
-        if epoch < member.member_epoch:
+        if epoch != member.member_epoch:
             raise KafkaError(ErrorCode.stale_member_epoch,
-                             f"The member epoch {epoch} is behind the member's current epoch {member.member_epoch}.")
+                             f"The received member epoch {epoch} does not match the expected member epoch "
+                             f"{member.member_epoch}.")
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                api_version: int | None = None) -> None:
@@ -227,6 +226,8 @@ class StreamsGroup(Group):
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:
         if generation < 0 and not self.members:
             return
+        if generation == -1 and not member_id and instance_id is None:
+            return  # TxnOffsetCommit need not name the member: checked only when it does
         try:
             self._validate_member_epoch(member_id, generation)
         except KafkaError as exc:

@@ -278,9 +278,12 @@ def test_commits_check_the_member_epoch(harness):
     commit = harness.coordinator.commit_offsets
     offsets = {("orders", 0): CommittedOffset(5)}
     assert error_of(lambda: commit("g", "m1", None, joined.member_epoch, offsets, 9)) == ErrorCode.none
+    # Kafka's StreamsGroup: any other epoch is STALE_MEMBER_EPOCH, ahead or behind.
     assert error_of(lambda: commit("g", "m1", None, joined.member_epoch + 1, offsets, 9)) \
-        == ErrorCode.fenced_member_epoch
+        == ErrorCode.stale_member_epoch
     assert error_of(lambda: commit("g", "m1", None, joined.member_epoch - 1, offsets, 9)) \
+        == ErrorCode.stale_member_epoch
+    assert error_of(lambda: harness.coordinator.fetch_offsets("g", None, False, "m1", joined.member_epoch + 1)) \
         == ErrorCode.stale_member_epoch
     # In a transaction, a stale epoch is ILLEGAL_GENERATION, as Kafka answers it (the
     # producer aborts on it; STALE_MEMBER_EPOCH would be fatal to Streams).
@@ -288,7 +291,8 @@ def test_commits_check_the_member_epoch(harness):
     assert error_of(lambda: txn("g", 1, 0, "m1", None, joined.member_epoch - 1, offsets)) \
         == ErrorCode.illegal_generation
     assert error_of(lambda: txn("g", 1, 0, "m1", None, joined.member_epoch + 1, offsets)) \
-        == ErrorCode.fenced_member_epoch
+        == ErrorCode.illegal_generation
+    assert error_of(lambda: txn("g", 1, 0, "", None, -1, offsets)) == ErrorCode.none  # no member named
     assert error_of(lambda: commit("g", "ghost", None, 1, offsets, 9)) == ErrorCode.unknown_member_id
 
 
