@@ -248,7 +248,9 @@ class StreamsGroup(Group):
             raise KafkaError(ErrorCode.non_empty_group, f"group {self.group_id!r} has members")
 
     def topics_in_use(self) -> set[str]:
-        if not self.members or self.topology is None:
+        """As Kafka's StreamsGroup.isSubscribedToTopic: the source and repartition source
+        topics of a configured topology (members or not)."""
+        if self.topology is None or not self.configured:
             return set()
         return {t for s in self.topology.subtopologies
                 for t in (*s.source_topics, *(i.name for i in s.repartition_source_topics))}

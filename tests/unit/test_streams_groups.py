@@ -266,9 +266,15 @@ def test_offsets_of_topics_the_topology_reads_are_not_deleted_under_it(harness):
     from ottla.coordinator.offsets_log import CommittedOffset
 
     joined = harness.beat("m1", 0)
-    harness.coordinator.commit_offsets("g", "m1", None, joined.member_epoch, {("orders", 0): CommittedOffset(5)}, 9)
+    ready = harness.beat("m1", joined.member_epoch, owned={})  # the internal topics exist now
+    assert ready.statuses == []
+    harness.coordinator.commit_offsets("g", "m1", None, ready.member_epoch, {("orders", 0): CommittedOffset(5)}, 9)
     codes = harness.coordinator.delete_offsets("g", [("orders", 0)])
     assert codes == {("orders", 0): ErrorCode.group_subscribed_to_topic}
+    # As Kafka: while its topology is configured, members or not.
+    harness.beat("m1", -1)
+    assert harness.coordinator.delete_offsets("g", [("orders", 0)]) == {
+        ("orders", 0): ErrorCode.group_subscribed_to_topic}
 
 
 def test_commits_check_the_member_epoch(harness):
