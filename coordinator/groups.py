@@ -10,8 +10,9 @@ Three pieces, as Kafka's coordinator has them:
   transactional offsets, the appends, and the replay of every record, which hands the
   groups' own records to the registry (`_replay_group_record`).
 
-A group has a type (group.py): classic groups (classic_protocol.py) and KIP-848
-consumer groups (consumer_protocol.py, ConsumerGroupHeartbeat) live side by side. An
+A group has a type (group.py): classic groups (classic_protocol.py), KIP-848
+consumer groups (consumer_protocol.py, ConsumerGroupHeartbeat) and KIP-1071 streams
+groups (streams_protocol.py, StreamsGroupHeartbeat) live side by side. An
 empty group of one type becomes a group of the other when a member of the other
 protocol joins it (Kafka's conversions of empty groups); a member of one protocol
 cannot join a group of the other that has members.
