@@ -185,6 +185,12 @@ PROPERTIES: tuple[Property, ...] = (
              "share groups: how often members send a heartbeat"),
     Property("share.coordinator.state.topic.num.partitions", "share_coordinator_state_topic_num_partitions", int,
              "partitions of __share_group_state"),
+    Property("group.streams.session.timeout.ms", "group_streams_session_timeout_ms", int,
+             "KIP-1071 streams groups: a member without a heartbeat for this long is removed"),
+    Property("group.streams.heartbeat.interval.ms", "group_streams_heartbeat_interval_ms", int,
+             "KIP-1071 streams groups: how often members send a heartbeat"),
+    Property("group.streams.num.standby.replicas", "group_streams_num_standby_replicas", int,
+             "KIP-1071 streams groups: standby copies of each stateful task"),
     Property("offset.metadata.max.bytes", "offset_metadata_max_bytes", int, "largest metadata of a committed offset"),
     Property("producer.id.expiration.ms", "producer_id_expiration_ms", int,
              "forget an idle producer's sequences after this long (unless its transaction is open)"),
@@ -382,6 +388,9 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = GroupConfig.consumer_heartbeat_interval_ms
     group_consumer_max_size: int = GroupConfig.consumer_max_size
     group_consumer_assignors: tuple[str, ...] = GroupConfig.consumer_assignors
+    group_streams_session_timeout_ms: int = GroupConfig.streams_session_timeout_ms
+    group_streams_heartbeat_interval_ms: int = GroupConfig.streams_heartbeat_interval_ms
+    group_streams_num_standby_replicas: int = GroupConfig.streams_num_standby_replicas
     offset_metadata_max_bytes: int = GroupConfig.max_metadata_bytes
     fsync: bool = False
     producer_id_expiration_ms: int = 24 * 3600 * 1000

@@ -180,6 +180,9 @@ class Broker:
                 consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 consumer_max_size=config.group_consumer_max_size,
                 consumer_assignors=config.group_consumer_assignors,
+                streams_session_timeout_ms=config.group_streams_session_timeout_ms,
+                streams_heartbeat_interval_ms=config.group_streams_heartbeat_interval_ms,
+                streams_num_standby_replicas=config.group_streams_num_standby_replicas,
             ),
         )
         markers.listeners.append(groups.on_marker)

@@ -26,6 +26,7 @@ class GroupType(enum.Enum):
     CLASSIC = "classic"
     CONSUMER = "consumer"
     SHARE = "share"
+    STREAMS = "streams"
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,11 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # KIP-1071 streams groups (Kafka's group.streams.* settings and defaults).
+    streams_session_timeout_ms: int = 45_000
+    streams_heartbeat_interval_ms: int = 5_000
+    streams_num_standby_replicas: int = 0
+    streams_max_size: int = 2**31 - 1
 
 
 class Group(abc.ABC):

@@ -10,8 +10,9 @@ Three pieces, as Kafka's coordinator has them:
   transactional offsets, the appends, and the replay of every record, which hands the
   groups' own records to the registry (`_replay_group_record`).
 
-A group has a type (group.py): classic groups (classic_protocol.py) and KIP-848
-consumer groups (consumer_protocol.py, ConsumerGroupHeartbeat) live side by side. An
+A group has a type (group.py): classic groups (classic_protocol.py), KIP-848
+consumer groups (consumer_protocol.py, ConsumerGroupHeartbeat) and KIP-1071 streams
+groups (streams_protocol.py, StreamsGroupHeartbeat) live side by side. An
 empty group of one type becomes a group of the other when a member of the other
 protocol joins it (Kafka's conversions of empty groups); a member of one protocol
 cannot join a group of the other that has members.
@@ -41,6 +42,11 @@ from .consumer_protocol import ConsumerProtocol, HeartbeatRequest, HeartbeatResu
 from .group import Group, GroupConfig, GroupType
 from .offset_store import OffsetStore, TopicPartition
 from .offsets_log import CommittedOffset, GroupKey, decode_group_value
+from .streams_group import StreamsGroup
+from .streams_group_records import GROUP_METADATA as STREAMS_GROUP_METADATA
+from .streams_group_records import StreamsGroupKey
+from .streams_protocol import StreamsHeartbeatRequest, StreamsHeartbeatResult, StreamsProtocol
+from .streams_protocol import validate as validate_streams_heartbeat
 from .writes import CoordinatorResult, Records
 
 log = get_logger("ottla.groups")
@@ -55,6 +61,8 @@ class GroupCoordinator:
                                    wall_clock, self._replay_group_record, self._offsets_replayed)
         self.classic = ClassicProtocol(config, self._register, self.offsets.write, clock, wall_clock)
         self.consumer = ConsumerProtocol(config, lambda: logs.topics, self.groups, clock)
+        self.streams = StreamsProtocol(config, lambda: {n: len(t.partitions) for n, t in logs.topics.items()},
+                                       self.groups, clock)
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition that holds the group's records."""
@@ -72,12 +80,24 @@ class GroupCoordinator:
         for group in self.groups.values():
             if isinstance(group, ConsumerGroup):
                 self.consumer.restored(group)
+            elif isinstance(group, StreamsGroup):
+                self.streams.restored(group)
         return len(self.groups)
 
-    def _replay_group_record(self, key: GroupKey | ConsumerGroupKey, value: bytes | None) -> None:
+    def _replay_group_record(self, key: GroupKey | ConsumerGroupKey | StreamsGroupKey, value: bytes | None) -> None:
         """Apply a group's own record (the store replays the offsets): at start-up and
         after every append, the one way groups come, change and go."""
         group = self.groups.get(key.group)
+        if isinstance(key, StreamsGroupKey):
+            if key.type == STREAMS_GROUP_METADATA and value is None:
+                if isinstance(group, StreamsGroup):
+                    self._remove(key.group)
+            elif isinstance(group, StreamsGroup):
+                group.replay(key, value)
+            elif value is not None:
+                group = self.groups[key.group] = StreamsGroup(key.group)
+                group.replay(key, value)
+            return
         if isinstance(key, GroupKey):
             if value is None:
                 if isinstance(group, ClassicGroup):
@@ -198,6 +218,44 @@ class GroupCoordinator:
                 tombstones = group.tombstones()
         return ConsumerGroup(group_id), tombstones
 
+    # --- membership (streams protocol, KIP-1071) -------------------------------------------
+
+    def streams_heartbeat(self, request: StreamsHeartbeatRequest) -> StreamsHeartbeatResult:
+        """StreamsGroupHeartbeat; errors are raised, with Kafka's messages."""
+        validate_streams_heartbeat(request)
+        group_id = request.group_id
+        self._require_loaded(group_id)
+        group = self.groups.get(group_id)
+        replaced: Records = []
+        if not isinstance(group, StreamsGroup):
+            if request.member_epoch != 0 or (group is not None and not (
+                    isinstance(group, ClassicGroup) and not group.members and not group.pending_members)):
+                raise KafkaError(ErrorCode.group_id_not_found,
+                                 f"Streams group {group_id} not found." if group is None else
+                                 f"Group {group_id} is not a streams group.")
+            # A new group, or an empty classic one (offsets only) that becomes a
+            # streams group: the classic group's record goes in the same batch.
+            if isinstance(group, ClassicGroup) and group.generation > 0:
+                replaced = group.tombstones()
+            group = StreamsGroup(group_id)
+        if request.member_epoch < 0:
+            result = self.streams.leave(group, request)
+        else:
+            result = self.streams.heartbeat(group, request)
+        if replaced:
+            result = CoordinatorResult(replaced + result.records, result.response, result.then)
+        return self.offsets.write(group_id, result)
+
+    def describe_streams_group(self, group_id: str) -> StreamsGroup:
+        """StreamsGroupDescribe: GROUP_ID_NOT_FOUND for no group or one of another type."""
+        self._require_loaded(group_id)
+        group = self.groups.get(group_id)
+        if not isinstance(group, StreamsGroup):
+            raise KafkaError(ErrorCode.group_id_not_found,
+                             f"Group {group_id} not found." if group is None else
+                             f"Group {group_id} is not a streams group.")
+        return group
+
     def describe_consumer_group(self, group_id: str) -> ConsumerGroup:
         """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for no group or one of another type."""
         self._require_loaded(group_id)
@@ -246,6 +304,15 @@ class GroupCoordinator:
                                     member=member_id, error=exc.code.name)
                         continue
                     expired.append((group.group_id, member_id))
+            elif isinstance(group, StreamsGroup):
+                for member_id in self.streams.expired(group):
+                    try:
+                        self.offsets.write(group.group_id, self.streams.fence(group, member_id))
+                    except KafkaError as exc:
+                        log.warning("group member not fenced: its records cannot be written", group=group.group_id,
+                                    member=member_id, error=exc.code.name)
+                        continue
+                    expired.append((group.group_id, member_id))
         return expired
 
     # --- offsets -------------------------------------------------------------------------
@@ -284,7 +351,7 @@ class GroupCoordinator:
                       member_epoch: int = -1) -> dict[TopicPartition, tuple[CommittedOffset | None, ErrorCode]]:
         self._require_loaded(group_id)
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, (ConsumerGroup, StreamsGroup)):
             # OffsetFetch v9 from a member of a consumer group: its epoch must be current.
             group.validate_offset_fetch(member_id, member_epoch)
         return self.offsets.fetch(group_id, partitions, require_stable)

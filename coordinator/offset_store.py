@@ -50,13 +50,16 @@ from .offsets_log import (
     encode_offset_key,
     encode_offset_value,
 )
+from .streams_group_records import GROUP_METADATA as STREAMS_GROUP_METADATA
+from .streams_group_records import StreamsGroupKey
+from .streams_group_records import decode_key as decode_streams_group_key
 from .transaction_log import partition_for
 from .writes import CoordinatorResult, Records, append_error, write
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
 # Hands a group's own record (key, value or None for a tombstone) to the registry.
-GroupRecordReplay = Callable[[GroupKey | ConsumerGroupKey, bytes | None], None]
+GroupRecordReplay = Callable[[GroupKey | ConsumerGroupKey | StreamsGroupKey, bytes | None], None]
 
 
 class StoredOffset:
@@ -92,7 +95,7 @@ class GroupOffsets:
         return partitions
 
 
-def _no_group(key: GroupKey | ConsumerGroupKey, value: bytes | None) -> None:
+def _no_group(key: GroupKey | ConsumerGroupKey | StreamsGroupKey, value: bytes | None) -> None:
     pass
 
 
@@ -210,10 +213,11 @@ class OffsetStore:
                 self._offsets(group_id).committed[tp] = StoredOffset(value, offset)
             self.offsets_replayed(group_id)
             return
-        group_key = decode_key(key) or decode_consumer_group_key(key)
+        group_key = decode_key(key) or decode_consumer_group_key(key) or decode_streams_group_key(key)
         if group_key is None or isinstance(group_key, OffsetKey):
             return  # a record type this broker does not use
-        if value is None and (isinstance(group_key, GroupKey) or group_key.type == CONSUMER_GROUP_METADATA):
+        if value is None and (isinstance(group_key, GroupKey) or group_key.type in (CONSUMER_GROUP_METADATA,
+                                                                                      STREAMS_GROUP_METADATA)):
             # The group's record is gone: deleted (its offsets have their own
             # tombstones, just before) or converted to the other type (its offsets
             # stay). Offsets of its open transactions go.

@@ -82,6 +82,8 @@ SHARE_ACKNOWLEDGE = Api(79, "ShareAcknowledge", 1, 2)
 DESCRIBE_SHARE_GROUP_OFFSETS = Api(90, "DescribeShareGroupOffsets", 0, 1)
 ALTER_SHARE_GROUP_OFFSETS = Api(91, "AlterShareGroupOffsets", 0, 0)
 DELETE_SHARE_GROUP_OFFSETS = Api(92, "DeleteShareGroupOffsets", 0, 0)
+STREAMS_GROUP_HEARTBEAT = Api(88, "StreamsGroupHeartbeat", 0, 0)
+STREAMS_GROUP_DESCRIBE = Api(89, "StreamsGroupDescribe", 0, 0)
 
 SUPPORTED: dict[int, Api] = {
     api.key: api
@@ -143,5 +145,7 @@ SUPPORTED: dict[int, Api] = {
         DESCRIBE_SHARE_GROUP_OFFSETS,
         ALTER_SHARE_GROUP_OFFSETS,
         DELETE_SHARE_GROUP_OFFSETS,
+        STREAMS_GROUP_HEARTBEAT,
+        STREAMS_GROUP_DESCRIBE,
     )
 }

@@ -39,6 +39,7 @@ from . import (
                sasl,
                scram_credentials,
                share_groups,
+               streams_groups,
                topics,
                transactions,
 )
@@ -104,6 +105,8 @@ HANDLERS: dict[int, Handler] = {
     apis.DESCRIBE_SHARE_GROUP_OFFSETS.key: share_groups.handle_describe_offsets,
     apis.ALTER_SHARE_GROUP_OFFSETS.key: share_groups.handle_alter_offsets,
     apis.DELETE_SHARE_GROUP_OFFSETS.key: share_groups.handle_delete_offsets,
+    apis.STREAMS_GROUP_HEARTBEAT.key: streams_groups.handle_heartbeat,
+    apis.STREAMS_GROUP_DESCRIBE.key: streams_groups.handle_describe,
 }
 
 # The APIs whose handlers may wait. Every other handler runs to its end without giving

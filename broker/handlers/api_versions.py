@@ -35,11 +35,15 @@ def _api_keys() -> list[dict[str, int]]:
 #   Java client uses the consumer protocol only where it is finalized.
 # - share.version 1: KIP-932 share groups (ShareGroupHeartbeat, ShareFetch...), which
 #   Kafka 4.3 finalizes by default; share consumers look for it.
+# - streams.version 1: KIP-1071 streams groups (StreamsGroupHeartbeat/Describe), which
+#   Kafka 4.3 finalizes by default; Kafka Streams with group.protocol=streams refuses
+#   a broker that does not.
 FEATURES = (
     ("metadata.version", 7, 27, 27),
     ("transaction.version", 0, 2, 2),
     ("group.version", 0, 1, 1),
     ("share.version", 0, 1, 1),
+    ("streams.version", 0, 1, 1),
 )
 # KRaft reports the metadata offset the levels were read at; any value >= 0 says
 # "these are finalized" (-1: none are).

@@ -429,6 +429,15 @@ def _walk_requests(batch: bytes) -> dict[int, Any]:
                                                                             "start_offset": 0}]}]},
              _only(E.group_authorization_failed)),
         92: (0, {"group_id": g, "topics": [{"topic_name": t}]}, _only(E.group_authorization_failed)),
+        88: (0, {"group_id": g, "member_id": "m", "member_epoch": 0, "endpoint_information_epoch": 0,
+                 "rebalance_timeout": 30000, "topology": {"epoch": 1, "subtopologies": [{
+                     "subtopology_id": "0", "source_topics": [t], "source_topic_regex": [],
+                     "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+                     "copartition_groups": []}]},
+                 "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p",
+                 "client_tags": None, "task_offsets": None, "task_end_offsets": None},
+             _only(E.group_authorization_failed)),
+        89: (0, {"group_ids": [g], "include_authorized_operations": False}, _only(E.group_authorization_failed)),
     }
 
 

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from tests.clients import create_topic, idempotent_producer, produce_all
 from tests.reference.kafka import ReferenceUnavailable, java_command
+from tests.wire import WireClient, request
 
 APP = os.path.join(os.path.dirname(os.path.dirname(__file__)), "java", "WordTotals.java")
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
@@ -69,9 +70,9 @@ class StreamsApp:
     """WordTotals in a JVM of its own; stdout lines (its state changes) are collected."""
 
     def __init__(self, bootstrap: str, application_id: str, input_topic: str, output_topic: str,
-                 state_dir: str, log_path: str, delay_ms: int = 0) -> None:
+                 state_dir: str, log_path: str, delay_ms: int = 0, group_protocol: str = "classic") -> None:
         args = [bootstrap, application_id, input_topic, output_topic, state_dir, str(delay_ms),
-                str(TRANSACTION_TIMEOUT_MS)]
+                str(TRANSACTION_TIMEOUT_MS), group_protocol]
         try:
             command = java_command(APP, args)
         except ReferenceUnavailable as exc:
@@ -81,6 +82,8 @@ class StreamsApp:
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=log, text=True)
         self.states: list[str] = []
+        # Killed on purpose by the test (kill -9 of one instance): not expected to end well.
+        self.lost = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -202,18 +205,26 @@ def first_difference(got: Output, want: Output) -> str:
     return "\n".join(lines)
 
 
-def run_app(bootstrap: str, tmp_path, name: str, *,
-            kills: Sequence[tuple[int, Callable[[], None]]] = ()) -> tuple[Output, dict[str, int], StreamsApp]:
+def run_app(bootstrap: str, tmp_path, name: str, *, kills: Sequence[tuple[int, Callable[[], None]]] = (),
+            group_protocol: str = "classic", instances: int = 1,
+            started: list[StreamsApp] | None = None) -> tuple[Output, dict[str, int], StreamsApp]:
     """Input in two halves, WordTotals over it, its output read back. With `kills`
     ((written, kill) pairs: `kill` kills the broker and starts it again once the output's
     high watermarks add up to `written`), the app processes slowly, the kills come while it
-    works on the first half, and the second half is produced after them."""
+    works on the first half, and the second half is produced after them. `group_protocol`:
+    Streams' group.protocol, classic or streams (KIP-1071); `instances`: how many JVMs run
+    the application (the first is returned; `started`, if given, gets them all, for a kill
+    to choose from: an instance marked `lost` is not expected to end well)."""
     input_topic, output_topic = f"words-{name}", f"totals-{name}"
     create_topic(bootstrap, input_topic, PARTITIONS)
     create_topic(bootstrap, output_topic, PARTITIONS)
     produce_all(idempotent_producer(bootstrap), [(input_topic, p, k, v) for p, k, v in input_records(0, HALF)])
-    app = StreamsApp(bootstrap, name, input_topic, output_topic, str(tmp_path / f"{name}-state"),
-                     str(tmp_path / f"{name}.streams.log"), delay_ms=KILL_RUN_DELAY_MS if kills else 0)
+    apps = [StreamsApp(bootstrap, name, input_topic, output_topic, str(tmp_path / f"{name}-state{i or ''}"),
+                       str(tmp_path / f"{name}.streams{i or ''}.log"), delay_ms=KILL_RUN_DELAY_MS if kills else 0,
+                       group_protocol=group_protocol) for i in range(instances)]
+    app = apps[0]
+    if started is not None:
+        started.extend(apps)
     try:
         for threshold, kill in kills:
             written = wait_for_written(bootstrap, output_topic, threshold, app)
@@ -223,10 +234,15 @@ def run_app(bootstrap: str, tmp_path, name: str, *,
         produce_all(idempotent_producer(bootstrap),
                     [(input_topic, p, k, v) for p, k, v in input_records(HALF, 2 * HALF)])
         wait_for_output(bootstrap, output_topic, 2 * HALF, app)
-        code = app.stop()
+        running = [a for a in apps if not a.lost]
+        for other in running[1:]:
+            assert other.process.poll() is None, f"Streams exited early: {other.states}\n{other.stderr_tail()}"
+        codes = [a.stop() for a in running]
     finally:
-        app.kill()
-    assert code == 0, f"Streams ended with {code}: {app.states}\n{app.stderr_tail()}"
+        for a in apps:
+            a.kill()
+    for a, code in zip(running, codes, strict=True):
+        assert code == 0, f"Streams ended with {code}: {a.states}\n{a.stderr_tail()}"
     out, placed = read_output(bootstrap, output_topic)
     return out, placed, app
 
@@ -287,3 +303,112 @@ def test_streams_exactly_once_across_kills_of_ottla(kafka_run, fresh_broker, tmp
     assert out == kafka_out, first_difference(out, kafka_out)
     assert placed == kafka_placed
     assert "STATE ERROR" not in app.states
+
+
+def test_streams_group_protocol_output_equals_kafkas(kafka_run, broker, tmp_path):
+    """WordTotals with group.protocol=streams (KIP-1071): Ottla's streams group coordinator
+    takes the topology, creates the repartition and changelog topics with the configs it
+    declares, and assigns the tasks; the output is Kafka's, record for record."""
+    kafka_out, kafka_placed, kafka_configs = kafka_run
+    name = f"wt-streams-{time.monotonic_ns()}"
+    out, placed, app = run_app(broker.bootstrap, tmp_path, name, group_protocol="streams")
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    assert "STATE ERROR" not in app.states
+    # The broker made the internal topics, with the configs the topology asked for.
+    configs = internal_topic_configs(broker.bootstrap, name)
+    assert set(configs) == {"by-word-repartition", "word-totals-changelog"}
+    assert configs == kafka_configs
+
+
+STREAMS_GROUP_DESCRIBE = 89
+
+
+def describe_streams_group(bootstrap: str, group_id: str) -> tuple[int, set[str]]:
+    """StreamsGroupDescribe: the group's epoch and its member ids, once the coordinator
+    answers (it says COORDINATOR_LOAD_IN_PROGRESS while it loads after a restart)."""
+    deadline = time.monotonic() + APP_TIMEOUT
+    while True:
+        try:
+            with WireClient(bootstrap) as client:
+                group = client.call(request(STREAMS_GROUP_DESCRIBE, 0, group_ids=[group_id],
+                                            include_authorized_operations=False)).groups[0]
+        except OSError:
+            group = None  # not listening yet
+        if group is not None and group.error_code == 0:
+            return group.group_epoch, {m.member_id for m in group.members}
+        assert time.monotonic() < deadline, f"{group_id}: not described: {group}"
+        time.sleep(0.1)
+
+
+def test_streams_group_two_instances_across_a_kill_of_ottla(kafka_run, fresh_broker, tmp_path):
+    """Two JVMs of WordTotals (four stream threads: members of one streams group, so the
+    tasks move between them through revocations) and a kill -9 of Ottla in the middle of
+    the first half: the group is what the coordinator wrote before the kill (its epoch and
+    its members are back, nobody had to join again), and the output is Kafka's, exactly
+    once."""
+    kafka_out, kafka_placed, _ = kafka_run
+    ottla = fresh_broker()
+    name = f"wt-streams2-{time.monotonic_ns()}"
+    seen: dict[str, tuple[int, set[str]]] = {}
+
+    def kill_and_restart() -> None:
+        seen["before"] = describe_streams_group(ottla.bootstrap, name)
+        ottla.kill()
+        ottla.start()
+        seen["after"] = describe_streams_group(ottla.bootstrap, name)
+
+    out, placed, app = run_app(ottla.bootstrap, tmp_path, name, group_protocol="streams", instances=2,
+                               kills=[(HALF // 3, kill_and_restart)])
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    (epoch_before, members_before), (epoch_after, members_after) = seen["before"], seen["after"]
+    assert members_before and members_before <= members_after
+    assert epoch_after >= epoch_before
+
+
+def standby_tasks(bootstrap: str, group_id: str) -> dict[str, int]:
+    """StreamsGroupDescribe: each member's number of standby tasks in its target."""
+    with WireClient(bootstrap) as client:
+        group = client.call(request(STREAMS_GROUP_DESCRIBE, 0, group_ids=[group_id],
+                                    include_authorized_operations=False)).groups[0]
+    return {m.member_id: sum(len(t.partitions) for t in m.target_assignment.standby_tasks) for m in group.members}
+
+
+def test_streams_group_moves_a_killed_instances_tasks_to_the_other(kafka_run, fresh_broker, tmp_path):
+    """Two JVMs of WordTotals in one streams group with a standby copy of each stateful
+    task (group.streams.num.standby.replicas=1) and a short session: once both are in the
+    group, the second JVM is killed (SIGKILL) in the middle of the first half; its members
+    are fenced when their session expires, their tasks move to the first JVM (where the
+    standby copies of the store were), and the output is Kafka's, exactly once."""
+    kafka_out, kafka_placed, _ = kafka_run
+    ottla = fresh_broker(group_streams_session_timeout_ms=6000, group_streams_heartbeat_interval_ms=500,
+                         group_streams_num_standby_replicas=1)
+    name = f"wt-streams-lost-{time.monotonic_ns()}"
+    apps: list[StreamsApp] = []
+    seen: dict[str, object] = {}
+
+    def kill_the_second_instance() -> None:
+        deadline = time.monotonic() + APP_TIMEOUT
+        while len(describe_streams_group(ottla.bootstrap, name)[1]) < 4:  # two threads in each JVM
+            assert time.monotonic() < deadline, "the second instance never joined"
+            time.sleep(0.2)
+        seen["standby"] = standby_tasks(ottla.bootstrap, name)
+        apps[1].lost = True
+        apps[1].kill()
+        while len(members := describe_streams_group(ottla.bootstrap, name)[1]) > 2:
+            assert time.monotonic() < deadline, f"the lost instance's members were never fenced: {members}"
+            time.sleep(0.2)
+        seen["after"] = members
+
+    out, placed, app = run_app(ottla.bootstrap, tmp_path, name, group_protocol="streams", instances=2,
+                               kills=[(HALF // 3, kill_the_second_instance)], started=apps)
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    # The stateful subtopology's 3 tasks had a standby copy each, in the other JVM.
+    standby = seen["standby"]
+    assert isinstance(standby, dict) and sum(standby.values()) == PARTITIONS, standby
+    assert len(seen["after"]) == 2  # type: ignore[arg-type]

@@ -376,9 +376,9 @@ def test_kafka_get_offsets_delete_records_log_dirs_leader_election(brokers, topi
 
 def test_kafka_features_describe(brokers):
     """The features Ottla finalizes, each within what Kafka 4.3 supports; Kafka 4.3's
-    other features (ELR, Streams groups, kraft.version) Ottla does not serve, and
-    transaction.version 2 (KIP-890 part 2) is not finalized yet. share.version 1 (KIP-932
-    share groups) is finalized on both."""
+    other features (ELR, kraft.version) Ottla does not serve, and transaction.version 2
+    (KIP-890 part 2) is not finalized yet. share.version 1 (KIP-932 share groups) and
+    streams.version 1 (KIP-1071 streams groups) are finalized on both."""
     parsed = []
     for out in on_both(brokers, FEATURE_COMMAND, "describe"):
         features = {}
@@ -387,9 +387,11 @@ def test_kafka_features_describe(brokers):
             features[fields["Feature"]] = fields
         parsed.append(features)
     ottla, kafka = parsed
-    assert set(ottla) == {"group.version", "metadata.version", "transaction.version", "share.version"}
+    assert set(ottla) == {"group.version", "metadata.version", "transaction.version", "share.version",
+                          "streams.version"}
     assert ottla["group.version"]["FinalizedVersionLevel"] == kafka["group.version"]["FinalizedVersionLevel"] == "1"
     assert ottla["share.version"]["FinalizedVersionLevel"] == kafka["share.version"]["FinalizedVersionLevel"] == "1"
+    assert ottla["streams.version"]["FinalizedVersionLevel"] == kafka["streams.version"]["FinalizedVersionLevel"] == "1"
     assert ottla["transaction.version"]["FinalizedVersionLevel"] in ("1", "2")
     assert ottla["metadata.version"]["SupportedMinVersion"] == kafka["metadata.version"]["SupportedMinVersion"]
     assert ottla["metadata.version"]["FinalizedVersionLevel"].startswith("4.")

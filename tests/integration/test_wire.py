@@ -225,7 +225,8 @@ def test_the_api_versions_answer_is_the_api_table(broker):
 def test_api_versions_reports_the_finalized_features_of_what_is_served(broker):
     """metadata.version 4.1-IV1 (27), transaction.version 2 (KIP-890 part 2: Produce
     v12, EndTxn v5), group.version 1 (KIP-848 consumer groups), share.version 1
-    (KIP-932 share groups), as KIP-584
+    (KIP-932 share groups), streams.version 1 (KIP-1071 streams groups, 0-1 as Kafka
+    4.3.1 supports it), as KIP-584
     has them; versions 0-2 have no feature fields at all, and v3 lists only the supported
     features whose lowest level is above 0 (KIP-1022; Kafka 4.3.1 answers v3 with
     metadata.version alone)."""
@@ -239,9 +240,9 @@ def test_api_versions_reports_the_finalized_features_of_what_is_served(broker):
     supported = {f.name: (f.min_version, f.max_version) for f in body.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in body.finalized_features}
     assert supported == {"metadata.version": (7, 27), "transaction.version": (0, 2), "group.version": (0, 1),
-                         "share.version": (0, 1)}
+                         "share.version": (0, 1), "streams.version": (0, 1)}
     assert finalized == {"metadata.version": (27, 27), "transaction.version": (2, 2), "group.version": (1, 1),
-                         "share.version": (1, 1)}
+                         "share.version": (1, 1), "streams.version": (1, 1)}
     # -1 would say "none finalized" (clients then ignore the levels); the levels never
     # change, so neither does the epoch: the same on another connection.
     assert body.finalized_features_epoch != -1

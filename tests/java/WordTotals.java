@@ -3,7 +3,7 @@
  * tests/reference/test_kafka_streams.py against Ottla and against Apache Kafka:
  *
  *   java -cp '.cache/kafka-4.3.1/libs/*' tests/java/WordTotals.java \
- *        BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [DELAY_MS [TRANSACTION_TIMEOUT_MS]]
+ *        BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [DELAY_MS [TRANSACTION_TIMEOUT_MS [GROUP_PROTOCOL]]]
  *
  * Input records carry "word,number" values. The application re-keys every record by its
  * word (selectKey, so Streams writes it through a repartition topic of its own) and keeps
@@ -15,7 +15,9 @@
  * DELAY_MS (default 0) sleeps before each record is added to its word's total (after the
  * repartition) so that a test can kill the broker while the application is in the middle
  * of its input. TRANSACTION_TIMEOUT_MS (default: Streams' own, 10 s) is its producers'
- * transaction.timeout.ms, for a test that keeps the broker down longer than that. The program prints "STATE <new state>"
+ * transaction.timeout.ms, for a test that keeps the broker down longer than that. GROUP_PROTOCOL
+ * (default classic) is Streams' group.protocol: "streams" has the broker's streams group
+ * coordinator (KIP-1071) assign the tasks. The program prints "STATE <new state>"
  * at every state change and runs until its stdin closes (or SIGTERM), then closes Streams
  * cleanly and exits 0; it exits 1 if Streams ends in ERROR.
  */
@@ -37,12 +39,13 @@ import org.apache.kafka.streams.kstream.Produced;
 public class WordTotals {
     public static void main(String[] args) throws Exception {
         if (args.length < 5) {
-            System.err.println("usage: WordTotals BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [DELAY_MS [TRANSACTION_TIMEOUT_MS]]");
+            System.err.println("usage: WordTotals BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [DELAY_MS [TRANSACTION_TIMEOUT_MS [GROUP_PROTOCOL]]]");
             System.exit(2);
         }
         String bootstrap = args[0], applicationId = args[1], input = args[2], output = args[3], stateDir = args[4];
         long delayMs = args.length > 5 ? Long.parseLong(args[5]) : 0;
-        String transactionTimeoutMs = args.length > 6 ? args[6] : null;
+        String transactionTimeoutMs = args.length > 6 && !args[6].isEmpty() ? args[6] : null;
+        String groupProtocol = args.length > 7 ? args[7] : "classic";
 
         Properties props = new Properties();
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -53,9 +56,13 @@ public class WordTotals {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
-        // A thread fenced while the broker is down cannot leave the group: its old member
-        // holds the next rebalance until its session expires (Streams' 45 s by default).
-        props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 10000);
+        props.put("group.protocol", groupProtocol);
+        if (groupProtocol.equals("classic")) {
+            // A thread fenced while the broker is down cannot leave the group: its old member
+            // holds the next rebalance until its session expires (Streams' 45 s by default).
+            // (With the streams protocol the session timeout is the broker's to set.)
+            props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 10000);
+        }
         if (transactionTimeoutMs != null) {
             props.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), transactionTimeoutMs);
         }

@@ -36,6 +36,7 @@ from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.streams_group import StreamsGroup
 from ottla.coordinator.transaction_log import TxnState
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -53,6 +54,7 @@ OPERATIONS = 300
 TRANSACTIONAL_IDS = ("txn-empty", "txn-ongoing", "txn-done", "t0", "t1")
 SIMPLE_GROUPS = ("offsets-only", "tx", "s0")
 CLASSIC_GROUPS = ("classic", "solo", "c0")
+STREAMS_GROUPS = ("streams", "st0")
 CONSUMER_GROUPS = ("consumer", "consumer-empty", "static", "k0")
 PARTITIONS = (("orders", 0), ("orders", 1))
 
@@ -225,7 +227,7 @@ class Run:
                 self.offsets.committed.get(group_id, {}).pop(tp, None)
 
     def delete_group(self) -> None:
-        group_id = self.pick(SIMPLE_GROUPS + CLASSIC_GROUPS + CONSUMER_GROUPS)
+        group_id = self.pick(SIMPLE_GROUPS + CLASSIC_GROUPS + CONSUMER_GROUPS + STREAMS_GROUPS)
         self.b.groups.delete_group(group_id)
         self.offsets.deleted(group_id)
         assert self.b.groups.group(group_id) is None
@@ -300,6 +302,35 @@ class Run:
         if answer.assignment is not None:
             assert live.assigned == answer.assignment
 
+    # --- KIP-1071 streams groups ----------------------------------------------------------
+
+    def streams_heartbeat(self) -> None:
+        from ottla.coordinator.streams_protocol import StreamsHeartbeatRequest
+
+        from .test_streams_groups import TOPOLOGY
+
+        group_id = self.pick(STREAMS_GROUPS)
+        group = self.b.groups.group(group_id)
+        members = sorted(group.members) if isinstance(group, StreamsGroup) else []
+        kind = self.rng.random()
+        if not members or kind < 0.3:
+            request = StreamsHeartbeatRequest(group_id, self.new_member_id(), 0, rebalance_timeout_ms=30_000,
+                                              topology=TOPOLOGY, active_tasks={}, standby_tasks={}, warmup_tasks={},
+                                              process_id=f"process-{self.rng.randint(1, 2)}")
+        else:
+            member = group.members[self.pick(members)]  # type: ignore[union-attr]
+            epoch = -1 if kind < 0.45 else member.member_epoch
+            request = StreamsHeartbeatRequest(group_id, member.member_id, epoch, active_tasks=dict(
+                member.assigned.active))
+        answer = self.b.groups.streams_heartbeat(request)
+        for name, (partitions, configs) in answer.to_create.items():  # as the request handler does
+            self.b.logs.create_topic(name, partitions, dict(configs))
+        if request.member_epoch >= 0:
+            live = self.b.groups.describe_streams_group(group_id).members[answer.member_id]
+            assert live.member_epoch == answer.member_epoch
+            if answer.assignment is not None:
+                assert live.assigned == answer.assignment
+
     # --- the run --------------------------------------------------------------------------
 
     async def run(self, operations: int) -> None:
@@ -308,6 +339,7 @@ class Run:
             self.complete_prepared, self.time_out_transactions, self.expire_transactional_ids,
             self.commit_offsets, self.delete_offsets, self.delete_group, self.form_classic_group,
             self.leave_classic_group, self.expire_sessions, self.heartbeat, self.heartbeat,
+            self.streams_heartbeat, self.streams_heartbeat,
         ]
         for self.step in range(1, operations + 1):
             operation = self.rng.choice(choices)

@@ -29,6 +29,7 @@ from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.streams_group import StreamsGroup
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
 from ottla.coordinator.transaction_log import TxnState, decode_key, decode_value
 from ottla.coordinator.transactions import TransactionCoordinator
@@ -171,6 +172,10 @@ def groups_view(coordinator: GroupCoordinator) -> dict[str, Any]:
                               group.protocol_name, group.leader_id, sorted(
                                   (m.member_id, m.group_instance_id, m.session_timeout_ms, m.assignment,
                                    m.metadata(group.protocol_name)) for m in group.members.values()))
+        elif isinstance(group, StreamsGroup):
+            view[group_id] = ("streams", group.group_epoch, group.assignment_epoch, group.metadata_hash,
+                              group.topology, dict(group.target),
+                              {m.member_id: (m.current(), m.metadata) for m in group.members.values()})
         else:
             assert isinstance(group, ConsumerGroup)
             view[group_id] = ("consumer", group.group_epoch, group.assignment_epoch, dict(group.target),

@@ -9,6 +9,7 @@ from ottla.coordinator.classic_group import ClassicGroup
 from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.coordinator.share_group import ShareGroup
+from ottla.coordinator.streams_group import StreamsGroup
 from ottla.protocol.member_assignment import consumer_assignment
 from ottla.storage.log import PartitionLog
 
@@ -54,6 +55,10 @@ def _member_row(group: Any, member: Any, topic_names: dict[object, str]) -> list
         pairs = sorted((topic_names.get(t, str(t)), sorted(ps)) for t, ps in member.assigned.items())
         return [member.member_id, getattr(member, "instance_id", None) or "", member.client_id, member.client_host,
                 topic_partitions(pairs)]
+    if isinstance(group, StreamsGroup):  # its active tasks, by subtopology
+        meta = member.metadata
+        tasks = sorted((f"subtopology {s}", sorted(ps)) for s, ps in member.assigned.active.items())
+        return [member.member_id, meta.instance_id or "", meta.client_id, meta.client_host, topic_partitions(tasks)]
     return [member.member_id, member.group_instance_id or "", member.client_id, member.client_host,
             _classic_assignment(member.assignment, group.protocol_type)]
 
@@ -76,7 +81,7 @@ def topic_partitions(pairs: list[tuple[str, list[int]]]) -> Markup:
 def _type_facts(group: Any) -> list[tuple[object, object]]:
     """What only a group of its type has: a consumer group's epoch; a classic group's
     generation, assignor and leader."""
-    if isinstance(group, (ConsumerGroup, ShareGroup)):
+    if isinstance(group, (ConsumerGroup, ShareGroup, StreamsGroup)):
         facts: list[tuple[object, object]] = [("group epoch", group.group_epoch)]
     elif isinstance(group, ClassicGroup):
         facts = [("generation", group.generation), ("assignor", group.protocol_name), ("leader", group.leader_id)]

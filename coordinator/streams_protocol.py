@@ -1,0 +1,330 @@
+"""KIP-1071's streams group protocol: StreamsGroupHeartbeat and the changes time makes
+(session expiry, a revocation that outlasts the member's rebalance timeout).
+
+A heartbeat does what Kafka's GroupMetadataManager.streamsGroupHeartbeat does, in its
+order:
+1. check the request (Kafka's messages), then find or create the member and check its
+   epoch (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH);
+2. a joining member brings the topology: the first one sets the group's (a record of
+   its own); one declaring another topology is refused, as Kafka 4.3.1 refuses
+   topology updates;
+3. update the member's metadata; the group epoch moves when the membership, a member's
+   metadata or the topics the topology reads (their partition counts: the metadata
+   hash) change;
+4. configure the topology against the topics (streams_topology.py): statuses, the
+   internal topics the broker is to create;
+5. if the group epoch is ahead of the assignment epoch, assign the tasks of a
+   configured topology (streams_assignor.py; none while it is not);
+6. move the member one step towards its target (streams_group.reconcile).
+Like the consumer protocol, it works on a copy of the group and returns the records of
+what changed with its answer (writes.py); the registry appends and replays them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+from .group import GroupConfig
+from .streams_assignor import AssignmentMember, assign
+from .streams_group import (
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    MemberState,
+    StreamsGroup,
+    StreamsMember,
+    reconcile,
+)
+from .streams_group_records import MemberMetadata, TaskAssignment, Tasks, Topology
+from .streams_topology import STATUS_SHUTDOWN_APPLICATION, ConfiguredTopology, configure, validate_topology
+from .writes import CoordinatorResult, Records
+
+# Kafka's defaults for what the heartbeat answer carries besides the assignment.
+ACCEPTABLE_RECOVERY_LAG = 10_000
+TASK_OFFSET_INTERVAL_MS = 60_000
+SHUTDOWN_DETAIL = ("A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire "
+                   "application.")
+
+
+@dataclass(frozen=True)
+class StreamsHeartbeatRequest:
+    """What a StreamsGroupHeartbeat asks. None: unchanged since the last heartbeat."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topology: Topology | None = None
+    active_tasks: Tasks | None = None
+    standby_tasks: Tasks | None = None
+    warmup_tasks: Tasks | None = None
+    process_id: str | None = None
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: tuple[tuple[str, str], ...] | None = None
+    shutdown_application: bool = False
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass
+class StreamsHeartbeatResult:
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    statuses: list[tuple[int, str]] = field(default_factory=list)
+    assignment: TaskAssignment | None = None  # None: unchanged, not sent
+    # Internal topics the broker is to create: name -> (partitions, configs).
+    to_create: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+
+
+def validate(request: StreamsHeartbeatRequest) -> None:
+    """Kafka's checks of a heartbeat's fields, before anything is looked up."""
+
+    def invalid(message: str) -> KafkaError:
+        return KafkaError(ErrorCode.invalid_request, message)
+
+    if not request.group_id.strip():
+        raise invalid("GroupId can't be empty.")
+    if not request.member_id.strip():
+        raise invalid("MemberId can't be empty.")
+    if request.instance_id is not None and not request.instance_id.strip():
+        raise invalid("InstanceId can't be empty.")
+    if request.rack_id is not None and not request.rack_id.strip():
+        raise invalid("RackId can't be empty.")
+    epoch = request.member_epoch
+    if epoch == 0:
+        if request.rebalance_timeout_ms == -1:
+            raise invalid("RebalanceTimeoutMs must be provided in first request.")
+        if request.topology is None:
+            raise invalid("Topology must be non-null when (re-)joining.")
+        if request.active_tasks is None or any(request.active_tasks.values()):
+            raise invalid("ActiveTasks must be empty when (re-)joining.")
+        if request.standby_tasks is None or any(request.standby_tasks.values()):
+            raise invalid("StandbyTasks must be empty when (re-)joining.")
+        if request.warmup_tasks is None or any(request.warmup_tasks.values()):
+            raise invalid("WarmupTasks must be empty when (re-)joining.")
+        if not request.process_id:
+            raise invalid("ProcessId can't be empty.")
+        validate_topology(request.topology)
+    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if request.instance_id is None:
+            raise invalid("InstanceId can't be null.")
+    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise invalid(f"MemberEpoch is {epoch}, but must be greater than or equal to -2.")
+    elif epoch > 0 and request.topology is not None:
+        raise invalid("Topology can only be provided when (re-)joining.")
+
+
+def _metadata_hash(topology: Topology, partitions_of: Mapping[str, int]) -> int:
+    """A 64-bit digest of the partition counts of the topics the topology reads and
+    writes: a change of it (a topic created, partitions added) moves the group epoch."""
+    names = sorted({t for s in topology.subtopologies
+                    for t in (*s.source_topics, *(i.name for i in s.repartition_source_topics),
+                              *(i.name for i in s.state_changelog_topics))})
+    text = ";".join(f"{n}:{partitions_of.get(n, -1)}" for n in names).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
+
+
+class StreamsProtocol:
+    def __init__(self, config: GroupConfig, partitions_of: Callable[[], Mapping[str, int]],
+                 groups: Mapping[str, object], clock: Callable[[], float] = time.monotonic) -> None:
+        """`partitions_of`: the topics that exist, by name, with their partition counts;
+        `groups`: the registry's groups by id, where a group's records are replayed."""
+        self.config = config
+        self.partitions_of = partitions_of
+        self.groups = groups
+        self.clock = clock
+
+    def _decided(self, group: StreamsGroup, change: Callable[[StreamsGroup], tuple[Records, object]]
+                 ) -> CoordinatorResult:
+        working = group.working_copy()
+        records, response = change(working)
+
+        def carry_over() -> None:
+            live = self.groups.get(group.group_id)
+            if isinstance(live, StreamsGroup):
+                live.carry_over(working)
+
+        return CoordinatorResult(records, response, carry_over)
+
+    def configured(self, group: StreamsGroup) -> ConfiguredTopology | None:
+        if group.topology is None:
+            return None
+        return configure(group.topology, self.partitions_of())
+
+    # --- the heartbeat -------------------------------------------------------------------
+
+    def heartbeat(self, group: StreamsGroup, request: StreamsHeartbeatRequest
+                  ) -> CoordinatorResult:
+        return self._decided(group, lambda working: self._heartbeat(working, request))
+
+    def _bump(self, group: StreamsGroup, records: Records) -> None:
+        group.group_epoch += 1
+        records.append(group.epoch_record())
+
+    def _heartbeat(self, group: StreamsGroup, request: StreamsHeartbeatRequest
+                   ) -> tuple[Records, StreamsHeartbeatResult]:
+        now = self.clock()
+        records: Records = []
+        member_id = request.member_id
+        member = group.members.get(member_id)
+        new = member is None
+        if request.member_epoch == 0:
+            if new and len(group.members) >= self.config.streams_max_size:
+                raise KafkaError(ErrorCode.group_max_size_reached,
+                                 f"The streams group has reached its maximum capacity of "
+                                 f"{self.config.streams_max_size} members.")
+            self._take_topology(group, request, records)
+            member = member or StreamsMember(member_id)
+        else:
+            member = group.member(member_id)
+            if request.member_epoch != member.member_epoch and not (
+                    request.member_epoch == member.previous_member_epoch and request.active_tasks is not None
+                    and all(ps <= member.assigned.active.get(s, frozenset())
+                            for s, ps in request.active_tasks.items())):
+                raise KafkaError(ErrorCode.fenced_member_epoch,
+                                 f"The streams group member has a member epoch ({request.member_epoch}) other than "
+                                 f"the one known by the group coordinator ({member.member_epoch}). "
+                                 f"The member must abandon all its partitions and rejoin.")
+        assert group.topology is not None  # set by the first member's join
+
+        old = member.metadata
+        metadata = MemberMetadata(
+            instance_id=request.instance_id if request.instance_id is not None else old.instance_id,
+            rack_id=request.rack_id if request.rack_id is not None else old.rack_id,
+            client_id=request.client_id, client_host=request.client_host,
+            rebalance_timeout_ms=(request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1
+                                  else old.rebalance_timeout_ms),
+            topology_epoch=request.topology.epoch if request.topology is not None else old.topology_epoch,
+            process_id=request.process_id if request.process_id is not None else old.process_id,
+            user_endpoint=request.user_endpoint if request.user_endpoint is not None else old.user_endpoint,
+            client_tags=request.client_tags if request.client_tags is not None else old.client_tags,
+        )
+        bump = False
+        if new or metadata != old:
+            member = replace(member, metadata=metadata)
+            records.append(group.member_record(member))
+            bump = new or (metadata.process_id, metadata.rack_id, metadata.client_tags) != (
+                old.process_id, old.rack_id, old.client_tags)
+        member = replace(member, last_heartbeat=now)
+        group.members[member_id] = member
+
+        partitions_of = self.partitions_of()
+        configured = configure(group.topology, partitions_of)
+        group.configured = configured.ready
+        metadata_hash = _metadata_hash(group.topology, partitions_of)
+        if metadata_hash != group.metadata_hash:
+            group.metadata_hash = metadata_hash
+            bump = True
+        if bump or group.group_epoch == 0:
+            self._bump(group, records)
+
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group, configured, records)
+
+        target = group.target.get(member_id, TaskAssignment())
+        reconciled = reconcile(member, group.assignment_epoch, target, request.active_tasks,
+                               group.owned_elsewhere(member_id))
+        # Compared by value: a member waiting for tasks others still hold gets an equal
+        # copy at every heartbeat, which is no change to write.
+        moved = reconciled.current() != member.current()
+        if moved or new:
+            records.append(group.current_assignment_record(reconciled))
+        if reconciled.state is MemberState.UNREVOKED_TASKS:
+            if moved or reconciled.revocation_deadline is None:
+                reconciled = replace(reconciled,
+                                     revocation_deadline=now + max(reconciled.metadata.rebalance_timeout_ms, 0) / 1000)
+        group.members[member_id] = reconciled
+
+        changed = (new or request.member_epoch == 0 or reconciled.assigned != member.assigned
+                   or reconciled.member_epoch != member.member_epoch)
+        statuses = list(configured.statuses)
+        if request.shutdown_application:
+            group.shutdown_requested = True
+        if group.shutdown_requested:
+            statuses.append((STATUS_SHUTDOWN_APPLICATION, SHUTDOWN_DETAIL))
+        return records, StreamsHeartbeatResult(
+            member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.streams_heartbeat_interval_ms, statuses=statuses,
+            assignment=reconciled.assigned if changed else None, to_create=configured.to_create)
+
+    def _take_topology(self, group: StreamsGroup, request: StreamsHeartbeatRequest, records: Records) -> None:
+        topology = request.topology
+        assert topology is not None  # validate() holds joins to it
+        if group.topology is None:
+            group.topology = topology
+            records.append(group.topology_record())
+        elif topology != group.topology:
+            # Kafka 4.3.1's answer to any other topology, whatever its epoch, members or not.
+            raise KafkaError(ErrorCode.invalid_request, "Topology updates are not supported yet.")
+
+    def _assign(self, group: StreamsGroup, configured: ConfiguredTopology, records: Records) -> None:
+        members = {m.member_id: AssignmentMember(m.metadata.process_id, group.target.get(m.member_id, m.assigned))
+                   for m in group.members.values()}
+        if configured.ready:
+            assert group.topology is not None  # a configured topology is the group's
+            stateful = frozenset(s.subtopology_id for s in group.topology.subtopologies if s.state_changelog_topics)
+            targets = assign(members, configured.task_counts, self.config.streams_num_standby_replicas, stateful)
+        else:
+            targets = {m: TaskAssignment() for m in members}
+        for member_id, target in targets.items():
+            if group.target.get(member_id) != target:
+                group.target[member_id] = target
+                records.append(group.target_member_record(member_id))
+        group.assignment_epoch = group.group_epoch
+        records.append(group.target_epoch_record())
+
+    # --- leaving, fencing, expiry ----------------------------------------------------------
+
+    def leave(self, group: StreamsGroup, request: StreamsHeartbeatRequest) -> CoordinatorResult:
+        """A heartbeat with epoch -1 (leaving) or -2 (a static member leaving for a
+        while: not kept here yet, it leaves as well)."""
+        def change(working: StreamsGroup) -> tuple[Records, StreamsHeartbeatResult]:
+            working.member(request.member_id)
+            return self._fence(working, request.member_id), StreamsHeartbeatResult(
+                member_id=request.member_id, member_epoch=request.member_epoch)
+        return self._decided(group, change)
+
+    def fence(self, group: StreamsGroup, member_id: str) -> CoordinatorResult:
+        return self._decided(group, lambda working: (self._fence(working, member_id), None))
+
+    def _fence(self, group: StreamsGroup, member_id: str) -> Records:
+        """A member goes: its tasks are free, and the group epoch moves on."""
+        records = group.member_tombstones(member_id)
+        group.members.pop(member_id, None)
+        group.target.pop(member_id, None)
+        self._bump(group, records)
+        return records
+
+    def expired(self, group: StreamsGroup) -> list[str]:
+        now = self.clock()
+        session = self.config.streams_session_timeout_ms / 1000
+        for member in group.members.values():
+            if member.last_heartbeat == 0.0:
+                # Rebuilt from the log and not heard from since: its session starts now.
+                # (A tick can come between its partition's load and `restored`.)
+                member.last_heartbeat = now
+        return [m.member_id for m in group.members.values()
+                if now > m.last_heartbeat + session
+                or (m.revocation_deadline is not None and now > m.revocation_deadline)]
+
+    def restored(self, group: StreamsGroup) -> None:
+        """A group rebuilt at start-up: its members' sessions (and revocation timeouts)
+        start now."""
+        now = self.clock()
+        for member in group.members.values():
+            member.last_heartbeat = now
+            if member.state is MemberState.UNREVOKED_TASKS:
+                member.revocation_deadline = now + max(member.metadata.rebalance_timeout_ms, 0) / 1000
+        try:
+            configured = self.configured(group)
+        except KafkaError:
+            configured = None  # a topology that no longer resolves: NotReady until a heartbeat says why
+        group.configured = configured is not None and configured.ready
