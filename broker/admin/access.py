@@ -176,8 +176,10 @@ class AdminAccess:
                 self._remember(mac, generation, principal)
             else:
                 # Every failure leaves at the same moment after its start, whether the user
-                # exists or not, as Kafka's failed SASL authentications do.
-                await asyncio.sleep(max(0.0, started + self._failed_delay - time.monotonic()))
+                # exists or not, as Kafka's failed SASL authentications do. The event loop
+                # may wake a sleeper up to its clock's resolution early: sleep on until then.
+                while (left := started + self._failed_delay - time.monotonic()) > 0:
+                    await asyncio.sleep(left)
         finally:
             del self._verifying[mac]
             self._attempts.end(peer, verified and principal is None, time.monotonic())
