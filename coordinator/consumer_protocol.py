@@ -423,6 +423,11 @@ class ConsumerProtocol:
         revoke past their rebalance timeout."""
         now = self.clock()
         session = self.config.consumer_session_timeout_ms / 1000
+        for member in group.members.values():
+            if member.last_heartbeat == 0.0:
+                # Rebuilt from the log and not heard from since: its session starts now.
+                # (A tick can come between its partition's load and `restored`.)
+                member.last_heartbeat = now
         return [m.member_id for m in group.members.values()
                 if now > m.last_heartbeat + session
                 or (m.revocation_deadline is not None and now > m.revocation_deadline)]

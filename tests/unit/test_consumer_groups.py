@@ -320,6 +320,13 @@ def test_a_restart_rebuilds_the_group_from_its_records(harness):
             {m.member_id: (m.member_epoch, m.state, m.assigned, m.pending_revocation, m.instance_id,
                            m.server_assignor, m.subscribed_topic_names) for m in after.members.values()}) == snapshot
     assert after.static_members == {"app-1": "m1"}
+    # Members rebuilt from the log and not heard from yet are not expired by a tick that
+    # comes before `restored` (as one can while the broker still loads the other
+    # partitions of __consumer_offsets).
+    for member in after.members.values():
+        member.last_heartbeat = 0.0
+    assert harness.coordinator.tick() == []
+    assert list(harness.group().members) == ["m1", "m2"]
     # The members carry on where they were, and a leave is kept over a restart too.
     assert harness.beat("m2", second.member_epoch, owned={}).error == ErrorCode.none
     harness.beat("m2", -1)
