@@ -39,7 +39,7 @@ from .consumer_group import (
     MemberState,
     reconcile,
 )
-from .group import GroupConfig
+from .group import GroupConfig, expired_members
 from .writes import CoordinatorResult, Records
 
 T = TypeVar("T")
@@ -421,16 +421,7 @@ class ConsumerProtocol:
     def expired(self, group: ConsumerGroup) -> list[str]:
         """The members to fence: their session expired, or they kept partitions to
         revoke past their rebalance timeout."""
-        now = self.clock()
-        session = self.config.consumer_session_timeout_ms / 1000
-        for member in group.members.values():
-            if member.last_heartbeat == 0.0:
-                # Rebuilt from the log and not heard from since: its session starts now.
-                # (A tick can come between its partition's load and `restored`.)
-                member.last_heartbeat = now
-        return [m.member_id for m in group.members.values()
-                if now > m.last_heartbeat + session
-                or (m.revocation_deadline is not None and now > m.revocation_deadline)]
+        return expired_members(group.members.values(), self.clock(), self.config.consumer_session_timeout_ms / 1000)
 
     def restored(self, group: ConsumerGroup) -> None:
         """A group rebuilt at start-up: its members' sessions (and revocation timeouts)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from .writes import Records
 
@@ -89,3 +91,26 @@ class Group(abc.ABC):
     @abc.abstractmethod
     def tombstones(self) -> Records:
         """The `__consumer_offsets` records that delete this group's own records."""
+
+
+class TimedMember(Protocol):
+    """What the session timers of the heartbeat-driven protocols (KIP-848 consumer
+    groups, KIP-1071 streams groups) read of a member."""
+
+    member_id: str
+    last_heartbeat: float
+    revocation_deadline: float | None
+
+
+def expired_members(members: Iterable[TimedMember], now: float, session_seconds: float) -> list[str]:
+    """The members to fence: their session expired, or they kept what they must revoke
+    past their rebalance timeout. A member rebuilt from the log and not heard from since
+    (last_heartbeat 0: a tick can come between its partition's load and `restored`)
+    starts its session now."""
+    members = list(members)
+    for member in members:
+        if member.last_heartbeat == 0.0:
+            member.last_heartbeat = now
+    return [m.member_id for m in members
+            if now > m.last_heartbeat + session_seconds
+            or (m.revocation_deadline is not None and now > m.revocation_deadline)]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from .group import GroupConfig
+from .group import GroupConfig, expired_members
 from .streams_assignor import AssignmentMember, assign
 from .streams_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -304,16 +304,7 @@ class StreamsProtocol:
         return records
 
     def expired(self, group: StreamsGroup) -> list[str]:
-        now = self.clock()
-        session = self.config.streams_session_timeout_ms / 1000
-        for member in group.members.values():
-            if member.last_heartbeat == 0.0:
-                # Rebuilt from the log and not heard from since: its session starts now.
-                # (A tick can come between its partition's load and `restored`.)
-                member.last_heartbeat = now
-        return [m.member_id for m in group.members.values()
-                if now > m.last_heartbeat + session
-                or (m.revocation_deadline is not None and now > m.revocation_deadline)]
+        return expired_members(group.members.values(), self.clock(), self.config.streams_session_timeout_ms / 1000)
 
     def restored(self, group: StreamsGroup) -> None:
         """A group rebuilt at start-up: its members' sessions (and revocation timeouts)
