@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all
@@ -158,10 +159,14 @@ def test_two_processors_are_exactly_once_through_ten_kills_of_ottla(fresh_broker
     assert {tp.partition: tp.offset for tp in committed} == dict.fromkeys(range(PARTITIONS), count // PARTITIONS)
 
 
-def test_streams_exactly_once_through_ten_kills_of_ottla(fresh_broker, tmp_path):
+@pytest.mark.parametrize("group_protocol", ["classic", "streams"])
+def test_streams_exactly_once_through_ten_kills_of_ottla(fresh_broker, tmp_path, group_protocol):
     """Kafka Streams (tests/java/WordTotals.java: a repartition and a state store) through
     ten kill -9 cycles of Ottla while it works through its first half of input: its output
-    is every record's running total exactly once, as the input defines it."""
+    is every record's running total exactly once, as the input defines it. With each
+    group protocol: classic (the coordinator only keeps offsets and the group's generation)
+    and streams (KIP-1071: the broker assigns the tasks, and must bring the group, its
+    topology and its members' assignments back from __consumer_offsets after each kill)."""
     ottla = fresh_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=200)
 
     def kill_and_restart() -> None:
@@ -174,7 +179,7 @@ def test_streams_exactly_once_through_ten_kills_of_ottla(fresh_broker, tmp_path)
     # still leaves every kill inside the first half.
     kills = [(HALF * (i + 1) // (2 * CYCLES + 2), kill_and_restart) for i in range(CYCLES)]
     name = f"wt-crash-{time.monotonic_ns()}"
-    out, _, app = run_app(ottla.bootstrap, tmp_path, name, kills=kills)
+    out, _, app = run_app(ottla.bootstrap, tmp_path, name, kills=kills, group_protocol=group_protocol)
 
     assert out == expected_output(2 * HALF), first_difference(out, expected_output(2 * HALF))
     assert "STATE ERROR" not in app.states
