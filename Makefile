@@ -125,8 +125,9 @@ fuzz: $(VENV)/.installed-test
 	$(BIN)/python -m tests.fuzz.fuzzer --frames $(FRAMES)
 
 # 1,000 client connections (producers, a consumer group, abusive clients) for 10
-# minutes, then 100 kill -9 cycles; reports lost and duplicated records, memory,
-# descriptors and produce latency (bench/soak.py).
+# minutes, then 100 kill -9 cycles, then 10 more under a Kafka Streams exactly_once_v2
+# application with group.protocol=streams; reports lost and duplicated records, memory,
+# descriptors, produce latency and whether the Streams output was exact (bench/soak.py).
 soak: $(VENV)/.installed-test
 	$(BIN)/python -m bench.soak
 

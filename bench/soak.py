@@ -12,11 +12,19 @@ descriptors are sampled.
 Phase two (`--cycles`, 100): the producers go on while the broker is killed with
 SIGKILL at random moments and restarted.
 
+Phase three (`--streams-cycles`, 10): while the producers still go on, a Kafka Streams
+4.3.1 application with processing.guarantee=exactly_once_v2 and group.protocol=streams
+(KIP-1071: the broker's coordinator assigns its tasks; tests/java/WordTotals.java, a
+repartition and a state store) works through its input while the broker is killed with
+SIGKILL and restarted that many times; its output must be every input record's running
+total exactly once.
+
 At the end both topics are read back and held against what the producers were told:
 acknowledged records lost, duplicates, order, transactions partly visible. The report
-gives those, memory and descriptors over time, and the probe's produce latency.
+gives those, memory and descriptors over time, the probe's produce latency and whether
+the Streams output was exact.
 
-    python -m bench.soak [--minutes 10] [--connections 1000] [--cycles 100]
+    python -m bench.soak [--minutes 10] [--connections 1000] [--cycles 100] [--streams-cycles 10]
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.codec import encode_request, request_class
 from ottla.protocol.entities import make
 from tests.integration.crash_producers import check
+from tests.integration.test_kafka_streams import HALF, expected_output, first_difference, run_app
 
 ROOT = Path(__file__).resolve().parents[1]
 IDEM, TXN = "soak-idempotent", "soak-transactional"
@@ -176,11 +185,32 @@ async def _load_phase(broker: BrokerProcess, minutes: float, connections: int, s
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _streams_phase(broker: BrokerProcess, work: Path, cycles: int) -> str:
+    """WordTotals with group.protocol=streams through `cycles` kill -9 cycles of the
+    broker, each at a point of its first half of input (as
+    tests/integration/test_eos_through_broker_crashes.py places them); "" if its output
+    was exact, else what went wrong."""
+    def kill_and_restart() -> None:
+        broker.kill()
+        broker.start(timeout=120)
+
+    kills = [(HALF * (i + 1) // (2 * cycles + 2), kill_and_restart) for i in range(cycles)]
+    try:
+        out, _, app = run_app(broker.bootstrap, work, f"soak-streams-{time.monotonic_ns()}", kills=kills,
+                              group_protocol="streams")
+    except AssertionError as exc:
+        return f"the application failed: {exc}"
+    if "STATE ERROR" in app.states:
+        return f"the application went to ERROR: {app.states}"
+    return first_difference(out, expected_output(2 * HALF))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=1000)
     parser.add_argument("--cycles", type=int, default=100)
+    parser.add_argument("--streams-cycles", type=int, default=10)
     args = parser.parse_args(argv)
     # A thousand client sockets in this one process.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -211,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     latencies: list[float] = []
     counts = {"slowloris": 0, "vanished": 0, "oversized": 0}
     print(f"soak: {args.connections} connections for {args.minutes:g} min, then {args.cycles} kill -9 cycles; "
-          f"broker data in {work}", flush=True)
+          f"broker data in {work}, then Kafka Streams through {args.streams_cycles} more", flush=True)
     started = time.monotonic()
     asyncio.run(_load_phase(broker, args.minutes, args.connections, samples, latencies, counts))
     consumer_stop.set()
@@ -225,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         broker.kill()
         broker.start(timeout=120)
     kill_seconds = time.monotonic() - kills_started
+    streams_started = time.monotonic()
+    streams_wrong = _streams_phase(broker, work, args.streams_cycles)
+    streams_seconds = time.monotonic() - streams_started
     time.sleep(3)
     stop_file.touch()
     for producer in producers:
@@ -248,12 +281,15 @@ def main(argv: list[str] | None = None) -> int:
               f"last {samples[-1][1]:.0f} MiB; descriptors: first {samples[0][2]}, peak "
               f"{max(s[2] for s in samples)}, last {samples[-1][2]}")
     print(f"kill -9 loop: {args.cycles} cycles in {kill_seconds / 60:.1f} min")
+    print(f"Kafka Streams (exactly_once_v2, group.protocol=streams, {2 * HALF:,} input records) through "
+          f"{args.streams_cycles} kill -9 cycles in {streams_seconds / 60:.1f} min: "
+          + (f"output NOT exact:\n{streams_wrong}" if streams_wrong else "output exact"))
     print(f"verdict: {verdict.acknowledged:,} acknowledged idempotent records, {verdict.lost} lost, "
           f"{verdict.duplicated} duplicated, {verdict.out_of_order} partitions out of order; "
           f"{verdict.committed:,} committed transactions ({verdict.committed_not_whole} not wholly visible), "
           f"{verdict.others:,} others ({verdict.partial} partly visible)")
     broker.cleanup()
-    return 0 if verdict.violations == 0 else 1
+    return 0 if verdict.violations == 0 and not streams_wrong else 1
 
 
 if __name__ == "__main__":
