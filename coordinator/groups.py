@@ -160,8 +160,9 @@ class GroupCoordinator:
             raise KafkaError(ErrorCode.invalid_group_id, "empty group id")
         self._require_loaded(request.group_id)
         current = self.groups.get(request.group_id)
-        if current is not None and current.type is GroupType.SHARE:
-            raise KafkaError(ErrorCode.inconsistent_group_protocol, f"group {request.group_id!r} is a share group")
+        if current is not None and current.type in (GroupType.SHARE, GroupType.STREAMS):
+            raise KafkaError(ErrorCode.inconsistent_group_protocol,
+                             f"group {request.group_id!r} is a {current.type.value} group")
         if isinstance(current, ConsumerGroup):
             if current.members:
                 # Kafka 4 would take the classic member into the consumer group (a

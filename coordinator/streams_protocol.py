@@ -42,9 +42,6 @@ from .streams_group_records import MemberMetadata, TaskAssignment, Tasks, Topolo
 from .streams_topology import STATUS_SHUTDOWN_APPLICATION, ConfiguredTopology, configure, validate_topology
 from .writes import CoordinatorResult, Records
 
-# Kafka's defaults for what the heartbeat answer carries besides the assignment.
-ACCEPTABLE_RECOVERY_LAG = 10_000
-TASK_OFFSET_INTERVAL_MS = 60_000
 SHUTDOWN_DETAIL = ("A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire "
                    "application.")
 
@@ -110,15 +107,17 @@ def validate(request: StreamsHeartbeatRequest) -> None:
             raise invalid("StandbyTasks must be empty when (re-)joining.")
         if request.warmup_tasks is None or any(request.warmup_tasks.values()):
             raise invalid("WarmupTasks must be empty when (re-)joining.")
-        if not request.process_id:
-            raise invalid("ProcessId can't be empty.")
+        # (Kafka 4.3.1 does not check the process id: null or blank, the member joins.)
         validate_topology(request.topology)
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         if request.instance_id is None:
             raise invalid("InstanceId can't be null.")
     elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         raise invalid(f"MemberEpoch is {epoch}, but must be greater than or equal to -2.")
-    elif epoch > 0 and request.topology is not None:
+    lists = (request.active_tasks, request.standby_tasks, request.warmup_tasks)
+    if any(t is not None for t in lists) and any(t is None for t in lists):
+        raise invalid("If one task-type is non-null, all must be non-null.")
+    if epoch != 0 and request.topology is not None:
         raise invalid("Topology can only be provided when (re-)joining.")
 
 

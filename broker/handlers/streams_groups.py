@@ -22,12 +22,7 @@ from ottla.coordinator.streams_group_records import (
     TopicInfo,
     Topology,
 )
-from ottla.coordinator.streams_protocol import (
-    ACCEPTABLE_RECOVERY_LAG,
-    TASK_OFFSET_INTERVAL_MS,
-    StreamsHeartbeatRequest,
-    StreamsHeartbeatResult,
-)
+from ottla.coordinator.streams_protocol import StreamsHeartbeatRequest, StreamsHeartbeatResult
 from ottla.coordinator.streams_topology import STATUS_MISSING_INTERNAL_TOPICS
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -102,8 +97,8 @@ def _create_internal_topics(ctx: RequestContext, result: StreamsHeartbeatResult)
 
 def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     def refused(code: ErrorCode) -> Any:
-        return ctx.respond(error_code=code, member_id=request.member_id, member_epoch=0, heartbeat_interval=0,
-                           acceptable_recovery_lag=0, task_offset_interval=0, status=None, active_tasks=None,
+        return ctx.respond(error_code=code, member_id="", member_epoch=0, heartbeat_interval=0,
+                           acceptable_recovery_lag=0, task_offset_interval=0, status=[], active_tasks=None,
                            standby_tasks=None, warmup_tasks=None, endpoint_information_epoch=0,
                            partitions_by_user_endpoint=None)
 
@@ -139,15 +134,16 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         if result.to_create:
             _create_internal_topics(ctx, result)
     except KafkaError as exc:
-        result = StreamsHeartbeatResult(exc.code, exc.message, member_id=request.member_id)
+        # Kafka's error answer: no member id, no statuses.
+        result = StreamsHeartbeatResult(exc.code, exc.message, member_id="")
     assignment = result.assignment
+    # Kafka 4.3.1 never sets the acceptable recovery lag or the task offset interval
+    # (its coordinator leaves both 0; the Streams client keeps its own configs).
     return ctx.respond(
         error_code=result.error, error_message=result.message, member_id=result.member_id,
         member_epoch=result.member_epoch, heartbeat_interval=result.heartbeat_interval_ms,
-        acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG if result.error is ErrorCode.none else 0,
-        task_offset_interval=TASK_OFFSET_INTERVAL_MS if result.error is ErrorCode.none else 0,
-        status=None if result.error is not ErrorCode.none else [
-            {"status_code": code, "status_detail": detail} for code, detail in result.statuses],
+        acceptable_recovery_lag=0, task_offset_interval=0,
+        status=[{"status_code": code, "status_detail": detail} for code, detail in result.statuses],
         active_tasks=None if assignment is None else _task_ids(assignment.active),
         standby_tasks=None if assignment is None else _task_ids(assignment.standby),
         warmup_tasks=None if assignment is None else _task_ids(assignment.warmup),

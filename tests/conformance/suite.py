@@ -29,7 +29,7 @@ from .scenarios import ALL
 
 TABLE = known.ROOT / "docs" / "kafka-conformance.md"
 # Ottla configured as the reference Kafka is (tests/reference/kafka.py).
-OTTLA_PROPERTIES = {"group.initial.rebalance.delay.ms": "0"}
+OTTLA_PROPERTIES = {"group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0"}
 
 
 def node_id(bootstrap: str) -> int:

@@ -51,6 +51,9 @@ def _heartbeat(client: WireClient, group: str, member: str, epoch: int, **fields
         fields.setdefault("process_id", f"process-{member}")
         for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):
             fields.setdefault(kind, [])
+    if fields.get("active_tasks") is not None:  # the three lists go together, as the client sends them
+        fields.setdefault("standby_tasks", [])
+        fields.setdefault("warmup_tasks", [])
     for kind in ("active_tasks", "standby_tasks", "warmup_tasks", "client_tags", "task_offsets", "task_end_offsets"):
         fields.setdefault(kind, None)
     return client.call(request(HEARTBEAT, 0, group_id=group, member_id=member, member_epoch=epoch,
@@ -120,6 +123,8 @@ def test_bad_heartbeats_get_kafkas_errors_and_disturb_nothing(broker, topic_name
             (dict(member="m2", epoch=0), INVALID_REQUEST),  # no topology
             (dict(member="m2", epoch=-3), INVALID_REQUEST),
             (dict(member="m1", epoch=joined.member_epoch, topology=topology), INVALID_REQUEST),
+            # Kafka 4.3.1: "If one task-type is non-null, all must be non-null."
+            (dict(member="m1", epoch=joined.member_epoch, active_tasks=[], standby_tasks=None), INVALID_REQUEST),
             # Kafka 4.3.1: "Topology updates are not supported yet."
             (dict(member="m2", epoch=0, topology=_topology(topic_name, "other")), INVALID_REQUEST),
             (dict(member="m2", epoch=0, topology=_topology(topic_name, group, epoch=2)), INVALID_REQUEST),

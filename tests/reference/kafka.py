@@ -162,6 +162,11 @@ class KafkaBroker:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # A streams group's assignment comes in the heartbeat that calls for it, as
+            # Ottla's does (and the classic group's at its first join): no initial
+            # delay, no batching of assignments by interval.
+            "group.streams.initial.rebalance.delay.ms": "0",
+            "group.streams.assignment.interval.ms": "0",
         }
         props.update(self.extra_properties)
         return props

@@ -158,6 +158,7 @@ class StreamsHarness(Harness):
             fields.setdefault("topology", TOPOLOGY)
             fields.setdefault("process_id", f"process-{member_id}")
             owned = {} if owned is None else owned
+        if owned is not None:  # the three lists go together, as a client sends them
             fields.setdefault("standby_tasks", {})
             fields.setdefault("warmup_tasks", {})
         fields.setdefault("group_id", "g")
