@@ -166,7 +166,7 @@ class StreamsGroup(Group):
         """Kafka's StreamsGroupState names."""
         if not self.members:
             return "Empty"
-        if self.topology is None or not self.configured:
+        if self.topology is None or not self.configured or not self.members:
             return "NotReady"
         if self.group_epoch > self.assignment_epoch:
             return "Assigning"
@@ -249,8 +249,9 @@ class StreamsGroup(Group):
 
     def topics_in_use(self) -> set[str]:
         """As Kafka's StreamsGroup.isSubscribedToTopic: the source and repartition source
-        topics of a configured topology (members or not)."""
-        if self.topology is None or not self.configured:
+        topics of a configured topology, while the group has members (an empty group's
+        offsets can be deleted, as Kafka 4.3.1 lets kafka-streams-groups --delete-offsets do)."""
+        if self.topology is None or not self.configured or not self.members:
             return set()
         return {t for s in self.topology.subtopologies
                 for t in (*s.source_topics, *(i.name for i in s.repartition_source_topics))}

@@ -315,6 +315,114 @@ def test_kafkas_streams_groups_tool_lists_describes_and_deletes_a_group(broker, 
     assert group not in _streams_groups_tool(broker.bootstrap, "--list").split()
 
 
+class _KeptAlive:
+    """A streams group member heartbeating on a connection of its own every second, as
+    a Streams client does, while the tool looks at its group from outside."""
+
+    def __init__(self, bootstrap: str, group: str, member: str, epoch: int) -> None:
+        import threading
+
+        self.client = WireClient(bootstrap)
+        self.args = (group, member)
+        self.epoch = epoch
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+        self.thread.start()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(1.0):
+            answer = _heartbeat(self.client, *self.args, self.epoch)
+            assert answer.error_code == NONE, answer
+            self.epoch = answer.member_epoch
+
+    def leave(self) -> None:
+        self.stopped.set()
+        self.thread.join(10)
+        assert _heartbeat(self.client, *self.args, -1).error_code == NONE
+        self.client.close()
+
+
+def _tool_session(bootstrap: str, topic: str) -> list[tuple[str, list[list[str]]]]:
+    """kafka-streams-groups on one group through its life: a member with tasks and
+    committed offsets (list, describe: offsets, members, state), then, the member gone,
+    reset-offsets (dry runs of each kind, then --execute), delete-offsets and delete.
+    Each output's lines as words, those of other groups left out (the reference Kafka
+    serves the whole session) and sorted (rows come in the order of the broker's maps);
+    the coordinator's address is each broker's own."""
+    import re
+
+    from tests.clients import idempotent_producer, produce_all
+
+    create_topic(bootstrap, topic, 2)
+    produce_all(idempotent_producer(bootstrap), [(topic, i % 2, b"k%d" % i, b"v") for i in range(20)])
+    group = f"app-{topic}"
+    outputs: list[tuple[str, list[list[str]]]] = []
+
+    def tool(*args: str) -> None:
+        done = run_java("org.apache.kafka.tools.streams.StreamsGroupCommand",
+                        ["--bootstrap-server", bootstrap, *args])
+        lines = []
+        for line in (done.stdout + done.stderr).splitlines():
+            words = re.sub(r"127\.0\.0\.1:\d+", "<coordinator>", line).split()
+            if words and (group in line or topic in words[0] or words[0] in ("GROUP", "TOPIC", "Error:", "Request",
+                                                                               "Deletion")):
+                lines.append(words)
+        outputs.append((" ".join(args).replace(group, "<group>").replace(topic, "<topic>"),
+                        [[w.replace(group, "<group>").replace(topic, "<topic>") for w in ws] for ws in sorted(lines)]))
+
+    with WireClient(bootstrap) as client:
+        _until_coordinator(client, group)
+        answer = _heartbeat(client, group, "m1", 0, topology=_topology(topic, group))
+        for _ in range(100):  # until the internal topics are made and the tasks assigned
+            answer = _heartbeat(client, group, "m1", answer.member_epoch, active_tasks=[])
+            assert answer.error_code == NONE, answer
+            if answer.active_tasks:
+                break
+        assert len(_tasks(answer)) == 4, answer
+        committed = client.call(request(8, 9, group_id=group, generation_id_or_member_epoch=answer.member_epoch,
+                                        member_id="m1", group_instance_id=None, topics=[{"name": topic, "partitions": [
+                                            {"partition_index": p, "committed_offset": 3 + 4 * p,
+                                             "committed_leader_epoch": -1, "committed_metadata": ""}
+                                            for p in (0, 1)]}]))
+        assert [p.error_code for t in committed.topics for p in t.partitions] == [NONE, NONE]
+    member = _KeptAlive(bootstrap, group, "m1", answer.member_epoch)
+    try:
+        for args in (["--list"], ["--list", "--state"], ["--describe"], ["--describe", "--offsets", "--verbose"],
+                     ["--describe", "--members"], ["--describe", "--state"],
+                     ["--reset-offsets", "--to-earliest", "--all-input-topics", "--dry-run"],
+                     ["--delete-offsets", "--input-topic", topic]):
+            tool(*args[:1], "--group", group, *args[1:]) if args[0] != "--list" else tool(*args)
+    finally:
+        member.leave()
+    for args in (["--describe", "--state"], ["--describe"],
+                 ["--reset-offsets", "--to-earliest", "--all-input-topics", "--dry-run"],
+                 ["--reset-offsets", "--to-offset", "2", "--input-topic", f"{topic}:0", "--dry-run"],
+                 ["--reset-offsets", "--shift-by", "-1", "--all-input-topics", "--dry-run"],
+                 ["--reset-offsets", "--to-latest", "--all-input-topics", "--dry-run"],
+                 ["--reset-offsets", "--to-current", "--all-input-topics", "--dry-run"],
+                 ["--reset-offsets", "--to-datetime", "2000-01-01T00:00:00.000", "--all-input-topics", "--dry-run"],
+                 ["--reset-offsets", "--to-offset", "5", "--input-topic", topic, "--execute"],
+                 ["--describe", "--offsets"],
+                 ["--delete-offsets", "--input-topic", topic],
+                 ["--describe", "--offsets"],
+                 ["--delete"]):
+        tool(args[0], "--group", group, *args[1:])
+    tool("--list")
+    return outputs
+
+
+def test_kafkas_streams_groups_tool_prints_for_ottla_what_it_prints_for_kafka(broker, kafka_reference, topic_name):
+    """kafka-streams-groups --list, --describe (offsets, members, state), --reset-offsets
+    (dry runs of every kind, and --execute), --delete-offsets and --delete, on the same
+    group on each broker: the same output, line for line. (Seen failing with a streams
+    group's source topics counted as in use with no member left: --delete-offsets of an
+    empty group printed GroupSubscribedToTopicException for Ottla, "Successful" for Kafka.)"""
+    ottla = _tool_session(broker.bootstrap, topic_name)
+    kafka = _tool_session(kafka_reference.bootstrap, topic_name)
+    for (command, mine), (_, theirs) in zip(ottla, kafka, strict=True):
+        assert mine == theirs, f"kafka-streams-groups {command}:\nOttla:\n{mine}\nKafka:\n{theirs}"
+
+
 def test_the_web_console_shows_a_streams_group_and_its_tasks(fresh_broker, topic_name):
     """The console's group page serves a streams group: its type, state, epoch and each
     member's active tasks. (Seen failing before it knew the type: the page broke on the
