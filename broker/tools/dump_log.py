@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
-from ottla.coordinator import consumer_group_records, offsets_log, transaction_log
+from ottla.coordinator import consumer_group_records, offsets_log, streams_group_records, transaction_log
 from ottla.protocol.batch import (
     COMPRESSION_NAMES,
     DELETE_HORIZON_FLAG,
@@ -204,6 +204,9 @@ def parse_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str | 
     consumer_key = None if key is None else consumer_group_records.decode_key(key)
     if consumer_key is not None:
         return _consumer_group_record(consumer_key, value)
+    streams_key = None if key is None else streams_group_records.decode_key(key)
+    if streams_key is not None:
+        return _streams_group_record(streams_key, value)
     return "unknown", None
 
 
@@ -238,6 +241,65 @@ def _consumer_group_record(key: consumer_group_records.ConsumerGroupKey,
         return text_key, (f"epoch={a.member_epoch} previous_epoch={a.previous_member_epoch} state={a.state} "
                           f"assigned={_partitions(a.assigned)} revoking={_partitions(a.pending_revocation)}")
     return text_key, f"({len(value)} bytes)"  # records Ottla reads past (partition metadata, regexes)
+
+
+def _tasks(tasks: streams_group_records.Tasks) -> str:
+    """{subtopology:[partitions]}: one kind of a streams member's tasks."""
+    return "{" + ",".join(f"{s}:{sorted(ps)}" for s, ps in sorted(tasks.items())) + "}"
+
+
+def _task_kinds(a: streams_group_records.TaskAssignment, prefix: str = "") -> str:
+    return f"{prefix}active={_tasks(a.active)} {prefix}standby={_tasks(a.standby)} {prefix}warmup={_tasks(a.warmup)}"
+
+
+def _subtopology(s: streams_group_records.Subtopology) -> str:
+    """One subtopology of a streams group's topology: the topics it reads and writes."""
+    def internal(infos: tuple[streams_group_records.TopicInfo, ...]) -> str:
+        return ",".join(i.name + (f"({i.partitions})" if i.partitions else "") for i in infos)
+
+    parts = [f"sources=[{','.join(s.source_topics)}]"]
+    if s.source_topic_regex:
+        parts.append(f"source_regexes=[{','.join(s.source_topic_regex)}]")
+    parts += [f"repartition_sources=[{internal(s.repartition_source_topics)}]",
+              f"repartition_sinks=[{','.join(s.repartition_sink_topics)}]",
+              f"changelogs=[{internal(s.state_changelog_topics)}]"]
+    return f"{s.subtopology_id}:{{{' '.join(parts)}}}"
+
+
+def _streams_group_record(key: streams_group_records.StreamsGroupKey, value: bytes | None) -> tuple[str, str | None]:
+    """A KIP-1071 streams group's record (record types 17-23), named by its schema."""
+    records = streams_group_records
+    name = {records.GROUP_METADATA: "streams_group_metadata", records.PARTITION_METADATA: "streams_partition_metadata",
+            records.MEMBER_METADATA: "streams_member_metadata",
+            records.TARGET_ASSIGNMENT_METADATA: "streams_target_assignment",
+            records.TARGET_ASSIGNMENT_MEMBER: "streams_target_assignment_member",
+            records.CURRENT_MEMBER_ASSIGNMENT: "streams_current_assignment",
+            records.TOPOLOGY: "streams_topology"}[key.type]
+    text_key = f"{name}::{key.group}" + (f":{key.member}" if key.member is not None else "")
+    if value is None:
+        return text_key, "<DELETE>"
+    if key.type == records.GROUP_METADATA:
+        epoch, metadata_hash = records.decode_group_metadata(value)
+        return text_key, f"epoch={epoch} metadata_hash={metadata_hash}"
+    if key.type == records.TARGET_ASSIGNMENT_METADATA:
+        return text_key, f"epoch={records.decode_assignment_epoch(value)}"
+    if key.type == records.MEMBER_METADATA:
+        m = records.decode_member_metadata(value)
+        endpoint = None if m.user_endpoint is None else f"{m.user_endpoint[0]}:{m.user_endpoint[1]}"
+        tags = ",".join(f"{k}={v}" for k, v in m.client_tags)
+        return text_key, (f"client={m.client_id}@{m.client_host} process={m.process_id} instance={m.instance_id} "
+                          f"rack={m.rack_id} topology_epoch={m.topology_epoch} "
+                          f"rebalance_timeout_ms={m.rebalance_timeout_ms} endpoint={endpoint} tags={{{tags}}}")
+    if key.type == records.TARGET_ASSIGNMENT_MEMBER:
+        return text_key, _task_kinds(records.decode_target_assignment(value))
+    if key.type == records.CURRENT_MEMBER_ASSIGNMENT:
+        a = records.decode_current_assignment(value)
+        return text_key, (f"epoch={a.member_epoch} previous_epoch={a.previous_member_epoch} state={a.state} "
+                          f"{_task_kinds(a.assigned)} {_task_kinds(a.pending_revocation, 'revoking_')}")
+    if key.type == records.TOPOLOGY:
+        t = records.decode_topology(value)
+        return text_key, f"epoch={t.epoch} subtopologies=[{' '.join(_subtopology(s) for s in t.subtopologies)}]"
+    return text_key, f"({len(value)} bytes)"  # partition metadata, which Ottla reads past
 
 
 _RECORD_PARSERS: dict[str | None, RecordParser] = {

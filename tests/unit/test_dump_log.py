@@ -16,7 +16,7 @@ import pytest
 
 from ottla.broker.cli import main
 from ottla.broker.tools.dump_log import dump_files
-from ottla.coordinator import consumer_group_records, offsets_log
+from ottla.coordinator import consumer_group_records, offsets_log, streams_group_records
 from ottla.coordinator.transaction_log import TxnRecord, TxnState, encode_key, encode_value
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
 from ottla.protocol.control import ControlType, EndTxnMarker
@@ -265,6 +265,49 @@ def test_consumer_group_records_of_kip_848_are_decoded(tmp_path):
     assert lines[1].endswith(f" key: current_assignment::group-b:m-2 payload: epoch=4 previous_epoch=3 state=0 "
                              f"assigned={{{topic}:[0, 2]}} revoking={{}}")
     assert lines[2].endswith(" key: current_assignment::group-b:m-2 payload: <DELETE>")
+
+
+def test_streams_group_records_of_kip_1071_are_decoded(tmp_path):
+    """The group's epoch, its topology (subtopologies with their source, repartition and
+    changelog topics), a member's metadata, its assignment with standby tasks, and a
+    tombstone. (Seen failing with the streams records left to the fallback: "key: unknown".)"""
+    records = streams_group_records
+    topology = records.Topology(1, (
+        records.Subtopology("0", source_topics=("words",), repartition_sink_topics=("app-rekey-repartition",)),
+        records.Subtopology("1", state_changelog_topics=(records.TopicInfo("app-store-changelog"),),
+                            repartition_source_topics=(records.TopicInfo("app-rekey-repartition", 3),))))
+    member = records.MemberMetadata(client_id="c1", client_host="/127.0.0.1", rebalance_timeout_ms=30000,
+                                    topology_epoch=1, process_id="p1", user_endpoint=("host", 8080),
+                                    client_tags=(("zone", "a"),))
+    assigned = records.TaskAssignment({"0": frozenset({0, 2})}, {"1": frozenset({1})})
+    current = records.CurrentAssignment(5, 4, 0, assigned, records.TaskAssignment())
+
+    def key(record_type: int, member_id: str | None = None) -> bytes:
+        return records.encode_key(records.StreamsGroupKey(record_type, "app", member_id))
+
+    log = PartitionLog.create(str(tmp_path / "__consumer_offsets-9"), "__consumer_offsets", 9, CONFIG)
+    append(log, build_batch([
+        encode_record(key(records.GROUP_METADATA), records.encode_group_metadata(5, 77)),
+        encode_record(key(records.TOPOLOGY), records.encode_topology(topology)),
+        encode_record(key(records.MEMBER_METADATA, "m1"), records.encode_member_metadata(member)),
+        encode_record(key(records.TARGET_ASSIGNMENT_METADATA), records.encode_assignment_epoch(5)),
+        encode_record(key(records.CURRENT_MEMBER_ASSIGNMENT, "m1"), records.encode_current_assignment(current)),
+        encode_record(key(records.CURRENT_MEMBER_ASSIGNMENT, "m1"), None)], timestamp=T0))
+    log.close_files()
+    lines = [line.split(" key: ", 1)[1] for line in dump(str(tmp_path / "__consumer_offsets-9" / f"{0:020d}.log"))
+             if line[0] == "|"]
+    assert lines == [
+        "streams_group_metadata::app payload: epoch=5 metadata_hash=77",
+        "streams_topology::app payload: epoch=1 subtopologies=[0:{sources=[words] repartition_sources=[] "
+        "repartition_sinks=[app-rekey-repartition] changelogs=[]} 1:{sources=[] "
+        "repartition_sources=[app-rekey-repartition(3)] repartition_sinks=[] changelogs=[app-store-changelog]}]",
+        "streams_member_metadata::app:m1 payload: client=c1@/127.0.0.1 process=p1 instance=None rack=None "
+        "topology_epoch=1 rebalance_timeout_ms=30000 endpoint=host:8080 tags={zone=a}",
+        "streams_target_assignment::app payload: epoch=5",
+        "streams_current_assignment::app:m1 payload: epoch=5 previous_epoch=4 state=0 active={0:[0, 2]} "
+        "standby={1:[1]} warmup={} revoking_active={} revoking_standby={} revoking_warmup={}",
+        "streams_current_assignment::app:m1 payload: <DELETE>",
+    ]
 
 
 def test_the_cli_dumps_files_and_reports_a_missing_or_misnamed_one(partition, capsys):
