@@ -423,21 +423,46 @@ def test_kafkas_streams_groups_tool_prints_for_ottla_what_it_prints_for_kafka(br
         assert mine == theirs, f"kafka-streams-groups {command}:\nOttla:\n{mine}\nKafka:\n{theirs}"
 
 
-def test_the_web_console_shows_a_streams_group_and_its_tasks(fresh_broker, topic_name):
-    """The console's group page serves a streams group: its type, state, epoch and each
-    member's active tasks. (Seen failing before it knew the type: the page broke on the
-    member, a 500.)"""
+def test_the_web_console_shows_a_streams_group_its_topology_and_its_tasks(fresh_broker, topic_name):
+    """The console's group page serves a streams group: its type, state and epoch; each
+    member's active and standby tasks (two processes, one standby replica); the topology
+    (each subtopology's source, repartition and changelog topics, with their partitions)
+    and its status: ready, or what is missing. (Seen failing before it knew the type: the
+    page broke on the member, a 500; and with the standby tasks left out of the member's
+    row: no "standby subtopology".)"""
+    import html
     import urllib.parse
     import urllib.request
 
-    ottla = fresh_broker(admin_port=0)
+    ottla = fresh_broker(admin_port=0, group_streams_num_standby_replicas=1)
     create_topic(ottla.bootstrap, topic_name, 2)
     group = f"app-{topic_name}"
     with WireClient(ottla.bootstrap) as client:
-        joined = _heartbeat(client, group, "m1", 0, topology=_topology(topic_name, group))
-        _heartbeat(client, group, "m1", joined.member_epoch, active_tasks=[])
-    url = f"{ottla.admin_url}/console/group?{urllib.parse.urlencode({'id': group})}"
-    with urllib.request.urlopen(url, timeout=30) as answer:
-        text = answer.read().decode()
-    assert "streams" in text and "Stable" in text and "group epoch" in text
-    assert "m1" in text and "subtopology 0" in text and "subtopology 1" in text
+        answers = {m: _heartbeat(client, group, m, 0, topology=_topology(topic_name, group)) for m in ("m1", "m2")}
+        standby: dict[str, int] = {}  # each member's standby tasks, as last assigned
+        for _ in range(20):  # until the tasks have settled: each member holds what it was given
+            for m, answer in answers.items():
+                assert answer.error_code == NONE, answer
+                if answer.standby_tasks is not None:
+                    standby[m] = sum(len(t.partitions) for t in answer.standby_tasks)
+            if sum(standby.values()) == 2:  # one replica of each of the stateful subtopology's 2 tasks
+                break
+            answers = {m: _heartbeat(client, group, m, a.member_epoch, active_tasks=[]) for m, a in answers.items()}
+        assert sum(standby.values()) == 2, standby
+        _heartbeat(client, f"{group}-idle", "m1", 0, topology=_topology(f"{topic_name}-none", f"{group}-idle"))
+
+    def group_page(group_id: str) -> str:
+        url = f"{ottla.admin_url}/console/group?{urllib.parse.urlencode({'id': group_id})}"
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return html.unescape(answer.read().decode())
+
+    text = group_page(group)
+    assert "streams" in text and "group epoch" in text
+    assert "m1" in text and "m2" in text
+    assert "active subtopology 0" in text and "active subtopology 1" in text
+    assert "standby subtopology 1" in text and "standby subtopology 0" not in text  # subtopology 0 has no store
+    assert "Topology (epoch 1)" in text and "ready: every topic is there" in text
+    for topic in (topic_name, f"{group}-rekey-repartition", f"{group}-store-changelog"):
+        assert f">{topic}</a> (2)" in text, topic
+    idle = group_page(f"{group}-idle")
+    assert f"Source topics {topic_name}-none are missing." in idle and "(missing)" in idle

@@ -10,6 +10,9 @@ from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.coordinator.share_group import ShareGroup
 from ottla.coordinator.streams_group import StreamsGroup
+from ottla.coordinator.streams_group_records import Subtopology, TaskAssignment, TopicInfo
+from ottla.coordinator.streams_topology import configure
+from ottla.protocol.errors import KafkaError
 from ottla.protocol.member_assignment import consumer_assignment
 from ottla.storage.log import PartitionLog
 
@@ -55,12 +58,56 @@ def _member_row(group: Any, member: Any, topic_names: dict[object, str]) -> list
         pairs = sorted((topic_names.get(t, str(t)), sorted(ps)) for t, ps in member.assigned.items())
         return [member.member_id, getattr(member, "instance_id", None) or "", member.client_id, member.client_host,
                 topic_partitions(pairs)]
-    if isinstance(group, StreamsGroup):  # its active tasks, by subtopology
+    if isinstance(group, StreamsGroup):  # its tasks, by kind and subtopology
         meta = member.metadata
-        tasks = sorted((f"subtopology {s}", sorted(ps)) for s, ps in member.assigned.active.items())
-        return [member.member_id, meta.instance_id or "", meta.client_id, meta.client_host, topic_partitions(tasks)]
+        return [member.member_id, meta.instance_id or "", meta.client_id, meta.client_host,
+                _streams_tasks(member.assigned)]
     return [member.member_id, member.group_instance_id or "", member.client_id, member.client_host,
             _classic_assignment(member.assignment, group.protocol_type)]
+
+
+def _streams_tasks(assigned: TaskAssignment) -> Markup:
+    """A streams member's active, standby and warm-up tasks: partitions by subtopology."""
+    pairs = [(f"{kind} subtopology {s}", sorted(ps))
+             for kind, tasks in (("active", assigned.active), ("standby", assigned.standby),
+                                 ("warm-up", assigned.warmup))
+             for s, ps in sorted(tasks.items()) if ps]
+    return topic_partitions(pairs)
+
+
+def _streams_topology(broker: ConsoleBroker, group: StreamsGroup) -> Markup:
+    """A streams group's topology as its members declared it: each subtopology's source,
+    repartition and changelog topics (with their partitions, or "missing"), and the
+    status the coordinator gives its members for it (what is missing, what is
+    partitioned wrongly), worked out from the topics as they are now."""
+    if group.topology is None:
+        return tag("p", "no topology: no member has joined", id="topology")
+    partitions_of = {name: len(t.partitions) for name, t in broker.services.logs.topics.items()}
+
+    def topics(names: list[str]) -> Markup:
+        return join(join([link(n, "topic", name=n), f" ({partitions_of[n]})" if n in partitions_of
+                          else tag("span", " (missing)", class_="error"), Markup("<br>")]) for n in names)
+
+    def names(infos: tuple[TopicInfo, ...]) -> list[str]:
+        return [i.name for i in infos]
+
+    def row(s: Subtopology) -> list[object]:
+        regexes = join(tag("code", r) for r in s.source_topic_regex)
+        return [s.subtopology_id, join([topics(list(s.source_topics)), regexes]),
+                topics(names(s.repartition_source_topics)), topics(list(s.repartition_sink_topics)),
+                topics(names(s.state_changelog_topics))]
+
+    try:
+        statuses = [detail for _code, detail in configure(group.topology, partitions_of).statuses]
+    except KafkaError as exc:  # repartition counts that cannot be derived
+        statuses = [exc.message or exc.code.name]
+    if group.shutdown_requested:
+        statuses.append("a member asked the whole application to shut down")
+    status = (join(tag("p", s, class_="error") for s in statuses) if statuses
+              else tag("p", "ready: every topic is there"))
+    return join([tag("h2", f"Topology (epoch {group.topology.epoch})"), tag("div", status, id="topology-status"),
+                 table(["subtopology", "source topics", "repartition source topics", "repartition sink topics",
+                        "changelog topics"], [row(s) for s in group.topology.subtopologies], id_="topology")])
 
 
 def _classic_assignment(value: bytes, protocol_type: str | None) -> Markup:
@@ -137,4 +184,6 @@ def group(broker: ConsoleBroker, params: Params) -> bytes:
                        id_="offsets", empty="no committed offset")])
     if isinstance(g, ShareGroup):
         body = join([body, share_partitions(broker, group_id)])
+    if isinstance(g, StreamsGroup) and refused is None:
+        body = join([body, _streams_topology(broker, g)])
     return page(f"Group {group_id}", "groups", body)
