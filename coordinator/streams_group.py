@@ -166,7 +166,7 @@ class StreamsGroup(Group):
         """Kafka's StreamsGroupState names."""
         if not self.members:
             return "Empty"
-        if self.topology is None or not self.configured or not self.members:
+        if self.topology is None or not self.configured:
             return "NotReady"
         if self.group_epoch > self.assignment_epoch:
             return "Assigning"
