@@ -5,9 +5,11 @@ sent when not joining), and the other group APIs asked of a streams group's id: 
 classic JoinGroup, a ConsumerGroupHeartbeat, DescribeGroups, ListGroups, DeleteGroups.
 
 The topology reads a topic that does not exist, so the group stays without tasks
-(status MISSING_SOURCE_TOPICS) and creates no internal topics: the assignment itself,
-which Kafka delays by group.streams.initial.rebalance.delay.ms, is compared by the
-Streams tests (tests/integration/test_kafka_streams.py)."""
+(status MISSING_SOURCE_TOPICS) and creates no internal topics: tasks and internal topics
+are compared by the Streams tests (tests/integration/test_kafka_streams.py) and the
+kafka-streams-groups test (tests/integration/test_streams_group_requests.py). A member
+joining with another topology than the group's is the inconsistent topology
+(join-other-topology: "Topology updates are not supported yet.")."""
 
 from __future__ import annotations
 
