@@ -66,6 +66,12 @@ class RequestContext:
         """The client's address without the port, as ACLs name hosts."""
         return self.peer.rsplit(":", 1)[0]
 
+    def entity(self, values: dict[str, Any]) -> Any:
+        """The response entity of the client's version, from the version-agnostic values
+        a handler answers with (its API's response view, protocol/views)."""
+        return builder(self.response_class)(values)
+
     def respond(self, **values: Any) -> Any:
-        """The response entity of the client's version, from version-agnostic values."""
+        """The same, for the handlers not yet typed with their API's views, which answer
+        with the entity (Produce, Fetch, the share and streams groups' APIs)."""
         return builder(self.response_class)(values)
