@@ -153,25 +153,29 @@ def _structs(root: Struct) -> list[Struct]:
 
 def _name_structs(request: Struct, response: Struct) -> None:
     """Give every struct of the API a name of its own in the module: kio's (the newest
-    served version's), unless another struct of a different shape has it, then prefixed
-    with the name of the struct that holds it."""
-    taken: dict[str, Struct] = {}
+    served version's); a response struct whose name a request struct has takes the
+    suffix Response, and one whose name a struct of a different shape on its own side
+    has is prefixed with the name of the struct that holds it."""
+    taken: dict[str, tuple[bool, Struct]] = {}
 
     def shape(struct: Struct) -> tuple[Any, ...]:
         return tuple((f.name, f.kafka_type, f.nullable, f.is_array, shape(f.struct) if f.struct else None)
                      for f in struct.fields.values())
 
-    def visit(struct: Struct, parent: str) -> None:
+    def visit(struct: Struct, parent: str, is_request: bool) -> None:
         other = taken.get(struct.name)
-        if other is not None and shape(other) != shape(struct):
+        if other is not None and other[0] != is_request:
+            struct.name += "Response"
+            other = taken.get(struct.name)
+        if other is not None and shape(other[1]) != shape(struct):
             struct.name = parent + struct.name
-        taken.setdefault(struct.name, struct)
+        taken.setdefault(struct.name, (is_request, struct))
         for f in struct.fields.values():
             if f.struct is not None:
-                visit(f.struct, struct.name)
+                visit(f.struct, struct.name, is_request)
 
-    visit(request, "")
-    visit(response, "")
+    visit(request, "", True)
+    visit(response, "", False)
 
 
 def _type(f: Field, types: dict[str, str], array: str) -> str:

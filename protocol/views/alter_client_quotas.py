@@ -30,12 +30,17 @@ class AlterClientQuotasRequest(Protocol):
     validate_only: bool
 
 
-class AlterClientQuotasResponseEntryData(TypedDict, total=False):
+class EntityDataResponse(TypedDict, total=False):
+    entity_type: str
+    entity_name: str | None
+
+
+class EntryDataResponse(TypedDict, total=False):
     error_code: ErrorCode
     error_message: str | None
-    entity: Iterable[EntityData]
+    entity: Iterable[EntityDataResponse]
 
 
 class AlterClientQuotasResponse(TypedDict, total=False):
     throttle_time: int
-    entries: Iterable[AlterClientQuotasResponseEntryData]
+    entries: Iterable[EntryDataResponse]

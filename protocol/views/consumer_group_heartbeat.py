@@ -29,8 +29,13 @@ class ConsumerGroupHeartbeatRequest(Protocol):
     topic_partitions: tuple[TopicPartitions, ...] | None
 
 
+class TopicPartitionsResponse(TypedDict, total=False):
+    topic_id: uuid.UUID | None
+    partitions: Iterable[int]
+
+
 class Assignment(TypedDict, total=False):
-    topic_partitions: Iterable[TopicPartitions]
+    topic_partitions: Iterable[TopicPartitionsResponse]
 
 
 class ConsumerGroupHeartbeatResponse(TypedDict, total=False):

@@ -46,7 +46,12 @@ class DescribeTopicPartitionsResponseTopic(TypedDict, total=False):
     topic_authorized_operations: int
 
 
+class CursorResponse(TypedDict, total=False):
+    topic_name: str
+    partition_index: int
+
+
 class DescribeTopicPartitionsResponse(TypedDict, total=False):
     throttle_time: int
     topics: Iterable[DescribeTopicPartitionsResponseTopic]
-    next_cursor: Cursor | None
+    next_cursor: CursorResponse | None

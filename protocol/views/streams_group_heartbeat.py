@@ -84,13 +84,23 @@ class Status(TypedDict, total=False):
     status_detail: str
 
 
+class TaskIdsResponse(TypedDict, total=False):
+    subtopology_id: str
+    partitions: Iterable[int]
+
+
+class EndpointResponse(TypedDict, total=False):
+    host: str
+    port: int
+
+
 class TopicPartition(TypedDict, total=False):
     topic: str
     partitions: Iterable[int]
 
 
 class EndpointToPartitions(TypedDict, total=False):
-    user_endpoint: Endpoint
+    user_endpoint: EndpointResponse
     active_partitions: Iterable[TopicPartition]
     standby_partitions: Iterable[TopicPartition]
 
@@ -105,8 +115,8 @@ class StreamsGroupHeartbeatResponse(TypedDict, total=False):
     acceptable_recovery_lag: int
     task_offset_interval: int
     status: Iterable[Status] | None
-    active_tasks: Iterable[TaskIds] | None
-    standby_tasks: Iterable[TaskIds] | None
-    warmup_tasks: Iterable[TaskIds] | None
+    active_tasks: Iterable[TaskIdsResponse] | None
+    standby_tasks: Iterable[TaskIdsResponse] | None
+    warmup_tasks: Iterable[TaskIdsResponse] | None
     endpoint_information_epoch: int
     partitions_by_user_endpoint: Iterable[EndpointToPartitions] | None
