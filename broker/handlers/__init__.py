@@ -47,7 +47,7 @@ from . import (
                topics,
                transactions,
 )
-from .context import RequestContext
+from .context import Built, RequestContext
 
 # What the connection calls: a handler of any API (which one is known only at run time).
 Handler = Callable[[RequestContext, Any], object]
@@ -56,7 +56,8 @@ ResponseT = TypeVar("ResponseT")
 
 
 def route(view: View[RequestT, ResponseT],
-          handler: Callable[[RequestContext, RequestT], ResponseT | Awaitable[ResponseT]]) -> tuple[int, Handler]:
+          handler: Callable[[RequestContext, RequestT], ResponseT | Built[ResponseT] | Awaitable[ResponseT]],
+          ) -> tuple[int, Handler]:
     """A row of the table: mypy checks that `handler` takes the API's request view and
     answers its response view (protocol/views)."""
     return view.api.key, handler
