@@ -74,6 +74,7 @@ class Field:
 class Struct:
     name: str
     fields: dict[str, Field] = field(default_factory=dict)
+    versions: set[int] = field(default_factory=set)  # the served versions that carry it
 
 
 def _default(f: Any) -> Any:
@@ -98,6 +99,7 @@ def _default(f: Any) -> Any:
 
 
 def _merge(struct: Struct, cls: type, version: int) -> None:
+    struct.versions.add(version)
     for f in fields(cls):
         kind = classify_field(f)
         merged = struct.fields.get(f.name)
@@ -185,6 +187,8 @@ def _type(f: Field, types: dict[str, str], array: str) -> str:
 
 
 def _render_struct(struct: Struct, served: list[int], request: bool, emitted: set[str]) -> list[str]:
+    """A struct's class; a field that some versions carrying the struct lack says which
+    versions carry it."""
     if struct.name in emitted:
         return []
     emitted.add(struct.name)
@@ -195,7 +199,7 @@ def _render_struct(struct: Struct, served: list[int], request: bool, emitted: se
     for f in struct.fields.values():
         line = f"    {f.name}: " + (_type(f, _REQUEST_TYPES, "tuple[{}, ...]") if request
                                     else _type(f, _RESPONSE_TYPES, "Iterable[{}]"))
-        if f.versions != set(served):
+        if f.versions != struct.versions:
             line += f"  # {_versions(f.versions, served)}"
         lines.append(line)
     if not struct.fields:
@@ -228,7 +232,7 @@ def _absent(root: Struct, served: list[int]) -> dict[str, dict[str, str]]:
 
     def walk(struct: Struct, path: str) -> None:
         for f in struct.fields.values():
-            if f.versions != set(served):
+            if f.versions != struct.versions:
                 if f.struct is not None and not f.is_array:
                     f.default = None  # a struct reads as None where its version lacks it
                     f.nullable = True

@@ -10,16 +10,16 @@ from ottla.protocol.errors import ErrorCode
 
 
 class AddPartitionsToTxnTopic(Protocol):
-    name: str  # v4+
-    partitions: tuple[int, ...]  # v4+
+    name: str
+    partitions: tuple[int, ...]
 
 
 class AddPartitionsToTxnTransaction(Protocol):
-    transactional_id: str  # v4+
-    producer_id: int  # v4+
-    producer_epoch: int  # v4+
-    verify_only: bool  # v4+
-    topics: tuple[AddPartitionsToTxnTopic, ...]  # v4+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: tuple[AddPartitionsToTxnTopic, ...]
 
 
 class AddPartitionsToTxnRequest(Protocol):
@@ -31,18 +31,18 @@ class AddPartitionsToTxnRequest(Protocol):
 
 
 class AddPartitionsToTxnPartitionResult(TypedDict, total=False):
-    partition_index: int  # v4+
-    partition_error_code: ErrorCode  # v4+
+    partition_index: int
+    partition_error_code: ErrorCode
 
 
 class AddPartitionsToTxnTopicResult(TypedDict, total=False):
-    name: str  # v4+
-    results_by_partition: Iterable[AddPartitionsToTxnPartitionResult]  # v4+
+    name: str
+    results_by_partition: Iterable[AddPartitionsToTxnPartitionResult]
 
 
 class AddPartitionsToTxnResult(TypedDict, total=False):
-    transactional_id: str  # v4+
-    topic_results: Iterable[AddPartitionsToTxnTopicResult]  # v4+
+    transactional_id: str
+    topic_results: Iterable[AddPartitionsToTxnTopicResult]
 
 
 class AddPartitionsToTxnResponse(TypedDict, total=False):

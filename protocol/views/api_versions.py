@@ -21,15 +21,15 @@ class ApiVersion(TypedDict, total=False):
 
 
 class SupportedFeatureKey(TypedDict, total=False):
-    name: str  # v3+
-    min_version: int  # v3+
-    max_version: int  # v3+
+    name: str
+    min_version: int
+    max_version: int
 
 
 class FinalizedFeatureKey(TypedDict, total=False):
-    name: str  # v3+
-    max_version_level: int  # v3+
-    min_version_level: int  # v3+
+    name: str
+    max_version_level: int
+    min_version_level: int
 
 
 class ApiVersionsResponse(TypedDict, total=False):

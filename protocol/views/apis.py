@@ -255,10 +255,6 @@ ABSENT: dict[int, dict[str, dict[str, Any]]] = {
             "rack_id": "",
             "replica_id": -1,
         },
-        "replica_state": {
-            "replica_id": -1,
-            "replica_epoch": -1,
-        },
         "topics": {
             "topic_id": None,
             "topic": "",
@@ -270,7 +266,6 @@ ABSENT: dict[int, dict[str, dict[str, Any]]] = {
         },
         "forgotten_topics_data": {
             "topic_id": None,
-            "partitions": (),
             "topic": "",
         },
     },
@@ -310,18 +305,8 @@ ABSENT: dict[int, dict[str, dict[str, Any]]] = {
             "topics": (),
         },
         "groups": {
-            "group_id": "",
             "member_id": None,
             "member_epoch": -1,
-            "topics": (),
-        },
-        "groups.topics": {
-            "name": "",
-            "partition_indexes": (),
-        },
-        "topics": {
-            "name": "",
-            "partition_indexes": (),
         },
     },
     apis.FIND_COORDINATOR.key: {
@@ -349,8 +334,6 @@ ABSENT: dict[int, dict[str, dict[str, Any]]] = {
             "member_id": "",
         },
         "members": {
-            "member_id": "",
-            "group_instance_id": None,
             "reason": None,
         },
     },
@@ -383,10 +366,6 @@ ABSENT: dict[int, dict[str, dict[str, Any]]] = {
             "topics": (),
             "topic_names": (),
         },
-        "topics": {
-            "name": None,
-            "topic_id": None,
-        },
     },
     apis.INIT_PRODUCER_ID.key: {
         "": {
@@ -406,21 +385,6 @@ ABSENT: dict[int, dict[str, dict[str, Any]]] = {
             "v3_and_below_producer_id": 0,
             "v3_and_below_producer_epoch": 0,
             "v3_and_below_topics": (),
-        },
-        "transactions": {
-            "transactional_id": "",
-            "producer_id": 0,
-            "producer_epoch": 0,
-            "verify_only": False,
-            "topics": (),
-        },
-        "transactions.topics": {
-            "name": "",
-            "partitions": (),
-        },
-        "v3_and_below_topics": {
-            "name": "",
-            "partitions": (),
         },
     },
     apis.WRITE_TXN_MARKERS.key: {

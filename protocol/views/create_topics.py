@@ -36,11 +36,11 @@ class CreateTopicsRequest(Protocol):
 
 
 class CreatableTopicConfigs(TypedDict, total=False):
-    name: str  # v5+
-    value: str | None  # v5+
-    read_only: bool  # v5+
-    config_source: int  # v5+
-    is_sensitive: bool  # v5+
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
 
 
 class CreatableTopicResult(TypedDict, total=False):

@@ -12,8 +12,8 @@ from ottla.protocol.errors import ErrorCode
 
 
 class DeleteTopicState(Protocol):
-    name: str | None  # v6+
-    topic_id: uuid.UUID | None  # v6+
+    name: str | None
+    topic_id: uuid.UUID | None
 
 
 class DeleteTopicsRequest(Protocol):

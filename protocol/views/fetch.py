@@ -12,8 +12,8 @@ from ottla.protocol.errors import ErrorCode
 
 
 class ReplicaState(Protocol):
-    replica_id: int  # v15+
-    replica_epoch: int  # v15+
+    replica_id: int
+    replica_epoch: int
 
 
 class FetchPartition(Protocol):
@@ -33,7 +33,7 @@ class FetchTopic(Protocol):
 
 class ForgottenTopic(Protocol):
     topic_id: uuid.UUID | None  # v13+
-    partitions: tuple[int, ...]  # v7+
+    partitions: tuple[int, ...]
     topic: str  # v7-12
 
 
@@ -53,18 +53,18 @@ class FetchRequest(Protocol):
 
 
 class EpochEndOffset(TypedDict, total=False):
-    epoch: int  # v12+
-    end_offset: int  # v12+
+    epoch: int
+    end_offset: int
 
 
 class LeaderIdAndEpoch(TypedDict, total=False):
-    leader_id: int  # v12+
-    leader_epoch: int  # v12+
+    leader_id: int
+    leader_epoch: int
 
 
 class SnapshotId(TypedDict, total=False):
-    end_offset: int  # v12+
-    epoch: int  # v12+
+    end_offset: int
+    epoch: int
 
 
 class AbortedTransaction(TypedDict, total=False):
@@ -93,10 +93,10 @@ class FetchableTopicResponse(TypedDict, total=False):
 
 
 class NodeEndpoint(TypedDict, total=False):
-    node_id: int  # v16+
-    host: str  # v16+
-    port: int  # v16+
-    rack: str | None  # v16+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
 
 class FetchResponse(TypedDict, total=False):

@@ -16,12 +16,12 @@ class FindCoordinatorRequest(Protocol):
 
 
 class Coordinator(TypedDict, total=False):
-    key: str  # v4+
-    node_id: int  # v4+
-    host: str  # v4+
-    port: int  # v4+
-    error_code: ErrorCode  # v4+
-    error_message: str | None  # v4+
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: ErrorCode
+    error_message: str | None
 
 
 class FindCoordinatorResponse(TypedDict, total=False):

@@ -10,8 +10,8 @@ from ottla.protocol.errors import ErrorCode
 
 
 class MemberIdentity(Protocol):
-    member_id: str  # v3+
-    group_instance_id: str | None  # v3+
+    member_id: str
+    group_instance_id: str | None
     reason: str | None  # v5+
 
 
@@ -22,9 +22,9 @@ class LeaveGroupRequest(Protocol):
 
 
 class MemberResponse(TypedDict, total=False):
-    member_id: str  # v3+
-    group_instance_id: str | None  # v3+
-    error_code: ErrorCode  # v3+
+    member_id: str
+    group_instance_id: str | None
+    error_code: ErrorCode
 
 
 class LeaveGroupResponse(TypedDict, total=False):

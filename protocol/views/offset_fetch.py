@@ -10,20 +10,20 @@ from ottla.protocol.errors import ErrorCode
 
 
 class OffsetFetchRequestTopics(Protocol):
-    name: str  # v8+
-    partition_indexes: tuple[int, ...]  # v8+
+    name: str
+    partition_indexes: tuple[int, ...]
 
 
 class OffsetFetchRequestGroup(Protocol):
-    group_id: str  # v8+
+    group_id: str
     member_id: str | None  # v9+
     member_epoch: int  # v9+
-    topics: tuple[OffsetFetchRequestTopics, ...] | None  # v8+
+    topics: tuple[OffsetFetchRequestTopics, ...] | None
 
 
 class OffsetFetchRequestTopic(Protocol):
-    name: str  # v1-7
-    partition_indexes: tuple[int, ...]  # v1-7
+    name: str
+    partition_indexes: tuple[int, ...]
 
 
 class OffsetFetchRequest(Protocol):
@@ -34,35 +34,35 @@ class OffsetFetchRequest(Protocol):
 
 
 class OffsetFetchResponsePartitions(TypedDict, total=False):
-    partition_index: int  # v8+
-    committed_offset: int  # v8+
-    committed_leader_epoch: int  # v8+
-    metadata: str | None  # v8+
-    error_code: ErrorCode  # v8+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str | None
+    error_code: ErrorCode
 
 
 class OffsetFetchResponseTopics(TypedDict, total=False):
-    name: str  # v8+
-    partitions: Iterable[OffsetFetchResponsePartitions]  # v8+
+    name: str
+    partitions: Iterable[OffsetFetchResponsePartitions]
 
 
 class OffsetFetchResponseGroup(TypedDict, total=False):
-    group_id: str  # v8+
-    topics: Iterable[OffsetFetchResponseTopics]  # v8+
-    error_code: ErrorCode  # v8+
+    group_id: str
+    topics: Iterable[OffsetFetchResponseTopics]
+    error_code: ErrorCode
 
 
 class OffsetFetchResponsePartition(TypedDict, total=False):
-    partition_index: int  # v1-7
-    committed_offset: int  # v1-7
+    partition_index: int
+    committed_offset: int
     committed_leader_epoch: int  # v5-7
-    metadata: str | None  # v1-7
-    error_code: ErrorCode  # v1-7
+    metadata: str | None
+    error_code: ErrorCode
 
 
 class OffsetFetchResponseTopic(TypedDict, total=False):
-    name: str  # v1-7
-    partitions: Iterable[OffsetFetchResponsePartition]  # v1-7
+    name: str
+    partitions: Iterable[OffsetFetchResponsePartition]
 
 
 class OffsetFetchResponse(TypedDict, total=False):

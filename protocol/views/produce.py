@@ -28,13 +28,13 @@ class ProduceRequest(Protocol):
 
 
 class BatchIndexAndErrorMessage(TypedDict, total=False):
-    batch_index: int  # v8+
-    batch_index_error_message: str | None  # v8+
+    batch_index: int
+    batch_index_error_message: str | None
 
 
 class LeaderIdAndEpoch(TypedDict, total=False):
-    leader_id: int  # v10+
-    leader_epoch: int  # v10+
+    leader_id: int
+    leader_epoch: int
 
 
 class PartitionProduceResponse(TypedDict, total=False):
@@ -54,10 +54,10 @@ class TopicProduceResponse(TypedDict, total=False):
 
 
 class NodeEndpoint(TypedDict, total=False):
-    node_id: int  # v10+
-    host: str  # v10+
-    port: int  # v10+
-    rack: str | None  # v10+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
 
 class ProduceResponse(TypedDict, total=False):
