@@ -7,7 +7,8 @@ the cluster, listing them DESCRIBE.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from enum import IntEnum
+from typing import TYPE_CHECKING, TypeVar
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -29,7 +30,10 @@ log = get_logger("ottla.acls")
 _DISABLED = "No Authorizer is configured on the broker"
 
 
-def _enum(kind: Any, value: int, what: str) -> Any:
+EnumT = TypeVar("EnumT", bound=IntEnum)
+
+
+def _enum(kind: type[EnumT], value: int, what: str) -> EnumT:
     try:
         return kind(value)
     except ValueError:
