@@ -42,6 +42,8 @@ from .kio_schema import (
 )
 from .request_bounds import LengthError, check_request_body, request_plan
 from .varint import VarintError, read_uvarint, write_uvarint
+from .views import install_absent_defaults
+from .views.apis import ABSENT
 
 _HEADER_PREFIX = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _INT32 = struct.Struct(">i")
@@ -66,10 +68,14 @@ class RequestHeader(NamedTuple):
 
 @cache
 def request_class(api_key: int, version: int) -> type[Entity] | None:
+    """The kio class of a request, with the fields other served versions of it have read
+    as their defaults where this version lacks them (protocol/views)."""
     try:
-        return load_request_schema(api_key, version)
+        cls = load_request_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):
         return None
+    install_absent_defaults(cls, ABSENT.get(api_key, {}))
+    return cls
 
 
 @cache

@@ -52,16 +52,16 @@ def _by_partition(topics_field: str, name_field: str, partitions_field: str,
 
 
 def _named_topics(request: Any) -> Named:
-    topics = getattr(request, "topic_names", None)
-    if topics is not None:  # DeleteTopics up to v5
-        return {name: None for name in topics}
+    if request.__api_key__ == apis.DELETE_TOPICS.key and request.__version__ <= 5:
+        return {name: None for name in request.topic_names}  # DeleteTopics up to v5
     return {t.name: None for t in request.topics or ()}
 
 
 def _named_add_partitions_to_txn(request: Any) -> Named:
     # v4+ (broker to broker) batches transactions; v3 and below carry one.
-    topics = getattr(request, "v3_and_below_topics", None)
-    if topics is None:
+    if request.__version__ <= 3:
+        topics = request.v3_and_below_topics
+    else:
         topics = [t for txn in request.transactions for t in txn.topics]
     out: Named = {}
     for topic in topics:
@@ -78,8 +78,7 @@ def _named_write_txn_markers(request: Any) -> Named:
 
 
 def _named_offset_fetch(request: Any) -> Named:
-    groups = getattr(request, "groups", None)
-    topic_lists = [g.topics for g in groups] if groups is not None else [request.topics]
+    topic_lists = [g.topics for g in request.groups] if request.__version__ >= 8 else [request.topics]
     out: Named = {}
     for topics in topic_lists:
         for topic in topics or ():
@@ -199,9 +198,8 @@ def _by_partition_error(api: apis.Api) -> Callable[[Any, ErrorCode], dict[str, A
 
 
 def _offset_fetch(request: Any, code: ErrorCode) -> dict[str, Any]:
-    groups = getattr(request, "groups", None)
-    if groups is not None:  # v8+: one answer per group
-        return {"groups": [{"group_id": g.group_id, "error_code": code} for g in groups]}
+    if request.__version__ >= 8:  # one answer per group
+        return {"groups": [{"group_id": g.group_id, "error_code": code} for g in request.groups]}
     named = _named_offset_fetch(request)
     return {"error_code": code, "topics": _per_partition(named, code, "name", "partitions", "partition_index",
                                                          committed_offset=-1)}

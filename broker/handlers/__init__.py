@@ -1,9 +1,13 @@
 """Request handlers, one module per API family, and the table that routes to them.
 
-A handler is `handle(ctx, request) -> response | None`: a thin translation between kio
-request/response entities and calls into storage and the coordinators. It builds its
-response with `ctx.respond(...)`, which picks the kio class of the version the client
-spoke (see protocol.entities.make). None means "send nothing" (acks=0 Produce).
+A handler is `handle(ctx, request: XRequest) -> XResponse`: a thin translation between
+a request and calls into storage and the coordinators. `request` is the kio entity of
+the version the client spoke, read through its API's request view; the answer is the
+response view's values (a plain dict, typed by a TypedDict: protocol/views), which the
+dispatcher builds into the kio class of that version (protocol.entities). The table
+pairs each API's views with its handler, so mypy checks both sides of every handler.
+Handlers not typed yet answer with the entity itself (`ctx.respond(...)`), or None to
+send nothing (acks=0 Produce).
 
 Most handlers run to their end without waiting on anything and are plain functions.
 The few that always wait (a group's JoinGroup and SyncGroup, and SaslAuthenticate, which
@@ -18,9 +22,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from ottla.protocol import apis
+from ottla.protocol.views import View, apis
 
 from . import (
                acls,
@@ -43,71 +47,83 @@ from . import (
                topics,
                transactions,
 )
-from .context import RequestContext
+from .context import Built, RequestContext
 
-Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]
+# What the connection calls: a handler of any API (which one is known only at run time).
+Handler = Callable[[RequestContext, Any], object]
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
 
-HANDLERS: dict[int, Handler] = {
-    apis.PRODUCE.key: produce.handle,
-    apis.FETCH.key: fetch.handle,
-    apis.LIST_OFFSETS.key: list_offsets.handle,
-    apis.METADATA.key: metadata.handle,
-    apis.API_VERSIONS.key: api_versions.handle,
-    apis.CREATE_TOPICS.key: topics.handle_create,
-    apis.DELETE_TOPICS.key: topics.handle_delete,
-    apis.INIT_PRODUCER_ID.key: transactions.handle_init_producer_id,
-    apis.FIND_COORDINATOR.key: coordinators.handle_find_coordinator,
-    apis.ADD_PARTITIONS_TO_TXN.key: transactions.handle_add_partitions_to_txn,
-    apis.ADD_OFFSETS_TO_TXN.key: transactions.handle_add_offsets_to_txn,
-    apis.END_TXN.key: transactions.handle_end_txn,
-    apis.WRITE_TXN_MARKERS.key: transactions.handle_write_txn_markers,
-    apis.DESCRIBE_PRODUCERS.key: transactions.handle_describe_producers,
-    apis.DESCRIBE_TRANSACTIONS.key: transactions.handle_describe_transactions,
-    apis.LIST_TRANSACTIONS.key: transactions.handle_list_transactions,
-    apis.OFFSET_COMMIT.key: groups.handle_offset_commit,
-    apis.OFFSET_FETCH.key: groups.handle_offset_fetch,
-    apis.JOIN_GROUP.key: groups.handle_join_group,
-    apis.HEARTBEAT.key: groups.handle_heartbeat,
-    apis.LEAVE_GROUP.key: groups.handle_leave_group,
-    apis.SYNC_GROUP.key: groups.handle_sync_group,
-    apis.DESCRIBE_GROUPS.key: groups.handle_describe_groups,
-    apis.LIST_GROUPS.key: groups.handle_list_groups,
-    apis.TXN_OFFSET_COMMIT.key: groups.handle_txn_offset_commit,
-    apis.DELETE_GROUPS.key: groups.handle_delete_groups,
-    apis.OFFSET_DELETE.key: groups.handle_offset_delete,
-    apis.DELETE_RECORDS.key: topics.handle_delete_records,
-    apis.DESCRIBE_CONFIGS.key: configs.handle_describe_configs,
-    apis.ALTER_CONFIGS.key: configs.handle_alter_configs,
-    apis.INCREMENTAL_ALTER_CONFIGS.key: configs.handle_incremental_alter_configs,
-    apis.SASL_HANDSHAKE.key: sasl.handle_handshake,
-    apis.SASL_AUTHENTICATE.key: sasl.handle_authenticate,
-    apis.DESCRIBE_USER_SCRAM_CREDENTIALS.key: scram_credentials.handle_describe,
-    apis.ALTER_USER_SCRAM_CREDENTIALS.key: scram_credentials.handle_alter,
-    apis.DESCRIBE_ACLS.key: acls.handle_describe,
-    apis.CREATE_ACLS.key: acls.handle_create,
-    apis.DELETE_ACLS.key: acls.handle_delete,
-    apis.DESCRIBE_TOPIC_PARTITIONS.key: metadata.handle_describe_topic_partitions,
-    apis.CREATE_PARTITIONS.key: topics.handle_create_partitions,
-    apis.DESCRIBE_CLUSTER.key: metadata.handle_describe_cluster,
-    apis.DESCRIBE_LOG_DIRS.key: log_dirs.handle_describe_log_dirs,
-    apis.OFFSET_FOR_LEADER_EPOCH.key: log_dirs.handle_offset_for_leader_epoch,
-    apis.ELECT_LEADERS.key: reassignments.handle_elect_leaders,
-    apis.ALTER_PARTITION_REASSIGNMENTS.key: reassignments.handle_alter_partition_reassignments,
-    apis.LIST_PARTITION_REASSIGNMENTS.key: reassignments.handle_list_partition_reassignments,
-    apis.DESCRIBE_CLIENT_QUOTAS.key: client_quotas.handle_describe,
-    apis.ALTER_CLIENT_QUOTAS.key: client_quotas.handle_alter,
-    apis.CONSUMER_GROUP_HEARTBEAT.key: consumer_groups.handle_heartbeat,
-    apis.CONSUMER_GROUP_DESCRIBE.key: consumer_groups.handle_describe,
-    apis.SHARE_GROUP_HEARTBEAT.key: share_groups.handle_heartbeat,
-    apis.SHARE_GROUP_DESCRIBE.key: share_groups.handle_describe,
-    apis.SHARE_FETCH.key: share_groups.handle_share_fetch,
-    apis.SHARE_ACKNOWLEDGE.key: share_groups.handle_share_acknowledge,
-    apis.DESCRIBE_SHARE_GROUP_OFFSETS.key: share_groups.handle_describe_offsets,
-    apis.ALTER_SHARE_GROUP_OFFSETS.key: share_groups.handle_alter_offsets,
-    apis.DELETE_SHARE_GROUP_OFFSETS.key: share_groups.handle_delete_offsets,
-    apis.STREAMS_GROUP_HEARTBEAT.key: streams_groups.handle_heartbeat,
-    apis.STREAMS_GROUP_DESCRIBE.key: streams_groups.handle_describe,
-}
+
+def route(view: View[RequestT, ResponseT],
+          handler: Callable[[RequestContext, RequestT], ResponseT | Built[ResponseT] | Awaitable[ResponseT]],
+          ) -> tuple[int, Handler]:
+    """A row of the table: mypy checks that `handler` takes the API's request view and
+    answers its response view (protocol/views)."""
+    return view.api.key, handler
+
+
+HANDLERS: dict[int, Handler] = dict([
+    route(apis.PRODUCE, produce.handle),
+    route(apis.FETCH, fetch.handle),
+    route(apis.LIST_OFFSETS, list_offsets.handle),
+    route(apis.METADATA, metadata.handle),
+    route(apis.API_VERSIONS, api_versions.handle),
+    route(apis.CREATE_TOPICS, topics.handle_create),
+    route(apis.DELETE_TOPICS, topics.handle_delete),
+    route(apis.INIT_PRODUCER_ID, transactions.handle_init_producer_id),
+    route(apis.FIND_COORDINATOR, coordinators.handle_find_coordinator),
+    route(apis.ADD_PARTITIONS_TO_TXN, transactions.handle_add_partitions_to_txn),
+    route(apis.ADD_OFFSETS_TO_TXN, transactions.handle_add_offsets_to_txn),
+    route(apis.END_TXN, transactions.handle_end_txn),
+    route(apis.WRITE_TXN_MARKERS, transactions.handle_write_txn_markers),
+    route(apis.DESCRIBE_PRODUCERS, transactions.handle_describe_producers),
+    route(apis.DESCRIBE_TRANSACTIONS, transactions.handle_describe_transactions),
+    route(apis.LIST_TRANSACTIONS, transactions.handle_list_transactions),
+    route(apis.OFFSET_COMMIT, groups.handle_offset_commit),
+    route(apis.OFFSET_FETCH, groups.handle_offset_fetch),
+    route(apis.JOIN_GROUP, groups.handle_join_group),
+    route(apis.HEARTBEAT, groups.handle_heartbeat),
+    route(apis.LEAVE_GROUP, groups.handle_leave_group),
+    route(apis.SYNC_GROUP, groups.handle_sync_group),
+    route(apis.DESCRIBE_GROUPS, groups.handle_describe_groups),
+    route(apis.LIST_GROUPS, groups.handle_list_groups),
+    route(apis.TXN_OFFSET_COMMIT, groups.handle_txn_offset_commit),
+    route(apis.DELETE_GROUPS, groups.handle_delete_groups),
+    route(apis.OFFSET_DELETE, groups.handle_offset_delete),
+    route(apis.DELETE_RECORDS, topics.handle_delete_records),
+    route(apis.DESCRIBE_CONFIGS, configs.handle_describe_configs),
+    route(apis.ALTER_CONFIGS, configs.handle_alter_configs),
+    route(apis.INCREMENTAL_ALTER_CONFIGS, configs.handle_incremental_alter_configs),
+    route(apis.SASL_HANDSHAKE, sasl.handle_handshake),
+    route(apis.SASL_AUTHENTICATE, sasl.handle_authenticate),
+    route(apis.DESCRIBE_USER_SCRAM_CREDENTIALS, scram_credentials.handle_describe),
+    route(apis.ALTER_USER_SCRAM_CREDENTIALS, scram_credentials.handle_alter),
+    route(apis.DESCRIBE_ACLS, acls.handle_describe),
+    route(apis.CREATE_ACLS, acls.handle_create),
+    route(apis.DELETE_ACLS, acls.handle_delete),
+    route(apis.DESCRIBE_TOPIC_PARTITIONS, metadata.handle_describe_topic_partitions),
+    route(apis.CREATE_PARTITIONS, topics.handle_create_partitions),
+    route(apis.DESCRIBE_CLUSTER, metadata.handle_describe_cluster),
+    route(apis.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs),
+    route(apis.OFFSET_FOR_LEADER_EPOCH, log_dirs.handle_offset_for_leader_epoch),
+    route(apis.ELECT_LEADERS, reassignments.handle_elect_leaders),
+    route(apis.ALTER_PARTITION_REASSIGNMENTS, reassignments.handle_alter_partition_reassignments),
+    route(apis.LIST_PARTITION_REASSIGNMENTS, reassignments.handle_list_partition_reassignments),
+    route(apis.DESCRIBE_CLIENT_QUOTAS, client_quotas.handle_describe),
+    route(apis.ALTER_CLIENT_QUOTAS, client_quotas.handle_alter),
+    route(apis.CONSUMER_GROUP_HEARTBEAT, consumer_groups.handle_heartbeat),
+    route(apis.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_describe),
+    route(apis.SHARE_GROUP_HEARTBEAT, share_groups.handle_heartbeat),
+    route(apis.SHARE_GROUP_DESCRIBE, share_groups.handle_describe),
+    route(apis.SHARE_FETCH, share_groups.handle_share_fetch),
+    route(apis.SHARE_ACKNOWLEDGE, share_groups.handle_share_acknowledge),
+    route(apis.DESCRIBE_SHARE_GROUP_OFFSETS, share_groups.handle_describe_offsets),
+    route(apis.ALTER_SHARE_GROUP_OFFSETS, share_groups.handle_alter_offsets),
+    route(apis.DELETE_SHARE_GROUP_OFFSETS, share_groups.handle_delete_offsets),
+    route(apis.STREAMS_GROUP_HEARTBEAT, streams_groups.handle_heartbeat),
+    route(apis.STREAMS_GROUP_DESCRIBE, streams_groups.handle_describe),
+])
 
 # The APIs whose handlers may wait. Every other handler runs to its end without giving
 # the event loop a turn, so the connection serves it as soon as it is read.

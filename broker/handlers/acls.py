@@ -7,7 +7,8 @@ the cluster, listing them DESCRIBE.
 
 from __future__ import annotations
 
-from typing import Any
+from enum import IntEnum
+from typing import TYPE_CHECKING, TypeVar
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -15,20 +16,33 @@ from ..logging import get_logger
 from ..security.authorizer import CLUSTER_NAME, AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from .context import RequestContext
 
+if TYPE_CHECKING:
+    from ottla.protocol.views.create_acls import AclCreation, AclCreationResult, CreateAclsRequest, CreateAclsResponse
+    from ottla.protocol.views.delete_acls import (
+        DeleteAclsFilter,
+        DeleteAclsFilterResult,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+    )
+    from ottla.protocol.views.describe_acls import AclDescription, DescribeAclsRequest, DescribeAclsResponse
+
 log = get_logger("ottla.acls")
 _DISABLED = "No Authorizer is configured on the broker"
 
 
-def _enum(kind: Any, value: int, what: str) -> Any:
+EnumT = TypeVar("EnumT", bound=IntEnum)
+
+
+def _enum(kind: type[EnumT], value: int, what: str) -> EnumT:
     try:
         return kind(value)
     except ValueError:
         raise KafkaError(ErrorCode.invalid_request, f"unknown {what} {value}") from None
 
 
-def _binding(c: Any) -> AclBinding:
+def _binding(c: AclCreation) -> AclBinding:
     resource_type = _enum(ResourceType, c.resource_type, "resource type")
-    pattern_type = _enum(PatternType, getattr(c, "resource_pattern_type", PatternType.LITERAL), "pattern type")
+    pattern_type = _enum(PatternType, c.resource_pattern_type, "pattern type")
     operation = _enum(Operation, c.operation, "operation")
     permission = _enum(Permission, c.permission_type, "permission type")
     if resource_type in (ResourceType.ANY, ResourceType.UNKNOWN) or pattern_type not in (PatternType.LITERAL,
@@ -48,22 +62,22 @@ def _binding(c: Any) -> AclBinding:
     return AclBinding(resource_type, c.resource_name, pattern_type, c.principal, c.host, operation, permission)
 
 
-def _filter(f: Any) -> AclFilter:
+def _filter(f: DescribeAclsRequest | DeleteAclsFilter) -> AclFilter:
     return AclFilter(_enum(ResourceType, f.resource_type_filter, "resource type"), f.resource_name_filter,
-                     _enum(PatternType, getattr(f, "pattern_type_filter", PatternType.LITERAL), "pattern type"),
+                     _enum(PatternType, f.pattern_type_filter, "pattern type"),
                      f.principal_filter, f.host_filter, _enum(Operation, f.operation, "operation"),
                      _enum(Permission, f.permission_type, "permission type"))
 
 
-def handle_create(ctx: RequestContext, request: Any) -> Any:
+def handle_create(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
     authorizer = ctx.services.authorizer
     if authorizer is None:
-        return ctx.respond(results=[{"error_code": ErrorCode.security_disabled, "error_message": _DISABLED}
-                                    for _ in request.creations])
+        return {"results": [{"error_code": ErrorCode.security_disabled, "error_message": _DISABLED}
+                            for _ in request.creations]}
     if not ctx.allowed_on_cluster(Operation.ALTER):
-        return ctx.respond(results=[{"error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
-                                    for _ in request.creations])
-    results: list[dict[str, Any]] = []
+        return {"results": [{"error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
+                            for _ in request.creations]}
+    results: list[AclCreationResult] = []
     created: list[AclBinding] = []
     for creation in request.creations:
         try:
@@ -74,40 +88,40 @@ def handle_create(ctx: RequestContext, request: Any) -> Any:
     if created:
         authorizer.add(created)
         log.info("acls created", acls=len(created), principal=ctx.session.principal, peer=ctx.peer)
-    return ctx.respond(results=results)
+    return {"results": results}
 
 
-def handle_describe(ctx: RequestContext, request: Any) -> Any:
+def handle_describe(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
     authorizer = ctx.services.authorizer
     if authorizer is None:
-        return ctx.respond(error_code=ErrorCode.security_disabled, error_message=_DISABLED, resources=[])
+        return {"error_code": ErrorCode.security_disabled, "error_message": _DISABLED, "resources": []}
     if not ctx.allowed_on_cluster(Operation.DESCRIBE):
-        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, resources=[])
+        return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "resources": []}
     try:
         acls = authorizer.describe(_filter(request))
     except KafkaError as exc:
-        return ctx.respond(error_code=exc.code, error_message=exc.message, resources=[])
-    by_resource: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+        return {"error_code": exc.code, "error_message": exc.message, "resources": []}
+    by_resource: dict[tuple[int, str, int], list[AclDescription]] = {}
     for acl in acls:
         by_resource.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
             {"principal": acl.principal, "host": acl.host, "operation": acl.operation,
              "permission_type": acl.permission})
-    return ctx.respond(error_code=ErrorCode.none, error_message=None, resources=[
+    return {"error_code": ErrorCode.none, "error_message": None, "resources": [
         {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": entries}
         for (t, n, p), entries in by_resource.items()
-    ])
+    ]}
 
 
-def handle_delete(ctx: RequestContext, request: Any) -> Any:
+def handle_delete(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
     authorizer = ctx.services.authorizer
     if authorizer is None:
-        return ctx.respond(filter_results=[{"error_code": ErrorCode.security_disabled, "error_message": _DISABLED,
-                                            "matching_acls": []} for _ in request.filters])
+        return {"filter_results": [{"error_code": ErrorCode.security_disabled, "error_message": _DISABLED,
+                                    "matching_acls": []} for _ in request.filters]}
     if not ctx.allowed_on_cluster(Operation.ALTER):
-        return ctx.respond(filter_results=[{"error_code": ErrorCode.cluster_authorization_failed,
-                                            "error_message": None, "matching_acls": []} for _ in request.filters])
+        return {"filter_results": [{"error_code": ErrorCode.cluster_authorization_failed,
+                                    "error_message": None, "matching_acls": []} for _ in request.filters]}
     filters: list[AclFilter] = []
-    results: list[dict[str, Any] | None] = []
+    results: list[DeleteAclsFilterResult | None] = []
     for f in request.filters:
         try:
             filters.append(_filter(f))
@@ -115,7 +129,7 @@ def handle_delete(ctx: RequestContext, request: Any) -> Any:
         except KafkaError as exc:
             results.append({"error_code": exc.code, "error_message": exc.message, "matching_acls": []})
     deleted = iter(authorizer.delete(filters))
-    answers = []
+    answers: list[DeleteAclsFilterResult] = []
     for result in results:
         if result is not None:
             answers.append(result)
@@ -127,4 +141,4 @@ def handle_delete(ctx: RequestContext, request: Any) -> Any:
             for acl in next(deleted)
         ]})
     log.info("acls deleted", filters=len(filters), principal=ctx.session.principal, peer=ctx.peer)
-    return ctx.respond(filter_results=answers)
+    return {"filter_results": answers}

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.codec import response_class
 from ottla.protocol.entities import make
 from ottla.protocol.errors import ErrorCode
 
-from .context import RequestContext
+from .context import Built, RequestContext
+
+if TYPE_CHECKING:
+    from ottla.protocol.views.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 
 
-def _api_keys() -> list[dict[str, int]]:
+def _api_keys() -> list[ApiVersion]:
     return [
         {
             "api_key": api.key,
@@ -52,7 +55,7 @@ FINALIZED_FEATURES_EPOCH = 1
 
 # The answer never changes: built once per version (building it costs more than the
 # rest of the round trip; entities are immutable, so one serves every connection).
-_ANSWERS: dict[int, Any] = {}
+_ANSWERS: dict[int, Built[ApiVersionsResponse]] = {}
 
 
 # What Kafka accepts as client_software_name and _version (KIP-511); anything else is
@@ -60,30 +63,31 @@ _ANSWERS: dict[int, Any] = {}
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse | Built[ApiVersionsResponse]:
     if ctx.version >= 3 and not (_SOFTWARE.fullmatch(request.client_software_name)
                                  and _SOFTWARE.fullmatch(request.client_software_version)):
-        return ctx.respond(error_code=ErrorCode.invalid_request, api_keys=[])
+        return {"error_code": ErrorCode.invalid_request, "api_keys": []}
     answer = _ANSWERS.get(ctx.version)
     if answer is None:
-        answer = _ANSWERS[ctx.version] = _answer(ctx)
+        answer = _ANSWERS[ctx.version] = ctx.entity(_answer(ctx))
     return answer
 
 
-def _answer(ctx: RequestContext) -> Any:
+def _answer(ctx: RequestContext) -> ApiVersionsResponse:
     if ctx.version < 3:  # the feature fields came with v3
-        return ctx.respond(error_code=ErrorCode.none, api_keys=_api_keys())
+        return {"error_code": ErrorCode.none, "api_keys": _api_keys()}
     # KIP-1022: a feature whose lowest supported level is 0 is left out of the supported
     # features of ApiVersions v3 (older clients took a 0 minimum for an error); v4 lists
     # them all. Kafka 4.3 answers v3 with metadata.version alone.
     supported = [(name, low, high) for name, low, high, _ in FEATURES if low > 0 or ctx.version >= 4]
-    return ctx.respond(
-        error_code=ErrorCode.none, api_keys=_api_keys(),
-        supported_features=[{"name": name, "min_version": low, "max_version": high} for name, low, high in supported],
-        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
-        finalized_features=[{"name": name, "min_version_level": level, "max_version_level": level}
-                            for name, _, _, level in FEATURES],
-    )
+    return {
+        "error_code": ErrorCode.none, "api_keys": _api_keys(),
+        "supported_features": [{"name": name, "min_version": low, "max_version": high}
+                               for name, low, high in supported],
+        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+        "finalized_features": [{"name": name, "min_version_level": level, "max_version_level": level}
+                               for name, _, _, level in FEATURES],
+    }
 
 
 def unsupported_version_response() -> Any:

@@ -3,7 +3,8 @@ from storage.log_config) and, read-only, the broker's own."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.coordinator.share_coordinator import OutOfBounds, share_group_configs
@@ -16,6 +17,38 @@ from ..config_entries import ConfigSource, ConfigType, broker_config_entries
 from ..dynamic_config import CLUSTER_DEFAULT, THIS_BROKER
 from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
+
+if TYPE_CHECKING:
+    from ottla.protocol.views import alter_configs, incremental_alter_configs
+    from ottla.protocol.views.alter_configs import (
+        AlterConfigsRequest,
+        AlterConfigsResourceResponse,
+        AlterConfigsResponse,
+    )
+    from ottla.protocol.views.describe_configs import (
+        DescribeConfigsRequest,
+        DescribeConfigsResourceResult,
+        DescribeConfigsResponse,
+        DescribeConfigsResult,
+        DescribeConfigsSynonym,
+    )
+    from ottla.protocol.views.incremental_alter_configs import (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
+
+    # A config change of either API: AlterConfigs' (a SET, implicitly) or IncrementalAlterConfigs'.
+    Change = alter_configs.AlterableConfig | incremental_alter_configs.AlterableConfig
+    AlterResource = alter_configs.AlterConfigsResource | incremental_alter_configs.AlterConfigsResource
+    # What a change makes of a topic's (or a broker's) configs; None values are refused later.
+    NewConfigs = Callable[..., dict[str, str | None]]
+
+
+class _Resource(Protocol):
+    """What every configs API names a resource by."""
+
+    resource_type: int
+    resource_name: str
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 # The resource types Kafka 4 knows; any other is refused before anything is looked at.
@@ -48,19 +81,20 @@ def _type_of(name: str) -> int:
 _NULL_BY_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"})
 
 
-def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+def _topic_entries(ctx: RequestContext, name: str, keys: set[str] | None, synonyms: bool, docs: bool
+                   ) -> list[DescribeConfigsResourceResult]:
     services = ctx.services
     topic = services.logs.topic(name)
     if topic is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
-    entries = []
+    entries: list[DescribeConfigsResourceResult] = []
     for config_name, definition in TOPIC_CONFIGS.items():
         if keys is not None and config_name not in keys:
             continue
         broker_value = services.config.log.value_text(config_name)
         default_value = _DEFAULTS.value_text(config_name)
         # The broker's values this topic falls back on, the one in force first (Kafka's order).
-        below: list[dict[str, Any]] = []
+        below: list[DescribeConfigsSynonym] = []
         if definition.broker_property is not None:
             broker_property = definition.broker_property
             scope = services.dynamic_configs.source_of(broker_property)
@@ -76,7 +110,7 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
                 below.append({"name": broker_property, "value": default_value, "source": ConfigSource.DEFAULT_CONFIG})
         broker_source = below[0]["source"] if below else ConfigSource.DEFAULT_CONFIG
         overridden = config_name in topic.configs
-        chain = []
+        chain: list[DescribeConfigsSynonym] = []
         if overridden:
             chain.append({"name": config_name, "value": topic.config.value_text(config_name),
                           "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
@@ -94,24 +128,25 @@ def _topic_entries(ctx: RequestContext, name: str, keys: Any, synonyms: bool, do
     return entries
 
 
-def _broker_entries(ctx: RequestContext, keys: Any, synonyms: bool) -> list[dict[str, Any]]:
-    return broker_config_entries(ctx.services, keys, synonyms)
+def _broker_entries(ctx: RequestContext, keys: set[str] | None, synonyms: bool) -> list[DescribeConfigsResourceResult]:
+    # config_entries.py builds DescribeConfigs' entries for the web console too, as plain dicts.
+    return cast("list[DescribeConfigsResourceResult]", broker_config_entries(ctx.services, keys, synonyms))
 
 
-def _logger_entries(keys: Any) -> list[dict[str, Any]]:
+def _logger_entries(keys: set[str] | None) -> list[DescribeConfigsResourceResult]:
     return [{"name": name, "value": level, "read_only": False,
              "config_source": ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
              "is_sensitive": False, "synonyms": [], "config_type": ConfigType.STRING}
             for name, level in logger_levels().items() if keys is None or name in keys]
 
 
-def _check_broker(ctx: RequestContext, resource: Any) -> None:
+def _check_broker(ctx: RequestContext, resource: _Resource) -> None:
     if resource.resource_name not in ("", str(ctx.services.node_id)):
         raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {ctx.services.node_id} "
                                                     f"or empty string, but received {resource.resource_name}")
 
 
-def _check_allowed(ctx: RequestContext, resource: Any, operation: Operation) -> None:
+def _check_allowed(ctx: RequestContext, resource: _Resource, operation: Operation) -> None:
     """Kafka's checks (ConfigHelper, ConfigAdminManager): a topic's configs need the
     operation on the topic, a group's on the group, and the broker's, its loggers' and
     the client metrics' on the cluster."""
@@ -126,28 +161,28 @@ def _check_allowed(ctx: RequestContext, resource: Any, operation: Operation) -> 
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {kind}")
 
 
-def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     unknown = next((r for r in request.resources if r.resource_type not in _KNOWN_TYPES), None)
     if unknown is not None:
         # Kafka fails the whole request (ConfigHelper throws before authorizing any of it).
         message = f"Unexpected resource type UNKNOWN for resource {unknown.resource_name}"
-        return ctx.respond(results=[{"resource_type": r.resource_type, "resource_name": r.resource_name,
-                                     "error_code": ErrorCode.invalid_request, "error_message": message,
-                                     "configs": []} for r in request.resources])
-    results = []
+        return {"results": [{"resource_type": r.resource_type, "resource_name": r.resource_name,
+                             "error_code": ErrorCode.invalid_request, "error_message": message,
+                             "configs": []} for r in request.resources]}
+    results: list[DescribeConfigsResult] = []
     for resource in request.resources:
-        result: dict[str, Any] = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                                  "error_code": ErrorCode.none, "configs": []}
+        result: DescribeConfigsResult = {"resource_type": resource.resource_type,
+                                         "resource_name": resource.resource_name, "error_code": ErrorCode.none,
+                                         "configs": []}
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
         try:
             _check_allowed(ctx, resource, Operation.DESCRIBE_CONFIGS)
             if resource.resource_type == TOPIC:
-                result["configs"] = _topic_entries(ctx, resource.resource_name, keys,
-                                                   getattr(request, "include_synonyms", False),
-                                                   getattr(request, "include_documentation", False))
+                result["configs"] = _topic_entries(ctx, resource.resource_name, keys, request.include_synonyms,
+                                                   request.include_documentation)
             elif resource.resource_type == BROKER:
                 _check_broker(ctx, resource)
-                result["configs"] = _broker_entries(ctx, keys, getattr(request, "include_synonyms", False))
+                result["configs"] = _broker_entries(ctx, keys, request.include_synonyms)
             elif resource.resource_type == BROKER_LOGGER:
                 _check_broker(ctx, resource)
                 result["configs"] = _logger_entries(keys)
@@ -156,15 +191,15 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported")
         except KafkaError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
+            result.update({"error_code": exc.code, "error_message": exc.message})
         results.append(result)
-    return ctx.respond(results=results)
+    return {"results": results}
 
 
-def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: bool,
-           legacy: bool = False) -> dict[str, Any]:
-    answer = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-              "error_code": ErrorCode.none}
+def _alter(ctx: RequestContext, resource: AlterResource, new_configs: NewConfigs, validate_only: bool,
+           legacy: bool = False) -> AlterConfigsResourceResponse:
+    answer: AlterConfigsResourceResponse = {"resource_type": resource.resource_type,
+                                            "resource_name": resource.resource_name, "error_code": ErrorCode.none}
     try:
         if legacy and resource.resource_type == BROKER_LOGGER:
             # Kafka's AlterConfigs (the deprecated one) does not know loggers at all.
@@ -186,14 +221,23 @@ def _alter(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: 
         topic = ctx.services.logs.topic(resource.resource_name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist")
-        configs = new_configs(topic)
+        configs = _with_values(new_configs(topic))
         if validate_only:
             ctx.services.logs.default_config.with_topic_configs(configs)
         else:
             ctx.services.logs.set_topic_configs(topic.name, configs)
     except KafkaError as exc:
-        answer.update(error_code=exc.code, error_message=exc.message)
+        answer.update({"error_code": exc.code, "error_message": exc.message})
     return answer
+
+
+def _with_values(configs: dict[str, str | None]) -> dict[str, str]:
+    """The configs a change leaves, each with its value: IncrementalAlterConfigs' SET with
+    a null value is refused, as LogConfig refuses it (INVALID_CONFIG)."""
+    for name, value in configs.items():
+        if value is None:
+            raise KafkaError(ErrorCode.invalid_config, f"{name} needs a value")
+    return {name: value for name, value in configs.items() if value is not None}
 
 
 class _Current:
@@ -207,14 +251,15 @@ class _Current:
         return self.configs.get(name, "")
 
 
-def _alter_broker(ctx: RequestContext, resource: Any, new_configs: Any, validate_only: bool) -> None:
+def _alter_broker(ctx: RequestContext, resource: AlterResource, new_configs: NewConfigs, validate_only: bool) -> None:
     services = ctx.services
     scope = THIS_BROKER if resource.resource_name else CLUSTER_DEFAULT
     current = dict(services.dynamic_configs.scopes[scope])
-    values = new_configs(_Current(current), broker=True)
-    refused = sorted(k for k in values if k not in _DYNAMIC)
+    changed = new_configs(_Current(current), broker=True)
+    refused = sorted(k for k in changed if k not in _DYNAMIC)
     if refused:
         raise KafkaError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {set(refused)}")
+    values = _with_values(changed)
     for key, text in values.items():
         try:
             _DYNAMIC[key].parse_checked(text)
@@ -228,10 +273,10 @@ def _alter_broker(ctx: RequestContext, resource: Any, new_configs: Any, validate
 DYNAMIC_GROUP_CONFIG = 8
 
 
-def _group_entries(ctx: RequestContext, group_id: str, keys: Any) -> list[dict[str, Any]]:
+def _group_entries(ctx: RequestContext, group_id: str, keys: set[str] | None) -> list[DescribeConfigsResourceResult]:
     """A group's share.* configs: its own values, else the broker's defaults."""
     own = ctx.services.group_configs.of(group_id)
-    entries = []
+    entries: list[DescribeConfigsResourceResult] = []
     for name, (default, _) in share_group_configs(ctx.services.shares.config).items():
         if keys is not None and name not in keys:
             continue
@@ -244,11 +289,12 @@ def _group_entries(ctx: RequestContext, group_id: str, keys: Any) -> list[dict[s
     return entries
 
 
-def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+def _alter_group(ctx: RequestContext, resource: AlterResource, validate_only: bool) -> None:
     """IncrementalAlterConfigs of a GROUP: SET and DELETE of share.* configs, each value
     checked against Kafka's bounds (INVALID_CONFIG)."""
     defined = share_group_configs(ctx.services.shares.config)
     values = dict(ctx.services.group_configs.of(resource.resource_name))
+    change: Change
     for change in resource.configs:
         if change.name not in defined:
             raise KafkaError(ErrorCode.invalid_config, f"Unknown group config name: {change.name}")
@@ -270,7 +316,8 @@ def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
         ctx.services.group_configs.replace(resource.resource_name, values)
 
 
-def _alter_loggers(resource: Any, validate_only: bool) -> None:
+def _alter_loggers(resource: AlterResource, validate_only: bool) -> None:
+    change: Change
     for change in resource.configs:
         op = getattr(change, "config_operation", SET)
         if op not in (SET, DELETE):
@@ -286,21 +333,22 @@ def _alter_loggers(resource: Any, validate_only: bool) -> None:
             raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
 
 
-def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     """AlterConfigs replaces a topic's whole set of overrides."""
     responses = [
         _alter(ctx, r, lambda topic, r=r, broker=False: {c.name: c.value for c in r.configs if c.value is not None},
                request.validate_only, legacy=True)
         for r in request.resources
     ]
-    return ctx.respond(responses=responses)
+    return {"responses": responses}
 
 
-def _incremental(topic: Any, changes: Any, broker: bool = False) -> dict[str, str]:
+def _incremental(topic: Any, changes: Iterable[incremental_alter_configs.AlterableConfig], broker: bool = False
+                 ) -> dict[str, str | None]:
     names = [change.name for change in changes]
     if len(set(names)) != len(names):
         raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-    configs = dict(topic.configs)
+    configs: dict[str, str | None] = dict(topic.configs)
     for change in changes:
         if not broker and change.name not in TOPIC_CONFIGS:
             raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {change.name}")
@@ -323,10 +371,11 @@ def _incremental(topic: Any, changes: Any, broker: bool = False) -> dict[str, st
     return configs
 
 
-def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest
+                                     ) -> IncrementalAlterConfigsResponse:
     responses = [
         _alter(ctx, r, lambda topic, r=r, broker=False: _incremental(topic, r.configs, broker),
                request.validate_only)
         for r in request.resources
     ]
-    return ctx.respond(responses=responses)
+    return {"responses": responses}

@@ -3,7 +3,9 @@ translations to the group coordinator (coordinator/consumer_protocol.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ottla.coordinator.assignors import Assignment
 from ottla.coordinator.consumer_group import ConsumerGroup
@@ -15,22 +17,30 @@ from .authorized_operations import authorized_operations
 from .context import RequestContext
 from .groups import AUTHORIZED_OPERATIONS_OMITTED
 
+if TYPE_CHECKING:
+    from ottla.protocol.views import consumer_group_describe as describe
+    from ottla.protocol.views import consumer_group_heartbeat as heartbeat
+
+ZERO_UUID = uuid.UUID(int=0)
+
 # ConsumerGroupDescribe v1's member_type: a member of the consumer protocol.
 CONSUMER_MEMBER = 1
 
 
-def _assignment(topics: Any) -> Assignment | None:
+def _assignment(topics: Iterable[heartbeat.TopicPartitions] | None) -> Assignment | None:
     if topics is None:
         return None
-    return {t.topic_id: frozenset(t.partitions) for t in topics}
+    # kio reads the all-zero id as None; the coordinator keys topics by their UUID.
+    return {t.topic_id or ZERO_UUID: frozenset(t.partitions) for t in topics}
 
 
-def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+def handle_heartbeat(ctx: RequestContext, request: heartbeat.ConsumerGroupHeartbeatRequest
+                     ) -> heartbeat.ConsumerGroupHeartbeatResponse:
     names = request.subscribed_topic_names
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed, member_epoch=0, heartbeat_interval=0)
+        return {"error_code": ErrorCode.group_authorization_failed, "member_epoch": 0, "heartbeat_interval": 0}
     if names is not None and not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
-        return ctx.respond(error_code=ErrorCode.topic_authorization_failed, member_epoch=0, heartbeat_interval=0)
+        return {"error_code": ErrorCode.topic_authorization_failed, "member_epoch": 0, "heartbeat_interval": 0}
     authorizer = ctx.services.authorizer
     principal, host = ctx.session.principal, ctx.host
     topic_filter = None if authorizer is None else (
@@ -44,7 +54,7 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
             rack_id=request.rack_id,
             rebalance_timeout_ms=int(request.rebalance_timeout.total_seconds() * 1000),
             subscribed_topic_names=None if names is None else tuple(names),
-            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+            subscribed_topic_regex=request.subscribed_topic_regex,
             server_assignor=request.server_assignor,
             owned=_assignment(request.topic_partitions),
             client_id=ctx.header.client_id or "",
@@ -54,22 +64,22 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         ))
     except KafkaError as exc:
         result = HeartbeatResult(exc.code, exc.message)
-    assignment = None
+    assignment: heartbeat.Assignment | None = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
                                            for t, ps in sorted(result.assignment.items())]}
-    return ctx.respond(error_code=result.error, error_message=result.message, member_id=result.member_id,
-                       member_epoch=result.member_epoch, heartbeat_interval=result.heartbeat_interval_ms,
-                       assignment=assignment)
+    return {"error_code": result.error, "error_message": result.message, "member_id": result.member_id,
+            "member_epoch": result.member_epoch, "heartbeat_interval": result.heartbeat_interval_ms,
+            "assignment": assignment}
 
 
-def _described_assignment(assignment: Assignment, names: dict) -> dict[str, Any]:
+def _described_assignment(assignment: Assignment, names: dict) -> describe.Assignment:
     # Partitions of a topic deleted meanwhile are left out, as Kafka leaves them out.
     return {"topic_partitions": [{"topic_id": t, "topic_name": names[t], "partitions": sorted(ps)}
                                  for t, ps in sorted(assignment.items()) if t in names]}
 
 
-def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> dict[str, Any]:
+def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> describe.DescribedGroup:
     return {
         "error_code": ErrorCode.none,
         "group_id": group.group_id,
@@ -98,11 +108,12 @@ def _described(group: ConsumerGroup, names: dict, default_assignor: str) -> dict
 TOPICS_REFUSED = "The group has described topic(s) that the client is not authorized to describe."
 
 
-def handle_describe(ctx: RequestContext, request: Any) -> Any:
+def handle_describe(ctx: RequestContext, request: describe.ConsumerGroupDescribeRequest
+                    ) -> describe.ConsumerGroupDescribeResponse:
     coordinator = ctx.services.groups
     names = coordinator.topic_names()
     default_assignor = coordinator.consumer.assignors[0]
-    described = []
+    described: list[describe.DescribedGroup] = []
     for group_id in request.group_ids:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
             code, message = ErrorCode.group_authorization_failed, None
@@ -113,7 +124,7 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
                 if all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
                        for topic in consumer_group.described_topics(names)):
                     group["authorized_operations"] = authorized_operations(
-                        ctx, ResourceType.GROUP, group_id, getattr(request, "include_authorized_operations", False))
+                        ctx, ResourceType.GROUP, group_id, request.include_authorized_operations)
                     described.append(group)
                     continue
                 # As Kafka: a group whose members use a topic the client may not describe
@@ -125,4 +136,4 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
         described.append({"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
                           "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-    return ctx.respond(groups=described)
+    return {"groups": described}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from ottla.protocol.codec import RequestHeader, response_class
 from ottla.protocol.entities import builder
@@ -12,6 +12,14 @@ from ottla.protocol.entities import builder
 from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from ..security.sasl import Session
 from ..services import Services
+
+ResponseT = TypeVar("ResponseT")
+
+
+class Built(Generic[ResponseT]):
+    """The response entity built from a response view's values (`RequestContext.entity`),
+    for a handler that answers with an entity it built ahead (ApiVersions builds each
+    version's answer once). Typing only: the value is the kio entity itself."""
 
 
 @dataclass(slots=True)
@@ -66,6 +74,12 @@ class RequestContext:
         """The client's address without the port, as ACLs name hosts."""
         return self.peer.rsplit(":", 1)[0]
 
+    def entity(self, values: ResponseT) -> Built[ResponseT]:
+        """The response entity of the client's version, from the version-agnostic values
+        a handler answers with (its API's response view, protocol/views)."""
+        return cast("Built[ResponseT]", builder(self.response_class)(cast("dict[str, Any]", values)))
+
     def respond(self, **values: Any) -> Any:
-        """The response entity of the client's version, from version-agnostic values."""
+        """The same, for the handlers not yet typed with their API's views, which answer
+        with the entity (Produce, Fetch, the share and streams groups' APIs)."""
         return builder(self.response_class)(values)

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ottla.protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
+if TYPE_CHECKING:
+    from ottla.protocol.views.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
+
 GROUP, TRANSACTION = 0, 1
 
 
-def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     services = ctx.services
     keys = list(request.coordinator_keys) if ctx.version >= 4 else [request.key]
-    key_type = getattr(request, "key_type", GROUP)
+    key_type = request.key_type
     host, port = ctx.advertised_address
-    answers = []
+    answers: list[Coordinator] = []
     for key in keys:
         resource = ResourceType.GROUP if key_type == GROUP else ResourceType.TRANSACTIONAL_ID
         if key_type in (GROUP, TRANSACTION) and not ctx.allowed(Operation.DESCRIBE, resource, key):
@@ -31,7 +34,7 @@ def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
             answers.append({"key": key, "error_code": ErrorCode.invalid_request, "node_id": -1, "host": "",
                             "port": -1, "error_message": f"unknown coordinator key type {key_type}"})
     if ctx.version >= 4:
-        return ctx.respond(coordinators=answers)
+        return {"coordinators": answers}
     answer = answers[0]
-    return ctx.respond(error_code=answer["error_code"], node_id=answer["node_id"], host=answer["host"],
-                       port=answer["port"])
+    return {"error_code": answer["error_code"], "node_id": answer["node_id"], "host": answer["host"],
+            "port": answer["port"]}

@@ -8,7 +8,8 @@ the response's error codes, so a client always gets an answer."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ottla.coordinator.classic_group import GroupState, JoinRequest, JoinResult, SyncResult
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
@@ -21,6 +22,30 @@ from .authorized_operations import OMITTED as AUTHORIZED_OPERATIONS_OMITTED
 from .authorized_operations import authorized_operations
 from .context import RequestContext
 
+if TYPE_CHECKING:
+    from ottla.protocol.views.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+    from ottla.protocol.views.describe_groups import DescribedGroup, DescribeGroupsRequest, DescribeGroupsResponse
+    from ottla.protocol.views.heartbeat import HeartbeatRequest, HeartbeatResponse
+    from ottla.protocol.views.join_group import JoinGroupRequest, JoinGroupResponse
+    from ottla.protocol.views.leave_group import LeaveGroupRequest, LeaveGroupResponse
+    from ottla.protocol.views.list_groups import ListGroupsRequest, ListGroupsResponse
+    from ottla.protocol.views.offset_commit import OffsetCommitRequest, OffsetCommitRequestTopic, OffsetCommitResponse
+    from ottla.protocol.views.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+    from ottla.protocol.views.offset_fetch import (
+        OffsetFetchRequest,
+        OffsetFetchRequestTopic,
+        OffsetFetchRequestTopics,
+        OffsetFetchResponse,
+        OffsetFetchResponsePartition,
+        OffsetFetchResponseTopic,
+    )
+    from ottla.protocol.views.sync_group import SyncGroupRequest, SyncGroupResponse
+    from ottla.protocol.views.txn_offset_commit import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestTopic,
+        TxnOffsetCommitResponse,
+    )
+
 
 def _ms(value: Any) -> int:
     return int(value.total_seconds() * 1000)
@@ -30,18 +55,18 @@ def _group_refused(ctx: RequestContext, group_id: str, operation: Operation = Op
     return not ctx.allowed(operation, ResourceType.GROUP, group_id)
 
 
-async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     if _group_refused(ctx, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed, generation_id=-1, protocol_type=None,
-                           protocol_name="" if ctx.version < 7 else None, leader="", member_id=request.member_id,
-                           members=[])
+        return {"error_code": ErrorCode.group_authorization_failed, "generation_id": -1, "protocol_type": None,
+                "protocol_name": "" if ctx.version < 7 else None, "leader": "", "member_id": request.member_id,
+                "members": []}
     session_ms = _ms(request.session_timeout)
-    rebalance_ms = _ms(request.rebalance_timeout) if hasattr(request, "rebalance_timeout") else session_ms
+    rebalance_ms = _ms(request.rebalance_timeout) if ctx.version >= 1 else session_ms
     try:
         result = await ctx.services.groups.join(JoinRequest(
             group_id=request.group_id,
             member_id=request.member_id,
-            group_instance_id=getattr(request, "group_instance_id", None),
+            group_instance_id=request.group_instance_id,
             client_id=ctx.header.client_id or "",
             client_host=_client_host(ctx.peer.rsplit(":", 1)[0]),
             session_timeout_ms=session_ms,
@@ -52,76 +77,78 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         ))
     except KafkaError as exc:
         result = JoinResult(exc.code, request.member_id)
-    return ctx.respond(
-        error_code=result.error, generation_id=result.generation, protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name if ctx.version >= 7 or result.protocol_name else "",
-        leader=result.leader, member_id=result.member_id,
-        members=[{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in result.members],
-    )
+    return {
+        "error_code": result.error, "generation_id": result.generation, "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name if ctx.version >= 7 or result.protocol_name else "",
+        "leader": result.leader, "member_id": result.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in result.members],
+    }
 
 
-async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     if _group_refused(ctx, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed, assignment=b"")
+        return {"error_code": ErrorCode.group_authorization_failed, "assignment": b""}
     try:
         result = await ctx.services.groups.sync(
-            request.group_id, request.member_id, getattr(request, "group_instance_id", None), request.generation_id,
-            getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
+            request.group_id, request.member_id, request.group_instance_id, request.generation_id,
+            request.protocol_type, request.protocol_name,
             {a.member_id: a.assignment for a in request.assignments},
         )
     except KafkaError as exc:
         result = SyncResult(exc.code)
-    return ctx.respond(error_code=result.error, assignment=result.assignment, protocol_type=result.protocol_type,
-                       protocol_name=result.protocol_name)
+    return {"error_code": result.error, "assignment": result.assignment, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name}
 
 
-def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     if _group_refused(ctx, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed)
+        return {"error_code": ErrorCode.group_authorization_failed}
     try:
-        ctx.services.groups.heartbeat(request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+        ctx.services.groups.heartbeat(request.group_id, request.member_id, request.group_instance_id,
                                       request.generation_id)
     except KafkaError as exc:
-        return ctx.respond(error_code=exc.code)
-    return ctx.respond(error_code=ErrorCode.none)
+        return {"error_code": exc.code}
+    return {"error_code": ErrorCode.none}
 
 
-def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     if _group_refused(ctx, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed, members=[])
+        return {"error_code": ErrorCode.group_authorization_failed, "members": []}
     members: list[tuple[str, str | None]] = [(request.member_id, None)] if ctx.version <= 2 else \
         [(m.member_id, m.group_instance_id) for m in request.members]
     try:
         codes = ctx.services.groups.leave(request.group_id, members)
     except KafkaError as exc:
         if ctx.version <= 2 or exc.code != ErrorCode.unknown_member_id:
-            return ctx.respond(error_code=exc.code, members=[])
+            return {"error_code": exc.code, "members": []}
         # No such group: as Kafka, each member is answered UNKNOWN_MEMBER_ID.
         codes = [exc.code for _ in members]
     if ctx.version <= 2:
-        return ctx.respond(error_code=codes[0])
-    return ctx.respond(error_code=ErrorCode.none, members=[
+        return {"error_code": codes[0]}
+    return {"error_code": ErrorCode.none, "members": [
         {"member_id": m, "group_instance_id": i, "error_code": c} for (m, i), c in zip(members, codes, strict=True)
-    ])
+    ]}
 
 
-def _offsets(topics: Any) -> dict[tuple[str, int], CommittedOffset]:
+def _offsets(topics: Iterable[OffsetCommitRequestTopic | TxnOffsetCommitRequestTopic]
+             ) -> dict[tuple[str, int], CommittedOffset]:
     now = int(time.time() * 1000)
     return {
-        (t.name, p.partition_index): CommittedOffset(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+        (t.name, p.partition_index): CommittedOffset(p.committed_offset, p.committed_leader_epoch,
                                                      p.committed_metadata or "", now)
         for t in topics for p in t.partitions
     }
 
 
-def _commit_response(ctx: RequestContext, topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> Any:
-    return ctx.respond(topics=[
+def _commit_response(topics: Iterable[OffsetCommitRequestTopic | TxnOffsetCommitRequestTopic],
+                     codes: dict[tuple[str, int], ErrorCode]) -> OffsetCommitResponse:
+    return {"topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": codes[(t.name, p.partition_index)]}
             for p in t.partitions
         ]}
         for t in topics
-    ])
+    ]}
 
 
 def _unreadable_topics(ctx: RequestContext, offsets: dict) -> dict[tuple[str, int], ErrorCode]:
@@ -141,33 +168,33 @@ def _unknown_partitions(ctx: RequestContext, offsets: dict) -> dict[tuple[str, i
     return {tp: ErrorCode.unknown_topic_or_partition for tp in offsets if logs.partition(*tp) is None}
 
 
-def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     offsets = _offsets(request.topics)
     if _group_refused(ctx, request.group_id):
-        return _commit_response(ctx, request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
+        return _commit_response(request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
     refused = {**_unknown_partitions(ctx, offsets), **_unreadable_topics(ctx, offsets)}
     allowed = {tp: o for tp, o in offsets.items() if tp not in refused}
     try:
         codes = ctx.services.groups.commit_offsets(request.group_id, request.member_id,
-                                                 getattr(request, "group_instance_id", None),
+                                                 request.group_instance_id,
                                                  request.generation_id_or_member_epoch, allowed,
                                                  ctx.version) if allowed else {}
     except KafkaError as exc:
         codes = {tp: exc.code for tp in allowed}
-    return _commit_response(ctx, request.topics, {**codes, **refused})
+    return _commit_response(request.topics, {**codes, **refused})
 
 
-def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     services = ctx.services
     offsets = _offsets(request.topics)
     if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        return _commit_response(ctx, request.topics,
+        return _commit_response(request.topics,
                                 dict.fromkeys(offsets, ErrorCode.transactional_id_authorization_failed))
     if _group_refused(ctx, request.group_id):
-        return _commit_response(ctx, request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
+        return _commit_response(request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
     refused = _unreadable_topics(ctx, offsets)
     if refused:
-        return _commit_response(ctx, request.topics, {tp: refused.get(tp, ErrorCode.operation_not_attempted)
+        return _commit_response(request.topics, {tp: refused.get(tp, ErrorCode.operation_not_attempted)
                                                       for tp in offsets})
     unknown = _unknown_partitions(ctx, offsets)
     offsets = {tp: o for tp, o in offsets.items() if tp not in unknown}
@@ -181,17 +208,17 @@ def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         services.transactions.verify(request.transactional_id, request.producer_id, request.producer_epoch,
                                    OFFSETS_TOPIC, partition)
         codes = services.groups.commit_txn_offsets(
-            request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
-            getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1),
+            request.group_id, request.producer_id, request.producer_epoch, request.member_id,
+            request.group_instance_id, request.generation_id,
             offsets) if offsets else {}
     except KafkaError as exc:
         code = ErrorCode.producer_fenced if exc.code == ErrorCode.invalid_producer_epoch else exc.code
         codes = {tp: code for tp in offsets}
-    return _commit_response(ctx, request.topics, {**codes, **unknown})
+    return _commit_response(request.topics, {**codes, **unknown})
 
 
-def _fetched_topics(result: dict) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+def _fetched_topics(result: dict) -> list[OffsetFetchResponseTopic]:
+    by_topic: dict[str, list[OffsetFetchResponsePartition]] = {}
     for (topic, partition), (committed, code) in result.items():
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
@@ -203,11 +230,12 @@ def _fetched_topics(result: dict) -> list[dict[str, Any]]:
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     groups = ctx.services.groups
-    require_stable = getattr(request, "require_stable", False)
+    require_stable = request.require_stable
 
-    def fetch(group_id: str, topics: Any, member: tuple[str | None, int]) -> list[dict[str, Any]]:
+    def fetch(group_id: str, topics: Iterable[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None,
+              member: tuple[str | None, int]) -> list[OffsetFetchResponseTopic]:
         wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
         result = groups.fetch_offsets(group_id, wanted, require_stable, *member)
         if wanted is None:  # all the group's topics: only those the client may describe
@@ -222,7 +250,8 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
         return ErrorCode.group_authorization_failed if _group_refused(ctx, group_id, Operation.DESCRIBE) \
             else ErrorCode.none
 
-    def answer(group_id: str, topics: Any, member: tuple[str | None, int] = (None, -1)) -> tuple[ErrorCode, list]:
+    def answer(group_id: str, topics: Iterable[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None,
+               member: tuple[str | None, int] = (None, -1)) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
         code = group_code(group_id)
         if code:
             return code, []
@@ -233,32 +262,30 @@ def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
 
     if ctx.version >= 8:
         # v9 names the member of a consumer group asking (KIP-848), checked as Kafka does.
-        answers = [(g.group_id, *answer(g.group_id, g.topics, (getattr(g, "member_id", None),
-                                                              getattr(g, "member_epoch", -1))))
+        answers = [(g.group_id, *answer(g.group_id, g.topics, (g.member_id, g.member_epoch)))
                    for g in request.groups]
-        return ctx.respond(groups=[{"group_id": group_id, "error_code": code, "topics": topics}
-                                   for group_id, code, topics in answers])
+        return {"groups": [{"group_id": group_id, "error_code": code, "topics": topics}
+                           for group_id, code, topics in answers]}
     code, topics = answer(request.group_id, request.topics)
-    return ctx.respond(topics=topics, error_code=code)
+    return {"topics": topics, "error_code": code}
 
 
-def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     try:
-        listed = ctx.services.groups.list_groups(set(getattr(request, "states_filter", ())),
-                                               set(getattr(request, "types_filter", ())))
+        listed = ctx.services.groups.list_groups(set(request.states_filter), set(request.types_filter))
     except KafkaError as exc:  # __consumer_offsets is loading
-        return ctx.respond(error_code=exc.code, groups=[])
+        return {"error_code": exc.code, "groups": []}
     # Kafka lists every group to a client with DESCRIBE on the cluster, else those it may describe.
     if not ctx.allowed_on_cluster(Operation.DESCRIBE):
         listed = [g for g in listed if not _group_refused(ctx, g.group_id, Operation.DESCRIBE)]
-    return ctx.respond(error_code=ErrorCode.none, groups=[
+    return {"error_code": ErrorCode.none, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state_name,
          "group_type": g.type.value} for g in listed
-    ])
+    ]}
 
 
-def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
-    described = []
+def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    described: list[DescribedGroup] = []
     for group_id in request.groups:
         if _group_refused(ctx, group_id, Operation.DESCRIBE):
             described.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id,
@@ -272,15 +299,15 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             continue
         # Kafka gives the authorized operations (when asked) of every group it answers
         # without an error, a dead one too.
-        operations = authorized_operations(ctx, ResourceType.GROUP, group_id,
-                                           getattr(request, "include_authorized_operations", False))
+        operations = authorized_operations(ctx, ResourceType.GROUP, group_id, request.include_authorized_operations)
         if group is None:
-            dead = {"error_code": ErrorCode.none, "group_id": group_id, "group_state": GroupState.DEAD.value,
-                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            dead: DescribedGroup = {"error_code": ErrorCode.none, "group_id": group_id,
+                                    "group_state": GroupState.DEAD.value,
+                                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
             if ctx.version >= 6:  # KIP-1043: v6 says why, as Kafka 4 does
-                dead.update(error_code=ErrorCode.group_id_not_found,
-                            error_message=f"Group {group_id} is not a classic group."
-                            if ctx.services.groups.group(group_id) is not None else f"Group {group_id} not found.")
+                dead.update({"error_code": ErrorCode.group_id_not_found,
+                             "error_message": f"Group {group_id} is not a classic group."
+                             if ctx.services.groups.group(group_id) is not None else f"Group {group_id} not found."})
             else:
                 dead["authorized_operations"] = operations
             described.append(dead)
@@ -299,10 +326,10 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
                         for m in group.members.values()],
             "authorized_operations": operations,
         })
-    return ctx.respond(groups=described)
+    return {"groups": described}
 
 
-def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     def delete(group_id: str) -> ErrorCode:
         if _group_refused(ctx, group_id, Operation.DELETE):
             return ErrorCode.group_authorization_failed
@@ -315,21 +342,21 @@ def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
             return exc.code
         return ErrorCode.none
 
-    return ctx.respond(results=[{"group_id": g, "error_code": delete(g)} for g in request.groups_names])
+    return {"results": [{"group_id": g, "error_code": delete(g)} for g in request.groups_names]}
 
 
-def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     if _group_refused(ctx, request.group_id, Operation.DELETE):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed, topics=[])
+        return {"error_code": ErrorCode.group_authorization_failed, "topics": []}
     refused = {**_unknown_partitions(ctx, dict.fromkeys(wanted)), **_unreadable_topics(ctx, dict.fromkeys(wanted))}
     try:
         allowed = [tp for tp in wanted if tp not in refused]
         codes = {**(ctx.services.groups.delete_offsets(request.group_id, allowed) if allowed else {}), **refused}
     except KafkaError as exc:
-        return ctx.respond(error_code=exc.code, topics=[])
-    return ctx.respond(error_code=ErrorCode.none, topics=[
+        return {"error_code": exc.code, "topics": []}
+    return {"error_code": ErrorCode.none, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index,
                                          "error_code": codes[(t.name, p.partition_index)]} for p in t.partitions]}
         for t in request.topics
-    ])
+    ]}

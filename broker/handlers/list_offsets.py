@@ -4,12 +4,20 @@ specs (latest tiered, earliest pending upload) answer -1, as Kafka without tiere
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ottla.protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
+
+if TYPE_CHECKING:
+    from ottla.protocol.views.list_offsets import (
+        ListOffsetsPartitionResponse,
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        ListOffsetsTopicResponse,
+    )
 
 LATEST = -1
 EARLIEST = -2
@@ -24,12 +32,12 @@ SPEC_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATES
               EARLIEST_PENDING_UPLOAD: 11}
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     logs = ctx.services.logs
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    topics = []
+    read_committed = request.isolation_level == READ_COMMITTED
+    topics: list[ListOffsetsTopicResponse] = []
     for t in request.topics:
-        partitions = []
+        partitions: list[ListOffsetsPartitionResponse] = []
         describable = ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             log = logs.partition(t.name, p.partition_index)
@@ -44,10 +52,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
             timestamp, offset = -1, -1
-            if p.timestamp < 0 and ctx.version < SPEC_SINCE.get(p.timestamp, 1 << 15):
-                partitions.append({"partition_index": p.partition_index, "error_code": ErrorCode.unsupported_version,
-                                   "timestamp": -1, "offset": -1, "leader_epoch": -1})
-                continue
             if p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
                 # No tiered storage: nothing is tiered or waiting to be (Kafka: offset -1, epoch -1).
                 partitions.append({"partition_index": p.partition_index, "error_code": ErrorCode.none,
@@ -68,4 +72,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             partitions.append({"partition_index": p.partition_index, "error_code": ErrorCode.none,
                                "timestamp": timestamp, "offset": offset, "leader_epoch": log.leader_epoch})
         topics.append({"name": t.name, "partitions": partitions})
-    return ctx.respond(topics=topics)
+    return {"topics": topics}

@@ -8,7 +8,7 @@ makes the client ask again; a single node has nothing to wait for).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ottla.coordinator.internal_topics import is_internal
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -19,23 +19,34 @@ from .authorized_operations import OMITTED as AUTHORIZED_OPERATIONS_OMITTED
 from .authorized_operations import authorized_operations
 from .context import RequestContext
 
+if TYPE_CHECKING:
+    from ottla.protocol.views.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+    from ottla.protocol.views.describe_topic_partitions import (
+        CursorResponse,
+        DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse,
+        DescribeTopicPartitionsResponsePartition,
+        DescribeTopicPartitionsResponseTopic,
+    )
+    from ottla.protocol.views.metadata import MetadataRequest, MetadataResponse, MetadataResponseTopic
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+
+def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     services = ctx.services
     logs = services.logs
     requested = request.topics
-    topic_ops = getattr(request, "include_topic_authorized_operations", False)
+    topic_ops = request.include_topic_authorized_operations
     if requested is None or (ctx.version == 0 and not requested):
         # Every topic the client may describe; the others are left out, as Kafka does.
         topics = [_describe(t, services.node_id, authorized_operations(ctx, ResourceType.TOPIC, t.name, topic_ops))
                   for t in logs.topics.values() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
     else:
-        allow_create = getattr(request, "allow_auto_topic_creation", True) and services.config.auto_create_topics_enable
+        allow_create = request.allow_auto_topic_creation and services.config.auto_create_topics_enable
         topics = []
         for wanted in requested:
             name = wanted.name
             topic = logs.topic(name) if name is not None else None
-            topic_id = getattr(wanted, "topic_id", None)
+            topic_id = wanted.topic_id
             if topic is None and name is None and topic_id is not None:
                 topic = logs.topic_by_id(topic_id)
             if name is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
@@ -66,15 +77,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             topics.append(_describe(topic, services.node_id,
                                     authorized_operations(ctx, ResourceType.TOPIC, topic.name, topic_ops)))
     host, port = ctx.advertised_address
-    return ctx.respond(
-        brokers=[{"node_id": services.node_id, "host": host, "port": port, "rack": None}],
-        cluster_id=logs.cluster_id,
-        controller_id=services.node_id,
-        topics=topics,
-        cluster_authorized_operations=authorized_operations(
-            ctx, ResourceType.CLUSTER, "kafka-cluster",
-            getattr(request, "include_cluster_authorized_operations", False)),
-    )
+    return {
+        "brokers": [{"node_id": services.node_id, "host": host, "port": port, "rack": None}],
+        "cluster_id": logs.cluster_id,
+        "controller_id": services.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": authorized_operations(
+            ctx, ResourceType.CLUSTER, "kafka-cluster", request.include_cluster_authorized_operations),
+    }
 
 
 def _unknown_name_error(name: str) -> ErrorCode:
@@ -86,7 +96,7 @@ def _unknown_name_error(name: str) -> ErrorCode:
     return ErrorCode.unknown_topic_or_partition
 
 
-def _describe(topic: Topic, node_id: int, operations: int) -> dict[str, Any]:
+def _describe(topic: Topic, node_id: int, operations: int) -> MetadataResponseTopic:
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
@@ -112,7 +122,8 @@ def _describe(topic: Topic, node_id: int, operations: int) -> dict[str, Any]:
 PARTITION_LIMIT = 2000
 
 
-def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_topic_partitions(ctx: RequestContext, request: DescribeTopicPartitionsRequest
+                                     ) -> DescribeTopicPartitionsResponse:
     """DescribeTopicPartitions (KIP-966; the Java AdminClient's describeTopics since 3.7):
     topics in name order, at most response_partition_limit partitions in all, and a
     cursor to go on from when they do not all fit."""
@@ -126,12 +137,13 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     start_partition = 0
     if cursor is not None:
         if cursor.topic_name not in names or cursor.partition_index < 0:
-            return ctx.respond(topics=[{"error_code": ErrorCode.invalid_request, "name": cursor.topic_name,
-                                        "topic_id": None, "partitions": []}], next_cursor=None)
+            return {"topics": [{"error_code": ErrorCode.invalid_request, "name": cursor.topic_name,
+                                "topic_id": None, "partitions": []}], "next_cursor": None}
         names = names[names.index(cursor.topic_name):]
         start_partition = cursor.partition_index
     budget = max(1, min(request.response_partition_limit, PARTITION_LIMIT))
-    topics, next_cursor = [], None
+    topics: list[DescribeTopicPartitionsResponseTopic] = []
+    next_cursor: CursorResponse | None = None
     node = services.node_id
     for i, name in enumerate(names):
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
@@ -145,10 +157,11 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
             continue
         first = start_partition if i == 0 else 0
         logs_here = topic.partitions[first:first + budget]
-        partitions = [{"error_code": ErrorCode.none, "partition_index": log.partition, "leader_id": node,
-                       "leader_epoch": log.leader_epoch, "replica_nodes": [node], "isr_nodes": [node],
-                       "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}
-                      for log in logs_here]
+        partitions: list[DescribeTopicPartitionsResponsePartition] = [
+            {"error_code": ErrorCode.none, "partition_index": log.partition, "leader_id": node,
+             "leader_epoch": log.leader_epoch, "replica_nodes": [node], "isr_nodes": [node],
+             "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}
+            for log in logs_here]
         budget -= len(partitions)
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
                        "is_internal": topic.internal, "partitions": partitions,
@@ -159,23 +172,22 @@ def handle_describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
         if budget == 0 and i + 1 < len(names):
             next_cursor = {"topic_name": names[i + 1], "partition_index": 0}
             break
-    return ctx.respond(topics=topics, next_cursor=next_cursor)
+    return {"topics": topics, "next_cursor": next_cursor}
 
 
-def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     """DescribeCluster (the admin clients' describe_cluster): this broker, the cluster id
     and the controller, which is this broker too."""
     services = ctx.services
-    endpoint_type = getattr(request, "endpoint_type", 1)
+    endpoint_type = request.endpoint_type
     if endpoint_type != 1:
         # 2 asks a controller's listener for the controllers (KRaft tools): a broker's
         # listener is the wrong type. Kafka answers either error with an empty cluster id.
         code = ErrorCode.mismatched_endpoint_type if endpoint_type == 2 else ErrorCode.unsupported_endpoint_type
-        return ctx.respond(error_code=code, error_message="Unsupported endpoint type", cluster_id="", brokers=[])
+        return {"error_code": code, "error_message": "Unsupported endpoint type", "cluster_id": "", "brokers": []}
     host, port = ctx.advertised_address
-    return ctx.respond(error_code=ErrorCode.none, error_message=None, cluster_id=services.logs.cluster_id,
-                       controller_id=services.node_id,
-                       brokers=[{"broker_id": services.node_id, "host": host, "port": port, "rack": None}],
-                       cluster_authorized_operations=authorized_operations(
-                           ctx, ResourceType.CLUSTER, "kafka-cluster",
-                           getattr(request, "include_cluster_authorized_operations", False)))
+    return {"error_code": ErrorCode.none, "error_message": None, "cluster_id": services.logs.cluster_id,
+            "controller_id": services.node_id,
+            "brokers": [{"broker_id": services.node_id, "host": host, "port": port, "rack": None}],
+            "cluster_authorized_operations": authorized_operations(
+                ctx, ResourceType.CLUSTER, "kafka-cluster", request.include_cluster_authorized_operations)}

@@ -4,22 +4,40 @@ replica can only move to where it is."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ottla.protocol.errors import ErrorCode
 
 from ..security.authorizer import Operation
 from .context import RequestContext
 
+if TYPE_CHECKING:
+    from ottla.protocol.views.alter_partition_reassignments import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        ReassignablePartitionResponse,
+        ReassignableTopicResponse,
+    )
+    from ottla.protocol.views.elect_leaders import (
+        ElectLeadersRequest,
+        ElectLeadersResponse,
+        PartitionResult,
+        ReplicaElectionResult,
+    )
+    from ottla.protocol.views.list_partition_reassignments import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
 
-def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
+
+def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     if not ctx.allowed_on_cluster(Operation.ALTER):
-        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, replica_election_results=[])
+        return {"error_code": ErrorCode.cluster_authorization_failed, "replica_election_results": []}
     logs = ctx.services.logs
-    results = []
+    results: list[ReplicaElectionResult] = []
     # Null asks for every partition whose preferred leader does not lead: there is none.
     for t in request.topic_partitions or ():
-        partitions = []
+        partitions: list[PartitionResult] = []
         for p in t.partitions:
             if logs.partition(t.topic, p) is None:
                 partitions.append({"partition_id": p, "error_code": ErrorCode.unknown_topic_or_partition,
@@ -28,17 +46,18 @@ def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
                 partitions.append({"partition_id": p, "error_code": ErrorCode.election_not_needed,
                                    "error_message": "Leader election not needed for topic partition."})
         results.append({"topic": t.topic, "partition_result": partitions})
-    return ctx.respond(error_code=ErrorCode.none, replica_election_results=results)
+    return {"error_code": ErrorCode.none, "replica_election_results": results}
 
 
-def handle_alter_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
+def handle_alter_partition_reassignments(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+                                         ) -> AlterPartitionReassignmentsResponse:
     if not ctx.allowed_on_cluster(Operation.ALTER):
-        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, responses=[])
+        return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "responses": []}
     services = ctx.services
     node = services.node_id
-    responses = []
+    responses: list[ReassignableTopicResponse] = []
     for t in request.topics:
-        partitions = []
+        partitions: list[ReassignablePartitionResponse] = []
         for p in t.partitions:
             code, message = ErrorCode.none, None
             if services.logs.partition(t.name, p.partition_index) is None:
@@ -56,10 +75,11 @@ def handle_alter_partition_reassignments(ctx: RequestContext, request: Any) -> A
                                  "registered.")
             partitions.append({"partition_index": p.partition_index, "error_code": code, "error_message": message})
         responses.append({"name": t.name, "partitions": partitions})
-    return ctx.respond(error_code=ErrorCode.none, error_message=None, responses=responses)
+    return {"error_code": ErrorCode.none, "error_message": None, "responses": responses}
 
 
-def handle_list_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
+def handle_list_partition_reassignments(ctx: RequestContext, request: ListPartitionReassignmentsRequest
+                                        ) -> ListPartitionReassignmentsResponse:
     if not ctx.allowed_on_cluster(Operation.DESCRIBE):
-        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, topics=[])
-    return ctx.respond(error_code=ErrorCode.none, error_message=None, topics=[])  # none ever in progress
+        return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "topics": []}
+    return {"error_code": ErrorCode.none, "error_message": None, "topics": []}  # none ever in progress

@@ -8,28 +8,50 @@ password; the broker keeps the stored and server keys derived from it.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ottla.protocol.errors import ErrorCode
 
 from ..logging import get_logger
 from ..security.authorizer import Operation
-from ..security.scram_credentials import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted_password
+from ..security.sasl import Credentials
+from ..security.scram_credentials import (
+    BY_CODE,
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
+    credential_from_salted_password,
+)
 from .context import RequestContext
+
+if TYPE_CHECKING:
+    from ottla.protocol.views.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        AlterUserScramCredentialsResult,
+        ScramCredentialDeletion,
+        ScramCredentialUpsertion,
+    )
+    from ottla.protocol.views.describe_user_scram_credentials import (
+        CredentialInfo,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+        DescribeUserScramCredentialsResult,
+    )
 
 log = get_logger("ottla.scram")
 
 
-def handle_describe(ctx: RequestContext, request: Any) -> Any:
+def handle_describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest
+                    ) -> DescribeUserScramCredentialsResponse:
     store = ctx.services.scram
     if not ctx.allowed_on_cluster(Operation.DESCRIBE):
         # Kafka's error answer: one result per user asked for, the error but no name.
-        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=[
-            _described("", ErrorCode.cluster_authorization_failed, None) for _ in request.users or ()])
+        return {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None, "results": [
+            _described("", ErrorCode.cluster_authorization_failed, None) for _ in request.users or ()]}
     # Null or empty: every user (Kafka's "describe all").
     names = [u.name for u in request.users] if request.users else store.users()
     counts = Counter(names)
-    results = []
+    results: list[DescribeUserScramCredentialsResult] = []
     for name in dict.fromkeys(names):
         if counts[name] > 1:
             results.append(_described(name, ErrorCode.duplicate_resource,
@@ -41,30 +63,35 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
             results.append(_described(name, ErrorCode.resource_not_found,
                                       f"Attempt to describe a user credential that does not exist: {name}"))
             continue
-        infos = [{"mechanism": code, "iterations": credentials[mechanism].iterations}
+        infos: list[CredentialInfo] = [{"mechanism": code, "iterations": credentials[mechanism].iterations}
                  for code, mechanism in sorted(BY_CODE.items()) if mechanism in credentials]
         results.append(_described(name, ErrorCode.none, None, infos))
-    return ctx.respond(error_code=ErrorCode.none, error_message=None, results=results)
+    return {"error_code": ErrorCode.none, "error_message": None, "results": results}
 
 
-def _described(user: str, code: ErrorCode, message: str | None, infos: list | None = None) -> dict[str, Any]:
+def _described(user: str, code: ErrorCode, message: str | None, infos: list[CredentialInfo] | None = None
+               ) -> DescribeUserScramCredentialsResult:
     return {"user": user, "error_code": code, "error_message": message, "credential_infos": infos or []}
 
 
-def handle_alter(ctx: RequestContext, request: Any) -> Any:
+def handle_alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     store = ctx.services.scram
     if not ctx.allowed_on_cluster(Operation.ALTER):
         named = dict.fromkeys(x.name for x in (*request.deletions, *request.upsertions))
-        return ctx.respond(results=[{"user": u, "error_code": ErrorCode.cluster_authorization_failed,
-                                     "error_message": None} for u in named])
+        return {"results": [{"user": u, "error_code": ErrorCode.cluster_authorization_failed,
+                             "error_message": None} for u in named]}
     # Every user named more than once for one mechanism fails whole, as in Kafka.
     seen = Counter((x.name, x.mechanism) for x in (*request.deletions, *request.upsertions))
     users = list(dict.fromkeys(x.name for x in (*request.deletions, *request.upsertions)))
     errors: dict[str, tuple[ErrorCode, str]] = {}
-    for x in (*request.deletions, *request.upsertions):
-        error = _problem(x, seen, store)
+    for x in request.deletions:
+        error = _problem(x, seen) or _deletion_problem(x, store)
         if error is not None and x.name not in errors:
             errors[x.name] = error
+    for y in request.upsertions:
+        error = _problem(y, seen) or _upsertion_problem(y)
+        if error is not None and y.name not in errors:
+            errors[y.name] = error
     upserts, deletions = [], []
     for x in request.deletions:
         if x.name not in errors:
@@ -78,24 +105,33 @@ def handle_alter(ctx: RequestContext, request: Any) -> Any:
         store.change(upserts, deletions)
         log.info("scram credentials changed", upserted=[(u, m) for u, m, _ in upserts], deleted=deletions,
                  peer=ctx.peer)
-    results = [{"user": user, "error_code": errors.get(user, (ErrorCode.none, None))[0],
-                "error_message": errors.get(user, (ErrorCode.none, None))[1]} for user in users]
-    return ctx.respond(results=results)
+    results: list[AlterUserScramCredentialsResult] = [
+        {"user": user, "error_code": errors.get(user, (ErrorCode.none, None))[0],
+         "error_message": errors.get(user, (ErrorCode.none, None))[1]} for user in users]
+    return {"results": results}
 
 
-def _problem(x: Any, seen: Counter, store: Any) -> tuple[ErrorCode, str] | None:
+def _problem(x: ScramCredentialDeletion | ScramCredentialUpsertion, seen: Counter[tuple[str, int]]
+             ) -> tuple[ErrorCode, str] | None:
     if not x.name:
         return ErrorCode.unacceptable_credential, "Username must not be empty"
     if x.mechanism not in BY_CODE:
         return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
     if seen[(x.name, x.mechanism)] > 1:
         return ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request"
-    if hasattr(x, "salted_password"):
-        if not x.salt or not x.salted_password:
-            return ErrorCode.unacceptable_credential, "Salt and salted password must not be empty"
-        if not MIN_ITERATIONS <= x.iterations <= MAX_ITERATIONS:
-            return (ErrorCode.unacceptable_credential,
-                    f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, got {x.iterations}")
-    elif store.get(x.name, BY_CODE[x.mechanism]) is None:
+    return None
+
+
+def _upsertion_problem(x: ScramCredentialUpsertion) -> tuple[ErrorCode, str] | None:
+    if not x.salt or not x.salted_password:
+        return ErrorCode.unacceptable_credential, "Salt and salted password must not be empty"
+    if not MIN_ITERATIONS <= x.iterations <= MAX_ITERATIONS:
+        return (ErrorCode.unacceptable_credential,
+                f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, got {x.iterations}")
+    return None
+
+
+def _deletion_problem(x: ScramCredentialDeletion, store: Credentials) -> tuple[ErrorCode, str] | None:
+    if store.get(x.name, BY_CODE[x.mechanism]) is None:
         return ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"
     return None

@@ -4,8 +4,8 @@ DescribeProducers. Each is a translation to and from the transaction coordinator
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import re2
 
@@ -17,39 +17,68 @@ from ..logging import get_logger
 from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
+if TYPE_CHECKING:
+    from ottla.protocol.views.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+    from ottla.protocol.views.add_partitions_to_txn import (
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        AddPartitionsToTxnResult,
+        AddPartitionsToTxnTopic,
+        AddPartitionsToTxnTopicResult,
+    )
+    from ottla.protocol.views.describe_producers import (
+        DescribeProducersRequest,
+        DescribeProducersResponse,
+        PartitionResponse,
+        TopicResponse,
+    )
+    from ottla.protocol.views.describe_transactions import (
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        TransactionState,
+    )
+    from ottla.protocol.views.end_txn import EndTxnRequest, EndTxnResponse
+    from ottla.protocol.views.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+    from ottla.protocol.views.list_transactions import ListTransactionsRequest, ListTransactionsResponse
+    from ottla.protocol.views.write_txn_markers import (
+        WritableTxnMarkerResult,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    )
+
 log = get_logger("ottla.transactions")
 
 _ALL_STATES = {state.kafka_name for state in TxnState}
 
 
-def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
+def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     services = ctx.services
     if request.transactional_id is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                                                 request.transactional_id):
-        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1,
-                           producer_epoch=-1)
-    if (getattr(request, "producer_id", -1) == -1) != (getattr(request, "producer_epoch", -1) == -1):
+        return {"error_code": ErrorCode.transactional_id_authorization_failed, "producer_id": -1,
+                "producer_epoch": -1}
+    if (request.producer_id == -1) != (request.producer_epoch == -1):
         # Kafka: a producer id and an epoch come together or not at all.
-        return ctx.respond(error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+        return {"error_code": ErrorCode.invalid_request, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id == "":
-        return ctx.respond(error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+        return {"error_code": ErrorCode.invalid_request, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is None and not _may_write_idempotently(ctx):
-        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1)
+        return {"error_code": ErrorCode.cluster_authorization_failed, "producer_id": -1, "producer_epoch": -1}
     try:
         if request.transactional_id is None:
             # An idempotent producer gets a fresh id with epoch 0 every time it asks, also
             # when it asks to bump the epoch of the id it has (KIP-360): Kafka does the same.
-            return ctx.respond(error_code=ErrorCode.none, producer_id=services.producer_ids.allocate(),
-                               producer_epoch=0)
+            return {"error_code": ErrorCode.none, "producer_id": services.producer_ids.allocate(),
+                    "producer_epoch": 0}
         producer_id, epoch = services.transactions.init_producer_id(
             request.transactional_id,
             int(request.transaction_timeout.total_seconds() * 1000),
-            getattr(request, "producer_id", -1),
-            getattr(request, "producer_epoch", -1),
+            request.producer_id,
+            request.producer_epoch,
         )
     except KafkaError as exc:
-        return ctx.respond(error_code=exc.code, producer_id=-1, producer_epoch=-1)
-    return ctx.respond(error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
+        return {"error_code": exc.code, "producer_id": -1, "producer_epoch": -1}
+    return {"error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": epoch}
 
 
 def _may_write_idempotently(ctx: RequestContext) -> bool:
@@ -60,8 +89,9 @@ def _may_write_idempotently(ctx: RequestContext) -> bool:
     return authorizer.authorize_any(ctx.session.principal, ctx.host, Operation.WRITE, ResourceType.TOPIC)
 
 
-def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics: Any,
-                    verify_only: bool) -> list[dict[str, Any]]:
+def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int,
+                    topics: Iterable[AddPartitionsToTxnTopic], verify_only: bool
+                    ) -> list[AddPartitionsToTxnTopicResult]:
     """Per-topic results for one transaction. As Kafka: if any partition is unknown or
     not writable by the client, nothing is added and the others get
     OPERATION_NOT_ATTEMPTED."""
@@ -96,8 +126,9 @@ def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: i
     return _by_topic(topics, codes)
 
 
-def _by_topic(topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
-    results = []
+def _by_topic(topics: Iterable[AddPartitionsToTxnTopic], codes: dict[tuple[str, int], ErrorCode]
+              ) -> list[AddPartitionsToTxnTopicResult]:
+    results: list[AddPartitionsToTxnTopicResult] = []
     for t in topics:
         results.append({"name": t.name, "results_by_partition": [
             {"partition_index": p, "partition_error_code": codes[(t.name, p)]} for p in t.partitions
@@ -105,45 +136,45 @@ def _by_topic(topics: Any, codes: dict[tuple[str, int], ErrorCode]) -> list[dict
     return results
 
 
-def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+def handle_add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     if ctx.version <= 3:
         results = _add_partitions(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                                   request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
-        return ctx.respond(results_by_topic_v3_and_below=results)
+        return {"results_by_topic_v3_and_below": results}
     if not ctx.allowed_on_cluster(Operation.CLUSTER_ACTION):
         # v4 and later are the brokers' own verification requests (KIP-890): Kafka
         # answers a client with one top-level error.
-        return ctx.respond(error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=[])
-    by_transaction = [
+        return {"error_code": ErrorCode.cluster_authorization_failed, "results_by_transaction": []}
+    by_transaction: list[AddPartitionsToTxnResult] = [
         {"transactional_id": txn.transactional_id,
          "topic_results": _add_partitions(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
                                           txn.topics, txn.verify_only)}
         for txn in request.transactions
     ]
-    return ctx.respond(error_code=ErrorCode.none, results_by_transaction=by_transaction)
+    return {"error_code": ErrorCode.none, "results_by_transaction": by_transaction}
 
 
-def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     services = ctx.services
     if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed)
+        return {"error_code": ErrorCode.transactional_id_authorization_failed}
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed)
+        return {"error_code": ErrorCode.group_authorization_failed}
     try:
         partition = services.offsets_partition_for(request.group_id)
         services.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                                            [partition])
     except KafkaError as exc:
-        return ctx.respond(error_code=exc.code)
-    return ctx.respond(error_code=ErrorCode.none)
+        return {"error_code": exc.code}
+    return {"error_code": ErrorCode.none}
 
 
-def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     coordinator = ctx.services.transactions
     txn_id = request.transactional_id
     if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
-        return ctx.respond(error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1,
-                           producer_epoch=-1)
+        return {"error_code": ErrorCode.transactional_id_authorization_failed, "producer_id": -1,
+                "producer_epoch": -1}
     try:
         # As Kafka: the answer goes out once PrepareCommit/PrepareAbort is in the log (the
         # outcome is decided and survives a crash); the markers and CompleteCommit/
@@ -152,14 +183,14 @@ def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
         producer_id, epoch = coordinator.end_txn(txn_id, request.producer_id, request.producer_epoch,
                                                  request.committed, bump_epoch=ctx.version >= 5, complete=False)
     except KafkaError as exc:
-        return ctx.respond(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+        return {"error_code": exc.code, "producer_id": -1, "producer_epoch": -1}
     ctx.after_response(lambda: coordinator.complete(txn_id))
-    return ctx.respond(error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
+    return {"error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": epoch}
 
 
-def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     markers = ctx.services.markers
-    results = []
+    results: list[WritableTxnMarkerResult] = []
     # Only brokers write markers: a client needs CLUSTER_ACTION.
     may = ctx.allowed_on_cluster(Operation.CLUSTER_ACTION)
     for marker in request.markers:
@@ -181,12 +212,13 @@ def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
                 {"partition_index": p, "error_code": codes[(t.name, p)]} for p in t.partition_indexes
             ]} for t in marker.topics
         ]})
-    return ctx.respond(markers=results)
+    return {"markers": results}
 
 
-def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest
+                                 ) -> DescribeTransactionsResponse:
     coordinator = ctx.services.transactions
-    states = []
+    states: list[TransactionState] = []
     for txn_id in request.transactional_ids:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
             states.append({"error_code": ErrorCode.transactional_id_authorization_failed, "transactional_id": txn_id,
@@ -213,60 +245,52 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
             "transactional_id": txn_id,
             "transaction_state": txn.state.kafka_name,
             "transaction_timeout": txn.timeout_ms,
-            "transaction_start_time": txn.start_ms if txn.start_ms >= 0 else None,
+            "transaction_start_time": txn.start_ms if txn.start_ms >= 0 else -1,
             "producer_id": txn.producer_id,
             "producer_epoch": txn.producer_epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
         })
-    return ctx.respond(transaction_states=states)
+    return {"transaction_states": states}
 
 
 _PATTERN_OPTIONS = re2.Options()
 _PATTERN_OPTIONS.log_errors = False
 
 
-def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
+def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     wanted_states = set(request.state_filters)
     unknown = sorted(wanted_states - _ALL_STATES)
     pattern = None
-    if getattr(request, "transactional_id_pattern", None):  # v2 (KIP-1152): ids matching it whole
+    if request.transactional_id_pattern:  # v2 (KIP-1152): ids matching it whole
         try:
             # RE2: a client's pattern runs in linear time over every transactional id.
             pattern = re2.compile(request.transactional_id_pattern, _PATTERN_OPTIONS)
         except re2.error:
-            return ctx.respond(error_code=ErrorCode.invalid_regular_expression, unknown_state_filters=unknown,
-                               transaction_states=[])
+            return {"error_code": ErrorCode.invalid_regular_expression, "unknown_state_filters": unknown,
+                    "transaction_states": []}
     try:
         listed = ctx.services.transactions.list(wanted_states & _ALL_STATES if wanted_states else set(),
                                               set(request.producer_id_filters),
-                                              getattr(request, "duration_filter", -1))
+                                              request.duration_filter)
     except KafkaError as exc:  # __transaction_state is loading
-        return ctx.respond(error_code=exc.code, unknown_state_filters=unknown, transaction_states=[])
+        return {"error_code": exc.code, "unknown_state_filters": unknown, "transaction_states": []}
     if wanted_states and not wanted_states & _ALL_STATES:
         listed = []
-    pattern_text = getattr(request, "transactional_id_pattern", None)
-    if pattern_text:  # v2 (KIP-1152): the ids the whole pattern matches, as Java's matches()
-        try:
-            pattern = re.compile(pattern_text)
-        except re.error:
-            return ctx.respond(error_code=ErrorCode.invalid_regular_expression, unknown_state_filters=unknown,
-                               transaction_states=[])
-        listed = [(txn_id, txn) for txn_id, txn in listed if pattern.fullmatch(txn_id)]
     # Only the transactions the client may describe (Kafka filters them the same way).
     listed = [(txn_id, txn) for txn_id, txn in listed
               if ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)
               and (pattern is None or pattern.fullmatch(txn_id))]
-    return ctx.respond(error_code=ErrorCode.none, unknown_state_filters=unknown, transaction_states=[
+    return {"error_code": ErrorCode.none, "unknown_state_filters": unknown, "transaction_states": [
         {"transactional_id": txn_id, "producer_id": txn.producer_id, "transaction_state": txn.state.kafka_name}
         for txn_id, txn in listed
-    ])
+    ]}
 
 
-def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
     logs = ctx.services.logs
-    topics = []
+    topics: list[TopicResponse] = []
     for t in request.topics:
-        partitions = []
+        partitions: list[PartitionResponse] = []
         readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)
         for index in t.partition_indexes:
             log = logs.partition(t.name, index)
@@ -283,6 +307,6 @@ def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
                 for e in log.producer_state.producers.values()
             ]})
         topics.append({"name": t.name, "partitions": partitions})
-    return ctx.respond(topics=topics)
+    return {"topics": topics}
 
 

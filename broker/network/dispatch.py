@@ -43,13 +43,17 @@ class Dispatcher:
         api_key = ctx.header.api_key
         response = HANDLERS[api_key](ctx, request)
         if iscoroutine(response):
-            return self._served_later(api_key, started, response)
+            return self._served_later(ctx, started, response)
+        if response.__class__ is dict:
+            response = ctx.entity(response)
         self.metrics.request_served(api_key, perf_counter() - started, response)
         return response
 
-    async def _served_later(self, api_key: int, started: float, response: Awaitable[Any]) -> Any:
-        response = await response
-        self.metrics.request_served(api_key, perf_counter() - started, response)
+    async def _served_later(self, ctx: RequestContext, started: float, pending: Awaitable[Any]) -> Any:
+        response = await pending
+        if response.__class__ is dict:
+            response = ctx.entity(response)
+        self.metrics.request_served(ctx.header.api_key, perf_counter() - started, response)
         return response
 
     async def handle(self, ctx: RequestContext, request: Any, close: Callable[[], None]) -> Any:
@@ -68,6 +72,8 @@ class Dispatcher:
             response = HANDLERS[api_key](ctx, request)
             if iscoroutine(response):
                 response = await response
+            if response.__class__ is dict:
+                response = ctx.entity(response)
             if group_commit is not None and group_commit.generation != appends_before:
                 await group_commit.sync()  # --fsync: what we acknowledge is on disk
         send = fault is None or await faults.before_response(fault, close)
