@@ -30,15 +30,15 @@ from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
 from .admin.access import AdminAccess, Principal, TooManyAttempts, admin_access
-from .admin.faults import Faults
-from .admin.metrics import Metrics
 from .client_quotas import ClientQuotas
 from .config import BrokerConfig, ConfigError, listener_text
 from .durability import GroupCommit, flush_in_background
 from .dynamic_config import DynamicBrokerConfigs
+from .faults import Faults
 from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigs
 from .logging import get_logger
+from .metrics import Metrics
 from .network.dispatch import Dispatcher
 from .network.listener import Listeners
 from .network.request_memory import RequestMemory

@@ -2,9 +2,9 @@
 
     GET    /                302 to /console/ (a browser pointed at the endpoint lands on the console)
     GET    /healthz         200 "ok" while the broker serves, 503 once it is stopping
-    GET    /metrics         Prometheus text format (broker/admin/metrics.py)
+    GET    /metrics         Prometheus text format (broker/metrics.py)
     GET    /faults          the faults set, as JSON
-    POST   /faults          set a fault: a JSON object (broker/admin/faults.py); 201 with it
+    POST   /faults          set a fault: a JSON object (broker/faults.py); 201 with it
     DELETE /faults          remove every fault
     DELETE /faults/<id>     remove one
     /console/...            the web console (broker/admin/web_console/), when the broker has one
@@ -52,11 +52,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from ..faults import Faults, FaultSpecError
 from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
 from ..logging import get_logger
 from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from .access import AdminAccess, Principal, TooManyAttempts
-from .faults import Faults, FaultSpecError
 
 if TYPE_CHECKING:
     from .web_console.app import WebConsole

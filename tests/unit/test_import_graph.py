@@ -124,7 +124,7 @@ ROOMS: dict[str, set[str]] = {
     "core": {"foundation", "security"},
     "handlers": {"foundation", "security", "core"},
     "admin": {"foundation", "security", "core", "schema_registry"},
-    "network": {"foundation", "security", "core", "handlers", "admin"},
+    "network": {"foundation", "security", "core", "handlers"},
     "tools": {"foundation", "security", "core"},
     "testing": {"foundation", "core", "tools"},
     "assembly": {"foundation", "security", "core", "handlers", "admin", "network", "tools", "schema_registry"},

@@ -9,7 +9,7 @@ from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import KafkaError
 
 from ....config_entries import ConfigSource, broker_config_entries
-from ...faults import FaultKind
+from ....faults import FaultKind
 from ..html import Markup, dl, join, page, table, tag, url
 from ..params import Params
 from .common import ConsoleBroker

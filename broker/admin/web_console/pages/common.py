@@ -13,10 +13,10 @@ from ..html import Markup, esc, join, link, page, tag
 
 if TYPE_CHECKING:
     from ....config import Listener
+    from ....faults import Faults
+    from ....metrics import Metrics
     from ....schema_registry.store import SchemaStore
     from ....services import Services
-    from ...faults import Faults
-    from ...metrics import Metrics
 
 
 PAGE_SIZE = 50
