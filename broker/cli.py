@@ -99,15 +99,16 @@ def build_config(args: argparse.Namespace) -> ResolvedConfig:
 
 async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, ScramCredential]],
                  dev: DevSecurity | None) -> None:
-    from .server import Broker
+    from .tools.serve import ServedBroker
 
-    broker = Broker(resolved.config, add_scram + (dev.scram if dev is not None else []),
-                    config_sources=resolved.sources)
+    served = ServedBroker(resolved.config, add_scram + (dev.scram if dev is not None else []),
+                          config_sources=resolved.sources)
+    broker = served.broker
     await broker.start()
-    if broker.admin_url is not None:
-        print(ready_lines.admin_line(broker.admin_url), flush=True)
-    if broker.schema_registry_url is not None:
-        print(ready_lines.schema_registry_line(broker.schema_registry_url), flush=True)
+    if served.admin_url is not None:
+        print(ready_lines.admin_line(served.admin_url), flush=True)
+    if served.schema_registry_url is not None:
+        print(ready_lines.schema_registry_line(served.schema_registry_url), flush=True)
     for listener in broker.listeners[1:]:
         host, port = listener.advertised_address
         print(ready_lines.listener_line(listener.name, listener.security_protocol, host, port), flush=True)
