@@ -44,7 +44,7 @@ from typing import IO, Protocol
 
 from confluent_kafka.admin import AdminClient
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.reference.kafka import KafkaBroker, ReferenceUnavailable, libs_dir
 
 START_TIMEOUT = 30.0

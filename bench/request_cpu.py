@@ -82,7 +82,7 @@ def measure(trees: list[str | None], rounds: int, warmup: int) -> list[tuple[flo
     """Per code tree, (broker CPU us per round, median us per request by name). The
     brokers run side by side and take the rounds in turn, so that what else the
     machine does falls on all of them alike."""
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
     from tests.clients import create_topic
     from tests.wire import WireClient
 

@@ -94,7 +94,7 @@ def _launch() -> int:
 
 
 def _broker_class() -> Any:
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
 
     class CallgrindBroker(BrokerProcess):
         def __init__(self, data_dir: str, out_dir: str) -> None:

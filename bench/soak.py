@@ -36,10 +36,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.codec import encode_request, request_class
 from ottla.protocol.entities import make
+from ottla.testing import BrokerProcess
 from tests.integration.crash_producers import check
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="only say whether the file is current")
     args = parser.parse_args(argv)
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
     from tests.reference.kafka import KafkaBroker
 
     from .secured import start_pair

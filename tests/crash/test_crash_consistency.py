@@ -38,7 +38,7 @@ def test_everything_before_the_clean_shutdown_marker_is_durable(tmp_path):
     the time it is written, nothing before it may still be at the mercy of a power loss
     (no write, truncation or name left unsynced). Seen failing with the active segment's
     last time index entry and the shutdown snapshot written after the logs' flush."""
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
     from tests.clients import create_topic, idempotent_producer, produce_all
 
     from .recording import CREATE, Baseline, Recording, read_ops, shim_environment

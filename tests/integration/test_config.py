@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 
-from ottla.broker.testing import BrokerProcess
 from ottla.broker.tools.client import Cluster
+from ottla.testing import BrokerProcess
 from tests.clients import idempotent_producer, produce_all, read_all
 
 

@@ -63,9 +63,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.member_assignment import consumer_assignment
+from ottla.testing import BrokerProcess
 from tests.sasl_brokers import PlainUsers
 from tests.schema_registry_http import RegistryHttp
 from tests.wire import request

@@ -45,7 +45,7 @@ def kafka_dump(*args: str) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """An Ottla data directory, stopped cleanly, and the names in it."""
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
 
     broker = BrokerProcess(str(tmp_path_factory.mktemp("dump") / "data")).start()
     topic, txn_id, group = "dumped", "dump-txn", "dump-group"

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from ..sasl_brokers import sasl_plain_client_config, start_sasl_plain_broker
 from ..schema_registry_http import RegistryHttp

@@ -25,8 +25,8 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaException, Producer
 from kafka import KafkaProducer
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic
 from tests.reference.kafka import run_java
 from tests.wire import WireClient, request

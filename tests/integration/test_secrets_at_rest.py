@@ -64,7 +64,7 @@ def test_acl_and_credential_files_and_the_data_dir_are_the_owners_alone_whatever
         UserScramCredentialUpsertion,
     )
 
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
 
     data = tmp_path / "data"
     data.mkdir(mode=0o777)

@@ -33,9 +33,9 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic, poll_to_partition_ends
 from tests.restarts import RESTARTS, restart
 from tests.sasl_brokers import plain_jaas, sasl_plain_client_config

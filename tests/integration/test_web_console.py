@@ -24,9 +24,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from playwright.sync_api import sync_playwright
 
-from ottla.broker.testing import BrokerProcess
 from ottla.broker.tools.client import Cluster
 from ottla.protocol.apis import CREATE_TOPICS
+from ottla.testing import BrokerProcess
 
 from ..clients import create_topic, idempotent_producer, produce_all, transactional_producer
 from ..system_tools import require

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline")  # pyproject's package-dir
+LAYERS = ("protocol", "storage", "coordinator", "broker", "testing", "pipeline")  # pyproject's package-dir
 
 
 def _modules() -> dict[str, Path]:
@@ -117,7 +117,7 @@ def test_an_import_under_type_checking_counts(tmp_path: Path) -> None:
 FOUNDATION = {"ottla.broker.logging", "ottla.broker.json_files", "ottla.broker.http_site"}
 ASSEMBLY = {"ottla.broker.server"}
 COMMAND = {"ottla.broker.cli"}  # the `ottla` command: with the tools
-SUBPACKAGE_ROOMS = ("network", "security", "admin", "tools", "testing", "handlers", "schema_registry")
+SUBPACKAGE_ROOMS = ("network", "security", "admin", "tools", "handlers", "schema_registry")
 ROOMS: dict[str, set[str]] = {
     "foundation": set(),
     "security": {"foundation"},
@@ -129,7 +129,6 @@ ROOMS: dict[str, set[str]] = {
     "assembly": {"foundation", "security", "core", "handlers", "network"},
     # tools/serve.py puts the broker (the assembly) and the servers beside it together.
     "tools": {"foundation", "security", "core", "network", "assembly", "admin", "schema_registry"},
-    "testing": {"foundation", "core", "tools"},
 }
 
 

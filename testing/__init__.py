@@ -32,10 +32,9 @@ import urllib.request
 from collections.abc import Iterator
 from typing import IO, Any
 
+from ottla.broker.ready_lines import ADMIN_PREFIX, LISTENER_PREFIX, LOADED_LINE, READY_PREFIX, SCHEMA_REGISTRY_PREFIX
+from ottla.broker.tools.client import REQUEST_TIMEOUT_MS, Cluster, check
 from ottla.protocol.apis import CREATE_TOPICS
-
-from ..ready_lines import ADMIN_PREFIX, LISTENER_PREFIX, LOADED_LINE, READY_PREFIX, SCHEMA_REGISTRY_PREFIX
-from ..tools.client import REQUEST_TIMEOUT_MS, Cluster, check
 
 # How long a call to the admin endpoint may take before it counts as failed.
 ADMIN_TIMEOUT_SECONDS = 10
