@@ -39,7 +39,7 @@ def _launch() -> int:
     """In the broker's process: time each request, write the times out at exit."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # bench/client.py is no `client`
-    from ottla.broker.cli import main
+    from ottla.tools.cli import main
     try:
         from ottla.broker.network.connection import Connection
     except ImportError:  # a tree from before broker/ had rooms

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ottla.broker.tools.client import recv_exactly
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.codec import decode_response, encode_request, request_class
 from ottla.protocol.entities import make
+from ottla.tools.client import recv_exactly
 
 from . import known
 from .harness import Difference, Scenario, differences, run

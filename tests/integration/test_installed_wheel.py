@@ -21,7 +21,7 @@ import urllib.request
 import protocol
 import storage
 
-from ottla.broker.tools.client import Cluster
+from ottla.tools.client import Cluster
 
 
 def test_own_packages_beside_ottla_fixtures(ottla_broker, ottla_topic, ottla_schema_registry):

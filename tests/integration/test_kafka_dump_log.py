@@ -30,7 +30,7 @@ RECORD = re.compile(r"^(\| offset: \d+ .*?) key: (.*) payload: (.*)$")
 
 
 def ottla_dump(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "ottla.broker.cli", "dump-log", *args],
+    result = subprocess.run([sys.executable, "-m", "ottla.tools.cli", "dump-log", *args],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and not result.stderr, result.stderr
     return result.stdout

@@ -492,7 +492,7 @@ def test_dev_security_in_one_line_and_the_tools_with_its_client_properties(tmp_p
         producer.produce(topic_name, b"secured")
         assert producer.flush(20) == 0
         properties = os.path.join(broker.data_dir, "dev-security", "client.properties")
-        listed = subprocess.run([sys.executable, "-m", "ottla.broker.cli", "topics", "list", "--bootstrap-server",
+        listed = subprocess.run([sys.executable, "-m", "ottla.tools.cli", "topics", "list", "--bootstrap-server",
                                  broker.bootstrap, "--command-config", properties],
                                 capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0, listed.stderr

@@ -28,7 +28,12 @@ NOT_IMPORTED = {
     "scramp": "the first SCRAM exchange",
     "trustme": "--dev-security",
     "ottla.broker.security.dev_security": "--dev-security",
-    "ottla.broker.tools": "the other subcommands (ottla topics, produce, consume, console ...)",
+    # ottla.tools.cli is the command itself, ottla.tools.serve what `ottla serve` runs.
+    "ottla.tools.admin_cli": "the other subcommands (ottla topics, groups, transactions ...)",
+    "ottla.tools.console": "ottla produce, ottla consume",
+    "ottla.tools.open_console": "ottla console",
+    "ottla.tools.client": "the other subcommands' wire client",
+    "ottla.tools.dump_log": "ottla dump-log",
 }
 
 

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("protocol", "storage", "coordinator", "broker", "testing", "pipeline")  # pyproject's package-dir
+LAYERS = ("protocol", "storage", "coordinator", "broker", "tools", "testing", "pipeline")  # pyproject's package-dir
 
 
 def _modules() -> dict[str, Path]:
@@ -116,8 +116,7 @@ def test_an_import_under_type_checking_counts(tmp_path: Path) -> None:
 # modules: the configuration and what handlers use.
 FOUNDATION = {"ottla.broker.logging", "ottla.broker.json_files", "ottla.broker.http_site"}
 ASSEMBLY = {"ottla.broker.server"}
-COMMAND = {"ottla.broker.cli"}  # the `ottla` command: with the tools
-SUBPACKAGE_ROOMS = ("network", "security", "admin", "tools", "handlers", "schema_registry")
+SUBPACKAGE_ROOMS = ("network", "security", "admin", "handlers", "schema_registry")
 ROOMS: dict[str, set[str]] = {
     "foundation": set(),
     "security": {"foundation"},
@@ -127,8 +126,6 @@ ROOMS: dict[str, set[str]] = {
     "admin": {"foundation", "security", "core", "schema_registry"},
     "network": {"foundation", "security", "core", "handlers"},
     "assembly": {"foundation", "security", "core", "handlers", "network"},
-    # tools/serve.py puts the broker (the assembly) and the servers beside it together.
-    "tools": {"foundation", "security", "core", "network", "assembly", "admin", "schema_registry"},
 }
 
 
@@ -138,8 +135,6 @@ def _room(module: str) -> str:
         return "foundation"
     if module in ASSEMBLY:
         return "assembly"
-    if module in COMMAND:
-        return "tools"
     if len(parts) > 3 or (len(parts) == 3 and parts[2] in SUBPACKAGE_ROOMS):
         assert parts[2] in SUBPACKAGE_ROOMS, f"{module}: a new folder of broker/ needs its place in ROOMS"
         return parts[2]
@@ -177,4 +172,4 @@ def test_schema_registry_is_a_room_of_its_own() -> None:
                     for target in targets if target.startswith(room)})
     assert users == ["ottla.broker.admin.web_console.pages.common", "ottla.broker.admin.web_console.pages.messages",
                      "ottla.broker.admin.web_console.pages.schemas", "ottla.broker.admin.web_console.schema_decoding",
-                     "ottla.broker.tools.serve"]
+                     "ottla.tools.serve"]

@@ -10,6 +10,6 @@ back, aborted records, producer ids and their sequences, groups and their lag.
 - `static/`: the one script and style sheet (package data, no build step);
 - `command.py`: `ottla console`.
 
-Not to be confused with broker/tools/console.py, the `ottla produce` / `ottla consume`
+Not to be confused with tools/console.py, the `ottla produce` / `ottla consume`
 command-line producer and consumer.
 """

@@ -19,17 +19,18 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ottla.broker.config import LOG_DEFAULTS, PROPERTIES, ConfigError, ResolvedConfig, resolve_config
+from ottla.broker.logging import configure, get_logger
+from ottla.broker.network.request_memory import settle_allocator
+from ottla.broker.security.scram_credentials import ScramCredential, parse_add_scram
+
 from . import ready_lines
-from .config import LOG_DEFAULTS, PROPERTIES, ConfigError, ResolvedConfig, resolve_config
-from .logging import configure, get_logger
-from .network.request_memory import settle_allocator
-from .security.scram_credentials import ScramCredential, parse_add_scram
 
 # What only some starts use (--dev-security, TLS, signed OAUTHBEARER tokens) and the
 # other subcommands' tools are imported where they are used: `ottla serve` with none of
 # them configured is ready sooner (tests/integration/test_start_imports.py).
 if TYPE_CHECKING:
-    from .security.dev_security import DevSecurity
+    from ottla.broker.security.dev_security import DevSecurity
 
 # The subcommands `main` handles itself; any other (or none: --help) builds the tools'
 # parsers too.
@@ -99,7 +100,7 @@ def build_config(args: argparse.Namespace) -> ResolvedConfig:
 
 async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, ScramCredential]],
                  dev: DevSecurity | None) -> None:
-    from .tools.serve import ServedBroker
+    from .serve import ServedBroker
 
     served = ServedBroker(resolved.config, add_scram + (dev.scram if dev is not None else []),
                           config_sources=resolved.sources)
@@ -133,7 +134,7 @@ async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, Scram
 
 def _with_dev_security(resolved: ResolvedConfig) -> tuple[ResolvedConfig, DevSecurity]:
     """The first listener renamed SASL_SSL and secured with dev_security's material."""
-    from .security.dev_security import prepare
+    from ottla.broker.security.dev_security import prepare
 
     config = resolved.config
     first = config.listeners[0]
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if not argv or argv[0] not in _OWN_COMMANDS:
-        from .tools import admin_cli, console, open_console
+        from . import admin_cli, console, open_console
 
         admin_cli.add_parsers(sub)
         console.add_parsers(sub)
@@ -172,11 +173,11 @@ def main(argv: list[str] | None = None) -> int:
             for listener in resolved.config.listeners:  # the TLS files: readable, usable
                 security = resolved.config.listener_security(listener)
                 if security.ssl is not None:
-                    from .security.tls import server_context
+                    from ottla.broker.security.tls import server_context
 
                     server_context(security.ssl)
                 if security.sasl is not None and security.sasl.oauthbearer is not None:
-                    from .security.oauthbearer import validator_for
+                    from ottla.broker.security.oauthbearer import validator_for
 
                     try:  # the JWKS: readable, holding keys
                         validator_for(security.sasl.oauthbearer)
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.exit(1, f"ottla serve: {exc}\n")
         return 0
     if args.command == "dump-log":
-        from .tools.dump_log import dump_files
+        from .dump_log import dump_files
 
         try:
             dump_files(args.files, sys.stdout, decoder=args.decoder)

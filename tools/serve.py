@@ -15,18 +15,18 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from ..config import BrokerConfig, ConfigError
-from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from ..security.scram_credentials import ScramCredential
-from ..server import Broker
+from ottla.broker.config import BrokerConfig, ConfigError
+from ottla.broker.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from ottla.broker.security.scram_credentials import ScramCredential
+from ottla.broker.server import Broker
 
 if TYPE_CHECKING:
-    from ..admin.access import AdminAccess, Principal
-    from ..admin.admin_http import AdminServer
-    from ..admin.web_console.pages.common import ConsoleBroker
-    from ..schema_registry.access import CallableAccess
-    from ..schema_registry.rest import SchemaRegistryServer
-    from ..schema_registry.store import SchemaStore
+    from ottla.broker.admin.access import AdminAccess, Principal
+    from ottla.broker.admin.admin_http import AdminServer
+    from ottla.broker.admin.web_console.pages.common import ConsoleBroker
+    from ottla.broker.schema_registry.access import CallableAccess
+    from ottla.broker.schema_registry.rest import SchemaRegistryServer
+    from ottla.broker.schema_registry.store import SchemaStore
 
 
 class ServedBroker:
@@ -42,13 +42,13 @@ class ServedBroker:
         self._access: AdminAccess | None = None
         if config.admin_port is None and config.schema_registry_listener is None:
             return
-        from ..admin.access import admin_access
+        from ottla.broker.admin.access import admin_access
 
         # Who signs in to the HTTP endpoints, and what each may do.
         self._access = admin_access(broker)
         if config.admin_port is not None:
-            from ..admin.admin_http import AdminServer
-            from ..admin.web_console.app import WebConsole
+            from ottla.broker.admin.admin_http import AdminServer
+            from ottla.broker.admin.web_console.app import WebConsole
 
             self.admin = AdminServer(broker.faults, broker.metrics_text, lambda: broker.stopping, config.admin_token,
                                      # The console answers 503 until `services` exist (web_console/app.py).
@@ -57,8 +57,8 @@ class ServedBroker:
         # The built-in schema registry: its state is the `_schemas` topic (`schema_store`),
         # read when the broker has loaded its data directory.
         if config.schema_registry_listener is not None:
-            from ..schema_registry.registry import SchemaRegistry
-            from ..schema_registry.rest import SchemaRegistryServer
+            from ottla.broker.schema_registry.registry import SchemaRegistry
+            from ottla.broker.schema_registry.rest import SchemaRegistryServer
 
             self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
                                                         _registry_access(self._access))
@@ -67,7 +67,7 @@ class ServedBroker:
     @functools.cached_property
     def schema_store(self) -> SchemaStore:
         """The schema registry's state: made when the registry or the console first asks."""
-        from ..schema_registry.store import SchemaStore
+        from ottla.broker.schema_registry.store import SchemaStore
 
         return SchemaStore(self.broker.logs)
 
@@ -91,7 +91,7 @@ class ServedBroker:
 
     def data_loaded(self) -> None:
         if self.schema_registry is not None:
-            from ..schema_registry.store import UnusableTopic
+            from ottla.broker.schema_registry.store import UnusableTopic
 
             # Before any client connects: `_schemas` is the registry's alone from the start.
             try:
@@ -147,8 +147,8 @@ class _ConsoleBroker:
 def _registry_access(access: AdminAccess) -> CallableAccess:
     """The schema registry signs in the broker's users and asks its authorizer, as the
     admin endpoint does (schema_registry/access.py has the mapping)."""
-    from ..admin.access import TooManyAttempts
-    from ..schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
+    from ottla.broker.admin.access import TooManyAttempts
+    from ottla.broker.schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
 
     principals: dict[str, Principal] = {}
 
