@@ -45,7 +45,7 @@ KILL_WAIT_SECONDS = 10
 
 
 class AdminEndpoint:
-    """The broker's admin HTTP endpoint: metrics and faults (see broker/admin/admin_http.py)."""
+    """The broker's admin HTTP endpoint: metrics and faults (see console/admin_http.py)."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url

@@ -21,12 +21,12 @@ from ottla.broker.security.scram_credentials import ScramCredential
 from ottla.broker.server import Broker
 
 if TYPE_CHECKING:
-    from ottla.broker.admin.access import AdminAccess, Principal
-    from ottla.broker.admin.admin_http import AdminServer
-    from ottla.broker.admin.web_console.pages.common import ConsoleBroker
     from ottla.broker.schema_registry.access import CallableAccess
     from ottla.broker.schema_registry.rest import SchemaRegistryServer
     from ottla.broker.schema_registry.store import SchemaStore
+    from ottla.console.access import AdminAccess, Principal
+    from ottla.console.admin_http import AdminServer
+    from ottla.console.pages.common import ConsoleBroker
 
 
 class ServedBroker:
@@ -42,13 +42,13 @@ class ServedBroker:
         self._access: AdminAccess | None = None
         if config.admin_port is None and config.schema_registry_listener is None:
             return
-        from ottla.broker.admin.access import admin_access
+        from ottla.console.access import admin_access
 
         # Who signs in to the HTTP endpoints, and what each may do.
         self._access = admin_access(broker)
         if config.admin_port is not None:
-            from ottla.broker.admin.admin_http import AdminServer
-            from ottla.broker.admin.web_console.app import WebConsole
+            from ottla.console.admin_http import AdminServer
+            from ottla.console.app import WebConsole
 
             self.admin = AdminServer(broker.faults, broker.metrics_text, lambda: broker.stopping, config.admin_token,
                                      # The console answers 503 until `services` exist (web_console/app.py).
@@ -147,8 +147,8 @@ class _ConsoleBroker:
 def _registry_access(access: AdminAccess) -> CallableAccess:
     """The schema registry signs in the broker's users and asks its authorizer, as the
     admin endpoint does (schema_registry/access.py has the mapping)."""
-    from ottla.broker.admin.access import TooManyAttempts
     from ottla.broker.schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
+    from ottla.console.access import TooManyAttempts
 
     principals: dict[str, Principal] = {}
 

@@ -1,4 +1,4 @@
-"""The web console (broker/admin/web_console/) in a real headless browser: Debian's chromium
+"""The web console (console/) in a real headless browser: Debian's chromium
 driven by Playwright, against a broker holding a committed, an aborted and an open
 transaction, plain records, and a consumer group with a live member and a committed
 offset; each page is checked for what a person looks at.

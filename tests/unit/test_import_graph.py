@@ -8,7 +8,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("protocol", "storage", "coordinator", "broker", "tools", "testing", "pipeline")  # pyproject's package-dir
+# pyproject's package-dir
+LAYERS = ("protocol", "storage", "coordinator", "broker", "console", "tools", "testing", "pipeline")
 
 
 def _modules() -> dict[str, Path]:
@@ -116,14 +117,13 @@ def test_an_import_under_type_checking_counts(tmp_path: Path) -> None:
 # modules: the configuration and what handlers use.
 FOUNDATION = {"ottla.broker.logging", "ottla.broker.json_files", "ottla.broker.http_site"}
 ASSEMBLY = {"ottla.broker.server"}
-SUBPACKAGE_ROOMS = ("network", "security", "admin", "handlers", "schema_registry")
+SUBPACKAGE_ROOMS = ("network", "security", "handlers", "schema_registry")
 ROOMS: dict[str, set[str]] = {
     "foundation": set(),
     "security": {"foundation"},
     "schema_registry": {"foundation"},
     "core": {"foundation", "security"},
     "handlers": {"foundation", "security", "core"},
-    "admin": {"foundation", "security", "core", "schema_registry"},
     "network": {"foundation", "security", "core", "handlers"},
     "assembly": {"foundation", "security", "core", "handlers", "network"},
 }
@@ -170,6 +170,6 @@ def test_schema_registry_is_a_room_of_its_own() -> None:
     assert leaks == []
     users = sorted({name for name, targets in graph.items() if not name.startswith(room)
                     for target in targets if target.startswith(room)})
-    assert users == ["ottla.broker.admin.web_console.pages.common", "ottla.broker.admin.web_console.pages.messages",
-                     "ottla.broker.admin.web_console.pages.schemas", "ottla.broker.admin.web_console.schema_decoding",
+    assert users == ["ottla.console.pages.common", "ottla.console.pages.messages",
+                     "ottla.console.pages.schemas", "ottla.console.schema_decoding",
                      "ottla.tools.serve"]

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ....schema_registry.access import topic_of
-from ....schema_registry.store import SchemaVersion
+from ottla.broker.schema_registry.access import topic_of
+from ottla.broker.schema_registry.store import SchemaVersion
+
 from ..html import Markup, dl, join, link, page, pager, search_form, table, tag
 from ..params import Params
 from .common import PAGE_SIZE, ConsoleBroker, NotFound
