@@ -21,12 +21,12 @@ from ottla.broker.security.scram_credentials import ScramCredential
 from ottla.broker.server import Broker
 
 if TYPE_CHECKING:
-    from ottla.broker.schema_registry.access import CallableAccess
-    from ottla.broker.schema_registry.rest import SchemaRegistryServer
-    from ottla.broker.schema_registry.store import SchemaStore
     from ottla.console.access import AdminAccess, Principal
     from ottla.console.admin_http import AdminServer
     from ottla.console.pages.common import ConsoleBroker
+    from ottla.schema_registry.access import CallableAccess
+    from ottla.schema_registry.rest import SchemaRegistryServer
+    from ottla.schema_registry.store import SchemaStore
 
 
 class ServedBroker:
@@ -57,8 +57,8 @@ class ServedBroker:
         # The built-in schema registry: its state is the `_schemas` topic (`schema_store`),
         # read when the broker has loaded its data directory.
         if config.schema_registry_listener is not None:
-            from ottla.broker.schema_registry.registry import SchemaRegistry
-            from ottla.broker.schema_registry.rest import SchemaRegistryServer
+            from ottla.schema_registry.registry import SchemaRegistry
+            from ottla.schema_registry.rest import SchemaRegistryServer
 
             self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
                                                         _registry_access(self._access))
@@ -67,7 +67,7 @@ class ServedBroker:
     @functools.cached_property
     def schema_store(self) -> SchemaStore:
         """The schema registry's state: made when the registry or the console first asks."""
-        from ottla.broker.schema_registry.store import SchemaStore
+        from ottla.schema_registry.store import SchemaStore
 
         return SchemaStore(self.broker.logs)
 
@@ -91,7 +91,7 @@ class ServedBroker:
 
     def data_loaded(self) -> None:
         if self.schema_registry is not None:
-            from ottla.broker.schema_registry.store import UnusableTopic
+            from ottla.schema_registry.store import UnusableTopic
 
             # Before any client connects: `_schemas` is the registry's alone from the start.
             try:
@@ -147,8 +147,8 @@ class _ConsoleBroker:
 def _registry_access(access: AdminAccess) -> CallableAccess:
     """The schema registry signs in the broker's users and asks its authorizer, as the
     admin endpoint does (schema_registry/access.py has the mapping)."""
-    from ottla.broker.schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
     from ottla.console.access import TooManyAttempts
+    from ottla.schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
 
     principals: dict[str, Principal] = {}
 

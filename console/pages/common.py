@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from ottla.broker.config import Listener
     from ottla.broker.faults import Faults
     from ottla.broker.metrics import Metrics
-    from ottla.broker.schema_registry.store import SchemaStore
     from ottla.broker.services import Services
+    from ottla.schema_registry.store import SchemaStore
 
 
 PAGE_SIZE = 50

@@ -1,5 +1,5 @@
 """The registry's JSON type (JSON Schema): parsed and checked by the `jsonschema`
-package, compatibility by Ottla's own rules (broker/schema_registry/compatibility.py),
+package, compatibility by Ottla's own rules (schema_registry/compatibility.py),
 raw HTTP and confluent-kafka's JSONSerializer/JSONDeserializer through the broker.
 
 Break-and-see-it-fail: with the `required` rule of `_json_reads` removed,

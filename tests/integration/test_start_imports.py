@@ -18,7 +18,7 @@ NOT_IMPORTED = {
     "aiohttp": "admin.port or schema.registry.listeners",
     "ottla.broker.http_site": "admin.port or schema.registry.listeners",
     "ottla.console": "admin.port",
-    "ottla.broker.schema_registry": "schema.registry.listeners, or the console's schema pages",
+    "ottla.schema_registry": "schema.registry.listeners, or the console's schema pages",
     "avro": "the schema registry's schema types",
     "jsonschema": "the schema registry's schema types",
     "google.protobuf": "the schema registry's schema types",

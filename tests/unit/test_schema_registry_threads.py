@@ -20,12 +20,12 @@ import threading
 import pytest
 
 from ottla.broker.durability import GroupCommit
-from ottla.broker.schema_registry import registry as registry_module
-from ottla.broker.schema_registry.protobuf import ProtobufSchema
-from ottla.broker.schema_registry.registry import NotPrepared, SchemaRegistry, start_request
-from ottla.broker.schema_registry.store import SchemaStore
 from ottla.console.schema_decoding import SchemaDecoder
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.schema_registry import registry as registry_module
+from ottla.schema_registry.protobuf import ProtobufSchema
+from ottla.schema_registry.registry import NotPrepared, SchemaRegistry, start_request
+from ottla.schema_registry.store import SchemaStore
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 
