@@ -8,7 +8,7 @@ out of order or never sent, no transaction partly visible, no aborted one visibl
 Ottla starts on every one. `python -m tests.crash` runs thousands (make crash-soak).
 
 Seen failing: with the partition directory's fsync taken out of
-PartitionLog.unflushed_files (`if False and own > ...`), a crash state keeping names
+DirectorySync.descriptors (storage/directories.py, `if False and stamps[0] > ...`), a crash state keeping names
 at random lost the 50 acknowledged records of each partition's rolled segment.
 """
 
