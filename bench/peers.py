@@ -155,7 +155,11 @@ class _BaselineBroker(BrokerProcess):
         self.python = python
 
     def command(self) -> list[str]:
-        return [self.python, *super().command()[1:]]
+        # That installation's own `ottla` command: the module behind it moved between
+        # revisions (ottla.broker.cli until the products left broker/, ottla.tools.cli since).
+        own = super().command()
+        assert own[1:3] == ["-m", "ottla.tools.cli"], own[:3]
+        return [os.path.join(os.path.dirname(self.python), "ottla"), *own[3:]]
 
 
 def baseline_peer(revision: str) -> tuple[str, Callable[[], Peer]]:

@@ -765,7 +765,7 @@ def _ram_gib() -> str:
     return "unknown"
 
 
-SOURCES = ["broker", "protocol", "storage", "coordinator"]
+SOURCES = ["broker", "protocol", "storage", "coordinator", "schema_registry", "console", "tools"]
 
 
 def ottla_revision(root: str) -> tuple[str, str]:
