@@ -115,7 +115,7 @@ class Ottla:
 
 class SecondOttla(Ottla):
     """The A/A control: the same broker as Ottla, judged against nothing, kept apart from
-    the peers whose figures are the targets' bars (bench/report.py)."""
+    the peers whose figures are the targets' bars (bench/targets.py)."""
 
     name = "ottla-2"
 
