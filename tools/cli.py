@@ -6,7 +6,7 @@
     ottla dump-log [--transaction-log-decoder | --offsets-decoder] FILE...
     ottla topics create|list|describe|delete, ottla groups list|describe,
     ottla transactions list|describe, ottla produce, ottla consume   (see admin_cli, console)
-    ottla console [--admin-url URL] [--no-browser]   the web console (see web_console/)
+    ottla console [--admin-url URL] [--no-browser]   the web console (see console/)
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class ServedBroker:
             from ottla.console.app import WebConsole
 
             self.admin = AdminServer(broker.faults, broker.metrics_text, lambda: broker.stopping, config.admin_token,
-                                     # The console answers 503 until `services` exist (web_console/app.py).
+                                     # The console answers 503 until `services` exist (console/app.py).
                                      console=WebConsole(cast("ConsoleBroker", _ConsoleBroker(broker, self))),
                                      access=self._access, parse_console_schemas=self._parse_console_schemas)
         # The built-in schema registry: its state is the `_schemas` topic (`schema_store`),
@@ -124,7 +124,7 @@ def _url(host: str, port: int) -> str:
 
 
 class _ConsoleBroker:
-    """The broker as the console reads it (web_console/pages/common.py, ConsoleBroker):
+    """The broker as the console reads it (console/pages/common.py, ConsoleBroker):
     the broker's own state, and the schema registry's (its pages; the Messages page
     decodes records with the registry's parser when it is on)."""
 

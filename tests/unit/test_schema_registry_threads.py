@@ -111,7 +111,7 @@ async def test_the_consoles_decoder_never_parses_on_the_loop(registry: SchemaReg
     assert registry.register("s", SCHEMA) == {"id": 1}
     seen = _threads_of_parse(monkeypatch)
     record = b"\0" + (1).to_bytes(4, "big") + b'{"a": 1}'
-    # A page's decoder (web_console/schema_decoding.py) meets the schema first: noted.
+    # A page's decoder (console/schema_decoding.py) meets the schema first: noted.
     first = SchemaDecoder(registry.state, lambda subject: True, registry.stored_parse).decode(record)
     assert first is not None and "is being parsed" in first.note and first.text is None and not seen
     # The admin endpoint has the registry parse what was noted, in its worker, and
