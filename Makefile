@@ -83,7 +83,7 @@ $(VENV)/.installed-test: $(VENV)/.installed-base pyproject.toml
 	touch $@
 
 # ruff over the whole tree; mypy over the product packages under their installed names.
-LAYERS := broker protocol storage coordinator pipeline
+LAYERS := broker protocol storage coordinator pipeline schema_registry console tools testing
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	mkdir -p .cache/mypy/ottla

@@ -51,13 +51,10 @@ from .report import (
     RUN_HEADING,
     Run,
     machine_lines,
-    memory_lines,
     ottla_revision,
     per_round_lines,
     scale_lines,
     tables,
-    targets_record,
-    targets_table,
     write_results,
 )
 from .round_trips import SESSIONS, round_trip_lines, run_round_trips
@@ -65,6 +62,7 @@ from .scale import GIB, free_disk_problem, run_scale
 from .security import run_security, security_lines
 from .starts import MANY_PARTITIONS as MANY_STARTS
 from .starts import MANY_RECORDS, run_starts, starts_lines
+from .targets import memory_lines, targets_record, targets_table
 from .workloads import Measurement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -24,12 +24,13 @@ import os
 import sys
 from typing import Any
 
-from .report import ABSOLUTE, CONTROL_RATIO, RATIO, markdown_table
+from .report import markdown_table
+from .targets import ABSOLUTE, CONTROL_RATIO, RATIO
 
 RUNS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")
 NOISE_BAND = 0.05
 AGREE, DIFFER, NO_FIGURE = "agree", "**differ**", "no figure to compare"
-# (report.NOISE is the A/A rows' verdict in a run; this is how compare marks those rows.)
+# (targets.NOISE is the A/A rows' verdict in a run; this is how compare marks those rows.)
 SAME_VERDICT, OTHER_VERDICT, A_A_ROW = "same verdict", "**verdict differs**", "noise (A/A)"
 
 

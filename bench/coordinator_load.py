@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 
 from confluent_kafka import Producer
 
-from ottla.broker.testing import BrokerProcess
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset, OffsetKey, encode_offset_key, encode_offset_value
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
@@ -35,6 +34,7 @@ from ottla.coordinator.transactions import INTERNAL_TOPIC_CONFIGS
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
+from ottla.testing import BrokerProcess
 
 from .peers import peak_resident
 

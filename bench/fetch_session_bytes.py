@@ -9,9 +9,9 @@ from __future__ import annotations
 import tempfile
 import time
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.codec import decode_response, encode_request
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic
 from tests.wire import WireClient, request
 

@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
+from ottla.testing import BrokerProcess
 
 from .peers import peak_resident
 from .scale import MIB

@@ -18,7 +18,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic, idempotent_producer
 from tests.reference.connect import MirrorMaker, mirror_properties, wait_until
 from tests.reference.kafka import KafkaBroker

@@ -44,7 +44,7 @@ from typing import IO, Protocol
 
 from confluent_kafka.admin import AdminClient
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.reference.kafka import KafkaBroker, ReferenceUnavailable, libs_dir
 
 START_TIMEOUT = 30.0
@@ -115,7 +115,7 @@ class Ottla:
 
 class SecondOttla(Ottla):
     """The A/A control: the same broker as Ottla, judged against nothing, kept apart from
-    the peers whose figures are the targets' bars (bench/report.py)."""
+    the peers whose figures are the targets' bars (bench/targets.py)."""
 
     name = "ottla-2"
 
@@ -155,7 +155,11 @@ class _BaselineBroker(BrokerProcess):
         self.python = python
 
     def command(self) -> list[str]:
-        return [self.python, *super().command()[1:]]
+        # That installation's own `ottla` command: the module behind it moved between
+        # revisions (ottla.broker.cli until the products left broker/, ottla.tools.cli since).
+        own = super().command()
+        assert own[1:3] == ["-m", "ottla.tools.cli"], own[:3]
+        return [os.path.join(os.path.dirname(self.python), "ottla"), *own[3:]]
 
 
 def baseline_peer(revision: str) -> tuple[str, Callable[[], Peer]]:

@@ -39,7 +39,7 @@ def _launch() -> int:
     """In the broker's process: time each request, write the times out at exit."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # bench/client.py is no `client`
-    from ottla.broker.cli import main
+    from ottla.tools.cli import main
     try:
         from ottla.broker.network.connection import Connection
     except ImportError:  # a tree from before broker/ had rooms
@@ -82,7 +82,7 @@ def measure(trees: list[str | None], rounds: int, warmup: int) -> list[tuple[flo
     """Per code tree, (broker CPU us per round, median us per request by name). The
     brokers run side by side and take the rounds in turn, so that what else the
     machine does falls on all of them alike."""
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
     from tests.clients import create_topic
     from tests.wire import WireClient
 

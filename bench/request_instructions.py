@@ -76,8 +76,8 @@ def _launch() -> int:
 
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # bench/client.py is no `client`
-    from ottla.broker.cli import main
     from ottla.broker.network.connection import Connection
+    from ottla.tools.cli import main
 
     dump_at = ctypes.CDLL(os.environ["OTTLA_CALLGRIND_HELPER"]).dump_at
     dump_at.argtypes = [ctypes.c_char_p]
@@ -94,7 +94,7 @@ def _launch() -> int:
 
 
 def _broker_class() -> Any:
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
 
     class CallgrindBroker(BrokerProcess):
         def __init__(self, data_dir: str, out_dir: str) -> None:
@@ -279,7 +279,7 @@ def measure_produce_from_outside(peer: str, rounds: int, warmup: int, say: Any =
         program = [binary, "start", "--data-dir", os.path.join(work, "data"), "--host", "127.0.0.1", "--only",
                    "kafka", "--kafka-port", str(port)]
     else:
-        program = [sys.executable, "-m", "ottla.broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+        program = [sys.executable, "-m", "ottla.tools.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                    "--data-dir", os.path.join(work, "data")]
     log = open(os.path.join(work, "broker.log"), "w")
     process = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.out.%p",

@@ -39,7 +39,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from .peers import resident
 from .workloads import BenchProducer, ClientErrors, Job, create_topic

@@ -26,10 +26,10 @@ import time
 
 from scramp import ScramClient
 
-from ottla.broker.testing import BrokerProcess
-from ottla.broker.tools.client import recv_exactly
 from ottla.protocol.codec import decode_response, encode_request, request_class
 from ottla.protocol.entities import make
+from ottla.testing import BrokerProcess
+from ottla.tools.client import recv_exactly
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 USER, PASSWORD = "bench", "bench-secret"

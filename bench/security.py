@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
 TARGET = 0.7

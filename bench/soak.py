@@ -44,10 +44,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.codec import encode_request, request_class
 from ottla.protocol.entities import make
+from ottla.testing import BrokerProcess
 from tests.integration.crash_producers import check
 from tests.integration.test_kafka_streams import HALF, expected_output, first_difference, run_app
 

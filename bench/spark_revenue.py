@@ -22,10 +22,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ottla.broker.testing import running_broker
 from ottla.pipeline.examples.orders import create_topic, make_orders, produce_orders
 from ottla.pipeline.examples.revenue import run
 from ottla.pipeline.session import local_session, spark_session
+from ottla.testing import running_broker
 from tests.pipeline.spark_cluster import APP_CONF, StandaloneCluster
 
 

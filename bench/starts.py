@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic
 
 from .peers import KAFKA, Kafka, Ottla, peak_resident, peers

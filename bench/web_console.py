@@ -27,9 +27,9 @@ import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ottla.broker.testing import BrokerProcess
-from ottla.broker.tools.client import Cluster, check
 from ottla.protocol.apis import CREATE_TOPICS
+from ottla.testing import BrokerProcess
+from ottla.tools.client import Cluster, check
 from tests.clients import commit_offset, transactional_producer
 
 TOPICS = 1000

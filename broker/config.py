@@ -350,7 +350,7 @@ class BrokerConfig:
     # Without SASL users or ACLs nobody can sign in to the console: it answers this
     # machine only unless this opens it (issue 28).
     admin_console_remote: bool = False
-    # The built-in schema registry (broker/schema_registry/): (host, port), off if None.
+    # The built-in schema registry (schema_registry/): (host, port), off if None.
     schema_registry_listener: tuple[str, int] | None = None
     # ACLs (broker/security/authorizer.py): on when authorizer.class.name names Kafka's authorizer.
     authorizer_class_name: str = ""

@@ -10,12 +10,11 @@ the clean-shutdown marker) so the next start needs no recovery.
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import resource
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import Protocol
 
 from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.groups import GroupCoordinator
@@ -29,36 +28,25 @@ from ottla.protocol import compiled_codec
 from ottla.storage import compaction
 from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snapshots
 
-from .admin.access import AdminAccess, Principal, TooManyAttempts, admin_access
-from .admin.faults import Faults
-from .admin.metrics import Metrics
 from .client_quotas import ClientQuotas
-from .config import BrokerConfig, ConfigError, listener_text
+from .config import BrokerConfig, listener_text
 from .durability import GroupCommit, flush_in_background
 from .dynamic_config import DynamicBrokerConfigs
+from .faults import Faults
 from .fetch_sessions import FetchSessionCache
 from .group_configs import GroupConfigs
 from .logging import get_logger
+from .metrics import Metrics
 from .network.dispatch import Dispatcher
 from .network.listener import Listeners
 from .network.request_memory import RequestMemory
 from .scheduler import Scheduler
-from .security.authorizer import CLUSTER_NAME, Authorizer, Operation, ResourceType, parse_super_users
+from .security.authorizer import Authorizer, parse_super_users
 from .security.scram_credentials import ScramCredential, ScramCredentials
 from .services import Services, create_offsets_topic
 from .share_sessions import ShareSessionCache
 from .watchers import PartitionWatchers
 from .worker_threads import WorkerThreads
-
-# The admin endpoint, its web console and the schema registry (aiohttp, the schema
-# types) are imported when they are configured: a broker without them starts sooner
-# (tests/integration/test_start_imports.py).
-if TYPE_CHECKING:
-    from .admin.admin_http import AdminServer
-    from .admin.web_console.pages.common import ConsoleBroker
-    from .schema_registry.access import CallableAccess
-    from .schema_registry.rest import SchemaRegistryServer
-    from .schema_registry.store import SchemaStore
 
 log = get_logger("ottla.broker")
 
@@ -77,6 +65,27 @@ PRODUCER_EXPIRY_CHECK_MAX_SECONDS = 600
 # Idle connections are looked for four times per connections.max.idle.ms, and at least
 # this often.
 IDLE_CHECK_MAX_SECONDS = 30
+
+
+class Neighbour(Protocol):
+    """A server that runs beside the broker on its event loop and is no part of it: the
+    admin endpoint with its web console, the schema registry. broker/ imports none of them
+    (tests/unit/test_import_graph.py); `ottla serve` (tools/serve.py) attaches them with
+    `Broker.attach`, and the broker calls these as it starts and stops."""
+
+    def data_loaded(self) -> None:
+        """The data directory is loaded and no client is connected yet (the registry
+        takes `_schemas` here, before any client could write it)."""
+        ...
+
+    async def start(self) -> Mapping[str, str | None]:
+        """Serve (the Kafka listeners are open); returns what the "ottla ready" log
+        line names besides the listeners (each server's URL)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop serving (the Kafka connections are closed)."""
+        ...
 
 
 class Broker:
@@ -103,27 +112,8 @@ class Broker:
         self.faults = Faults(self.logs, self.metrics)
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
-        # Who signs in to the HTTP endpoints, and what each may do: one for both, so that
-        # a client address's failed sign-ins count on both.
-        self.http_access = admin_access(self)
-        self.admin: AdminServer | None = None
-        if config.admin_port is not None:
-            from .admin.admin_http import AdminServer
-            from .admin.web_console.app import WebConsole
-
-            self.admin = AdminServer(self.faults, self.metrics_text, lambda: self.stopping, config.admin_token,
-                                     # The console answers 503 until `services` exist (web_console/app.py).
-                                     console=WebConsole(cast("ConsoleBroker", self)), access=self.http_access,
-                                     parse_console_schemas=self._parse_console_schemas)
-        # The built-in schema registry (schema.registry.listeners): its state is the
-        # `_schemas` topic (`schema_store`), read when the broker starts.
-        self.schema_registry: SchemaRegistryServer | None = None
-        if config.schema_registry_listener is not None:
-            from .schema_registry.registry import SchemaRegistry
-            from .schema_registry.rest import SchemaRegistryServer
-
-            self.schema_registry = SchemaRegistryServer(SchemaRegistry(self.schema_store),
-                                                        _registry_access(self.http_access))
+        # What runs beside the broker (attach): started and stopped with it.
+        self.neighbours: list[Neighbour] = []
         self.scheduler = Scheduler()
         self.threads = WorkerThreads()
         # Everything that exists only once the data directory is loaded: the
@@ -137,15 +127,10 @@ class Broker:
         self._recovered_checkpoint: asyncio.Future[None] | None = None
         self._coordinators_ready = asyncio.Event()
 
-    async def _parse_console_schemas(self) -> bool:
-        return self.schema_registry is not None and await self.schema_registry.registry.parse_wanted()
-
-    @functools.cached_property
-    def schema_store(self) -> SchemaStore:
-        """The schema registry's state: made when the registry or the console first asks."""
-        from .schema_registry.store import SchemaStore
-
-        return SchemaStore(self.logs)
+    def attach(self, neighbour: Neighbour) -> None:
+        """Start `neighbour` with the broker and stop it with the broker (before `start`)."""
+        assert self.services is None, "neighbours are attached before the broker starts"
+        self.neighbours.append(neighbour)
 
     def _open_data_directory(self) -> tuple[Services, LoadReport]:
         """Load (and after a crash recover) every partition, then build what reads the
@@ -239,24 +224,6 @@ class Broker:
                                    fetch_sessions=services.fetch_sessions)
 
     @property
-    def admin_url(self) -> str | None:
-        if self.admin is None:
-            return None
-        host = self.config.admin_host
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"  # every interface: this one is sure to answer
-        return f"http://{'[' + host + ']' if ':' in host else host}:{self.admin.port}"
-
-    @property
-    def schema_registry_url(self) -> str | None:
-        if self.schema_registry is None or self.config.schema_registry_listener is None:
-            return None
-        host = self.config.schema_registry_listener[0]
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return f"http://{'[' + host + ']' if ':' in host else host}:{self.schema_registry.port}"
-
-    @property
     def bootstrap(self) -> str:
         host, port = self.listeners[0].advertised_address
         return f"{host}:{port}"
@@ -281,20 +248,12 @@ class Broker:
         started = time.monotonic()
         _raise_open_file_limit()
         self.services, report = self._open_data_directory()
-        if self.schema_registry is not None:
-            from .schema_registry.store import UnusableTopic
-
-            # Before any client connects: `_schemas` is the registry's alone from the start.
-            try:
-                self.schema_store.open()
-            except UnusableTopic as exc:
-                raise ConfigError("schema.registry.listeners", str(exc)) from None
+        for neighbour in self.neighbours:
+            neighbour.data_loaded()
         await self.kafka_listeners.start(self.services, self.dispatcher, self.request_memory)
-        if self.admin is not None:
-            assert self.config.admin_port is not None, "the admin endpoint exists only with admin.port"
-            await self.admin.start(self.config.admin_host, self.config.admin_port)
-        if self.schema_registry is not None and self.config.schema_registry_listener is not None:
-            await self.schema_registry.start(*self.config.schema_registry_listener)
+        named: dict[str, str | None] = {}
+        for neighbour in self.neighbours:
+            named.update(await neighbour.start())
         self._schedule_background_work()
         self.scheduler.start()
         self._loading = asyncio.ensure_future(self._load_coordinators())
@@ -308,8 +267,7 @@ class Broker:
             "ottla ready",
             bootstrap=self.bootstrap,
             listening=listener_text(self.listeners),
-            admin=self.admin_url,
-            schema_registry=self.schema_registry_url,
+            **named,
             data_dir=self.logs.data_dir,
             partitions=report.partitions,
             clean_start=report.clean,
@@ -478,43 +436,13 @@ class Broker:
             await asyncio.gather(self._loading, return_exceptions=True)
         self.threads.close()
         await self.kafka_listeners.wait_closed()
-        if self.admin is not None:
-            await self.admin.stop()
-        if self.schema_registry is not None:
-            await self.schema_registry.stop()
-        self.http_access.close()
+        for neighbour in self.neighbours:
+            await neighbour.stop()
         if self.services is not None:
             self.services.transactions.close()
         self.logs.close()
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
         self._stopped.set()
-
-
-def _registry_access(access: AdminAccess) -> CallableAccess:
-    """The schema registry signs in the broker's users and asks its authorizer, as the
-    admin endpoint does (broker/schema_registry/access.py has the mapping)."""
-    from .schema_registry.access import ALTER_CLUSTER, WRITE, CallableAccess, SignInLimited
-
-    principals: dict[str, Principal] = {}
-
-    async def sign_in(authorization: str, peer: str) -> str | None:
-        try:
-            principal = await access.sign_in(authorization, peer)
-        except TooManyAttempts as exc:
-            raise SignInLimited(exc.retry_after) from None
-        if principal is None:
-            return None
-        principals[principal.name] = principal
-        return principal.name
-
-    def allows(name: str, action: str, topic: str, peer: str) -> bool:
-        principal = principals.get(name)
-        if action == ALTER_CLUSTER:
-            return access.allows(principal, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, peer)
-        operation = Operation.WRITE if action == WRITE else Operation.DESCRIBE
-        return access.allows(principal, operation, ResourceType.TOPIC, topic, peer)
-
-    return CallableAccess(access.secured, sign_in, allows)
 
 
 def _raise_open_file_limit() -> None:

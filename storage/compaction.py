@@ -33,7 +33,7 @@ from itertools import pairwise
 from ottla.protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, build_batch, encode_record, iter_records
 from ottla.protocol.compression import EXPANSION_LIMIT
 
-from .directories import directory_changed, fsync_directory
+from .directories import fsync_directory
 from .log import PartitionLog
 from .segment import CLEANED, SEGMENT_FILE_KINDS, SWAP, LogSegment
 from .txn_index import AbortedTxn
@@ -205,7 +205,7 @@ def swap(log: PartitionLog, p: CleanPlan, cleaned: list[LogSegment]) -> bool:
         replacement = LogSegment(original.directory, original.base_offset)
         replacement.load_state()
         log.replace_segment(original, replacement)
-    log.directory_stamp = directory_changed()  # the renames: synced by the next flush
+    log.directories.changed()  # the renames: synced by the next flush
     log.forget_read_positions()
     return True
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterable
 
 # next() on a count is atomic in CPython: stamps from the event loop and worker threads
 # never repeat, and a larger one is always a later change.
@@ -57,3 +58,54 @@ def replace_durably(source: str, target: str) -> None:
     never a torn one."""
     os.replace(source, target)
     fsync_directory(os.path.dirname(target) or ".")
+
+
+class DirectorySync:
+    """A partition's directory entries and what a flush must sync of them: the latest
+    change to its own directory (segments deleted or swapped; its files report their own
+    creation) and to the data directory's entry for it (the partition's directory
+    created), against the stamps the last flush made durable. Kafka syncs the directory
+    in the same way after new segments (LocalLog.flush)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.own = 0
+        self.parent = 0
+        self._own_synced = 0
+        self._parent_synced = 0
+
+    def changed(self) -> None:
+        """An entry of the partition's directory was created, renamed or deleted."""
+        self.own = directory_changed()
+
+    def created(self) -> None:
+        """The partition's directory itself was created in the data directory."""
+        self.parent = directory_changed()
+
+    def latest(self, file_stamps: Iterable[int]) -> tuple[int, int]:
+        """(own directory, data directory's entry): the latest changes, with those of
+        the files that report their own (`file_stamps`)."""
+        return max(self.own, *file_stamps), self.parent
+
+    def unsynced(self, stamps: tuple[int, int]) -> bool:
+        return stamps[0] > self._own_synced or stamps[1] > self._parent_synced
+
+    def descriptors(self, stamps: tuple[int, int]) -> list[int]:
+        """Descriptors (the caller closes them) of the directories changed as of
+        `stamps` and not synced since: for an fsync that may run in another thread."""
+        fds: list[int] = []
+        try:
+            if stamps[0] > self._own_synced:
+                fds.append(open_directory(self.directory))
+            if stamps[1] > self._parent_synced:
+                fds.append(open_directory(os.path.dirname(self.directory)))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
+    def synced(self, stamps: tuple[int, int]) -> None:
+        """The directories are durable as of `stamps` (taken before the fsync)."""
+        self._own_synced = max(self._own_synced, stamps[0])
+        self._parent_synced = max(self._parent_synced, stamps[1])

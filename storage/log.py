@@ -26,10 +26,10 @@ from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, pars
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 
-from .directories import directory_changed, open_directory
+from .directories import DirectorySync
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict
-from .segment import LogSegment, ReadSlice, recover_interrupted_cleaning, segment_file_name
+from .segment import LogSegment, ReadSlice, indexes_missing, recover_interrupted_cleaning, segment_file_name
 from .txn_index import AbortedTxn
 
 LOG_SUFFIX = ".log"
@@ -95,14 +95,8 @@ class PartitionLog:
         self.flushed_offset = 0
         self.unflushed_messages = 0
         self.last_flush_ms = time.time() * 1000
-        # Changes to directory entries (directories.py): of this partition's directory
-        # (segments deleted or swapped; its files' own stamps are asked of them) and of
-        # the data directory holding it (the partition's directory created), and the
-        # stamps the last flush made durable.
-        self.directory_stamp = 0
-        self.parent_stamp = 0
-        self._directory_synced = 0
-        self._parent_synced = 0
+        # Changes to directory entries, and those the last flush made durable.
+        self.directories = DirectorySync(directory)
         self._read_positions: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
 
     # --- opening -------------------------------------------------------------------------
@@ -111,7 +105,7 @@ class PartitionLog:
     def create(cls, directory: str, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         os.makedirs(directory, exist_ok=True)
         log = cls(directory, topic, partition, config)
-        log.parent_stamp = directory_changed()
+        log.directories.created()
         log.segments = [LogSegment(directory, 0)]
         return log
 
@@ -132,7 +126,7 @@ class PartitionLog:
             if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
         )
         # Checked before the segments open (which creates missing index files empty).
-        indexes_lost = {base for base in bases if _indexes_missing(directory, base, present)}
+        indexes_lost = {base for base in bases if indexes_missing(directory, base, present)}
         log.segments = [LogSegment(directory, base, has_txn_index=segment_file_name(base, ".txnindex") in present)
                         for base in bases] or [LogSegment(directory, 0)]
         last_header: BatchHeader | None = None
@@ -383,34 +377,25 @@ class PartitionLog:
         Files are created only in the unflushed segments (the active one, or one
         recovery checks), so only those are asked."""
         first = max(self._segment_index(self.flushed_offset), 0)
-        stamp = max(self.directory_stamp, self.producer_state.directory_stamp)
-        for segment in self._segments[first:]:
-            stamp = max(stamp, segment.directory_stamp)
-        return stamp, self.parent_stamp
+        return self.directories.latest([self.producer_state.directory_stamp,
+                                        *(segment.directory_stamp for segment in self._segments[first:])])
 
     def directories_unsynced(self) -> bool:
-        own, parent = self.directory_stamps()
-        return own > self._directory_synced or parent > self._parent_synced
+        return self.directories.unsynced(self.directory_stamps())
 
     def unflushed_files(self) -> list[int]:
         """Descriptors (duplicated: the caller closes them) of every file written since the
-        last flush, for an fsync that may run in another thread; and of the partition's
-        directory if an entry in it changed since (a new segment: its fsynced data is
-        lost with its name), and of the data directory if the partition's is new. Kafka
-        syncs the directory in the same way after new segments (LocalLog.flush)."""
+        last flush, and of the directories whose entries changed since (a new segment: its
+        fsynced data is lost with its name), for an fsync that may run in another thread."""
         fds: list[int] = []
         # Segments are flushed oldest first, so the unflushed ones are a suffix: the one
         # holding the recovery point and every later one.
         first = max(self._segment_index(self.flushed_offset), 0)
-        own, parent = self.directory_stamps()
         try:
             for segment in self._segments[first:]:
                 for fd in segment.file_descriptors():
                     fds.append(os.dup(fd))
-            if own > self._directory_synced:
-                fds.append(open_directory(self.directory))
-            if parent > self._parent_synced:
-                fds.append(open_directory(os.path.dirname(self.directory)))
+            fds += self.directories.descriptors(self.directory_stamps())
         except OSError:
             for fd in fds:
                 os.close(fd)
@@ -433,8 +418,7 @@ class PartitionLog:
         the directory entries as of `directory_stamps` (taken before the files were)."""
         moved = offset > self.flushed_offset
         self.flushed_offset = max(self.flushed_offset, offset)
-        self._directory_synced = max(self._directory_synced, directory_stamps[0])
-        self._parent_synced = max(self._parent_synced, directory_stamps[1])
+        self.directories.synced(directory_stamps)
         self.unflushed_messages = 0
         self.last_flush_ms = time.time() * 1000
         if moved and self.visible_when_flushed and self.on_flushed is not None:
@@ -450,7 +434,7 @@ class PartitionLog:
         assert segments == self.segments[: len(segments)] and len(segments) < len(self.segments)
         for segment in segments:
             segment.delete()
-        self.directory_stamp = directory_changed()
+        self.directories.changed()
         del self._segments[: len(segments)]
         del self._base_offsets[: len(segments)]
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
@@ -611,10 +595,3 @@ class PartitionLog:
             except OSError:
                 pass
 
-
-def _indexes_missing(directory: str, base_offset: int, present: set[str]) -> bool:
-    """A non-empty segment whose offset or time index file is gone (not among the
-    `present` names): rebuild them."""
-    if all(segment_file_name(base_offset, kind) in present for kind in (".index", ".timeindex")):
-        return False
-    return os.path.getsize(os.path.join(directory, segment_file_name(base_offset, ".log"))) > 0

@@ -471,3 +471,11 @@ class LogSegment:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._time_index_path)  # not read for that
         self.txn_index.delete()
+
+
+def indexes_missing(directory: str, base_offset: int, present: set[str]) -> bool:
+    """A non-empty segment whose offset or time index file is gone (not among the
+    `present` names): rebuild them."""
+    if all(segment_file_name(base_offset, kind) in present for kind in (".index", ".timeindex")):
+        return False
+    return os.path.getsize(os.path.join(directory, segment_file_name(base_offset, ".log"))) > 0

@@ -27,8 +27,8 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.codec import request_class
+from ottla.testing import BrokerProcess
 
 CAPTURED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "captured")
 

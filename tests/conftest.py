@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from .reference.kafka import KafkaBroker, ReferenceUnavailable
 from .schema_registry_http import RegistryHttp

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 RESTARTS = ["SIGTERM", "SIGKILL"]
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.wire import WireClient, request
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import Producer
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 

@@ -8,9 +8,9 @@ import socket
 import struct
 from typing import Any
 
-from ottla.broker.tools.client import recv_exactly
 from ottla.protocol.codec import decode_response, encode_request, request_class
 from ottla.protocol.entities import make
+from ottla.tools.client import recv_exactly
 
 
 def request(api_key: int, version: int, **values: Any) -> Any:

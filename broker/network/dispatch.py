@@ -15,10 +15,10 @@ from inspect import iscoroutine
 from time import perf_counter
 from typing import Any
 
-from ..admin.faults import FaultKind, Faults
-from ..admin.metrics import Metrics
 from ..durability import GroupCommit
+from ..faults import FaultKind, Faults
 from ..handlers import HANDLERS, MAY_WAIT, RequestContext
+from ..metrics import Metrics
 
 
 class Dispatcher:

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
-from ottla.broker.tools.client import recv_exactly
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.batch import HEADER, HEADER_SIZE, iter_records
 from ottla.protocol.codec import decode_response, encode_request, request_class
 from ottla.protocol.entities import make
+from ottla.tools.client import recv_exactly
 
 ABSENT = "<absent>"
 CLIENT_ID = "conformance"

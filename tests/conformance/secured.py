@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.reference.kafka import KafkaBroker, free_port
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}

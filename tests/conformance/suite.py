@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ottla.broker.tools.client import recv_exactly
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.codec import decode_response, encode_request, request_class
 from ottla.protocol.entities import make
+from ottla.tools.client import recv_exactly
 
 from . import known
 from .harness import Difference, Scenario, differences, run
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="only say whether the file is current")
     args = parser.parse_args(argv)
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
     from tests.reference.kafka import KafkaBroker
 
     from .secured import start_pair

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.reference.kafka import ReferenceUnavailable
 
 from . import known

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from . import workload
 from .recording import (

@@ -8,7 +8,7 @@ out of order or never sent, no transaction partly visible, no aborted one visibl
 Ottla starts on every one. `python -m tests.crash` runs thousands (make crash-soak).
 
 Seen failing: with the partition directory's fsync taken out of
-PartitionLog.unflushed_files (`if False and own > ...`), a crash state keeping names
+DirectorySync.descriptors (storage/directories.py, `if False and stamps[0] > ...`), a crash state keeping names
 at random lost the 50 acknowledged records of each partition's rolled segment.
 """
 
@@ -38,7 +38,7 @@ def test_everything_before_the_clean_shutdown_marker_is_durable(tmp_path):
     the time it is written, nothing before it may still be at the mercy of a power loss
     (no write, truncation or name left unsynced). Seen failing with the active segment's
     last time index entry and the shutdown snapshot written after the logs' flush."""
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
     from tests.clients import create_topic, idempotent_producer, produce_all
 
     from .recording import CREATE, Baseline, Recording, read_ops, shim_environment

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic, read_all, transactional_producer
 from tests.wire import WireClient, request
 

@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=1_000_000, help="frames to send in all (default %(default)s)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
 
     targets = len(every_supported_request())
     per_target = max(1, args.frames // (targets * len(MUTATIONS)))

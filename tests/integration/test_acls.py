@@ -175,7 +175,7 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker):
 
 
 def _ottla(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ottla.broker.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ottla.tools.cli", *args], capture_output=True, text=True,
                           timeout=60)
 
 

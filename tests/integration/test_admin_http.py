@@ -18,7 +18,7 @@ import urllib.parse
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic, transactional_producer
 from tests.slow_http import send_part_of_a_body, trickle_headers_while
 from tests.system_tools import require

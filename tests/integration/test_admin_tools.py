@@ -15,7 +15,7 @@ from tests.clients import create_topic, idempotent_producer, produce_all, read_a
 
 
 def ottla(broker, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "ottla.broker.cli", *args, "--bootstrap-server", broker.bootstrap]
+    command = [sys.executable, "-m", "ottla.tools.cli", *args, "--bootstrap-server", broker.bootstrap]
     result = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60,
                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     if check:

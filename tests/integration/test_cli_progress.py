@@ -22,13 +22,13 @@ def run(args: list[str], *, stdin_path: str | None = None, stderr_tty: bool, tmp
     stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
     with open(out_path, "wb") as out:
         if not stderr_tty:
-            done = subprocess.run([sys.executable, "-m", "ottla.broker.cli", *args], stdin=stdin, stdout=out,
+            done = subprocess.run([sys.executable, "-m", "ottla.tools.cli", *args], stdin=stdin, stdout=out,
                                   stderr=subprocess.PIPE, timeout=300)
             err = done.stderr.decode()
             code = done.returncode
         else:
             master, slave = pty.openpty()
-            process = subprocess.Popen([sys.executable, "-m", "ottla.broker.cli", *args], stdin=stdin, stdout=out,
+            process = subprocess.Popen([sys.executable, "-m", "ottla.tools.cli", *args], stdin=stdin, stdout=out,
                                        stderr=slave)
             os.close(slave)
             chunks: list[bytes] = []

@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 
-from ottla.broker.testing import BrokerProcess
-from ottla.broker.tools.client import Cluster
+from ottla.testing import BrokerProcess
+from ottla.tools.client import Cluster
 from tests.clients import idempotent_producer, produce_all, read_all
 
 
@@ -23,7 +23,7 @@ class Serve(BrokerProcess):
         self.args = args
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "ottla.broker.cli", "serve", *self.args]
+        return [sys.executable, "-m", "ottla.tools.cli", "serve", *self.args]
 
 
 def free_port() -> int:
@@ -78,7 +78,7 @@ def test_unknown_keys_are_warned_about_and_start_up_goes_on(tmp_path):
 
 
 def _refused(tmp_path, args: list[str], env: dict[str, str] | None = None) -> str:
-    command = [sys.executable, "-m", "ottla.broker.cli", "serve", "--data-dir", str(tmp_path / "d"), *args]
+    command = [sys.executable, "-m", "ottla.tools.cli", "serve", "--data-dir", str(tmp_path / "d"), *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})})
     assert result.returncode == 2, result.stderr
     return result.stderr

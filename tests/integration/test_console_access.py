@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.host_addresses import own_non_loopback_address
 from tests.sasl_brokers import sasl_plain_client_config, start_sasl_plain_broker
 from tests.system_tools import require

@@ -1,5 +1,5 @@
 """Each console page shows a principal what the Kafka API that returns the same data
-answers it (issue 40 point 6), with Kafka 4.3.1's checks: web_console/view.py has the
+answers it (issue 40 point 6), with Kafka 4.3.1's checks: console/view.py has the
 table. Every test here asks the API as each principal first, with a real client
 (confluent-kafka's AdminClient, or a raw request where it has no call for the API), and
 derives from that answer what the page must show the same principal over HTTP.
@@ -63,9 +63,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.member_assignment import consumer_assignment
+from ottla.testing import BrokerProcess
 from tests.sasl_brokers import PlainUsers
 from tests.schema_registry_http import RegistryHttp
 from tests.wire import request

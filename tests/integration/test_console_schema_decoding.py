@@ -25,8 +25,8 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from ottla.broker.schema_registry.protobuf import compile_files
-from ottla.broker.testing import BrokerProcess
+from ottla.schema_registry.protobuf import compile_files
+from ottla.testing import BrokerProcess
 
 USER = {"type": "record", "name": "User", "namespace": "ottla.console",
         "fields": [{"name": "name", "type": "string"}, {"name": "favorite", "type": "long"},

@@ -25,7 +25,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from ottla.broker.ready_lines import READY_PREFIX
+from ottla.tools.ready_lines import READY_PREFIX
 from tests.clients import idempotent_producer, produce_all, read_all
 
 ROOT = Path(__file__).resolve().parents[2]

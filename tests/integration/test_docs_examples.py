@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import pytest
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.unit.test_doc_links import kept_in_list
 
 ROOT = Path(__file__).resolve().parents[2]

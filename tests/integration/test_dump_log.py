@@ -16,7 +16,7 @@ from tests.clients import create_topic, idempotent_producer, produce_all, transa
 
 
 def dump_log(*paths: str) -> list[str]:
-    result = subprocess.run([sys.executable, "-m", "ottla.broker.cli", "dump-log", *paths],
+    result = subprocess.run([sys.executable, "-m", "ottla.tools.cli", "dump-log", *paths],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()

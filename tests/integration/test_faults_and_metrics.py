@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer
 
-from ottla.broker.testing import BrokerProcess
-from ottla.broker.tools.client import Cluster
+from ottla.testing import BrokerProcess
+from ottla.tools.client import Cluster
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all, transactional_producer
 
 

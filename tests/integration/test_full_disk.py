@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all, transactional_producer
 from tests.segment_files import check_partition_files
 from tests.wire import WireClient, request

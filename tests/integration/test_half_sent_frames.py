@@ -20,7 +20,7 @@ import time
 
 from confluent_kafka import Producer
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic, idempotent_producer, produce_all
 from tests.process_stats import resident_mib
 from tests.wire import WireClient, filler_produce_frame, long_poll, request

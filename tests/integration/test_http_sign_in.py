@@ -33,7 +33,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from ..sasl_brokers import sasl_plain_client_config, start_sasl_plain_broker
 from ..schema_registry_http import RegistryHttp
@@ -41,7 +41,7 @@ from ..wire import WireClient, request
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 DELAY = 1.0  # connection.failed.authentication.delay.ms, in seconds
-MAX_FAILURES = 10  # broker/admin/access.py
+MAX_FAILURES = 10  # console/access.py
 
 
 def _basic(user: str, password: str) -> dict[str, str]:

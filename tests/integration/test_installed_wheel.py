@@ -21,7 +21,7 @@ import urllib.request
 import protocol
 import storage
 
-from ottla.broker.tools.client import Cluster
+from ottla.tools.client import Cluster
 
 
 def test_own_packages_beside_ottla_fixtures(ottla_broker, ottla_topic, ottla_schema_registry):
@@ -58,7 +58,7 @@ def test_the_wheel_installs_under_ottla_beside_a_project_with_its_own_storage_an
     (wheel,) = wheels.glob("ottla-*.whl")
     top_level = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert top_level == {"ottla", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
-    assert {"ottla/broker/admin/web_console/static/console.js", "ottla/broker/admin/web_console/static/console.css"} \
+    assert {"ottla/console/static/console.js", "ottla/console/static/console.css"} \
         <= set(zipfile.ZipFile(wheel).namelist())
 
     venv = tmp_path / "venv"

@@ -30,7 +30,7 @@ RECORD = re.compile(r"^(\| offset: \d+ .*?) key: (.*) payload: (.*)$")
 
 
 def ottla_dump(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "ottla.broker.cli", "dump-log", *args],
+    result = subprocess.run([sys.executable, "-m", "ottla.tools.cli", "dump-log", *args],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and not result.stderr, result.stderr
     return result.stdout
@@ -45,7 +45,7 @@ def kafka_dump(*args: str) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """An Ottla data directory, stopped cleanly, and the names in it."""
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
 
     broker = BrokerProcess(str(tmp_path_factory.mktemp("dump") / "data")).start()
     topic, txn_id, group = "dumped", "dump-txn", "dump-group"

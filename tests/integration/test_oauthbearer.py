@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.reference.kafka import ReferenceUnavailable, run_java
 from tests.wire import WireClient, request
 

@@ -126,7 +126,7 @@ def test_running_broker_outside_pytest(tmp_path):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent('''
         from confluent_kafka import Producer
-        from ottla.broker.testing import running_broker
+        from ottla.testing import running_broker
 
         with running_broker(num_partitions="2") as broker:
             producer = Producer({"bootstrap.servers": broker.bootstrap})

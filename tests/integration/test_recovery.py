@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.clients import consume_partitions, create_topic, idempotent_producer, produce_all
 from tests.system_tools import require
 from tests.wire import WireClient, request

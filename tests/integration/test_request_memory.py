@@ -10,8 +10,8 @@ import struct
 import pytest
 from confluent_kafka import Producer
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.wire import WireClient, request
 
 PASSWORD = "alice-secret"

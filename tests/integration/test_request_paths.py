@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.batch import build_batch, encode_record
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic, idempotent_producer, produce_all, read_all
 from tests.unit.extensions import compiled_extension
 from tests.wire import WireClient, request

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from ..schema_registry_http import CONTENT_TYPE, RegistryHttp, registry_over_copied_schemas
 from ..slow_http import send_part_of_a_body, trickle_headers_while

@@ -1,5 +1,5 @@
 """The registry's JSON type (JSON Schema): parsed and checked by the `jsonschema`
-package, compatibility by Ottla's own rules (broker/schema_registry/compatibility.py),
+package, compatibility by Ottla's own rules (schema_registry/compatibility.py),
 raw HTTP and confluent-kafka's JSONSerializer/JSONDeserializer through the broker.
 
 Break-and-see-it-fail: with the `required` rule of `_json_reads` removed,
@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from ..clients import consume_values
 from ..schema_registry_http import RegistryHttp

@@ -37,7 +37,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 from grpc_tools import _protoc_compiler
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from ..clients import consume_values
 from ..schema_registry_http import RegistryHttp, registry_over_copied_schemas

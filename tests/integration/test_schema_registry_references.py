@@ -21,7 +21,7 @@ import uuid
 
 from confluent_kafka import Producer
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from ..schema_registry_http import RegistryHttp
 from ..wire import WireClient, request

@@ -1,6 +1,6 @@
 """The schema registry on a broker with SASL users and ACLs: every request signs in with
 HTTP Basic as one of the broker's users, and each subject is authorized through the
-broker's ACLs on its topic (broker/schema_registry/access.py: DESCRIBE to read, WRITE
+broker's ACLs on its topic (schema_registry/access.py: DESCRIBE to read, WRITE
 to change, ALTER on the cluster for the global config and mode).
 
 Break-and-see-it-fail: with `_authorize` returning at once, the 403 tests failed; with
@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from ..sasl_brokers import sasl_plain_client_config, start_sasl_plain_broker
 from ..schema_registry_http import RegistryHttp

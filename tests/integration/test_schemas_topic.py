@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
-from ottla.broker.testing import BrokerProcess
+from ottla.testing import BrokerProcess
 
 from ..schema_registry_http import REGISTRY_ON as REGISTRY
 from ..schema_registry_http import RegistryHttp, produce_to_schemas, registry_over_copied_schemas

@@ -25,8 +25,8 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaException, Producer
 from kafka import KafkaProducer
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic
 from tests.reference.kafka import run_java
 from tests.wire import WireClient, request
@@ -184,7 +184,7 @@ def test_a_stored_credential_under_4096_iterations_is_not_served(tmp_path):
         config = tmp_path / "client.properties"
         config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
                           "sasl.username=weak\nsasl.password=weak-secret\n")
-        listed = subprocess.run([sys.executable, "-m", "ottla.broker.cli", "topics", "list", "--bootstrap-server",
+        listed = subprocess.run([sys.executable, "-m", "ottla.tools.cli", "topics", "list", "--bootstrap-server",
                                  _sasl(broker), "--command-config", str(config)],
                                 capture_output=True, text=True, timeout=60)
         assert listed.returncode != 0

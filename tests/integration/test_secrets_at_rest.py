@@ -15,7 +15,7 @@ SECRET = "s3cret-Pw0rd"
 
 
 def _serve(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ottla.broker.cli", "serve", "--data-dir", str(tmp_path / "data"),
+    return subprocess.run([sys.executable, "-m", "ottla.tools.cli", "serve", "--data-dir", str(tmp_path / "data"),
                            "--port", "0", *args], capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -64,7 +64,7 @@ def test_acl_and_credential_files_and_the_data_dir_are_the_owners_alone_whatever
         UserScramCredentialUpsertion,
     )
 
-    from ottla.broker.testing import BrokerProcess
+    from ottla.testing import BrokerProcess
 
     data = tmp_path / "data"
     data.mkdir(mode=0o777)

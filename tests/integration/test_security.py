@@ -33,9 +33,9 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, KafkaProducer
 
-from ottla.broker.testing import BrokerProcess
 from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode
+from ottla.testing import BrokerProcess
 from tests.clients import create_topic, poll_to_partition_ends
 from tests.restarts import RESTARTS, restart
 from tests.sasl_brokers import plain_jaas, sasl_plain_client_config
@@ -492,7 +492,7 @@ def test_dev_security_in_one_line_and_the_tools_with_its_client_properties(tmp_p
         producer.produce(topic_name, b"secured")
         assert producer.flush(20) == 0
         properties = os.path.join(broker.data_dir, "dev-security", "client.properties")
-        listed = subprocess.run([sys.executable, "-m", "ottla.broker.cli", "topics", "list", "--bootstrap-server",
+        listed = subprocess.run([sys.executable, "-m", "ottla.tools.cli", "topics", "list", "--bootstrap-server",
                                  broker.bootstrap, "--command-config", properties],
                                 capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0, listed.stderr

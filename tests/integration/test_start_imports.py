@@ -17,9 +17,8 @@ LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "launchers",
 NOT_IMPORTED = {
     "aiohttp": "admin.port or schema.registry.listeners",
     "ottla.broker.http_site": "admin.port or schema.registry.listeners",
-    "ottla.broker.admin.admin_http": "admin.port",
-    "ottla.broker.admin.web_console": "admin.port",
-    "ottla.broker.schema_registry": "schema.registry.listeners, or the console's schema pages",
+    "ottla.console": "admin.port",
+    "ottla.schema_registry": "schema.registry.listeners, or the console's schema pages",
     "avro": "the schema registry's schema types",
     "jsonschema": "the schema registry's schema types",
     "google.protobuf": "the schema registry's schema types",
@@ -28,7 +27,12 @@ NOT_IMPORTED = {
     "scramp": "the first SCRAM exchange",
     "trustme": "--dev-security",
     "ottla.broker.security.dev_security": "--dev-security",
-    "ottla.broker.tools": "the other subcommands (ottla topics, produce, consume, console ...)",
+    # ottla.tools.cli is the command itself, ottla.tools.serve what `ottla serve` runs.
+    "ottla.tools.admin_cli": "the other subcommands (ottla topics, groups, transactions ...)",
+    "ottla.tools.console": "ottla produce, ottla consume",
+    "ottla.tools.open_console": "ottla console",
+    "ottla.tools.client": "the other subcommands' wire client",
+    "ottla.tools.dump_log": "ottla dump-log",
 }
 
 

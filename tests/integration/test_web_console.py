@@ -1,4 +1,4 @@
-"""The web console (broker/admin/web_console/) in a real headless browser: Debian's chromium
+"""The web console (console/) in a real headless browser: Debian's chromium
 driven by Playwright, against a broker holding a committed, an aborted and an open
 transaction, plain records, and a consumer group with a live member and a committed
 offset; each page is checked for what a person looks at.
@@ -24,9 +24,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from playwright.sync_api import sync_playwright
 
-from ottla.broker.testing import BrokerProcess
-from ottla.broker.tools.client import Cluster
 from ottla.protocol.apis import CREATE_TOPICS
+from ottla.testing import BrokerProcess
+from ottla.tools.client import Cluster
 
 from ..clients import create_topic, idempotent_producer, produce_all, transactional_producer
 from ..system_tools import require
@@ -466,7 +466,7 @@ def test_bounded_requests(world):
 
 
 def _ottla_console(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ottla.broker.cli", "console", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ottla.tools.cli", "console", *args], capture_output=True,
                           text=True, timeout=60, env=env)
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
-from ottla.broker import cli
 from ottla.coordinator.transaction_log import TxnState
 from ottla.coordinator.transactions import TransactionCoordinator
+from ottla.tools import cli
 
 EXIT_CODE = 17  # what the test expects, to tell this exit from any other death
 _PREPARED = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)

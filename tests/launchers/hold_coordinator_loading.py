@@ -14,9 +14,9 @@ import asyncio
 import os
 import sys
 
-from ottla.broker import cli
 from ottla.coordinator import offset_store, transactions
 from ottla.coordinator.loading import replay
+from ottla.tools import cli
 
 RELEASE = os.environ["OTTLA_TEST_RELEASE_LOADING"]
 

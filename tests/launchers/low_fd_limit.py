@@ -8,7 +8,7 @@ from __future__ import annotations
 import resource
 import sys
 
-from ottla.broker import cli
+from ottla.tools import cli
 
 LIMIT = 300
 

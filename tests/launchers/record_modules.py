@@ -9,7 +9,7 @@ import atexit
 import os
 import sys
 
-from ottla.broker import cli
+from ottla.tools import cli
 
 
 def _write_modules() -> None:

@@ -6,7 +6,7 @@ of slow tasks, and what a batch write does when a task is retried.
 The streaming tests check the output topic with read_committed: every committed input
 record exactly once, each key's records in input order (tests/pipeline/exactly_once.py).
 To make "the middle of a batch" a moment a test can aim at, the broker holds its answers
-to the sink's Produce requests (a `delay` fault, broker/admin/faults.py): the records are in
+to the sink's Produce requests (a `delay` fault, broker/faults.py): the records are in
 the log, the task's transaction is open, and the task waits.
 """
 

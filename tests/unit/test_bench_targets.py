@@ -1,4 +1,4 @@
-"""The benchmark's verdicts (bench/report.py) and its comparison of two runs
+"""The benchmark's verdicts (bench/targets.py) and its comparison of two runs
 (bench/compare.py), on figures made up here: no broker runs."""
 
 from __future__ import annotations
@@ -11,21 +11,10 @@ from bench.compare import A_A_ROW, AGREE, DIFFER, OTHER_VERDICT, SAME_VERDICT, c
 from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
 from bench.many_partitions import PartitionStarts, Start
 from bench.peers import CONTROL, KAFKA
-from bench.report import (
-    MET,
-    MISSED,
-    NOT_JUDGED,
-    OTTLA,
-    REPORTED,
-    WITHIN_NOISE,
-    Run,
-    aa_spread,
-    judged,
-    targets,
-    targets_record,
-)
+from bench.report import OTTLA, Run
 from bench.round_trips import REQUESTS, RoundTrips, session_ratio
 from bench.starts import BrokerStarts
+from bench.targets import MET, MISSED, NOT_JUDGED, REPORTED, WITHIN_NOISE, aa_spread, judged, targets, targets_record
 from bench.workloads import Measurement
 
 MIB = 1 << 20

@@ -288,7 +288,7 @@ def test_error_codes_are_found_as_the_python_walk_finds_them() -> None:
     defaults (every code NONE): the same counts from C as from metrics._count_errors."""
     from collections import Counter
 
-    from ottla.broker.admin.metrics import _count_errors, _nested_error_plan
+    from ottla.broker.metrics import _count_errors, _nested_error_plan
 
     with_errors = 0
     for cls in RESPONSES:
@@ -310,7 +310,7 @@ def test_error_codes_are_found_as_the_python_walk_finds_them() -> None:
 def test_the_metrics_count_on_the_selected_path() -> None:
     from kio.schema.errors import ErrorCode
 
-    from ottla.broker.admin import metrics as metrics_module
+    from ottla.broker import metrics as metrics_module
     from ottla.protocol.codec import response_class
     from ottla.protocol.entities import make
 

@@ -14,14 +14,14 @@ import cramjam
 import crc32c
 import pytest
 
-from ottla.broker.cli import main
-from ottla.broker.tools.dump_log import dump_files
 from ottla.coordinator import consumer_group_records, offsets_log, streams_group_records
 from ottla.coordinator.transaction_log import TxnRecord, TxnState, encode_key, encode_value
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
 from ottla.protocol.control import ControlType, EndTxnMarker
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import LogConfig
+from ottla.tools.cli import main
+from ottla.tools.dump_log import dump_files
 
 # One segment whatever the timestamps: markers are stamped with the current time.
 CONFIG = LogConfig(segment_ms=2**62, index_interval_bytes=1)

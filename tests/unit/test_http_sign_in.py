@@ -1,5 +1,5 @@
 """HTTP Basic sign-in on the admin endpoint and the schema registry
-(broker/admin/access.py, issue 40 point 5): the PBKDF2 runs in the sign-in thread,
+(console/access.py, issue 40 point 5): the PBKDF2 runs in the sign-in thread,
 never on the event loop; every failure is answered no sooner than the failure delay
 after it began and costs one hash whether the user exists or not; an address with too
 many failures, or too many sign-ins under way, is refused without hashing; a remembered
@@ -23,9 +23,9 @@ import time
 
 import pytest
 
-from ottla.broker.admin import access as access_module
-from ottla.broker.admin.access import MAX_FAILURES, MAX_PENDING, AdminAccess, TooManyAttempts
 from ottla.broker.security.scram_credentials import ScramCredentials, credential_from_password
+from ottla.console import access as access_module
+from ottla.console.access import MAX_FAILURES, MAX_PENDING, AdminAccess, TooManyAttempts
 
 DELAY_MS = 200
 

@@ -1,6 +1,9 @@
-"""No import circle among Ottla's modules, imports under TYPE_CHECKING included; the
-layers import only downwards: protocol <- storage <- coordinator <- broker; and inside
-broker/, each room imports only the rooms below it (ROOMS)."""
+"""No import circle among Ottla's modules, imports under TYPE_CHECKING included; each
+installed package imports only the packages it stands on (PACKAGES): protocol <- storage
+<- coordinator <- broker, and beside broker/ the products that stand on it (the schema
+registry, the admin endpoint and web console, the command-line tools, the test
+fixtures), which broker/ never imports; and inside broker/, each room imports only the
+rooms below it (ROOMS)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,25 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline")  # pyproject's package-dir
+# The installed packages (pyproject's package-dir, ottla.<name> from the folder <name>/)
+# and those each may import besides itself. The broker's layers first; then what stands on
+# the broker and is no part of it: the schema registry (its state in the `_schemas` topic),
+# the console (it shows the registry's subjects and decodes records by their schemas),
+# the tools (`ottla serve` puts the broker, the console and the registry together), the
+# test fixtures (a broker subprocess, driven through the tools' wire client). The PySpark
+# connector speaks to the broker over the wire only.
+PACKAGES: dict[str, set[str]] = {
+    "protocol": set(),
+    "storage": {"protocol"},
+    "coordinator": {"protocol", "storage"},
+    "broker": {"protocol", "storage", "coordinator"},
+    "schema_registry": {"protocol", "storage", "broker"},
+    "console": {"protocol", "storage", "coordinator", "broker", "schema_registry"},
+    "tools": {"protocol", "storage", "coordinator", "broker", "schema_registry", "console"},
+    "testing": {"protocol", "tools"},
+    "pipeline": set(),
+}
+LAYERS = tuple(PACKAGES)
 
 
 def _modules() -> dict[str, Path]:
@@ -88,13 +109,25 @@ def test_no_module_imports_itself_through_others() -> None:
     assert _cycles(graph) == []
 
 
-def test_layers_import_only_downwards() -> None:
-    rank = {layer: i for i, layer in enumerate(LAYERS)}
-    upward = sorted(
+def test_packages_import_only_what_they_stand_on() -> None:
+    crossing = sorted(
         (name, target) for name, targets in _graph().items() for target in targets
-        if rank[target.split(".")[1]] > rank[name.split(".")[1]]
+        if target.split(".")[1] != name.split(".")[1] and target.split(".")[1] not in PACKAGES[name.split(".")[1]]
     )
-    assert upward == []
+    assert crossing == []
+
+
+def test_packages_have_no_circle() -> None:
+    assert _cycles(PACKAGES) == []
+    assert not any(product in PACKAGES["broker"] for product in ("schema_registry", "console", "tools", "testing"))
+
+
+def test_every_installed_package_is_walked() -> None:
+    """The folders pyproject.toml installs are the packages above."""
+    text = (ROOT / "pyproject.toml").read_text()
+    installed = text.split("[tool.setuptools.package-dir]")[1].split("\n[")[0]
+    assert sorted(line.split("=")[1].strip().strip('"') for line in installed.splitlines() if "=" in line) \
+        == sorted(PACKAGES)
 
 
 def test_cycles_are_found() -> None:
@@ -110,24 +143,20 @@ def test_an_import_under_type_checking_counts(tmp_path: Path) -> None:
 
 
 # broker/'s rooms, and the rooms each may import besides its own (and the layers below
-# broker/). The foundation is what every room may use (logging, JSON files, the HTTP
-# servers' common ground); the assembly (the server
-# and the `ottla` command) puts the rooms together; core is the rest of broker/'s own
-# modules: the configuration and what handlers use.
+# broker/). The foundation is what every room may use (logging, JSON files, and the
+# common ground of the HTTP servers beside the broker); the assembly (server.py) puts the
+# rooms together; core is the rest of broker/'s own modules: the configuration, what
+# handlers use, the metrics and faults the network layer counts and injects.
 FOUNDATION = {"ottla.broker.logging", "ottla.broker.json_files", "ottla.broker.http_site"}
-ASSEMBLY = {"ottla.broker.server", "ottla.broker.cli"}
-SUBPACKAGE_ROOMS = ("network", "security", "admin", "tools", "testing", "handlers", "schema_registry")
+ASSEMBLY = {"ottla.broker.server"}
+SUBPACKAGE_ROOMS = ("network", "security", "handlers")
 ROOMS: dict[str, set[str]] = {
     "foundation": set(),
     "security": {"foundation"},
-    "schema_registry": {"foundation"},
     "core": {"foundation", "security"},
     "handlers": {"foundation", "security", "core"},
-    "admin": {"foundation", "security", "core", "schema_registry"},
-    "network": {"foundation", "security", "core", "handlers", "admin"},
-    "tools": {"foundation", "security", "core"},
-    "testing": {"foundation", "core", "tools"},
-    "assembly": {"foundation", "security", "core", "handlers", "admin", "network", "tools", "schema_registry"},
+    "network": {"foundation", "security", "core", "handlers"},
+    "assembly": {"foundation", "security", "core", "handlers", "network"},
 }
 
 
@@ -157,12 +186,12 @@ def test_broker_rooms_have_no_circle() -> None:
     assert _cycles(ROOMS) == []
 
 
-def test_schema_registry_is_a_room_of_its_own() -> None:
-    """broker/schema_registry/ stands on the storage and protocol layers and the broker's
-    logging and HTTP site only (not on the request handlers, the admin endpoint or the
-    server), and only the server (which starts it), the console's schema pages and its
+def test_schema_registry_stands_on_the_broker_s_logging_and_http_site_only() -> None:
+    """schema_registry/ stands on the storage and protocol layers and the broker's
+    logging and HTTP site only (not on the request handlers or the server), and only
+    `ottla serve` (tools/serve.py, which starts it), the console's schema pages and its
     decoding of records by their schema id (the Messages page) reach into it."""
-    room = "ottla.broker.schema_registry"
+    room = "ottla.schema_registry"
     graph = _graph()
     allowed_outside = {"ottla.broker.logging", "ottla.broker.http_site"}
     leaks = sorted((name, target) for name, targets in graph.items() if name.startswith(room)
@@ -172,6 +201,6 @@ def test_schema_registry_is_a_room_of_its_own() -> None:
     assert leaks == []
     users = sorted({name for name, targets in graph.items() if not name.startswith(room)
                     for target in targets if target.startswith(room)})
-    assert users == ["ottla.broker.admin.web_console.pages.common", "ottla.broker.admin.web_console.pages.messages",
-                     "ottla.broker.admin.web_console.pages.schemas", "ottla.broker.admin.web_console.schema_decoding",
-                     "ottla.broker.server"]
+    assert users == ["ottla.console.pages.common", "ottla.console.pages.messages",
+                     "ottla.console.pages.schemas", "ottla.console.schema_decoding",
+                     "ottla.tools.serve"]

@@ -1,4 +1,4 @@
-"""The walk of a schema's references (broker/schema_registry/schema_types.py,
+"""The walk of a schema's references (schema_registry/schema_types.py,
 `referenced_schemas`): each referenced (subject, version) is resolved and expanded
 once, however many paths lead to it, so a diamond of shared references costs its edges
 and not its paths; past the bounds a schema is refused with Confluent's 42209, a cycle
@@ -16,9 +16,9 @@ import json
 
 import pytest
 
-from ottla.broker.schema_registry import schema_types
-from ottla.broker.schema_registry.errors import RegistryError
-from ottla.broker.schema_registry.schema_types import (
+from ottla.schema_registry import schema_types
+from ottla.schema_registry.errors import RegistryError
+from ottla.schema_registry.schema_types import (
     AVRO,
     JSON,
     PROTOBUF,

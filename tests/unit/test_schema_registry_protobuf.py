@@ -1,4 +1,4 @@
-"""The PROTOBUF type's canonical text (broker/schema_registry/protobuf.py `render`): a
+"""The PROTOBUF type's canonical text (schema_registry/protobuf.py `render`): a
 compiled FileDescriptorProto written back as .proto text must compile to the same
 descriptor, or a schema sent as a descriptor would change meaning in the registry and a
 deserializer would be handed another schema than the one the serializer used.
@@ -30,9 +30,9 @@ from google.protobuf import (
     wrappers_pb2,
 )
 
-from ottla.broker.schema_registry.protobuf import compile_files, render
-from ottla.broker.schema_registry.protoc import ProtocProcess
-from ottla.broker.schema_registry.schema_types import SchemaText, parse
+from ottla.schema_registry.protobuf import compile_files, render
+from ottla.schema_registry.protoc import ProtocProcess
+from ottla.schema_registry.schema_types import SchemaText, parse
 
 EVERYTHING = """syntax = "proto2";
 package ottla.unit;

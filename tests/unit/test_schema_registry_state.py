@@ -1,4 +1,4 @@
-"""The registry's state as `_schemas` records build it (broker/schema_registry/store.py):
+"""The registry's state as `_schemas` records build it (schema_registry/store.py):
 ids found by schema and by number while some version holds them, gone when the last is
 deleted for good, the highest id ever written kept; DELETE_SUBJECT marks versions
 deleted; configs and modes come and go with their tombstones.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ottla.broker.schema_registry.schema_types import SchemaText
-from ottla.broker.schema_registry.store import (
+from ottla.schema_registry.schema_types import SchemaText
+from ottla.schema_registry.store import (
     RegistryState,
     SchemaVersion,
     config_key,

@@ -19,13 +19,13 @@ import threading
 
 import pytest
 
-from ottla.broker.admin.web_console.schema_decoding import SchemaDecoder
 from ottla.broker.durability import GroupCommit
-from ottla.broker.schema_registry import registry as registry_module
-from ottla.broker.schema_registry.protobuf import ProtobufSchema
-from ottla.broker.schema_registry.registry import NotPrepared, SchemaRegistry, start_request
-from ottla.broker.schema_registry.store import SchemaStore
+from ottla.console.schema_decoding import SchemaDecoder
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.schema_registry import registry as registry_module
+from ottla.schema_registry.protobuf import ProtobufSchema
+from ottla.schema_registry.registry import NotPrepared, SchemaRegistry, start_request
+from ottla.schema_registry.store import SchemaStore
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 
@@ -111,7 +111,7 @@ async def test_the_consoles_decoder_never_parses_on_the_loop(registry: SchemaReg
     assert registry.register("s", SCHEMA) == {"id": 1}
     seen = _threads_of_parse(monkeypatch)
     record = b"\0" + (1).to_bytes(4, "big") + b'{"a": 1}'
-    # A page's decoder (web_console/schema_decoding.py) meets the schema first: noted.
+    # A page's decoder (console/schema_decoding.py) meets the schema first: noted.
     first = SchemaDecoder(registry.state, lambda subject: True, registry.stored_parse).decode(record)
     assert first is not None and "is being parsed" in first.note and first.text is None and not seen
     # The admin endpoint has the registry parse what was noted, in its worker, and

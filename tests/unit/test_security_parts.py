@@ -15,7 +15,7 @@ from ottla.broker.security.sasl import AuthenticationFailed, PlainServer, ScramS
 from ottla.broker.security.scram_credentials import ScramCredentials, credential_from_password, parse_add_scram
 from ottla.broker.security.security_config import SecurityConfigError, plain_users_of
 from ottla.broker.security.tls import certificate_principal, parse_mapping_rules
-from ottla.broker.tools.client_security import ClientSecurity, SaslFailed, authenticate
+from ottla.tools.client_security import ClientSecurity, SaslFailed, authenticate
 
 
 def test_plain_users_come_from_the_jaas_config():

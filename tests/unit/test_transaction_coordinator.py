@@ -240,7 +240,7 @@ def test_idle_transactional_ids_expire_and_are_forgotten_after_a_reload(coordina
 
 class FailingDisk:
     """Fails the next `count` writes to one partition with EIO, as the broker's
-    disk_error fault does (broker/admin/faults.py)."""
+    disk_error fault does (broker/faults.py)."""
 
     def __init__(self, topic: str, partition: int, count: int) -> None:
         self.target, self.count = (topic, partition), count

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from ottla.broker.admin.web_console.html import esc, tag
-from ottla.broker.admin.web_console.pages.messages import MAX_PAGE_BYTES, SHOWN_BYTES, _payload, message_rows
-from ottla.broker.admin.web_console.records import Row
+from ottla.console.html import esc, tag
+from ottla.console.pages.messages import MAX_PAGE_BYTES, SHOWN_BYTES, _payload, message_rows
+from ottla.console.records import Row
 
 
 def test_markup_is_escaped_in_text_and_attributes():

@@ -6,7 +6,7 @@
     ottla dump-log [--transaction-log-decoder | --offsets-decoder] FILE...
     ottla topics create|list|describe|delete, ottla groups list|describe,
     ottla transactions list|describe, ottla produce, ottla consume   (see admin_cli, console)
-    ottla console [--admin-url URL] [--no-browser]   the web console (see web_console/)
+    ottla console [--admin-url URL] [--no-browser]   the web console (see console/)
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ottla.broker.config import LOG_DEFAULTS, PROPERTIES, ConfigError, ResolvedConfig, resolve_config
+from ottla.broker.logging import configure, get_logger
+from ottla.broker.network.request_memory import settle_allocator
+from ottla.broker.security.scram_credentials import ScramCredential, parse_add_scram
+
 from . import ready_lines
-from .config import LOG_DEFAULTS, PROPERTIES, ConfigError, ResolvedConfig, resolve_config
-from .logging import configure, get_logger
-from .network.request_memory import settle_allocator
-from .security.scram_credentials import ScramCredential, parse_add_scram
 
 # What only some starts use (--dev-security, TLS, signed OAUTHBEARER tokens) and the
 # other subcommands' tools are imported where they are used: `ottla serve` with none of
 # them configured is ready sooner (tests/integration/test_start_imports.py).
 if TYPE_CHECKING:
-    from .security.dev_security import DevSecurity
+    from ottla.broker.security.dev_security import DevSecurity
 
 # The subcommands `main` handles itself; any other (or none: --help) builds the tools'
 # parsers too.
@@ -99,15 +100,16 @@ def build_config(args: argparse.Namespace) -> ResolvedConfig:
 
 async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, ScramCredential]],
                  dev: DevSecurity | None) -> None:
-    from .server import Broker
+    from .serve import ServedBroker
 
-    broker = Broker(resolved.config, add_scram + (dev.scram if dev is not None else []),
-                    config_sources=resolved.sources)
+    served = ServedBroker(resolved.config, add_scram + (dev.scram if dev is not None else []),
+                          config_sources=resolved.sources)
+    broker = served.broker
     await broker.start()
-    if broker.admin_url is not None:
-        print(ready_lines.admin_line(broker.admin_url), flush=True)
-    if broker.schema_registry_url is not None:
-        print(ready_lines.schema_registry_line(broker.schema_registry_url), flush=True)
+    if served.admin_url is not None:
+        print(ready_lines.admin_line(served.admin_url), flush=True)
+    if served.schema_registry_url is not None:
+        print(ready_lines.schema_registry_line(served.schema_registry_url), flush=True)
     for listener in broker.listeners[1:]:
         host, port = listener.advertised_address
         print(ready_lines.listener_line(listener.name, listener.security_protocol, host, port), flush=True)
@@ -132,7 +134,7 @@ async def _serve(resolved: ResolvedConfig, add_scram: list[tuple[str, str, Scram
 
 def _with_dev_security(resolved: ResolvedConfig) -> tuple[ResolvedConfig, DevSecurity]:
     """The first listener renamed SASL_SSL and secured with dev_security's material."""
-    from .security.dev_security import prepare
+    from ottla.broker.security.dev_security import prepare
 
     config = resolved.config
     first = config.listeners[0]
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if not argv or argv[0] not in _OWN_COMMANDS:
-        from .tools import admin_cli, console, open_console
+        from . import admin_cli, console, open_console
 
         admin_cli.add_parsers(sub)
         console.add_parsers(sub)
@@ -171,11 +173,11 @@ def main(argv: list[str] | None = None) -> int:
             for listener in resolved.config.listeners:  # the TLS files: readable, usable
                 security = resolved.config.listener_security(listener)
                 if security.ssl is not None:
-                    from .security.tls import server_context
+                    from ottla.broker.security.tls import server_context
 
                     server_context(security.ssl)
                 if security.sasl is not None and security.sasl.oauthbearer is not None:
-                    from .security.oauthbearer import validator_for
+                    from ottla.broker.security.oauthbearer import validator_for
 
                     try:  # the JWKS: readable, holding keys
                         validator_for(security.sasl.oauthbearer)
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.exit(1, f"ottla serve: {exc}\n")
         return 0
     if args.command == "dump-log":
-        from .tools.dump_log import dump_files
+        from .dump_log import dump_files
 
         try:
             dump_files(args.files, sys.stdout, decoder=args.decoder)

@@ -12,11 +12,11 @@ from ottla.storage.log import PartitionLog
 from ..html import Markup, esc, join, link, page, tag
 
 if TYPE_CHECKING:
-    from ....config import Listener
-    from ....schema_registry.store import SchemaStore
-    from ....services import Services
-    from ...faults import Faults
-    from ...metrics import Metrics
+    from ottla.broker.config import Listener
+    from ottla.broker.faults import Faults
+    from ottla.broker.metrics import Metrics
+    from ottla.broker.services import Services
+    from ottla.schema_registry.store import SchemaStore
 
 
 PAGE_SIZE = 50

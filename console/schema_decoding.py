@@ -29,10 +29,10 @@ from typing import Any
 import avro.schema
 from google.protobuf import json_format, message_factory
 
-from ...schema_registry.errors import RegistryError
-from ...schema_registry.protobuf import ProtobufSchema
-from ...schema_registry.schema_types import AVRO, JSON, ParsedSchema, SchemaText
-from ...schema_registry.store import RegistryState
+from ottla.schema_registry.errors import RegistryError
+from ottla.schema_registry.protobuf import ProtobufSchema
+from ottla.schema_registry.schema_types import AVRO, JSON, ParsedSchema, SchemaText
+from ottla.schema_registry.store import RegistryState
 
 MAX_PAYLOAD = 64 * 1024
 MAX_DEPTH = 32

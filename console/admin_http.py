@@ -2,12 +2,12 @@
 
     GET    /                302 to /console/ (a browser pointed at the endpoint lands on the console)
     GET    /healthz         200 "ok" while the broker serves, 503 once it is stopping
-    GET    /metrics         Prometheus text format (broker/admin/metrics.py)
+    GET    /metrics         Prometheus text format (broker/metrics.py)
     GET    /faults          the faults set, as JSON
-    POST   /faults          set a fault: a JSON object (broker/admin/faults.py); 201 with it
+    POST   /faults          set a fault: a JSON object (broker/faults.py); 201 with it
     DELETE /faults          remove every fault
     DELETE /faults/<id>     remove one
-    /console/...            the web console (broker/admin/web_console/), when the broker has one
+    /console/...            the web console (console/), when the broker has one
 
 HTTP itself is aiohttp's server, on the broker's own event loop: keep-alive, chunked
 bodies, percent-decoding, header limits and the parser's errors (400) are the library's,
@@ -52,14 +52,15 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
-from ..logging import get_logger
-from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from ottla.broker.faults import Faults, FaultSpecError
+from ottla.broker.http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
+from ottla.broker.logging import get_logger
+from ottla.broker.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+
 from .access import AdminAccess, Principal, TooManyAttempts
-from .faults import Faults, FaultSpecError
 
 if TYPE_CHECKING:
-    from .web_console.app import WebConsole
+    from .app import WebConsole
 
 log = get_logger("ottla.admin")
 

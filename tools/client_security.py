@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from scramp import ScramClient, ScramException
 
-from ..config import read_properties
-from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
-from ..security.scram_credentials import MIN_ITERATIONS
-from ..security.security_config import SecurityProtocol
+from ottla.broker.config import read_properties
+from ottla.broker.security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
+from ottla.broker.security.scram_credentials import MIN_ITERATIONS
+from ottla.broker.security.security_config import SecurityProtocol
 
 # A request/response exchange on the connection: SaslHandshake or SaslAuthenticate.
 Exchange = Callable[[bytes], bytes]

@@ -33,9 +33,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from ottla.protocol.apis import CREATE_TOPICS
-
-from ..ready_lines import ADMIN_PREFIX, LISTENER_PREFIX, LOADED_LINE, READY_PREFIX, SCHEMA_REGISTRY_PREFIX
-from ..tools.client import REQUEST_TIMEOUT_MS, Cluster, check
+from ottla.tools.client import REQUEST_TIMEOUT_MS, Cluster, check
+from ottla.tools.ready_lines import ADMIN_PREFIX, LISTENER_PREFIX, LOADED_LINE, READY_PREFIX, SCHEMA_REGISTRY_PREFIX
 
 # How long a call to the admin endpoint may take before it counts as failed.
 ADMIN_TIMEOUT_SECONDS = 10
@@ -46,7 +45,7 @@ KILL_WAIT_SECONDS = 10
 
 
 class AdminEndpoint:
-    """The broker's admin HTTP endpoint: metrics and faults (see broker/admin/admin_http.py)."""
+    """The broker's admin HTTP endpoint: metrics and faults (see console/admin_http.py)."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url
@@ -105,7 +104,7 @@ class BrokerProcess:
         os.makedirs(self.data_dir, exist_ok=True)
         self.properties = dict(properties or {})
         self.env = dict(env or {})
-        # A Python script run in place of `-m ottla.broker.cli`, with the same arguments:
+        # A Python script run in place of `-m ottla.tools.cli`, with the same arguments:
         # a test's way to change the broker (a crash at a chosen point) before it starts,
         # without a hook in the product. None: the broker as shipped.
         self.launcher = launcher
@@ -132,7 +131,7 @@ class BrokerProcess:
         return self.bootstrap
 
     def command(self) -> list[str]:
-        entry = [self.launcher] if self.launcher is not None else ["-m", "ottla.broker.cli"]
+        entry = [self.launcher] if self.launcher is not None else ["-m", "ottla.tools.cli"]
         cmd = [sys.executable, *entry, "serve", "--host", "127.0.0.1", "--port", str(self.port),
                "--data-dir", self.data_dir, "--log-level", "info"]
         for key, value in self.properties.items():

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ottla.broker.config_entries import ConfigSource, broker_config_entries
+from ottla.broker.faults import FaultKind
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import KafkaError
 
-from ....config_entries import ConfigSource, broker_config_entries
-from ...faults import FaultKind
 from ..html import Markup, dl, join, page, table, tag, url
 from ..params import Params
 from .common import ConsoleBroker

@@ -16,7 +16,7 @@ that suffix stands for the topic of its own name. The mapping is Ottla's own:
 
 So a producer allowed to WRITE a topic registers its schemas, a consumer allowed to READ
 it (READ implies DESCRIBE) fetches them, and super users and the admin token may do
-everything. The rules come from the broker (server.py hands in its admin access): this
+everything. The rules come from the broker (`ottla serve`, tools/serve.py, hands in its admin access): this
 room knows only the two questions below.
 """
 
@@ -71,7 +71,7 @@ class Unsecured:
 
 
 class CallableAccess:
-    """RegistryAccess from two functions (the broker's admin access, adapted in server.py)."""
+    """RegistryAccess from two functions (the broker's admin access, adapted in tools/serve.py)."""
 
     def __init__(self, secured: bool, sign_in: Callable[[str, str], Awaitable[str | None]],
                  allows: Callable[[str, str, str, str], bool]) -> None:

@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ottla.broker.security.authorizer import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from ottla.protocol import apis
 from ottla.protocol.member_assignment import consumer_assignment
 
-from ..security.authorizer import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from .client import GROUP_KEY, REQUEST_TIMEOUT_MS, TRANSACTION_KEY, ClientError, Cluster, check
 from .client_security import ClientSecurity, read_command_config
 

@@ -28,14 +28,14 @@ from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.kio_schema import EntityField, EntityTupleField, classify_field
 
-from ..security.tls import failed_handshakes
+from .security.tls import failed_handshakes
 
 if TYPE_CHECKING:
     from ottla.coordinator.groups import GroupCoordinator
     from ottla.coordinator.transactions import TransactionCoordinator
     from ottla.storage.log_manager import LogManager
 
-    from ..fetch_sessions import FetchSessionCache
+    from .fetch_sessions import FetchSessionCache
 
 # Request latency buckets, in seconds: a produce answered from the page cache takes well
 # under a millisecond, a long-polling fetch up to its max wait (500 ms by default).

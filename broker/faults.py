@@ -41,7 +41,7 @@ from ottla.protocol.codec import RequestHeader
 from ottla.protocol.error_responses import error_response, has_error_response, named_partitions, names_topics
 from ottla.protocol.errors import ErrorCode
 
-from ..logging import get_logger
+from .logging import get_logger
 
 if TYPE_CHECKING:
     from ottla.storage.log_manager import LogManager

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from ....schema_registry.access import topic_of
+from ottla.schema_registry.access import topic_of
+
 from ..html import Markup, dl, esc, join, link, page, tag, url, when
 from ..params import Params
 from ..records import DEFAULT_RECORDS, MAX_RECORDS, Row, read_slice

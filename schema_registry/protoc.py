@@ -3,7 +3,7 @@
 protoc is C++ and recursive: some inputs a client may send (an aggregate option value
 nested a hundred thousand levels deep) overflow its stack and kill the process that
 runs it. So it never runs in the broker: one worker process (`python -m
-ottla.broker.schema_registry.protoc`, started on the first PROTOBUF schema) compiles
+ottla.schema_registry.protoc`, started on the first PROTOBUF schema) compiles
 one request at a time; if it dies on an input, or takes longer than COMPILE_TIMEOUT,
 that schema is invalid (42201) and the next request starts a new worker. The worker
 ends when the broker does (its stdin closes).

@@ -1,4 +1,4 @@
-"""The console's pages of the built-in schema registry (broker/schema_registry/):
+"""The console's pages of the built-in schema registry (schema_registry/):
 
     GET /console/schemas?q=&page=     subjects: type, latest version and id, versions
     GET /console/subject?name=        a subject's versions (soft-deleted ones marked),
@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ....schema_registry.access import topic_of
-from ....schema_registry.store import SchemaVersion
+from ottla.schema_registry.access import topic_of
+from ottla.schema_registry.store import SchemaVersion
+
 from ..html import Markup, dl, join, link, page, pager, search_form, table, tag
 from ..params import Params
 from .common import PAGE_SIZE, ConsoleBroker, NotFound

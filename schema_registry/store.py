@@ -23,12 +23,12 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 
+from ottla.broker.logging import get_logger
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.protocol.errors import KafkaError
 from ottla.protocol.records import keys_and_values
 from ottla.storage.log_manager import LogManager
 
-from ..logging import get_logger
 from .errors import store_error
 from .schema_types import AVRO, Reference, SchemaText
 

@@ -20,7 +20,7 @@ test session, a fresh topic per test, and faults on demand.
   `.metric(...)`); every fault a test set is cleared when it ends, so one test's faults
   never reach the next.
 
-Outside pytest, `ottla.broker.testing.running_broker()` gives the same broker.
+Outside pytest, `ottla.testing.running_broker()` gives the same broker.
 """
 
 from __future__ import annotations

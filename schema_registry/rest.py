@@ -26,8 +26,9 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from ..http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
-from ..logging import get_logger
+from ottla.broker.http_site import BodyTimeout, HttpSite, host_of, is_loopback, read_body
+from ottla.broker.logging import get_logger
+
 from .access import ALTER_CLUSTER, READ, WRITE, RegistryAccess, SignInLimited, Unsecured, topic_of
 from .errors import RegistryError, bad_request
 from .registry import NotPrepared, SchemaRegistry, start_request

@@ -39,10 +39,9 @@ from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import Any
 
+from ottla.broker.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
-
-from ...security.authorizer import CLUSTER_NAME, Operation, ResourceType
 
 Allows = Callable[[Operation, ResourceType, str], bool]
 

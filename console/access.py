@@ -38,13 +38,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..security.authorizer import Operation, ResourceType
-from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
-from ..security.scram_credentials import credential_from_password
+from ottla.broker.security.authorizer import Operation, ResourceType
+from ottla.broker.security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
+from ottla.broker.security.scram_credentials import credential_from_password
 
 if TYPE_CHECKING:
-    from ..security.authorizer import Authorizer
-    from ..security.scram_credentials import ScramCredentials
+    from ottla.broker.security.authorizer import Authorizer
+    from ottla.broker.security.scram_credentials import ScramCredentials
 
 # A verified Basic header is remembered this long, so that a page's every request (the
 # page, its script, its style sheet, the charts' polls) does not cost a PBKDF2 of the

@@ -41,11 +41,11 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any, Protocol
 
+from ottla.broker.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from ottla.broker.services import MAX_PARTITIONS_PER_REQUEST
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import KafkaError
 
-from ...security.authorizer import CLUSTER_NAME, Operation, ResourceType
-from ...services import MAX_PARTITIONS_PER_REQUEST
 from .pages import broker as broker_pages
 from .pages import groups, messages, producers, schemas, topics, transactions
 from .pages.common import ConsoleBroker, NotFound, error_page, handle_kafka_error

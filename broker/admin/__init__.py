@@ -1,1 +1,0 @@
-"""What an operator reads and steers: the admin HTTP endpoint, metrics, faults, the web console."""
