@@ -36,9 +36,17 @@ def filler_produce_frame(size: int) -> bytes:
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10, receive_buffer: int | None = None) -> None:
+        """`receive_buffer`: SO_RCVBUF, set before connecting (so the window is small
+        from the start): a client that reads slowly holds the broker's answers back."""
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if receive_buffer is None:
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        else:
+            self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, int(port)))
         self.correlation_id = 0
 
     def send_raw(self, data: bytes) -> None:
