@@ -308,6 +308,7 @@ class LogSegment:
         window = b""
         window_start = position
         at = 0  # whole batches found, in bytes from `position`
+        batch_size = 0
         next_offset = -1
         while position + at + LOG_OVERHEAD <= end:
             if at + HEADER_SIZE > max_bytes and not (at == 0 and min_one):
@@ -316,14 +317,17 @@ class LogSegment:
             if here + LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA.size > len(window):
                 # The next header is not (wholly) in the window: read a window from it.
                 window_start = position + at
-                window = os.pread(fd, min(window_size, end - window_start), window_start)
+                # After a batch larger than a window the next is likely large too: its
+                # header alone is read, not a window of its records.
+                size = HEADER_SIZE if at and batch_size > _WALK_WINDOW else window_size
+                window = os.pread(fd, min(size, end - window_start), window_start)
                 window_size = _WALK_WINDOW
                 here = 0
                 if LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA.size > len(window):
                     break  # a torn tail: recovery's business, not a reader's
             base_offset, length = OFFSET_AND_LENGTH.unpack_from(window, here)
             batch_size = length + LOG_OVERHEAD
-            if (base_offset >= max_offset or position + at + batch_size > end
+            if (base_offset >= max_offset or batch_size < HEADER_SIZE or position + at + batch_size > end
                     or (at + batch_size > max_bytes and not (at == 0 and min_one))):
                 break
             (last_delta,) = LAST_OFFSET_DELTA.unpack_from(window, here + LAST_OFFSET_DELTA_OFFSET)

@@ -54,10 +54,14 @@ class FileSender:
 
     def send(self, chunks: Iterable[bytes | FileSlice]) -> None:
         """Queue a response's chunks behind what is being sent, and send what can be."""
-        if self.finished is None:
-            self._socket = os.dup(self._transport.get_extra_info("socket").fileno())
-            self.finished = self._loop.create_future()
         self._queue.extend(chunks)
+        if self.finished is None:
+            self.finished = self._loop.create_future()
+            try:
+                self._socket = os.dup(self._transport.get_extra_info("socket").fileno())
+            except OSError as exc:  # out of descriptors (EMFILE)
+                self._fail(f"no descriptor to send a fetch's records: {exc}")
+                return
         self._pump()
 
     def _pump(self) -> None:
