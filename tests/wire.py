@@ -43,10 +43,12 @@ class WireClient:
         if receive_buffer is None:
             self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         else:
-            self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), int(port),
+                                                                 type=socket.SOCK_STREAM)[0]
+            self.sock = socket.socket(family, kind, proto)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
             self.sock.settimeout(timeout)
-            self.sock.connect((host, int(port)))
+            self.sock.connect(address)
         self.correlation_id = 0
 
     def send_raw(self, data: bytes) -> None:
