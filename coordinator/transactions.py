@@ -98,15 +98,31 @@ class TransactionCoordinator:
     # --- the log -------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Create `__transaction_state` if needed. Until `load` has read a partition of it,
-        the transactional ids it holds are answered COORDINATOR_LOAD_IN_PROGRESS."""
+        """Take `__transaction_state` as it is, if it exists. Until `load` has read a
+        partition of it, the transactional ids it holds are answered
+        COORDINATOR_LOAD_IN_PROGRESS. A broker that never saw a transaction has none: as
+        Kafka, it is created at the first transactional request (`ensure_topic`), and an
+        empty start does not pay for its 50 partitions."""
         topic = self.logs.topic(TOPIC)
-        if topic is None:
-            # Kafka's settings for its internal topics: compacted, 100 MiB segments.
-            topic = self.logs.create_topic(TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS)
-        self.num_partitions = len(topic.partitions)
-        self._loading = set(range(self.num_partitions))
+        if topic is not None:
+            self.num_partitions = len(topic.partitions)
+            self._loading = set(range(self.num_partitions))
         self._opened = True
+
+    def ensure_topic(self) -> bool:
+        """Create `__transaction_state` if it does not exist yet (Kafka creates it at
+        the first FindCoordinator of a transactional id). False if it could not be (the
+        disk refused): the coordinator is not available."""
+        if self.logs.topic(TOPIC) is not None:
+            return True
+        try:
+            # Kafka's settings for its internal topics: compacted, 100 MiB segments.
+            self.logs.create_topic(TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS)
+        except (OSError, KafkaError) as exc:
+            log.warning("could not create the transaction state topic", topic=TOPIC, error=str(exc))
+            return False
+        log.info("topic created", topic=TOPIC, partitions=self.num_partitions, configs=INTERNAL_TOPIC_CONFIGS)
+        return True
 
     async def load(self) -> int:
         """Rebuild every transactional id from `__transaction_state`, one partition at a
@@ -115,7 +131,8 @@ class TransactionCoordinator:
         if not self._opened:
             self.open()
         topic = self.logs.topic(TOPIC)
-        assert topic is not None
+        if topic is None:
+            return 0  # no transaction yet
         for partition, log in enumerate(topic.partitions):
             # The latest value of each key, still encoded: most records of a long
             # history are overwritten, so only the survivors are decoded. Built apart
@@ -172,6 +189,9 @@ class TransactionCoordinator:
 
     def _append(self, txn_id: str, records: Records) -> int:
         partition = partition_for(txn_id, self.num_partitions)
+        if not self.ensure_topic():
+            raise append_error(KafkaError(ErrorCode.unknown_topic_or_partition, f"{TOPIC} could not be created"),
+                               f"{TOPIC}-{partition}")
         state_log = self.logs.partition(TOPIC, partition)
         assert state_log is not None
         batch = build_batch([encode_record(key, value, offset_delta=i) for i, (key, value) in enumerate(records)],

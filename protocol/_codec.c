@@ -23,7 +23,8 @@
  * encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as
  *   codec.encode_response: the size prefix, the response header and the body, one bytes
  *   object unless a bytes value of LARGE bytes or more (record data) is in it, which is
- *   passed on as its own chunk, uncopied. The plan (compiled_codec.encode_plan) lists
+ *   passed on as its own chunk, uncopied, as is a records value that is not a buffer
+ *   (a storage.FileSlice, which the connection sends from its file). The plan (compiled_codec.encode_plan) lists
  *   the fields of a kio class and how each is written (compiled_writers.py says how).
  * build(plan, values) -> entity, as entities.compiled_builder(cls)(values): a response
  *   entity from a handler's version-agnostic dict (entities.build_plan), its slots set
@@ -1084,6 +1085,15 @@ static int encode_value(Writer *w, PyObject *step, PyObject *value, int flexible
     case E_BYTES: {
         if (value == Py_None && PyObject_IsTrue(PyTuple_GET_ITEM(step, 2)))
             return put_null(w, flexible, 4);
+        if (w->keep_large && !PyObject_CheckBuffer(value)) {
+            /* records left in their file (storage.FileSlice): their length, then the
+             * slice itself as a chunk of its own, which the connection sends from the file */
+            Py_ssize_t n = PyObject_Length(value);
+            if (n < 0 || put_length(w, n, flexible, 4) < 0 || flush(w) < 0 || PyList_Append(w->chunks, value) < 0)
+                return -1;
+            w->total += n;
+            return 0;
+        }
         Py_buffer view;
         if (PyObject_GetBuffer(value, &view, PyBUF_SIMPLE) < 0)
             return -1;

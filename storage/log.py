@@ -27,6 +27,7 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 
 from .directories import DirectorySync
+from .file_slice import FileSlice
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager, Verdict
 from .segment import LogSegment, ReadSlice, indexes_missing, recover_interrupted_cleaning, segment_file_name
@@ -53,7 +54,7 @@ class AppendResult:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    records: bytes | None
+    records: bytes | FileSlice | None
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
@@ -459,9 +460,11 @@ class PartitionLog:
 
     # --- reading -------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, read_committed: bool, min_one: bool) -> FetchResult:
+    def read(self, offset: int, max_bytes: int, read_committed: bool, min_one: bool,
+             in_place: bool = False) -> FetchResult:
         """Whole batches from the one holding `offset`, up to the high watermark (or the
-        LSO for read_committed), within `max_bytes` (or one batch if `min_one`)."""
+        LSO for read_committed), within `max_bytes` (or one batch if `min_one`).
+        `in_place`: a large range may come back as a FileSlice (LogSegment.read)."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise KafkaError(
                 ErrorCode.offset_out_of_range,
@@ -475,7 +478,7 @@ class PartitionLog:
             located = self._locate(offset)
             if located is not None:
                 segment, position = located
-                got = segment.read(position, max_bytes, upper, min_one)
+                got = segment.read(position, max_bytes, upper, min_one, in_place)
                 if got is not None:
                     records = got.data
                     self._remember_position(got, segment)

@@ -27,6 +27,7 @@ from ottla.protocol.batch import (
 )
 
 from .directories import directory_changed, open_or_create
+from .file_slice import FileSlice
 from .index import OffsetIndex, TimeIndex
 from .open_files import OPEN_FILES
 from .txn_index import TransactionIndex
@@ -54,9 +55,10 @@ class Recovered:
 
 @dataclass(frozen=True, slots=True)
 class ReadSlice:
-    """Whole batches read from a segment: their bytes, and where the next read starts."""
+    """Whole batches read from a segment: their bytes (or, read in place, the range of the
+    file holding them), and where the next read starts."""
 
-    data: bytes
+    data: bytes | FileSlice
     next_offset: int
     next_position: int
 
@@ -285,32 +287,58 @@ class LogSegment:
                 return position, header.base_offset
         return None
 
-    def read(self, position: int, max_bytes: int, max_offset: int, min_one: bool) -> ReadSlice | None:
+    def read(self, position: int, max_bytes: int, max_offset: int, min_one: bool,
+             in_place: bool = False) -> ReadSlice | None:
         """Whole batches from `position` holding offsets below `max_offset`, at most
         `max_bytes` of them, except that with `min_one` the first batch is returned
-        even when it alone is larger (KIP-74: a consumer must always make progress)."""
+        even when it alone is larger (KIP-74: a consumer must always make progress).
+
+        `in_place`: more than a walk window of them comes back as a FileSlice, the range
+        of the file, found by walking the batch headers a window at a time, instead of
+        as bytes read (Fetch: the connection sends it from the file)."""
         if position >= self.size:
             return None
-        window = os.pread(self.fd, min(max(max_bytes, HEADER_SIZE), self.size - position), position)
-        at = 0
+        fd = self.fd
+        end = self.size
+        # Into memory, all that may be returned is read at once and walked there; in
+        # place, the batch headers are walked a window at a time.
+        window_size = min(max(max_bytes, HEADER_SIZE), end - position)
+        if in_place:
+            window_size = min(window_size, _WALK_WINDOW)
+        window = b""
+        window_start = position
+        at = 0  # whole batches found, in bytes from `position`
+        batch_size = 0
         next_offset = -1
-        while at + LOG_OVERHEAD <= len(window):
-            base_offset, length = OFFSET_AND_LENGTH.unpack_from(window, at)
-            if base_offset >= max_offset:
-                break
+        while position + at + LOG_OVERHEAD <= end:
+            if at + HEADER_SIZE > max_bytes and not (at == 0 and min_one):
+                break  # no batch is smaller than its header
+            here = position + at - window_start
+            if here + LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA.size > len(window):
+                # The next header is not (wholly) in the window: read a window from it.
+                window_start = position + at
+                # After a batch larger than a window the next is likely large too: its
+                # header alone is read, not a window of its records.
+                size = HEADER_SIZE if at and batch_size > _WALK_WINDOW else window_size
+                window = os.pread(fd, min(size, end - window_start), window_start)
+                window_size = _WALK_WINDOW
+                here = 0
+                if LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA.size > len(window):
+                    break  # a torn tail: recovery's business, not a reader's
+            base_offset, length = OFFSET_AND_LENGTH.unpack_from(window, here)
             batch_size = length + LOG_OVERHEAD
-            if at + batch_size > len(window):
-                if at == 0 and min_one:
-                    window = os.pread(self.fd, batch_size, position)
-                    at = batch_size
-                    next_offset = BatchHeader.parse(window).last_offset + 1
+            if (base_offset >= max_offset or batch_size < HEADER_SIZE or position + at + batch_size > end
+                    or (at + batch_size > max_bytes and not (at == 0 and min_one))):
                 break
-            (last_delta,) = LAST_OFFSET_DELTA.unpack_from(window, at + LAST_OFFSET_DELTA_OFFSET)
+            (last_delta,) = LAST_OFFSET_DELTA.unpack_from(window, here + LAST_OFFSET_DELTA_OFFSET)
             at += batch_size
             next_offset = base_offset + last_delta + 1
         if at == 0:
             return None
-        return ReadSlice(window[:at] if at < len(window) else window, next_offset, position + at)
+        if window_start == position and at <= len(window):  # all in the first window
+            return ReadSlice(window[:at] if at < len(window) else window, next_offset, position + at)
+        data = FileSlice(fd, position, at) if in_place else os.pread(fd, at, position)
+        return ReadSlice(data, next_offset, position + at)
 
     def first_batch_reaching(self, timestamp: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose max timestamp is >= `timestamp`,

@@ -36,9 +36,19 @@ def filler_produce_frame(size: int) -> bytes:
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10, receive_buffer: int | None = None) -> None:
+        """`receive_buffer`: SO_RCVBUF, set before connecting (so the window is small
+        from the start): a client that reads slowly holds the broker's answers back."""
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if receive_buffer is None:
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        else:
+            family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), int(port),
+                                                                 type=socket.SOCK_STREAM)[0]
+            self.sock = socket.socket(family, kind, proto)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(timeout)
+            self.sock.connect(address)
         self.correlation_id = 0
 
     def send_raw(self, data: bytes) -> None:

@@ -27,6 +27,10 @@ def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest
             code = ErrorCode.group_authorization_failed if key_type == GROUP \
                 else ErrorCode.transactional_id_authorization_failed
             answers.append({"key": key, "error_code": code, "node_id": -1, "host": "", "port": -1})
+        elif key_type == TRANSACTION and not services.transactions.ensure_topic():
+            # As Kafka while its __transaction_state cannot be made: ask again later.
+            answers.append({"key": key, "error_code": ErrorCode.coordinator_not_available, "node_id": -1,
+                            "host": "", "port": -1})
         elif key_type in (GROUP, TRANSACTION):
             answers.append({"key": key, "error_code": ErrorCode.none, "node_id": services.node_id,
                             "host": host, "port": port})

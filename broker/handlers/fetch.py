@@ -1,9 +1,12 @@
 """Fetch: whole batches from each partition, with long polling.
 
-Data is read straight from the segment files (the bytes go into the response as they
-are on disk). read_committed stops at the last stable offset and lists the aborted
-transactions in the returned range; read_uncommitted stops at the high watermark and
-lists none (some clients misbehave if they get one).
+Data goes from the segment files into the response as it is on disk, and a large range
+is not even read: the answer holds the range of the file (storage/file_slice.py), which
+the connection sends with sendfile (broker/network/file_sender.py), so an answer of up
+to fetch.max.bytes costs the broker no more memory than a short one, as in Kafka.
+read_committed stops at the last stable offset and lists the aborted transactions in
+the returned range; read_uncommitted stops at the high watermark and lists none (some
+clients misbehave if they get one).
 
 A response holds at most min(max_bytes, fetch.max.bytes) of records, and always the
 first batch found whole (Kafka's rule), so a consumer never stalls on a big batch.
@@ -141,7 +144,8 @@ def _collect(ctx: RequestContext, request: Any, wanted: list[Wanted],
             errors = True
             continue
         try:
-            got = log.read(w.fetch_offset, min(w.max_bytes, max(budget, 0)), read_committed, min_one=size == 0)
+            got = log.read(w.fetch_offset, min(w.max_bytes, max(budget, 0)), read_committed, min_one=size == 0,
+                           in_place=True)
         except KafkaError as exc:
             # Kafka's read error (OFFSET_OUT_OF_RANGE...) carries no offsets either.
             answers.append((w, _error(w.partition, exc.code, aborted=None)))

@@ -47,6 +47,7 @@ from ottla.protocol.codec import (
     request_class,
 )
 from ottla.protocol.framing import FrameError
+from ottla.storage.file_slice import FileSlice
 
 from ..handlers import RequestContext, api_versions_fallback
 from ..logging import get_logger
@@ -56,6 +57,7 @@ from ..services import Services
 from .connection_quotas import ConnectionQuotas
 from .connection_security import ConnectionSecurity
 from .dispatch import Dispatcher
+from .file_sender import FileSender
 from .frame_intake import FrameIntake
 from .request_memory import RequestMemory
 
@@ -111,6 +113,9 @@ class Connection(asyncio.Protocol):
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
+        # Sends responses holding records left in their files (a Fetch's), on a
+        # plaintext listener; made at the first.
+        self._file_sender: FileSender | None = None
         # Set while the client is throttled by a quota (KIP-219): its next request waits.
         self._muted: asyncio.Future[None] | None = None
 
@@ -195,6 +200,8 @@ class Connection(asyncio.Protocol):
             self._worker.cancel()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+        if self._file_sender is not None:
+            self._file_sender.cancel()
 
     def pause_writing(self) -> None:
         self._drained = asyncio.get_running_loop().create_future()
@@ -233,7 +240,7 @@ class Connection(asyncio.Protocol):
         unfinished, the client stopped reading what we send, a quota throttles it, or
         the connection is closing."""
         return (self._unfinished is not None or self._drained is not None or self._muted is not None
-                or self._closing)
+                or self._closing or self._sending_files())
 
     def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
         """Serve, right here in data_received, the frames whose handling cannot wait on
@@ -244,7 +251,7 @@ class Connection(asyncio.Protocol):
         nothing queued or in hand, and stops at the first request that has to go to it."""
         dispatcher = self.dispatcher
         for i, frame in enumerate(frames):
-            if (self._drained is not None  # the client stopped reading: the worker waits for it
+            if (self._drained is not None or self._sending_files()  # the worker waits for the client to read
                     or not 2 <= len(frame) <= _INLINE_MAX_BYTES
                     or not dispatcher.can_handle_now(int.from_bytes(frame[_API_KEY_BYTES], "big", signed=True))):
                 return frames[i:]
@@ -286,6 +293,9 @@ class Connection(asyncio.Protocol):
                     if self._muted is not None:
                         await self._muted
                         continue  # the connection may have closed meanwhile
+                    if self._sending_files():
+                        await self._files_sent()
+                        continue
                     frame = self._intake.next_frame()
                     self._in_hand = True
                     try:
@@ -297,6 +307,9 @@ class Connection(asyncio.Protocol):
                         self._intake.served()
                     if self._drained is not None:
                         await self._drained
+                if self._sending_files():
+                    await self._files_sent()
+                    continue
                 if self._closing or self.services.stopping:
                     self.close()
                     return
@@ -441,10 +454,72 @@ class Connection(asyncio.Protocol):
         chunks = encode_response(correlation_id, response)
         self.metrics.bytes_out += sum(map(len, chunks))
         self.last_active = self._loop.time()
-        if len(chunks) == 1:
+        if len(chunks) > 1 and any(chunk.__class__ is FileSlice for chunk in chunks):
+            # A Fetch's records left in their files: sent from there (file_sender.py);
+            # TLS encrypts bytes, so over TLS they are read into memory now.
+            if self.security.uses_tls:
+                read = self._read_slices(chunks)
+                if read is None:
+                    return
+                chunks = read
+            else:
+                self._files().send(chunks)
+                return
+        if self._sending_files():
+            self._files().send(chunks)  # behind the records still being sent: order holds
+        elif len(chunks) == 1:
             self.transport.write(chunks[0])  # most responses: one buffer, one send
         else:
             self.transport.writelines(chunks)
+
+    def _read_slices(self, chunks: list[Any]) -> list[Any] | None:
+        """`chunks` with their FileSlices read (for TLS); None, and the connection closed,
+        if one was cut short (its file truncated since it was taken)."""
+        read = []
+        try:
+            for chunk in chunks:
+                if chunk.__class__ is FileSlice:
+                    piece = chunk
+                    try:
+                        chunk = piece.read()
+                    finally:
+                        piece.close()
+                read.append(chunk)
+        except OSError as exc:  # a ShortSlice, or the disk failed under the read
+            for chunk in chunks:
+                if chunk.__class__ is FileSlice:
+                    chunk.close()
+            self._files_failed(f"reading a fetch's records failed: {exc}")
+            return None
+        return read
+
+    def _files(self) -> FileSender:
+        if self._file_sender is None:
+            assert self.transport is not None
+            self._file_sender = FileSender(self.transport, self._touched, self._files_failed)
+        return self._file_sender
+
+    def _sending_files(self) -> bool:
+        return self._file_sender is not None and self._file_sender.busy
+
+    async def _files_sent(self) -> None:
+        """Wait until the responses being sent from files are out (or dropped)."""
+        sender = self._file_sender
+        if sender is not None and sender.finished is not None:
+            await sender.finished
+
+    def _touched(self) -> None:
+        self.last_active = self._loop.time()
+
+    def _files_failed(self, reason: str) -> None:
+        """A response could not be sent whole: the frame is broken, so is the connection."""
+        log.warning("closing connection", reason=reason, peer=self.peer, client_id=self.client_id)
+        self.metrics.connection_errors += 1
+        self._intake.frames.clear()
+        self._closing = True
+        self._intake.stop()
+        if self.transport is not None:
+            self.transport.abort()
 
     # --- closing -------------------------------------------------------------------------
 
@@ -459,6 +534,8 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         self._closing = True
         self._intake.stop()
+        if self._file_sender is not None:
+            self._file_sender.cancel()  # what is still queued there is dropped, as the worker's queue is
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 

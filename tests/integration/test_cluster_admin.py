@@ -53,6 +53,8 @@ def test_create_partitions_of_unknown_and_internal_topics_are_refused(broker, to
         future.result(10)
     assert refused.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     create_topic(broker.bootstrap, topic_name, 1)  # makes sure __consumer_offsets can exist
+    with WireClient(broker.bootstrap) as client:  # __transaction_state is made at the first transactional request
+        client.call(request(10, 4, key_type=1, coordinator_keys=[f"txn-{topic_name}"]))
     (future,) = admin.create_partitions([NewPartitions("__transaction_state", 60)]).values()
     with pytest.raises(KafkaException) as refused:
         future.result(10)

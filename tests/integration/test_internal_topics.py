@@ -5,6 +5,7 @@ there."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -139,3 +140,26 @@ def test_clients_cannot_create_the_offsets_topic_the_group_coordinator_creates(f
     consumer.close()
     metadata = admin.list_topics(timeout=30)
     assert len(metadata.topics[OFFSETS].partitions) == PARTITIONS[OFFSETS]
+
+
+def test_the_transaction_state_topic_is_created_at_the_first_transactional_request(fresh_broker, topic_name):
+    """As Kafka: an empty start has no __transaction_state (its 50 partitions were a good
+    part of an empty broker's start), the first FindCoordinator of a transactional id
+    creates it, and it is there after a restart."""
+    broker = fresh_broker()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert TXN_STATE not in admin.list_topics(timeout=30).topics
+    assert not any(name.startswith(f"{TXN_STATE}-") for name in os.listdir(broker.data_dir))
+    with WireClient(broker.bootstrap) as client:
+        found = client.call(request(10, 4, key_type=1, coordinator_keys=[f"txn-{topic_name}"])).coordinators[0]
+    assert found.error_code == ErrorCode.none
+    assert len(admin.list_topics(timeout=30).topics[TXN_STATE].partitions) == PARTITIONS[TXN_STATE]
+    create_topic(broker.bootstrap, topic_name, 1)
+    producer = transactional_producer(broker.bootstrap, f"txn-{topic_name}")
+    producer.begin_transaction()
+    producer.produce(topic_name, value=b"committed", partition=0)
+    producer.commit_transaction(30)
+    broker.restart()
+    with WireClient(broker.bootstrap) as client:
+        described = client.call(request(65, 0, transactional_ids=[f"txn-{topic_name}"])).transaction_states[0]
+    assert described.transaction_state == "CompleteCommit"

@@ -539,3 +539,20 @@ def test_dev_security_refuses_no_credentials_a_wrong_password_and_a_client_witho
         assert "certificate verify failed" in _refused(without_ca)
     finally:
         broker.cleanup()
+
+
+def test_large_fetch_answers_over_tls_carry_the_records(secure_broker, certs, topic_name):
+    """A Fetch answer's records are sent from the segment files with sendfile on a
+    plaintext listener (broker/network/file_sender.py); TLS must encrypt them, so there
+    they are read into memory first. Sent from the file on a TLS connection, they would
+    reach the client unencrypted, in the middle of its TLS stream."""
+    create_topic(secure_broker.bootstrap, topic_name, 1)
+    values = [b"%05d" % i * 2_000 for i in range(300)]  # 3 MB: answers of up to 1 MiB each
+    producer = Producer({"bootstrap.servers": secure_broker.bootstrap, "linger.ms": 50})
+    for value in values:
+        producer.produce(topic_name, value)
+    assert producer.flush(20) == 0
+    conf = {"bootstrap.servers": secure_broker.listeners["MTLS"], "security.protocol": "SSL",
+            "ssl.ca.location": certs["ca"], "ssl.certificate.location": certs["client_cert"],
+            "ssl.key.location": certs["client_key"]}
+    assert _consume_in_group(conf, topic_name, topic_name, isolation="read_uncommitted", assign=True) == values

@@ -4,8 +4,11 @@ read on one at a time, never all together."""
 
 from __future__ import annotations
 
+import ctypes.util
+import platform
 import struct
 
+from ottla.broker.network import request_memory
 from ottla.broker.network.frame_intake import FrameIntake
 from ottla.broker.network.request_memory import RequestMemory
 
@@ -85,3 +88,16 @@ def test_before_authentication_nothing_counts_in_the_pool():
     intakes[0].bound_frames(None)  # authenticated: what it holds counts from now on
     feed(intakes[0], b"\0" * 1024)
     assert memory.used == 501 * 1024
+
+
+def test_glibcs_allocator_functions_are_found_without_running_ldconfig(monkeypatch):
+    """ctypes.util.find_library("c") runs `ldconfig -p` in a subprocess (11-130 ms of
+    wall clock at each start on a loaded machine, twice): the C library's functions are
+    looked up among the symbols the process has loaded already."""
+    def no_subprocess(name: str) -> None:
+        raise AssertionError(f"find_library({name!r}) runs ldconfig")
+
+    monkeypatch.setattr(ctypes.util, "find_library", no_subprocess)
+    if platform.libc_ver()[0] == "glibc":
+        assert request_memory.settle_allocator()
+        assert request_memory._malloc_trim() is not None
