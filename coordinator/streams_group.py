@@ -156,6 +156,9 @@ class StreamsGroup(Group):
     # (its uncaught-exception handler's SHUTDOWN_APPLICATION); every member is told so
     # until the group is empty.
     shutdown_requested: bool = False
+    # Not in the log, as Kafka's timer: when the initial rebalance delay a member joining
+    # the empty group started is over (None: none running).
+    assignment_delayed_until: float | None = None
 
     @property
     def type(self) -> GroupType:
@@ -184,6 +187,7 @@ class StreamsGroup(Group):
         """What the records do not hold, from the copy an operation ran on."""
         self.configured = working.configured
         self.shutdown_requested = working.shutdown_requested and bool(self.members)
+        self.assignment_delayed_until = working.assignment_delayed_until
         for member_id, member in self.members.items():
             seen = working.members.get(member_id)
             if seen is not None:

@@ -103,7 +103,7 @@ def _create_internal_topics(ctx: RequestContext, result: StreamsHeartbeatResult)
 def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     def refused(code: ErrorCode) -> Any:
         return ctx.respond(error_code=code, member_id=request.member_id, member_epoch=0, heartbeat_interval=0,
-                           acceptable_recovery_lag=0, task_offset_interval=0, status=None, active_tasks=None,
+                           acceptable_recovery_lag=0, task_offset_interval=0, status=[], active_tasks=None,
                            standby_tasks=None, warmup_tasks=None, endpoint_information_epoch=0,
                            partitions_by_user_endpoint=None)
 
@@ -133,6 +133,8 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
             user_endpoint=None if endpoint is None else (endpoint.host, endpoint.port),
             client_tags=None if request.client_tags is None else tuple((t.key, t.value) for t in request.client_tags),
             shutdown_application=request.shutdown_application,
+            task_offsets=request.task_offsets is not None,
+            task_end_offsets=request.task_end_offsets is not None,
             client_id=ctx.header.client_id or "",
             client_host="/" + ctx.host,  # Java's InetAddress.toString(), as Kafka reports it
         ))
@@ -146,7 +148,7 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         member_epoch=result.member_epoch, heartbeat_interval=result.heartbeat_interval_ms,
         acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG if result.error is ErrorCode.none else 0,
         task_offset_interval=TASK_OFFSET_INTERVAL_MS if result.error is ErrorCode.none else 0,
-        status=None if result.error is not ErrorCode.none else [
+        status=[] if result.error is not ErrorCode.none else [
             {"status_code": code, "status_detail": detail} for code, detail in result.statuses],
         active_tasks=None if assignment is None else _task_ids(assignment.active),
         standby_tasks=None if assignment is None else _task_ids(assignment.standby),
