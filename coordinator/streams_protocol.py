@@ -118,8 +118,6 @@ def validate(request: StreamsHeartbeatRequest) -> None:
         raise invalid("MemberId can't be empty.")
     if not request.group_id.strip():
         raise invalid("GroupId can't be empty.")
-    if request.instance_id is not None and not request.instance_id.strip():
-        raise invalid("InstanceId can't be empty.")
     if request.rack_id is not None and not request.rack_id.strip():
         raise invalid("RackId can't be empty.")
     epoch = request.member_epoch
@@ -209,7 +207,9 @@ class StreamsProtocol:
         new = member is None
         was_empty = not group.members
         if request.member_epoch == 0:
-            if new and len(group.members) >= self.config.streams_max_size:
+            # As Kafka 4.3.1's throwIfStreamsGroupIsFull: any join to a full group, a
+            # member's own rejoin too.
+            if len(group.members) >= self.config.streams_max_size:
                 raise KafkaError(ErrorCode.group_max_size_reached,
                                  f"The streams group has reached its maximum capacity of "
                                  f"{self.config.streams_max_size} members.")
