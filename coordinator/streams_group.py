@@ -144,6 +144,10 @@ class StreamsGroup(Group):
     group_id: str
     group_epoch: int = 0
     metadata_hash: int = 0
+    # The assignment configs (Kafka's: num.standby.replicas) of the last group epoch: a
+    # change of them is a new group epoch, so a new target (StreamsGroupMetadata's
+    # LastAssignmentConfigs).
+    assignment_configs: tuple[tuple[str, str], ...] = ()
     assignment_epoch: int = 0
     topology: Topology | None = None
     members: dict[str, StreamsMember] = field(default_factory=dict)
@@ -262,7 +266,8 @@ class StreamsGroup(Group):
     # --- records -------------------------------------------------------------------------
 
     def epoch_record(self) -> tuple[bytes, bytes]:
-        return _key(GROUP_METADATA, self.group_id), encode_group_metadata(self.group_epoch, self.metadata_hash)
+        return _key(GROUP_METADATA, self.group_id), encode_group_metadata(self.group_epoch, self.metadata_hash,
+                                                                          self.assignment_configs)
 
     def topology_record(self) -> tuple[bytes, bytes | None]:
         value = None if self.topology is None else encode_topology(self.topology)
@@ -300,7 +305,7 @@ class StreamsGroup(Group):
         after every append."""
         kind, member_id = key.type, key.member or ""
         if kind == GROUP_METADATA and value is not None:
-            self.group_epoch, self.metadata_hash = decode_group_metadata(value)
+            self.group_epoch, self.metadata_hash, self.assignment_configs = decode_group_metadata(value)
         elif kind == TOPOLOGY:
             self.topology = None if value is None else decode_topology(value)
         elif kind == TARGET_ASSIGNMENT_METADATA and value is not None:

@@ -194,8 +194,13 @@ class StreamsProtocol:
                   ) -> CoordinatorResult:
         return self._decided(group, lambda working: self._heartbeat(working, request))
 
+    def _assignment_configs(self, group: StreamsGroup) -> tuple[tuple[str, str], ...]:
+        """What Kafka 4.3.1 keeps of the configs a target assignment was computed with."""
+        return (("num.standby.replicas", str(self.settings(group.group_id, "streams.num.standby.replicas"))),)
+
     def _bump(self, group: StreamsGroup, records: Records) -> None:
         group.group_epoch += 1
+        group.assignment_configs = self._assignment_configs(group)
         records.append(group.epoch_record())
 
     def _heartbeat(self, group: StreamsGroup, request: StreamsHeartbeatRequest
@@ -255,6 +260,8 @@ class StreamsProtocol:
         if metadata_hash != group.metadata_hash:
             group.metadata_hash = metadata_hash
             bump = True
+        if group.assignment_configs != self._assignment_configs(group):
+            bump = True  # the group's streams.num.standby.replicas changed: a new target
         if group.group_epoch == 0:
             # Kafka 4.3.1 creates a group at epoch 1 with its (empty) target assignment
             # at that epoch; the first member's join moves the group to epoch 2.

@@ -174,7 +174,7 @@ def groups_view(coordinator: GroupCoordinator) -> dict[str, Any]:
                                    m.metadata(group.protocol_name)) for m in group.members.values()))
         elif isinstance(group, StreamsGroup):
             view[group_id] = ("streams", group.group_epoch, group.assignment_epoch, group.metadata_hash,
-                              group.topology, dict(group.target),
+                              group.assignment_configs, group.topology, dict(group.target),
                               {m.member_id: (m.current(), m.metadata) for m in group.members.values()})
         else:
             assert isinstance(group, ConsumerGroup)

@@ -21,9 +21,11 @@ from ottla.coordinator.streams_group_records import (
     TopicInfo,
     Topology,
     decode_current_assignment,
+    decode_group_metadata,
     decode_member_metadata,
     decode_topology,
     encode_current_assignment,
+    encode_group_metadata,
     encode_member_metadata,
     encode_topology,
 )
@@ -138,7 +140,9 @@ def test_the_assignor_balances_and_keeps_tasks_where_they_were():
 
 def test_records_round_trip():
     """(Their bytes were read back with Kafka 4.3.1's generated StreamsGroup*Value classes
-    once: a nullable struct's presence byte before UserEndpoint was missing.)"""
+    once: a nullable struct's presence byte before UserEndpoint was missing; and
+    StreamsGroupMetadataValue's LastAssignmentConfigs both ways, with Kafka's
+    ValidatedTopologyEpoch tag skipped.)"""
     assert decode_topology(encode_topology(TOPOLOGY)) == TOPOLOGY
     metadata = MemberMetadata("i", None, "client", "/127.0.0.1", 30_000, 1, "process", ("h", 8080), (("k", "v"),))
     assert decode_member_metadata(encode_member_metadata(metadata)) == metadata
@@ -147,6 +151,9 @@ def test_records_round_trip():
     current = CurrentAssignment(3, 2, 1, TaskAssignment({"0": frozenset({1, 2})}, {"1": frozenset({0})}, {}),
                                 TaskAssignment({"1": frozenset({5})}, {}, {}))
     assert decode_current_assignment(encode_current_assignment(current)) == current
+    configs = (("num.standby.replicas", "1"),)
+    assert decode_group_metadata(encode_group_metadata(7, -3, configs)) == (7, -3, configs)
+    assert decode_group_metadata(encode_group_metadata(7, -3)) == (7, -3, ())
 
 
 # --- the protocol --------------------------------------------------------------------------
@@ -461,3 +468,27 @@ def test_a_full_group_refuses_a_new_member_as_kafka_does(tmp_path):
         ErrorCode.group_max_size_reached, "The streams group has reached its maximum capacity of 1 members.")
     assert harness.beat("m1", 0).error is ErrorCode.group_max_size_reached
     assert harness.beat("m1", joined.member_epoch, owned={}).error is ErrorCode.none
+
+
+def test_a_change_of_the_groups_standby_replicas_is_a_new_target(tmp_path):
+    """As Kafka 4.3.1: the assignment configs (num.standby.replicas) go with each group
+    epoch in StreamsGroupMetadata; a heartbeat that finds the group's config changed
+    since moves the group epoch, and the new target has the standby copies. (Seen
+    failing without the comparison: no standby task until something else moved.)"""
+    harness = StreamsHarness(str(tmp_path))
+    m1 = harness.beat("m1", 0)
+    m1 = harness.beat("m1", m1.member_epoch, owned={})
+    m2 = harness.beat("m2", 0)
+    m2 = harness.beat("m2", m2.member_epoch, owned={})
+    epoch = harness.group().group_epoch
+    assert harness.group().assignment_configs == (("num.standby.replicas", "0"),)
+    assert not any(t.standby for t in harness.group().target.values())
+
+    harness.group_configs["g"] = {"streams.num.standby.replicas": "1"}
+    member = harness.group().members["m2"]
+    harness.beat("m2", member.member_epoch, owned=dict(member.assigned.active))
+    group = harness.group()
+    assert group.group_epoch == epoch + 1 and group.assignment_configs == (("num.standby.replicas", "1"),)
+    assert any(t.standby for t in group.target.values())
+    harness.reopen()  # the configs are in the group's record
+    assert harness.group().assignment_configs == (("num.standby.replicas", "1"),)
