@@ -147,6 +147,19 @@ def validate(request: StreamsHeartbeatRequest) -> None:
         raise invalid("ProcessId can't be empty.")
 
 
+def _check_tasks(tasks: Tasks, task_counts: Mapping[str, int]) -> None:
+    """Kafka's throwIfRequestContainsInvalidTasks: the tasks a member says it owns must be
+    tasks of the configured topology."""
+    for subtopology, partitions in tasks.items():
+        count = task_counts.get(subtopology)
+        if count is None:
+            raise KafkaError(ErrorCode.invalid_request, f"Subtopology {subtopology} does not exist in the topology.")
+        for p in sorted(partitions):
+            if not 0 <= p < count:
+                raise KafkaError(ErrorCode.invalid_request, f"Task {p} for subtopology {subtopology} is invalid. "
+                                                            f"Number of tasks for this subtopology: {count}")
+
+
 def _metadata_hash(topology: Topology, partitions_of: Mapping[str, int]) -> int:
     """A 64-bit digest of the partition counts of the topics the topology reads and
     writes: a change of it (a topic created, partitions added) moves the group epoch."""
@@ -256,6 +269,9 @@ class StreamsProtocol:
         partitions_of = self.partitions_of()
         configured = configure(group.topology, partitions_of)
         group.configured = configured.ready
+        if configured.ready:
+            for tasks in (request.active_tasks, request.standby_tasks, request.warmup_tasks):
+                _check_tasks(tasks or {}, configured.task_counts)
         metadata_hash = _metadata_hash(group.topology, partitions_of)
         if metadata_hash != group.metadata_hash:
             group.metadata_hash = metadata_hash

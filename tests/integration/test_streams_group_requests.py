@@ -225,6 +225,16 @@ def _conversation(bootstrap: str, topic: str) -> list:
         beat("no member and no group", "", "", 1)
         joined = _heartbeat(client, group, "m4", 0, topology=_topology(topic, group))
         beat("delayed", group, "m4", joined.member_epoch, active_tasks=[])
+        # Tasks a member says it owns must be tasks of the configured topology (its topics
+        # made beforehand, so that it is configured at the join on both brokers).
+        tasks_group = f"{group}-tasks"
+        for name in (f"{tasks_group}-rekey-repartition", f"{tasks_group}-store-changelog"):
+            create_topic(bootstrap, name, 2)
+        joined = _heartbeat(client, tasks_group, "m1", 0, topology=_topology(topic, tasks_group))
+        for name, tasks in (("unknown subtopology", dict(active_tasks=[{"subtopology_id": "9", "partitions": [0]}])),
+                            ("task out of range", dict(standby_tasks=[{"subtopology_id": "1", "partitions": [2]}]))):
+            a = _heartbeat(client, tasks_group, "m1", joined.member_epoch, **{"active_tasks": [], **tasks})
+            answers.append((name, a.error_code, a.error_message))
         described = client.call(request(DESCRIBE, 0, group_ids=["nowhere", group], include_authorized_operations=False))
         # (Kafka answers per __consumer_offsets partition: its order is not the request's.)
         answers.append(("describe", sorted((g.group_id == group, g.error_code, g.error_message, g.group_state,
