@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.group_resource_configs import GroupConfigDefinition
 from ottla.coordinator.group_resource_configs import check as check_group_configs
 from ottla.coordinator.group_resource_configs import definitions as group_config_definitions
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
+from ottla.coordinator.share_config import ShareConfig
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import logger_levels, set_logger_level
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
@@ -235,10 +237,16 @@ def _group_definitions(ctx: RequestContext) -> dict[str, GroupConfigDefinition]:
     return group_config_definitions(ctx.services.groups.settings.config, ctx.services.shares.config)
 
 
+# The GROUP configs with Kafka's built-in defaults: a broker setting other than its
+# default is a STATIC_BROKER_CONFIG, as broker_config_entries reports it.
+_KAFKA_GROUP_DEFAULTS = group_config_definitions(GroupConfig(), ShareConfig())
+
+
 def _group_entries(ctx: RequestContext, group_id: str, keys: Any, synonyms: bool) -> list[dict[str, Any]]:
     """A group's consumer.*, share.* and streams.* configs, as Kafka 4.3.1 lists them:
-    its own values (DYNAMIC_GROUP_CONFIG), else the broker's settings (DEFAULT_CONFIG),
-    each with the broker setting it stands for as its synonym."""
+    its own values (DYNAMIC_GROUP_CONFIG), else the broker's settings (DEFAULT_CONFIG, or
+    STATIC_BROKER_CONFIG for one set to other than Kafka's default), each with the
+    broker setting it stands for as its synonym, down to Kafka's default."""
     if not group_id:
         raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
     own = ctx.services.group_configs.of(group_id)
@@ -246,10 +254,14 @@ def _group_entries(ctx: RequestContext, group_id: str, keys: Any, synonyms: bool
     for name, definition in _group_definitions(ctx).items():
         if keys is not None and name not in keys:
             continue
-        source = DYNAMIC_GROUP_CONFIG if name in own else ConfigSource.DEFAULT_CONFIG
+        setting, kafka_default = definition.broker_synonym or name, _KAFKA_GROUP_DEFAULTS[name].default
+        broker_source = (ConfigSource.DEFAULT_CONFIG if definition.default == kafka_default
+                         else ConfigSource.STATIC_BROKER_CONFIG)
+        source = DYNAMIC_GROUP_CONFIG if name in own else broker_source
         listed = [{"name": name, "value": own[name], "source": DYNAMIC_GROUP_CONFIG}] if name in own else []
-        listed.append({"name": definition.broker_synonym or name, "value": definition.default,
-                       "source": ConfigSource.DEFAULT_CONFIG})
+        listed.append({"name": setting, "value": definition.default, "source": broker_source})
+        if broker_source == ConfigSource.STATIC_BROKER_CONFIG:
+            listed.append({"name": setting, "value": kafka_default, "source": ConfigSource.DEFAULT_CONFIG})
         entries.append({"name": name, "value": own.get(name, definition.default), "read_only": False,
                         "config_source": source, "is_sensitive": False, "synonyms": listed if synonyms else [],
                         "config_type": definition.type})

@@ -24,7 +24,7 @@ from tests.wire import WireClient, request
 
 HEARTBEAT, DESCRIBE, LIST_GROUPS = 88, 89, 16
 DESCRIBE_CONFIGS, ALTER_CONFIGS, GROUP_RESOURCE = 32, 44, 32
-NONE, UNKNOWN_MEMBER_ID, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 0, 25, 42, 69
+NONE, UNKNOWN_MEMBER_ID, INVALID_CONFIG, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 0, 25, 40, 42, 69
 FENCED_MEMBER_EPOCH, STREAMS_INVALID_TOPOLOGY = 110, 130
 MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS = 1, 3
 
@@ -304,6 +304,27 @@ def test_group_configs_are_checked_and_described_as_kafka_does(fresh_broker, kaf
     ottla = fresh_broker(group_streams_initial_rebalance_delay_ms=3000)
     assert _group_configs_conversation(ottla.bootstrap, topic_name) == \
         _group_configs_conversation(kafka_reference.bootstrap, topic_name)
+
+
+def test_a_groups_configs_follow_the_brokers_own_settings_as_kafka_does(fresh_broker):
+    """The answers Kafka 4.3.1 gave started with group.streams.num.standby.replicas=1 and
+    group.streams.max.standby.replicas=3 (seen side by side): the bound is the broker's,
+    and a group without its own value shows the broker's as a STATIC_BROKER_CONFIG with
+    Kafka's default below it. (Seen failing with every broker setting reported as a
+    DEFAULT_CONFIG.)"""
+    ottla = fresh_broker(group_streams_num_standby_replicas=1, group_streams_max_standby_replicas=3)
+    with WireClient(ottla.bootstrap) as client:
+        assert _alter_group(client, "g", ("streams.num.standby.replicas", "3")) == (NONE, None)
+        assert _alter_group(client, "g", ("streams.num.standby.replicas", "4")) == (
+            INVALID_CONFIG, "streams.num.standby.replicas must be less than or equal to "
+                            "group.streams.max.standby.replicas")
+        (r,) = client.call(request(DESCRIBE_CONFIGS, 4, resources=[
+            {"resource_type": GROUP_RESOURCE, "resource_name": "h",
+             "configuration_keys": ["streams.num.standby.replicas"]}],
+            include_synonyms=True, include_documentation=False)).results
+    assert [(c.name, c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in r.configs] == [("streams.num.standby.replicas", "1", 4, [
+                ("group.streams.num.standby.replicas", "1", 4), ("group.streams.num.standby.replicas", "0", 5)])]
 
 
 ACL_USERS = PlainUsers({"admin": "admin-secret", "alice": "alice-secret"})
