@@ -191,6 +191,28 @@ PROPERTIES: tuple[Property, ...] = (
              "KIP-1071 streams groups: how often members send a heartbeat"),
     Property("group.streams.num.standby.replicas", "group_streams_num_standby_replicas", int,
              "KIP-1071 streams groups: standby copies of each stateful task"),
+    Property("group.streams.max.size", "group_streams_max_size", int,
+             "KIP-1071 streams groups: most members in one group"),
+    Property("group.streams.min.session.timeout.ms", "group_streams_min_session_timeout_ms", int,
+             "KIP-1071 streams groups: the least streams.session.timeout.ms a group may set"),
+    Property("group.streams.max.session.timeout.ms", "group_streams_max_session_timeout_ms", int,
+             "KIP-1071 streams groups: the most streams.session.timeout.ms a group may set"),
+    Property("group.streams.min.heartbeat.interval.ms", "group_streams_min_heartbeat_interval_ms", int,
+             "KIP-1071 streams groups: the least streams.heartbeat.interval.ms a group may set"),
+    Property("group.streams.max.heartbeat.interval.ms", "group_streams_max_heartbeat_interval_ms", int,
+             "KIP-1071 streams groups: the most streams.heartbeat.interval.ms a group may set"),
+    Property("group.streams.max.standby.replicas", "group_streams_max_standby_replicas", int,
+             "KIP-1071 streams groups: the most streams.num.standby.replicas a group may set"),
+    Property("group.streams.initial.rebalance.delay.ms", "group_streams_initial_rebalance_delay_ms", int,
+             "KIP-1071 streams groups: how long a new group waits for more members before its first assignment"),
+    Property("group.consumer.min.session.timeout.ms", "group_consumer_min_session_timeout_ms", int,
+             "KIP-848 consumer groups: the least consumer.session.timeout.ms a group may set"),
+    Property("group.consumer.max.session.timeout.ms", "group_consumer_max_session_timeout_ms", int,
+             "KIP-848 consumer groups: the most consumer.session.timeout.ms a group may set"),
+    Property("group.consumer.min.heartbeat.interval.ms", "group_consumer_min_heartbeat_interval_ms", int,
+             "KIP-848 consumer groups: the least consumer.heartbeat.interval.ms a group may set"),
+    Property("group.consumer.max.heartbeat.interval.ms", "group_consumer_max_heartbeat_interval_ms", int,
+             "KIP-848 consumer groups: the most consumer.heartbeat.interval.ms a group may set"),
     Property("offset.metadata.max.bytes", "offset_metadata_max_bytes", int, "largest metadata of a committed offset"),
     Property("producer.id.expiration.ms", "producer_id_expiration_ms", int,
              "forget an idle producer's sequences after this long (unless its transaction is open)"),
@@ -391,6 +413,17 @@ class BrokerConfig:
     group_streams_session_timeout_ms: int = GroupConfig.streams_session_timeout_ms
     group_streams_heartbeat_interval_ms: int = GroupConfig.streams_heartbeat_interval_ms
     group_streams_num_standby_replicas: int = GroupConfig.streams_num_standby_replicas
+    group_streams_max_size: int = GroupConfig.streams_max_size
+    group_streams_min_session_timeout_ms: int = GroupConfig.streams_min_session_timeout_ms
+    group_streams_max_session_timeout_ms: int = GroupConfig.streams_max_session_timeout_ms
+    group_streams_min_heartbeat_interval_ms: int = GroupConfig.streams_min_heartbeat_interval_ms
+    group_streams_max_heartbeat_interval_ms: int = GroupConfig.streams_max_heartbeat_interval_ms
+    group_streams_max_standby_replicas: int = GroupConfig.streams_max_standby_replicas
+    group_streams_initial_rebalance_delay_ms: int = GroupConfig.streams_initial_rebalance_delay_ms
+    group_consumer_min_session_timeout_ms: int = GroupConfig.consumer_min_session_timeout_ms
+    group_consumer_max_session_timeout_ms: int = GroupConfig.consumer_max_session_timeout_ms
+    group_consumer_min_heartbeat_interval_ms: int = GroupConfig.consumer_min_heartbeat_interval_ms
+    group_consumer_max_heartbeat_interval_ms: int = GroupConfig.consumer_max_heartbeat_interval_ms
     offset_metadata_max_bytes: int = GroupConfig.max_metadata_bytes
     fsync: bool = False
     producer_id_expiration_ms: int = 24 * 3600 * 1000

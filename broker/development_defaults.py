@@ -25,4 +25,9 @@ DEVELOPMENT_DEFAULTS: Mapping[str, str] = {
     # KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS=0: a test's first consumer gets its
     # assignment at once.
     "group.initial.rebalance.delay.ms": "0",
+    # The same delay for KIP-1071 streams groups (Kafka's default 3000 too): a new
+    # group's first member is answered ASSIGNMENT_DELAYED for 3 s. Kafka's development
+    # files predate streams groups; the reasoning above is the same: a test's one
+    # Streams instance gets its tasks at once.
+    "group.streams.initial.rebalance.delay.ms": "0",
 }

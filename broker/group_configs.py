@@ -1,7 +1,7 @@
 """Configs of groups (the GROUP config resource: DescribeConfigs, IncrementalAlterConfigs),
 kept in the data directory so that they survive a restart, as Kafka keeps them in its
-metadata log. Ottla serves the share groups' `share.*` configs
-(coordinator/share_coordinator.py's share_group_configs, with Kafka's bounds)."""
+metadata log. Ottla serves Kafka 4.3.1's consumer.*, share.* and streams.* configs
+(coordinator/group_resource_configs.py, with Kafka's bounds)."""
 
 from __future__ import annotations
 

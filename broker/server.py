@@ -153,6 +153,7 @@ class Broker:
             max_timeout_ms=config.transaction_max_timeout_ms,
             max_transactional_ids=config.max_transactional_ids,
         )
+        group_configs = GroupConfigs(data_dir)
         groups = GroupCoordinator(
             self.logs, lambda: create_offsets_topic(self.logs, config.offsets_topic_partitions, self),
             GroupConfig(
@@ -168,7 +169,19 @@ class Broker:
                 streams_session_timeout_ms=config.group_streams_session_timeout_ms,
                 streams_heartbeat_interval_ms=config.group_streams_heartbeat_interval_ms,
                 streams_num_standby_replicas=config.group_streams_num_standby_replicas,
+                streams_max_size=config.group_streams_max_size,
+                streams_min_session_timeout_ms=config.group_streams_min_session_timeout_ms,
+                streams_max_session_timeout_ms=config.group_streams_max_session_timeout_ms,
+                streams_min_heartbeat_interval_ms=config.group_streams_min_heartbeat_interval_ms,
+                streams_max_heartbeat_interval_ms=config.group_streams_max_heartbeat_interval_ms,
+                streams_max_standby_replicas=config.group_streams_max_standby_replicas,
+                streams_initial_rebalance_delay_ms=config.group_streams_initial_rebalance_delay_ms,
+                consumer_min_session_timeout_ms=config.group_consumer_min_session_timeout_ms,
+                consumer_max_session_timeout_ms=config.group_consumer_max_session_timeout_ms,
+                consumer_min_heartbeat_interval_ms=config.group_consumer_min_heartbeat_interval_ms,
+                consumer_max_heartbeat_interval_ms=config.group_consumer_max_heartbeat_interval_ms,
             ),
+            group_configs.of,
         )
         markers.listeners.append(groups.on_marker)
         transactions.open()
@@ -178,7 +191,6 @@ class Broker:
                                    session_timeout_ms=config.group_share_session_timeout_ms,
                                    heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
                                    state_topic_partitions=config.share_coordinator_state_topic_num_partitions)
-        group_configs = GroupConfigs(data_dir)
         shares = ShareCoordinator(
             self.logs, lambda: self._create_internal_topic(SHARE_STATE_TOPIC, share_config.state_topic_partitions),
             share_config, groups.groups, groups.offsets.loading, group_configs.of)

@@ -40,6 +40,7 @@ from .consumer_group import (
     reconcile,
 )
 from .group import GroupConfig, expired_members
+from .group_resource_configs import GroupSettings
 from .writes import CoordinatorResult, Records
 
 T = TypeVar("T")
@@ -156,9 +157,13 @@ def _is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
 
 class ConsumerProtocol:
     def __init__(self, config: GroupConfig, topics: Callable[[], Mapping[str, TopicInfo]],
-                 groups: Mapping[str, object], clock: Callable[[], float] = time.monotonic) -> None:
-        """`groups`: the registry's groups by id, where a group's records are replayed."""
+                 groups: Mapping[str, object], clock: Callable[[], float] = time.monotonic,
+                 settings: Callable[[str, str], int] | None = None) -> None:
+        """`groups`: the registry's groups by id, where a group's records are replayed;
+        `settings(group_id, name)`: a group's consumer.* config (the broker's setting
+        unless the group has its own)."""
         self.config = config
+        self.settings = settings or GroupSettings(config, lambda _: {})
         self.groups = groups
         self.topics = topics
         self.clock = clock
@@ -298,8 +303,9 @@ class ConsumerProtocol:
             request.rebalance_timeout_ms != -1 and request.owned is not None
             and (request.subscribed_topic_names is not None or request.subscribed_topic_regex is not None))
         changed = reconciled.assigned != member.assigned
+        interval_ms = self.settings(group.group_id, "consumer.heartbeat.interval.ms")
         return records, HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
-                                        heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+                                        heartbeat_interval_ms=interval_ms,
                                         assignment=reconciled.assigned if full or changed else None)
 
     def _member(self, group: ConsumerGroup, request: HeartbeatRequest, member_id: str,
@@ -421,7 +427,8 @@ class ConsumerProtocol:
     def expired(self, group: ConsumerGroup) -> list[str]:
         """The members to fence: their session expired, or they kept partitions to
         revoke past their rebalance timeout."""
-        return expired_members(group.members.values(), self.clock(), self.config.consumer_session_timeout_ms / 1000)
+        session_timeout_ms = self.settings(group.group_id, "consumer.session.timeout.ms")
+        return expired_members(group.members.values(), self.clock(), session_timeout_ms / 1000)
 
     def restored(self, group: ConsumerGroup) -> None:
         """A group rebuilt at start-up: its members' sessions (and revocation timeouts)

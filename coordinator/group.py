@@ -45,12 +45,33 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2**31 - 1
+    consumer_min_session_timeout_ms: int = 45_000
+    consumer_max_session_timeout_ms: int = 60_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
+    consumer_assignment_interval_ms: int = 1_000
+    consumer_min_assignment_interval_ms: int = 0
+    consumer_max_assignment_interval_ms: int = 15_000
+    share_assignment_interval_ms: int = 1_000
+    share_min_assignment_interval_ms: int = 0
+    share_max_assignment_interval_ms: int = 15_000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # KIP-1071 streams groups (Kafka's group.streams.* settings and defaults).
     streams_session_timeout_ms: int = 45_000
     streams_heartbeat_interval_ms: int = 5_000
     streams_num_standby_replicas: int = 0
     streams_max_size: int = 2**31 - 1
+    streams_min_session_timeout_ms: int = 45_000
+    streams_max_session_timeout_ms: int = 60_000
+    streams_min_heartbeat_interval_ms: int = 5_000
+    streams_max_heartbeat_interval_ms: int = 15_000
+    streams_max_standby_replicas: int = 2
+    # A new streams group waits this long for more members before its first assignment
+    # (Kafka's default; broker/development_defaults.py sets 0, as for classic groups).
+    streams_initial_rebalance_delay_ms: int = 3_000
+    streams_assignment_interval_ms: int = 1_000
+    streams_min_assignment_interval_ms: int = 0
+    streams_max_assignment_interval_ms: int = 15_000
 
 
 class Group(abc.ABC):

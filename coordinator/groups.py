@@ -40,6 +40,7 @@ from .consumer_group import ConsumerGroup
 from .consumer_group_records import GROUP_METADATA, ConsumerGroupKey
 from .consumer_protocol import ConsumerProtocol, HeartbeatRequest, HeartbeatResult, validate
 from .group import Group, GroupConfig, GroupType
+from .group_resource_configs import GroupSettings
 from .offset_store import OffsetStore, TopicPartition
 from .offsets_log import CommittedOffset, GroupKey, decode_group_value
 from .streams_group import StreamsGroup
@@ -54,15 +55,19 @@ log = get_logger("ottla.groups")
 
 class GroupCoordinator:
     def __init__(self, logs: LogManager, create_offsets_topic: Callable[[], None], config: GroupConfig,
+                 group_configs: Callable[[str], Mapping[str, str]] = lambda _: {},
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
+        """`group_configs`: a group's own configs (the GROUP config resource), which
+        override the broker's settings within their bounds (group_resource_configs.py)."""
         self.clock = clock
+        self.settings = settings = GroupSettings(config, group_configs)
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore(logs, create_offsets_topic, config.num_partitions, config.max_metadata_bytes,
                                    wall_clock, self._replay_group_record, self._offsets_replayed)
         self.classic = ClassicProtocol(config, self._register, self.offsets.write, clock, wall_clock)
-        self.consumer = ConsumerProtocol(config, lambda: logs.topics, self.groups, clock)
+        self.consumer = ConsumerProtocol(config, lambda: logs.topics, self.groups, clock, settings)
         self.streams = StreamsProtocol(config, lambda: {n: len(t.partitions) for n, t in logs.topics.items()},
-                                       self.groups, clock)
+                                       self.groups, clock, settings)
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition that holds the group's records."""
@@ -306,6 +311,13 @@ class GroupCoordinator:
                         continue
                     expired.append((group.group_id, member_id))
             elif isinstance(group, StreamsGroup):
+                delayed = self.streams.delay_over(group)
+                if delayed is not None:
+                    try:
+                        self.offsets.write(group.group_id, delayed)
+                    except KafkaError as exc:
+                        log.warning("streams group not assigned: its records cannot be written", group=group.group_id,
+                                    error=exc.code.name)
                 for member_id in self.streams.expired(group):
                     try:
                         self.offsets.write(group.group_id, self.streams.fence(group, member_id))

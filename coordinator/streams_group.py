@@ -144,6 +144,10 @@ class StreamsGroup(Group):
     group_id: str
     group_epoch: int = 0
     metadata_hash: int = 0
+    # The assignment configs (Kafka's: num.standby.replicas) of the last group epoch: a
+    # change of them is a new group epoch, so a new target (StreamsGroupMetadata's
+    # LastAssignmentConfigs).
+    assignment_configs: tuple[tuple[str, str], ...] = ()
     assignment_epoch: int = 0
     topology: Topology | None = None
     members: dict[str, StreamsMember] = field(default_factory=dict)
@@ -156,6 +160,9 @@ class StreamsGroup(Group):
     # (its uncaught-exception handler's SHUTDOWN_APPLICATION); every member is told so
     # until the group is empty.
     shutdown_requested: bool = False
+    # Not in the log, as Kafka's timer: when the initial rebalance delay a member joining
+    # the empty group started is over (None: none running).
+    assignment_delayed_until: float | None = None
 
     @property
     def type(self) -> GroupType:
@@ -184,6 +191,7 @@ class StreamsGroup(Group):
         """What the records do not hold, from the copy an operation ran on."""
         self.configured = working.configured
         self.shutdown_requested = working.shutdown_requested and bool(self.members)
+        self.assignment_delayed_until = working.assignment_delayed_until
         for member_id, member in self.members.items():
             seen = working.members.get(member_id)
             if seen is not None:
@@ -259,7 +267,8 @@ class StreamsGroup(Group):
     # --- records -------------------------------------------------------------------------
 
     def epoch_record(self) -> tuple[bytes, bytes]:
-        return _key(GROUP_METADATA, self.group_id), encode_group_metadata(self.group_epoch, self.metadata_hash)
+        return _key(GROUP_METADATA, self.group_id), encode_group_metadata(self.group_epoch, self.metadata_hash,
+                                                                          self.assignment_configs)
 
     def topology_record(self) -> tuple[bytes, bytes | None]:
         value = None if self.topology is None else encode_topology(self.topology)
@@ -297,7 +306,7 @@ class StreamsGroup(Group):
         after every append."""
         kind, member_id = key.type, key.member or ""
         if kind == GROUP_METADATA and value is not None:
-            self.group_epoch, self.metadata_hash = decode_group_metadata(value)
+            self.group_epoch, self.metadata_hash, self.assignment_configs = decode_group_metadata(value)
         elif kind == TOPOLOGY:
             self.topology = None if value is None else decode_topology(value)
         elif kind == TARGET_ASSIGNMENT_METADATA and value is not None:

@@ -2,7 +2,8 @@
 formats (group-coordinator's StreamsGroup*Key/Value).
 
 Keys, as every coordinator key: an int16 record type, then int16-length strings:
-   17  StreamsGroupMetadata              group         -> Epoch, MetadataHash
+   17  StreamsGroupMetadata              group         -> Epoch, MetadataHash,
+                                                       LastAssignmentConfigs (tag 1)
    18  StreamsGroupPartitionMetadata     group         (read and ignored: not written)
    19  StreamsGroupMemberMetadata        group, member -> the member's metadata
    20  StreamsGroupTargetAssignmentMetadata  group     -> AssignmentEpoch
@@ -11,8 +12,8 @@ Keys, as every coordinator key: an int16 record type, then int16-length strings:
    23  StreamsGroupTopology              group         -> the topology
 Values are flexible version 0 (compact strings and arrays, a tagged-field section after
 every struct); a null value is a tombstone. Tasks are (subtopology id, partitions)
-pairs; the tagged fields Kafka may add (ValidatedTopologyEpoch...) are skipped when
-read and not written.
+pairs; the other tagged fields Kafka may add (ValidatedTopologyEpoch...) are skipped
+when read and not written.
 """
 
 from __future__ import annotations
@@ -225,15 +226,38 @@ class _ValueReader(_Reader):
         return info
 
 
-def encode_group_metadata(epoch: int, metadata_hash: int) -> bytes:
+# StreamsGroupMetadataValue's tag of LastAssignmentConfigs: the assignment configs
+# (num.standby.replicas) the target assignment was last computed with.
+_LAST_ASSIGNMENT_CONFIGS = 1
+
+
+def encode_group_metadata(epoch: int, metadata_hash: int, assignment_configs: tuple[tuple[str, str], ...] = ()
+                          ) -> bytes:
     w = _ValueWriter()
     w.i32(epoch)
-    return w.i64(metadata_hash).done()
+    w.i64(metadata_hash)
+    if not assignment_configs:
+        return w.done()
+    field = _ValueWriter()
+    field.out = bytearray()
+    field.pairs(assignment_configs)
+    w.uvarint(1).uvarint(_LAST_ASSIGNMENT_CONFIGS).uvarint(len(field.out))
+    w.out += field.out
+    return bytes(w.out)
 
 
-def decode_group_metadata(data: bytes) -> tuple[int, int]:
+def decode_group_metadata(data: bytes) -> tuple[int, int, tuple[tuple[str, str], ...]]:
+    """Epoch, metadata hash and the last assignment configs (() if none)."""
     r = _ValueReader(data)
-    return r.i32(), r.i64()
+    epoch, metadata_hash = r.i32(), r.i64()
+    configs: tuple[tuple[str, str], ...] = ()
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == _LAST_ASSIGNMENT_CONFIGS:
+            configs = r.pairs()
+        r.pos = end
+    return epoch, metadata_hash, configs
 
 
 def encode_assignment_epoch(epoch: int) -> bytes:

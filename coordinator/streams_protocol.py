@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .group import GroupConfig, expired_members
+from .group_resource_configs import GroupSettings
 from .streams_assignor import AssignmentMember, assign
 from .streams_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -39,9 +40,16 @@ from .streams_group import (
     reconcile,
 )
 from .streams_group_records import MemberMetadata, TaskAssignment, Tasks, Topology
-from .streams_topology import STATUS_SHUTDOWN_APPLICATION, ConfiguredTopology, configure, validate_topology
+from .streams_topology import (
+    STATUS_ASSIGNMENT_DELAYED,
+    STATUS_SHUTDOWN_APPLICATION,
+    ConfiguredTopology,
+    configure,
+    validate_topology,
+)
 from .writes import CoordinatorResult, Records
 
+INITIAL_DELAY_DETAIL = "Assignment delayed due to the configured initial rebalance delay."
 SHUTDOWN_DETAIL = ("A KafkaStreams instance encountered a fatal error and requested a shutdown for the entire "
                    "application.")
 
@@ -64,6 +72,9 @@ class StreamsHeartbeatRequest:
     user_endpoint: tuple[str, int] | None = None
     client_tags: tuple[tuple[str, str], ...] | None = None
     shutdown_application: bool = False
+    # Whether the request carried task offsets and end offsets (Kafka 4.3.1 refuses them).
+    task_offsets: bool = False
+    task_end_offsets: bool = False
     client_id: str = ""
     client_host: str = ""
 
@@ -82,31 +93,44 @@ class StreamsHeartbeatResult:
 
 
 def validate(request: StreamsHeartbeatRequest) -> None:
-    """Kafka's checks of a heartbeat's fields, before anything is looked up."""
+    """Kafka's checks of a heartbeat's fields, before anything is looked up, in Kafka
+    4.3.1's order: first what it does not serve yet (GroupCoordinatorService's
+    throwIfStreamsGroupHeartbeatRequestIsUsingUnsupportedFeatures: static membership,
+    task offsets, warm-up tasks, source topic regular expressions), then the fields."""
 
     def invalid(message: str) -> KafkaError:
         return KafkaError(ErrorCode.invalid_request, message)
 
-    if not request.group_id.strip():
-        raise invalid("GroupId can't be empty.")
+    if request.instance_id is not None:
+        raise invalid("Static membership is not yet supported.")
+    if request.task_offsets:
+        raise invalid("TaskOffsets are not supported yet.")
+    if request.task_end_offsets:
+        raise invalid("TaskEndOffsets are not supported yet.")
+    if request.warmup_tasks and any(request.warmup_tasks.values()):
+        raise invalid("WarmupTasks are not supported yet.")
+    if request.topology is not None and any(s.source_topic_regex for s in request.topology.subtopologies):
+        raise invalid("Regular expressions for source topics are not supported yet.")
     if not request.member_id.strip():
         raise invalid("MemberId can't be empty.")
-    if request.instance_id is not None and not request.instance_id.strip():
-        raise invalid("InstanceId can't be empty.")
+    if not request.group_id.strip():
+        raise invalid("GroupId can't be empty.")
     if request.rack_id is not None and not request.rack_id.strip():
         raise invalid("RackId can't be empty.")
     epoch = request.member_epoch
     if epoch == 0:
         if request.rebalance_timeout_ms == -1:
             raise invalid("RebalanceTimeoutMs must be provided in first request.")
-        if request.topology is None:
-            raise invalid("Topology must be non-null when (re-)joining.")
+        # Kafka's order (GroupCoordinatorService): the task lists, null or not empty,
+        # before the topology.
         if request.active_tasks is None or any(request.active_tasks.values()):
             raise invalid("ActiveTasks must be empty when (re-)joining.")
         if request.standby_tasks is None or any(request.standby_tasks.values()):
             raise invalid("StandbyTasks must be empty when (re-)joining.")
         if request.warmup_tasks is None or any(request.warmup_tasks.values()):
             raise invalid("WarmupTasks must be empty when (re-)joining.")
+        if request.topology is None:
+            raise invalid("Topology must be non-null when (re-)joining.")
         # (Kafka 4.3.1 does not check the process id: null or blank, the member joins.)
         validate_topology(request.topology)
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -121,6 +145,19 @@ def validate(request: StreamsHeartbeatRequest) -> None:
         raise invalid("Topology can only be provided when (re-)joining.")
 
 
+def _check_tasks(tasks: Tasks, task_counts: Mapping[str, int]) -> None:
+    """Kafka's throwIfRequestContainsInvalidTasks: the tasks a member says it owns must be
+    tasks of the configured topology."""
+    for subtopology, partitions in tasks.items():
+        count = task_counts.get(subtopology)
+        if count is None:
+            raise KafkaError(ErrorCode.invalid_request, f"Subtopology {subtopology} does not exist in the topology.")
+        for p in sorted(partitions):
+            if not 0 <= p < count:
+                raise KafkaError(ErrorCode.invalid_request, f"Task {p} for subtopology {subtopology} is invalid. "
+                                                            f"Number of tasks for this subtopology: {count}")
+
+
 def _metadata_hash(topology: Topology, partitions_of: Mapping[str, int]) -> int:
     """A 64-bit digest of the partition counts of the topics the topology reads and
     writes: a change of it (a topic created, partitions added) moves the group epoch."""
@@ -133,10 +170,14 @@ def _metadata_hash(topology: Topology, partitions_of: Mapping[str, int]) -> int:
 
 class StreamsProtocol:
     def __init__(self, config: GroupConfig, partitions_of: Callable[[], Mapping[str, int]],
-                 groups: Mapping[str, object], clock: Callable[[], float] = time.monotonic) -> None:
+                 groups: Mapping[str, object], clock: Callable[[], float] = time.monotonic,
+                 settings: Callable[[str, str], int] | None = None) -> None:
         """`partitions_of`: the topics that exist, by name, with their partition counts;
-        `groups`: the registry's groups by id, where a group's records are replayed."""
+        `groups`: the registry's groups by id, where a group's records are replayed;
+        `settings(group_id, name)`: a group's streams.* config (the broker's setting
+        unless the group has its own, group_resource_configs.py)."""
         self.config = config
+        self.settings = settings or GroupSettings(config, lambda _: {})
         self.partitions_of = partitions_of
         self.groups = groups
         self.clock = clock
@@ -164,8 +205,13 @@ class StreamsProtocol:
                   ) -> CoordinatorResult:
         return self._decided(group, lambda working: self._heartbeat(working, request))
 
+    def _assignment_configs(self, group: StreamsGroup) -> tuple[tuple[str, str], ...]:
+        """What Kafka 4.3.1 keeps of the configs a target assignment was computed with."""
+        return (("num.standby.replicas", str(self.settings(group.group_id, "streams.num.standby.replicas"))),)
+
     def _bump(self, group: StreamsGroup, records: Records) -> None:
         group.group_epoch += 1
+        group.assignment_configs = self._assignment_configs(group)
         records.append(group.epoch_record())
 
     def _heartbeat(self, group: StreamsGroup, request: StreamsHeartbeatRequest
@@ -175,8 +221,11 @@ class StreamsProtocol:
         member_id = request.member_id
         member = group.members.get(member_id)
         new = member is None
+        was_empty = not group.members
         if request.member_epoch == 0:
-            if new and len(group.members) >= self.config.streams_max_size:
+            # As Kafka 4.3.1's throwIfStreamsGroupIsFull: any join to a full group, a
+            # member's own rejoin too.
+            if len(group.members) >= self.config.streams_max_size:
                 raise KafkaError(ErrorCode.group_max_size_reached,
                                  f"The streams group has reached its maximum capacity of "
                                  f"{self.config.streams_max_size} members.")
@@ -218,14 +267,27 @@ class StreamsProtocol:
         partitions_of = self.partitions_of()
         configured = configure(group.topology, partitions_of)
         group.configured = configured.ready
+        if configured.ready:
+            for tasks in (request.active_tasks, request.standby_tasks, request.warmup_tasks):
+                _check_tasks(tasks or {}, configured.task_counts)
         metadata_hash = _metadata_hash(group.topology, partitions_of)
         if metadata_hash != group.metadata_hash:
             group.metadata_hash = metadata_hash
             bump = True
-        if bump or group.group_epoch == 0:
+        if group.assignment_configs != self._assignment_configs(group):
+            bump = True  # the group's streams.num.standby.replicas changed: a new target
+        if group.group_epoch == 0:
+            # Kafka 4.3.1 creates a group at epoch 1 with its (empty) target assignment
+            # at that epoch; the first member's join moves the group to epoch 2.
             self._bump(group, records)
+            group.assignment_epoch = group.group_epoch
+            records.append(group.target_epoch_record())
+            bump = True
+        if bump:
+            self._bump(group, records)
+        delayed = self._initial_delay(group, bump and was_empty, now)
 
-        if group.group_epoch > group.assignment_epoch:
+        if group.group_epoch > group.assignment_epoch and not delayed:
             self._assign(group, configured, records)
 
         target = group.target.get(member_id, TaskAssignment())
@@ -245,14 +307,29 @@ class StreamsProtocol:
         changed = (new or request.member_epoch == 0 or reconciled.assigned != member.assigned
                    or reconciled.member_epoch != member.member_epoch)
         statuses = list(configured.statuses)
+        if delayed:
+            statuses.insert(0, (STATUS_ASSIGNMENT_DELAYED, INITIAL_DELAY_DETAIL))
         if request.shutdown_application:
             group.shutdown_requested = True
         if group.shutdown_requested:
             statuses.append((STATUS_SHUTDOWN_APPLICATION, SHUTDOWN_DETAIL))
         return records, StreamsHeartbeatResult(
             member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.streams_heartbeat_interval_ms, statuses=statuses,
+            heartbeat_interval_ms=self.settings(group.group_id, "streams.heartbeat.interval.ms"), statuses=statuses,
             assignment=reconciled.assigned if changed else None, to_create=configured.to_create)
+
+    def _initial_delay(self, group: StreamsGroup, joined_empty: bool, now: float) -> bool:
+        """Kafka's initial rebalance delay: a member joining an empty group starts it
+        (unless it is already running), and until it is over the group's target
+        assignment is not computed; its members are told ASSIGNMENT_DELAYED. In memory
+        only, as Kafka's timer: after a restart the next heartbeat assigns."""
+        delay_ms = self.settings(group.group_id, "streams.initial.rebalance.delay.ms")
+        if joined_empty and delay_ms > 0 and (group.assignment_delayed_until is None
+                                              or group.assignment_delayed_until <= now):
+            group.assignment_delayed_until = now + delay_ms / 1000
+        if group.assignment_delayed_until is not None and group.assignment_delayed_until <= now:
+            group.assignment_delayed_until = None
+        return group.assignment_delayed_until is not None
 
     def _take_topology(self, group: StreamsGroup, request: StreamsHeartbeatRequest, records: Records) -> None:
         topology = request.topology
@@ -270,7 +347,8 @@ class StreamsProtocol:
         if configured.ready:
             assert group.topology is not None  # a configured topology is the group's
             stateful = frozenset(s.subtopology_id for s in group.topology.subtopologies if s.state_changelog_topics)
-            targets = assign(members, configured.task_counts, self.config.streams_num_standby_replicas, stateful)
+            standby_replicas = self.settings(group.group_id, "streams.num.standby.replicas")
+            targets = assign(members, configured.task_counts, standby_replicas, stateful)
         else:
             targets = {m: TaskAssignment() for m in members}
         for member_id, target in targets.items():
@@ -280,11 +358,33 @@ class StreamsProtocol:
         group.assignment_epoch = group.group_epoch
         records.append(group.target_epoch_record())
 
+    def delay_over(self, group: StreamsGroup) -> CoordinatorResult | None:
+        """Kafka's computeDelayedTargetAssignment: once the initial rebalance delay is
+        over, the target assignment for the group epoch is computed without waiting for
+        a heartbeat (None: no delay ended)."""
+        until = group.assignment_delayed_until
+        if until is None or until > self.clock():
+            return None
+
+        def change(working: StreamsGroup) -> tuple[Records, None]:
+            working.assignment_delayed_until = None
+            records: Records = []
+            if working.members and working.topology is not None and working.group_epoch > working.assignment_epoch:
+                try:
+                    configured = configure(working.topology, self.partitions_of())
+                except KafkaError:
+                    return records, None  # the topology no longer resolves: the next heartbeat says why
+                working.configured = configured.ready
+                self._assign(working, configured, records)
+            return records, None
+
+        return self._decided(group, change)
+
     # --- leaving, fencing, expiry ----------------------------------------------------------
 
     def leave(self, group: StreamsGroup, request: StreamsHeartbeatRequest) -> CoordinatorResult:
-        """A heartbeat with epoch -1 (leaving) or -2 (a static member leaving for a
-        while: not kept here yet, it leaves as well)."""
+        """A heartbeat with epoch -1: the member leaves. (Epoch -2, a static member
+        leaving for a while, never gets here: Kafka 4.3.1 refuses static members.)"""
         def change(working: StreamsGroup) -> tuple[Records, StreamsHeartbeatResult]:
             working.member(request.member_id)
             return self._fence(working, request.member_id), StreamsHeartbeatResult(
@@ -303,7 +403,8 @@ class StreamsProtocol:
         return records
 
     def expired(self, group: StreamsGroup) -> list[str]:
-        return expired_members(group.members.values(), self.clock(), self.config.streams_session_timeout_ms / 1000)
+        session_timeout_ms = self.settings(group.group_id, "streams.session.timeout.ms")
+        return expired_members(group.members.values(), self.clock(), session_timeout_ms / 1000)
 
     def restored(self, group: StreamsGroup) -> None:
         """A group rebuilt at start-up: its members' sessions (and revocation timeouts)

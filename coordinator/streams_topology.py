@@ -38,6 +38,7 @@ STATUS_MISSING_SOURCE_TOPICS = 1
 STATUS_INCORRECTLY_PARTITIONED_TOPICS = 2
 STATUS_MISSING_INTERNAL_TOPICS = 3
 STATUS_SHUTDOWN_APPLICATION = 4
+STATUS_ASSIGNMENT_DELAYED = 5
 
 
 def _invalid(message: str) -> KafkaError:
@@ -165,7 +166,7 @@ def configure(topology: Topology, partitions_of: Mapping[str, int]) -> Configure
                                         f"Internal topic {info.name} has {existing} partitions, {n} expected."))
     if result.to_create:
         result.statuses.append((STATUS_MISSING_INTERNAL_TOPICS,
-                                f"Internal topics are missing: [{', '.join(sorted(result.to_create))}]"))
+                                f"Internal topics are missing: {', '.join(sorted(result.to_create))}"))
     if not result.ready:
         result.task_counts = {}
     return result

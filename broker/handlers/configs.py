@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ottla.coordinator.group import GroupConfig
+from ottla.coordinator.group_resource_configs import GroupConfigDefinition
+from ottla.coordinator.group_resource_configs import check as check_group_configs
+from ottla.coordinator.group_resource_configs import definitions as group_config_definitions
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
-from ottla.coordinator.share_coordinator import OutOfBounds, share_group_configs
+from ottla.coordinator.share_config import ShareConfig
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import logger_levels, set_logger_level
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
@@ -187,7 +191,8 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
                 _check_broker(ctx, resource)
                 result["configs"] = _logger_entries(keys)
             elif resource.resource_type == GROUP:
-                result["configs"] = _group_entries(ctx, resource.resource_name, keys)
+                result["configs"] = _group_entries(ctx, resource.resource_name, keys,
+                                                   getattr(request, "include_synonyms", False))
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported")
         except KafkaError as exc:
@@ -273,45 +278,66 @@ def _alter_broker(ctx: RequestContext, resource: AlterResource, new_configs: New
 DYNAMIC_GROUP_CONFIG = 8
 
 
-def _group_entries(ctx: RequestContext, group_id: str, keys: set[str] | None) -> list[DescribeConfigsResourceResult]:
-    """A group's share.* configs: its own values, else the broker's defaults."""
+def _group_definitions(ctx: RequestContext) -> dict[str, GroupConfigDefinition]:
+    return group_config_definitions(ctx.services.groups.settings.config, ctx.services.shares.config)
+
+
+# The GROUP configs with Kafka's built-in defaults: a broker setting other than its
+# default is a STATIC_BROKER_CONFIG, as broker_config_entries reports it.
+_KAFKA_GROUP_DEFAULTS = group_config_definitions(GroupConfig(), ShareConfig())
+
+
+def _group_entries(ctx: RequestContext, group_id: str, keys: Any, synonyms: bool) -> list[dict[str, Any]]:
+    """A group's consumer.*, share.* and streams.* configs, as Kafka 4.3.1 lists them:
+    its own values (DYNAMIC_GROUP_CONFIG), else the broker's settings (DEFAULT_CONFIG, or
+    STATIC_BROKER_CONFIG for one set to other than Kafka's default), each with the
+    broker setting it stands for as its synonym, down to Kafka's default."""
+    if not group_id:
+        raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
     own = ctx.services.group_configs.of(group_id)
-    entries: list[DescribeConfigsResourceResult] = []
-    for name, (default, _) in share_group_configs(ctx.services.shares.config).items():
+    entries = []
+    for name, definition in _group_definitions(ctx).items():
         if keys is not None and name not in keys:
             continue
-        entries.append({"name": name, "value": own.get(name, default), "read_only": False,
-                        "config_source": DYNAMIC_GROUP_CONFIG if name in own else ConfigSource.DEFAULT_CONFIG,
-                        "is_sensitive": False, "synonyms": [],
-                        "config_type": ConfigType.STRING if name in ("share.auto.offset.reset",
-                                                                     "share.isolation.level")
-                        else ConfigType.BOOLEAN if name == "share.renew.acknowledge.enable" else ConfigType.INT})
+        setting, kafka_default = definition.broker_synonym or name, _KAFKA_GROUP_DEFAULTS[name].default
+        broker_source = (ConfigSource.DEFAULT_CONFIG if definition.default == kafka_default
+                         else ConfigSource.STATIC_BROKER_CONFIG)
+        source = DYNAMIC_GROUP_CONFIG if name in own else broker_source
+        listed = [{"name": name, "value": own[name], "source": DYNAMIC_GROUP_CONFIG}] if name in own else []
+        listed.append({"name": setting, "value": definition.default, "source": broker_source})
+        if broker_source == ConfigSource.STATIC_BROKER_CONFIG:
+            listed.append({"name": setting, "value": kafka_default, "source": ConfigSource.DEFAULT_CONFIG})
+        entries.append({"name": name, "value": own.get(name, definition.default), "read_only": False,
+                        "config_source": source, "is_sensitive": False, "synonyms": listed if synonyms else [],
+                        "config_type": definition.type})
     return entries
 
 
-def _alter_group(ctx: RequestContext, resource: AlterResource, validate_only: bool) -> None:
-    """IncrementalAlterConfigs of a GROUP: SET and DELETE of share.* configs, each value
-    checked against Kafka's bounds (INVALID_CONFIG)."""
-    defined = share_group_configs(ctx.services.shares.config)
+def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    """IncrementalAlterConfigs of a GROUP: SET and DELETE of its configs, the group's
+    configs as they would be checked as Kafka's GroupConfig.validate checks them
+    (coordinator/group_resource_configs.py: INVALID_CONFIG with Kafka's messages)."""
+    if not resource.resource_name:
+        raise KafkaError(ErrorCode.invalid_request, "Default group resources are not allowed.")
+    defined = _group_definitions(ctx)
     values = dict(ctx.services.group_configs.of(resource.resource_name))
     change: Change
     for change in resource.configs:
+        op = getattr(change, "config_operation", SET)
+        if op == SET and change.value is None:
+            raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {change.name}")
         if change.name not in defined:
             raise KafkaError(ErrorCode.invalid_config, f"Unknown group config name: {change.name}")
-        op = getattr(change, "config_operation", SET)
         if op == DELETE:
             values.pop(change.name, None)
-            continue
-        if op != SET:
-            raise KafkaError(ErrorCode.invalid_config, f"{change.name} is not a list")
-        try:
-            defined[change.name][1](change.value or "")
-        except OutOfBounds as exc:
-            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
-        except ValueError as exc:
-            raise KafkaError(ErrorCode.invalid_config,
-                             f"Invalid value {change.value} for configuration {change.name}: {exc}") from None
-        values[change.name] = change.value or ""
+        elif op == SET:
+            values[change.name] = change.value
+        elif op in (APPEND, SUBTRACT):
+            raise KafkaError(ErrorCode.invalid_config, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key "
+                                                       f"{change.name} because its type is not LIST.")
+        else:
+            raise KafkaError(ErrorCode.invalid_request, f"unknown config operation {op}")
+    check_group_configs(defined, values)
     if not validate_only:
         ctx.services.group_configs.replace(resource.resource_name, values)
 

@@ -128,6 +128,8 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
             user_endpoint=None if endpoint is None else (endpoint.host, endpoint.port),
             client_tags=None if request.client_tags is None else tuple((t.key, t.value) for t in request.client_tags),
             shutdown_application=request.shutdown_application,
+            task_offsets=request.task_offsets is not None,
+            task_end_offsets=request.task_end_offsets is not None,
             client_id=ctx.header.client_id or "",
             client_host="/" + ctx.host,  # Java's InetAddress.toString(), as Kafka reports it
         ))
@@ -143,7 +145,8 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         error_code=result.error, error_message=result.message, member_id=result.member_id,
         member_epoch=result.member_epoch, heartbeat_interval=result.heartbeat_interval_ms,
         acceptable_recovery_lag=0, task_offset_interval=0,
-        status=[{"status_code": code, "status_detail": detail} for code, detail in result.statuses],
+        status=[] if result.error is not ErrorCode.none else [
+            {"status_code": code, "status_detail": detail} for code, detail in result.statuses],
         active_tasks=None if assignment is None else _task_ids(assignment.active),
         standby_tasks=None if assignment is None else _task_ids(assignment.standby),
         warmup_tasks=None if assignment is None else _task_ids(assignment.warmup),

@@ -322,6 +322,22 @@ def test_streams_group_protocol_output_equals_kafkas(kafka_run, broker, tmp_path
     assert configs == kafka_configs
 
 
+def test_streams_group_protocol_through_kafkas_initial_rebalance_delay(kafka_run, fresh_broker, tmp_path):
+    """The same with Ottla started with Kafka's group.streams.initial.rebalance.delay.ms
+    (3000, not the development default 0): the Streams client is answered
+    ASSIGNMENT_DELAYED with no tasks, then gets them once the delay is over, and the
+    output is Kafka's. (Seen failing with the delay never over: no task came and the
+    app timed out.)"""
+    kafka_out, kafka_placed, _ = kafka_run
+    ottla = fresh_broker(group_streams_initial_rebalance_delay_ms=3000)
+    name = f"wt-delayed-{time.monotonic_ns()}"
+    out, placed, app = run_app(ottla.bootstrap, tmp_path, name, group_protocol="streams")
+
+    assert out == kafka_out, first_difference(out, kafka_out)
+    assert placed == kafka_placed
+    assert "STATE ERROR" not in app.states
+
+
 STREAMS_GROUP_DESCRIBE = 89
 
 

@@ -23,7 +23,8 @@ from tests.sasl_brokers import PlainUsers
 from tests.wire import WireClient, request
 
 HEARTBEAT, DESCRIBE, LIST_GROUPS = 88, 89, 16
-NONE, UNKNOWN_MEMBER_ID, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 0, 25, 42, 69
+DESCRIBE_CONFIGS, ALTER_CONFIGS, GROUP_RESOURCE = 32, 44, 32
+NONE, UNKNOWN_MEMBER_ID, INVALID_CONFIG, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 0, 25, 40, 42, 69
 FENCED_MEMBER_EPOCH, STREAMS_INVALID_TOPOLOGY = 110, 130
 MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS = 1, 3
 
@@ -49,6 +50,7 @@ def _heartbeat(client: WireClient, group: str, member: str, epoch: int, **fields
     if epoch == 0:
         fields.setdefault("rebalance_timeout", datetime.timedelta(milliseconds=30_000))
         fields.setdefault("process_id", f"process-{member}")
+    if epoch == 0 or fields.get("active_tasks") is not None:  # the three lists, or none (Kafka's rule)
         for kind in ("active_tasks", "standby_tasks", "warmup_tasks"):
             fields.setdefault(kind, [])
     if fields.get("active_tasks") is not None:  # the three lists go together, as the client sends them
@@ -178,10 +180,21 @@ def _until_coordinator(client: WireClient, group: str) -> None:
     raise AssertionError(f"no group coordinator answered: {described}")
 
 
+def _alter_group(client: WireClient, group: str, *changes: tuple[str, str | None], operation: int = 0,
+                 validate_only: bool = False) -> tuple:
+    """IncrementalAlterConfigs of a GROUP resource: its error code and message."""
+    answer = client.call(request(ALTER_CONFIGS, 1, resources=[{"resource_type": GROUP_RESOURCE, "resource_name": group,
+                                                               "configs": [{"name": n, "config_operation": operation,
+                                                                            "value": v} for n, v in changes]}],
+                                 validate_only=validate_only))
+    return answer.responses[0].error_code, answer.responses[0].error_message
+
+
 def _conversation(bootstrap: str, topic: str) -> list:
     """The same requests, each answer reduced to what must be equal on both brokers: error
-    codes and messages, statuses (their codes; Kafka's ASSIGNMENT_DELAYED left out: its
-    initial delay is not served), and the group APIs' views of the group."""
+    codes and messages, statuses (their codes), and the group APIs' views of the group.
+    The group's own initial rebalance delay (10 minutes) has both answer ASSIGNMENT_DELAYED
+    whatever their broker settings."""
     create_topic(bootstrap, topic, 2)
     group = f"app-{topic}"
     cycle = {"epoch": 1, "subtopologies": [
@@ -191,11 +204,11 @@ def _conversation(bootstrap: str, topic: str) -> list:
     answers = []
     with WireClient(bootstrap) as client:
         _until_coordinator(client, group)
+        assert _alter_group(client, group, ("streams.initial.rebalance.delay.ms", "600000")) == (NONE, None)
 
         def beat(name: str, *args, **fields) -> None:
             a = _heartbeat(client, *args, **fields)
-            answers.append((name, a.error_code, a.error_message,
-                            sorted(s.status_code for s in a.status or () if s.status_code != 5)))
+            answers.append((name, a.error_code, a.error_message, sorted(s.status_code for s in a.status)))
 
         beat("missing source", group, "m1", 0, topology=_topology(f"{topic}-none", group))
         beat("leave", group, "m1", -1)
@@ -206,6 +219,27 @@ def _conversation(bootstrap: str, topic: str) -> list:
         beat("no topology", group, "m2", 0)
         beat("epoch -3", group, "m2", -3)
         beat("cycle", f"{group}-loop", "m1", 0, topology=cycle)
+        # What Kafka 4.3.1 does not serve yet is refused before anything else is looked at.
+        beat("static member", group, "m3", 0, topology=_topology(topic, group), instance_id="i3")
+        beat("static leave", group, "m3", -2, instance_id="i3")
+        beat("task offsets", group, "m3", 0, topology=_topology(topic, group), task_offsets=[])
+        beat("task end offsets", group, "m3", 0, topology=_topology(topic, group), task_end_offsets=[])
+        beat("warm-up tasks", group, "m3", 0, topology=_topology(topic, group),
+             warmup_tasks=[{"subtopology_id": "0", "partitions": [0]}])
+        beat("a null task list", group, "m3", 5, active_tasks=[], standby_tasks=None)
+        beat("no member and no group", "", "", 1)
+        joined = _heartbeat(client, group, "m4", 0, topology=_topology(topic, group))
+        beat("delayed", group, "m4", joined.member_epoch, active_tasks=[])
+        # Tasks a member says it owns must be tasks of the configured topology (its topics
+        # made beforehand, so that it is configured at the join on both brokers).
+        tasks_group = f"{group}-tasks"
+        for name in (f"{tasks_group}-rekey-repartition", f"{tasks_group}-store-changelog"):
+            create_topic(bootstrap, name, 2)
+        joined = _heartbeat(client, tasks_group, "m1", 0, topology=_topology(topic, tasks_group))
+        for name, tasks in (("unknown subtopology", dict(active_tasks=[{"subtopology_id": "9", "partitions": [0]}])),
+                            ("task out of range", dict(standby_tasks=[{"subtopology_id": "1", "partitions": [2]}]))):
+            a = _heartbeat(client, tasks_group, "m1", joined.member_epoch, **{"active_tasks": [], **tasks})
+            answers.append((name, a.error_code, a.error_message))
         described = client.call(request(DESCRIBE, 0, group_ids=["nowhere", group], include_authorized_operations=False))
         # (Kafka answers per __consumer_offsets partition: its order is not the request's.)
         answers.append(("describe", sorted((g.group_id == group, g.error_code, g.error_message, g.group_state,
@@ -224,6 +258,78 @@ def test_streams_group_requests_are_answered_as_kafka_answers_them(broker, kafka
     """The same conversation with Ottla and with Kafka 4.3.1: the same answers (checked to
     fail when Ottla took a second topology, which Kafka refuses as an update)."""
     assert _conversation(broker.bootstrap, topic_name) == _conversation(kafka_reference.bootstrap, topic_name)
+
+
+def _group_configs_conversation(bootstrap: str, topic: str) -> list:
+    """IncrementalAlterConfigs and DescribeConfigs of GROUP resources: every answer's
+    codes and messages, and the configs described (sorted: Kafka's order is a hash's)."""
+    group = f"app-{topic}"
+    answers: list = []
+    with WireClient(bootstrap) as client:
+        _until_coordinator(client, group)
+
+        def describe(name: str, keys: list[str] | None, synonyms: bool = True) -> None:
+            (r,) = client.call(request(DESCRIBE_CONFIGS, 4, resources=[
+                {"resource_type": GROUP_RESOURCE, "resource_name": name, "configuration_keys": keys}],
+                include_synonyms=synonyms, include_documentation=False)).results
+            answers.append((name, keys, r.error_code, r.error_message or None, sorted(
+                (c.name, c.value, c.config_source, c.read_only, c.is_sensitive, c.config_type,
+                 [(s.name, s.value, s.source) for s in c.synonyms]) for c in r.configs)))
+
+        describe(group, None)
+        for changes in (
+            [("streams.session.timeout.ms", "1000")], [("streams.session.timeout.ms", "70000")],
+            [("streams.heartbeat.interval.ms", "1000")], [("streams.heartbeat.interval.ms", "16000")],
+            [("streams.num.standby.replicas", "3")], [("streams.num.standby.replicas", "-1")],
+            [("streams.initial.rebalance.delay.ms", "-1")], [("streams.assignment.interval.ms", "20000")],
+            [("consumer.session.timeout.ms", "1000")], [("consumer.heartbeat.interval.ms", "100000")],
+            [("share.assignment.interval.ms", "100000")], [("streams.assignor.offload.enable", "true")],
+            [("streams.session.timeout.ms", "abc")], [("streams.num.standby.replicas", None)],
+            [("streams.session.timeout.ms", "50000"), ("streams.heartbeat.interval.ms", "15000")],
+            [("streams.num.standby.replicas", "2"), ("streams.initial.rebalance.delay.ms", "999999999")],
+        ):
+            answers.append((changes, _alter_group(client, group, *changes)))
+        answers.append(("append", _alter_group(client, group, ("streams.num.standby.replicas", "1"), operation=2)))
+        answers.append(("delete", _alter_group(client, group, ("streams.session.timeout.ms", None), operation=1)))
+        answers.append(("validate only", _alter_group(client, f"{group}-v", ("streams.num.standby.replicas", "1"),
+                                                      validate_only=True)))
+        answers.append(("no group", _alter_group(client, "", ("streams.num.standby.replicas", "1"))))
+        describe(group, ["streams.num.standby.replicas", "streams.initial.rebalance.delay.ms",
+                         "streams.session.timeout.ms", "nope"])
+        describe(f"{group}-v", None, synonyms=False)
+        describe("", None)
+    return answers
+
+
+def test_group_configs_are_checked_and_described_as_kafka_does(fresh_broker, kafka_reference, topic_name):
+    """The consumer.*, share.* and streams.* configs of a GROUP resource: Kafka 4.3.1's
+    list, defaults, synonyms, types and sources, its bounds and messages, the same
+    answers from both brokers (Ottla with Kafka's streams delay, as the reference runs).
+    (Seen failing with streams.num.standby.replicas bounded by nothing: Ottla took 3.)"""
+    ottla = fresh_broker(group_streams_initial_rebalance_delay_ms=3000)
+    assert _group_configs_conversation(ottla.bootstrap, topic_name) == \
+        _group_configs_conversation(kafka_reference.bootstrap, topic_name)
+
+
+def test_a_groups_configs_follow_the_brokers_own_settings_as_kafka_does(fresh_broker):
+    """The answers Kafka 4.3.1 gave started with group.streams.num.standby.replicas=1 and
+    group.streams.max.standby.replicas=3 (seen side by side): the bound is the broker's,
+    and a group without its own value shows the broker's as a STATIC_BROKER_CONFIG with
+    Kafka's default below it. (Seen failing with every broker setting reported as a
+    DEFAULT_CONFIG.)"""
+    ottla = fresh_broker(group_streams_num_standby_replicas=1, group_streams_max_standby_replicas=3)
+    with WireClient(ottla.bootstrap) as client:
+        assert _alter_group(client, "g", ("streams.num.standby.replicas", "3")) == (NONE, None)
+        assert _alter_group(client, "g", ("streams.num.standby.replicas", "4")) == (
+            INVALID_CONFIG, "streams.num.standby.replicas must be less than or equal to "
+                            "group.streams.max.standby.replicas")
+        (r,) = client.call(request(DESCRIBE_CONFIGS, 4, resources=[
+            {"resource_type": GROUP_RESOURCE, "resource_name": "h",
+             "configuration_keys": ["streams.num.standby.replicas"]}],
+            include_synonyms=True, include_documentation=False)).results
+    assert [(c.name, c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in r.configs] == [("streams.num.standby.replicas", "1", 4, [
+                ("group.streams.num.standby.replicas", "1", 4), ("group.streams.num.standby.replicas", "0", 5)])]
 
 
 ACL_USERS = PlainUsers({"admin": "admin-secret", "alice": "alice-secret"})

@@ -37,7 +37,8 @@ from ottla.storage.log_manager import LogManager
 from .test_group_coordinator import Clock, error_of, join_request
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
-CONFIG = GroupConfig(num_partitions=5, consumer_session_timeout_ms=45_000, consumer_max_size=3)
+CONFIG = GroupConfig(num_partitions=5, consumer_session_timeout_ms=45_000, consumer_max_size=3,
+                     streams_initial_rebalance_delay_ms=0)
 
 
 def _count(assignment: dict) -> int:
@@ -132,6 +133,8 @@ class Harness:
         self.config = config
         self.clock = Clock()
         self.logs: LogManager | None = None
+        # The groups' own configs (the GROUP config resource), as the broker keeps them.
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.coordinator = self.reopen()
 
     def reopen(self) -> GroupCoordinator:
@@ -142,7 +145,8 @@ class Harness:
         if logs.topic("orders") is None:
             logs.create_topic("orders", 6)
         self.coordinator = GroupCoordinator(
-            logs, lambda: logs.create_topic(TOPIC, 5, {"cleanup.policy": "compact"}), self.config, clock=self.clock)
+            logs, lambda: logs.create_topic(TOPIC, 5, {"cleanup.policy": "compact"}), self.config,
+            lambda group_id: self.group_configs.get(group_id, {}), clock=self.clock)
         asyncio.run(self.coordinator.load())
         return self.coordinator
 
@@ -243,6 +247,21 @@ def test_a_silent_member_is_removed_after_the_session_timeout_and_its_partitions
     assert harness.coordinator.tick() == [("g", "m1")]
     result = harness.beat("m2", harness.group().members["m2"].member_epoch, owned={})
     assert result.assignment == {harness.orders: frozenset(range(6))}
+
+
+def test_a_groups_own_consumer_configs_set_its_session_and_heartbeat_interval(harness):
+    """consumer.session.timeout.ms and consumer.heartbeat.interval.ms on the GROUP
+    resource are the group's, over the broker's settings, as in Kafka. (Seen failing
+    with the broker's settings read instead: m1 expired at 50 s.)"""
+    harness.group_configs["g"] = {"consumer.session.timeout.ms": "55000", "consumer.heartbeat.interval.ms": "7000"}
+    assert harness.beat("m1", 0).heartbeat_interval_ms == 7000
+    second = harness.beat("m2", 0)
+    harness.clock.now += 30
+    harness.beat("m2", second.member_epoch, owned={})
+    harness.clock.now += 20  # m1: 50 s without a heartbeat, within the group's 55 s
+    assert harness.coordinator.tick() == []
+    harness.clock.now += 6
+    assert harness.coordinator.tick() == [("g", "m1")]
 
 
 def test_a_regex_subscription_picks_up_topics_created_later(harness):

@@ -54,7 +54,10 @@ OPERATIONS = 300
 TRANSACTIONAL_IDS = ("txn-empty", "txn-ongoing", "txn-done", "t0", "t1")
 SIMPLE_GROUPS = ("offsets-only", "tx", "s0")
 CLASSIC_GROUPS = ("classic", "solo", "c0")
-STREAMS_GROUPS = ("streams", "st0")
+STREAMS_GROUPS = ("streams", "st0", "st-delayed")
+# A streams group with an initial rebalance delay of its own: its target assignment is
+# computed by the tick that finds the delay over, or by the first heartbeat after it.
+GROUP_CONFIGS = {"st-delayed": {"streams.initial.rebalance.delay.ms": "10000"}}
 CONSUMER_GROUPS = ("consumer", "consumer-empty", "static", "k0")
 PARTITIONS = (("orders", 0), ("orders", 1))
 
@@ -321,7 +324,7 @@ class Run:
             member = group.members[self.pick(members)]  # type: ignore[union-attr]
             epoch = -1 if kind < 0.45 else member.member_epoch
             request = StreamsHeartbeatRequest(group_id, member.member_id, epoch, active_tasks=dict(
-                member.assigned.active))
+                member.assigned.active), standby_tasks=dict(member.assigned.standby), warmup_tasks={})
         answer = self.b.groups.streams_heartbeat(request)
         for name, (partitions, configs) in answer.to_create.items():  # as the request handler does
             self.b.logs.create_topic(name, partitions, dict(configs))
@@ -364,5 +367,5 @@ class Run:
 
 @pytest.mark.parametrize("seed", range(6))
 async def test_memory_is_what_a_restart_rebuilds_after_any_operations(tmp_path, seed):
-    broker = await open_broker(str(tmp_path))
+    broker = await open_broker(str(tmp_path), lambda group_id: GROUP_CONFIGS.get(group_id, {}))
     await Run(broker, seed).run(OPERATIONS)

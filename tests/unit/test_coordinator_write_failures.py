@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ from ottla.storage.log_manager import LogManager
 from .test_group_coordinator import join_request
 
 SESSION_S = 10  # the classic members' session (test_group_coordinator's join_request)
-CONFIG = GroupConfig(initial_rebalance_delay_ms=0, num_partitions=5)
+CONFIG = GroupConfig(initial_rebalance_delay_ms=0, num_partitions=5, streams_initial_rebalance_delay_ms=0)
 TXN_TIMEOUT_MS = 60_000
 
 
@@ -115,7 +115,7 @@ class Broker:
         return [leader, *followers]
 
 
-async def open_broker(path: str) -> Broker:
+async def open_broker(path: str, group_configs: Callable[[str], Mapping[str, str]] = lambda _: {}) -> Broker:
     logs = LogManager(path, LogConfig())
     logs.load()
     logs.create_topic("orders", 2)
@@ -123,7 +123,7 @@ async def open_broker(path: str) -> Broker:
     disk = FailingDisk()
     logs.set_write_check(disk)
     groups = GroupCoordinator(logs, lambda: logs.create_topic(OFFSETS_TOPIC, 5, {"cleanup.policy": "compact"}),
-                              CONFIG, clock=clock, wall_clock=clock)
+                              CONFIG, group_configs, clock=clock, wall_clock=clock)
     markers = MarkerWriter(logs)
     markers.listeners.append(groups.on_marker)
     transactions = TransactionCoordinator(logs, ProducerIdAllocator(path), markers, num_partitions=5, clock=clock,
@@ -174,7 +174,7 @@ def groups_view(coordinator: GroupCoordinator) -> dict[str, Any]:
                                    m.metadata(group.protocol_name)) for m in group.members.values()))
         elif isinstance(group, StreamsGroup):
             view[group_id] = ("streams", group.group_epoch, group.assignment_epoch, group.metadata_hash,
-                              group.topology, dict(group.target),
+                              group.assignment_configs, group.topology, dict(group.target),
                               {m.member_id: (m.current(), m.metadata) for m in group.members.values()})
         else:
             assert isinstance(group, ConsumerGroup)

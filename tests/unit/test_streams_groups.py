@@ -4,6 +4,8 @@ moves, and what a restart brings back from `__consumer_offsets`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ottla.coordinator.consumer_protocol import HeartbeatRequest
@@ -19,14 +21,17 @@ from ottla.coordinator.streams_group_records import (
     TopicInfo,
     Topology,
     decode_current_assignment,
+    decode_group_metadata,
     decode_member_metadata,
     decode_topology,
     encode_current_assignment,
+    encode_group_metadata,
     encode_member_metadata,
     encode_topology,
 )
 from ottla.coordinator.streams_protocol import StreamsHeartbeatRequest, StreamsHeartbeatResult
 from ottla.coordinator.streams_topology import (
+    STATUS_ASSIGNMENT_DELAYED,
     STATUS_INCORRECTLY_PARTITIONED_TOPICS,
     STATUS_MISSING_INTERNAL_TOPICS,
     STATUS_MISSING_SOURCE_TOPICS,
@@ -36,7 +41,7 @@ from ottla.coordinator.streams_topology import (
 )
 from ottla.protocol.errors import ErrorCode, KafkaError
 
-from .test_consumer_groups import Harness
+from .test_consumer_groups import CONFIG, Harness
 from .test_group_coordinator import error_of
 
 REPARTITION = TopicInfo("app-by-key-repartition", 0, 0, (("cleanup.policy", "delete"), ("retention.ms", "-1")))
@@ -135,7 +140,9 @@ def test_the_assignor_balances_and_keeps_tasks_where_they_were():
 
 def test_records_round_trip():
     """(Their bytes were read back with Kafka 4.3.1's generated StreamsGroup*Value classes
-    once: a nullable struct's presence byte before UserEndpoint was missing.)"""
+    once: a nullable struct's presence byte before UserEndpoint was missing; and
+    StreamsGroupMetadataValue's LastAssignmentConfigs both ways, with Kafka's
+    ValidatedTopologyEpoch tag skipped.)"""
     assert decode_topology(encode_topology(TOPOLOGY)) == TOPOLOGY
     metadata = MemberMetadata("i", None, "client", "/127.0.0.1", 30_000, 1, "process", ("h", 8080), (("k", "v"),))
     assert decode_member_metadata(encode_member_metadata(metadata)) == metadata
@@ -144,6 +151,9 @@ def test_records_round_trip():
     current = CurrentAssignment(3, 2, 1, TaskAssignment({"0": frozenset({1, 2})}, {"1": frozenset({0})}, {}),
                                 TaskAssignment({"1": frozenset({5})}, {}, {}))
     assert decode_current_assignment(encode_current_assignment(current)) == current
+    configs = (("num.standby.replicas", "1"),)
+    assert decode_group_metadata(encode_group_metadata(7, -3, configs)) == (7, -3, configs)
+    assert decode_group_metadata(encode_group_metadata(7, -3)) == (7, -3, ())
 
 
 # --- the protocol --------------------------------------------------------------------------
@@ -343,3 +353,142 @@ def test_a_restart_rebuilds_the_group_from_its_records(harness):
     assert error_of(lambda: harness.coordinator.delete_group("g")) == ErrorCode.none
     harness.reopen()
     assert "g" not in harness.coordinator.groups
+
+
+# --- the initial rebalance delay and the group's own configs -------------------------------
+
+
+def _delayed(result: StreamsHeartbeatResult) -> bool:
+    return (STATUS_ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay.") \
+        in result.statuses
+
+
+def test_a_new_groups_first_assignment_waits_for_the_initial_rebalance_delay(tmp_path):
+    """As Kafka 4.3.1 (its answers seen side by side): a member joining an empty group
+    starts group.streams.initial.rebalance.delay.ms; until it is over every heartbeat is
+    answered ASSIGNMENT_DELAYED with no tasks (the group created at epoch 1 with an empty
+    target, the join at 2); then the tick computes the target for the group epoch and
+    the next heartbeats bring the tasks. A member joining a group emptied since starts
+    it again. (Seen failing with the delay never started: tasks at the first heartbeat.)"""
+    harness = StreamsHarness(str(tmp_path), replace(CONFIG, streams_initial_rebalance_delay_ms=3000))
+    first = harness.beat("m1", 0)
+    assert first.statuses[0] == (STATUS_ASSIGNMENT_DELAYED,
+                                 "Assignment delayed due to the configured initial rebalance delay.")
+    assert first.member_epoch == 1 and _tasks(first.assignment) == set()
+    again = harness.beat("m1", 1, owned={})
+    second = harness.beat("m2", 0)
+    assert _delayed(again) and _delayed(second) and again.assignment is None
+    assert harness.group().group_epoch > harness.group().assignment_epoch == 1
+    assert harness.group().state_name == "Assigning"
+
+    harness.clock.now += 2.9
+    harness.coordinator.tick()
+    assert harness.group().assignment_epoch == 1  # not yet
+    harness.clock.now += 0.2
+    harness.coordinator.tick()  # the delay is over: the target, without a heartbeat
+    group = harness.group()
+    assert group.assignment_epoch == group.group_epoch
+    assert sum(len(_tasks(t)) for t in group.target.values()) == 12
+    one = harness.beat("m1", 1, owned={})
+    two = harness.beat("m2", second.member_epoch, owned={})
+    assert not _delayed(one) and not _delayed(two)
+    assert len(_tasks(one.assignment)) + len(_tasks(two.assignment)) == 12
+    harness.assert_no_task_has_two_owners()
+
+    harness.beat("m1", -1)
+    harness.beat("m2", -1)
+    assert _delayed(harness.beat("m3", 0))  # the group was empty: the delay starts over
+
+
+def test_a_streams_groups_own_configs_set_its_heartbeat_session_and_standbys(tmp_path):
+    """streams.heartbeat.interval.ms, streams.session.timeout.ms and
+    streams.num.standby.replicas set on the GROUP resource are the group's, over the
+    broker's settings; a value beyond the broker's bounds as they are now is brought
+    within them, as Kafka's GroupConfig.evaluate does. (Seen failing with the broker's
+    settings read instead: a 5 s interval, no standby task.)"""
+    harness = StreamsHarness(str(tmp_path))
+    harness.group_configs["g"] = {"streams.heartbeat.interval.ms": "6000", "streams.session.timeout.ms": "50000",
+                                  "streams.num.standby.replicas": "1"}
+    m1 = harness.beat("m1", 0)
+    assert m1.heartbeat_interval_ms == 6000
+    m1 = harness.beat("m1", m1.member_epoch, owned={})
+    m2 = harness.beat("m2", 0)
+    standbys = {t for target in harness.group().target.values() for s, ps in target.standby.items() for t in ps}
+    assert standbys  # the stateful subtopology's tasks each have a standby copy
+    harness.clock.now += 46  # past the broker's 45 s, within the group's 50 s
+    harness.beat("m2", m2.member_epoch, owned={})
+    assert harness.coordinator.tick() == []
+    harness.clock.now += 5
+    assert harness.coordinator.tick() == [("g", "m1")]
+
+    harness.group_configs["g"] = {"streams.heartbeat.interval.ms": "60000"}  # set when the bound was higher
+    assert harness.beat("m2", harness.group().members["m2"].member_epoch, owned={}).heartbeat_interval_ms == 15_000
+
+
+def test_group_configs_are_checked_with_kafkas_bounds_and_messages():
+    from ottla.coordinator.group import GroupConfig
+    from ottla.coordinator.group_resource_configs import check, definitions
+
+    defined = definitions(GroupConfig())
+    assert len(defined) == 17
+
+    def fault(**values: str) -> str | None:
+        try:
+            check(defined, {k.replace("_", "."): v for k, v in values.items()})
+        except KafkaError as exc:
+            assert exc.code is ErrorCode.invalid_config
+            return exc.message
+        return None
+
+    assert fault(streams_num_standby_replicas="2", streams_initial_rebalance_delay_ms="999999999") is None
+    assert fault(streams_num_standby_replicas="3") == \
+        "streams.num.standby.replicas must be less than or equal to group.streams.max.standby.replicas"
+    assert fault(streams_num_standby_replicas="-1") == \
+        "Invalid value -1 for configuration streams.num.standby.replicas: Value must be at least 0"
+    assert fault(streams_session_timeout_ms="1000") == \
+        "streams.session.timeout.ms must be greater than or equal to group.streams.min.session.timeout.ms"
+    assert fault(streams_heartbeat_interval_ms="x") == \
+        "Invalid value x for configuration streams.heartbeat.interval.ms: Not a number of type INT"
+    tight = definitions(GroupConfig(streams_min_session_timeout_ms=1000, streams_max_heartbeat_interval_ms=60_000))
+    assert check(tight, {"streams.session.timeout.ms": "20000"}) is None
+    with pytest.raises(KafkaError, match="streams.session.timeout.ms must be greater than streams.heartbeat"):
+        check(tight, {"streams.session.timeout.ms": "20000", "streams.heartbeat.interval.ms": "20000"})
+
+
+def test_a_full_group_refuses_a_new_member_as_kafka_does(tmp_path):
+    """group.streams.max.size: past it a join is GROUP_MAX_SIZE_REACHED with Kafka's
+    message, a member's own rejoin too (Kafka 4.3.1's throwIfStreamsGroupIsFull looks
+    at the count only); a member's other heartbeats go on. (Seen failing with the
+    bound left out: m2 joined.)"""
+    harness = StreamsHarness(str(tmp_path), replace(CONFIG, streams_max_size=1))
+    joined = harness.beat("m1", 0)
+    assert joined.error is ErrorCode.none
+    refused = harness.beat("m2", 0)
+    assert (refused.error, refused.message) == (
+        ErrorCode.group_max_size_reached, "The streams group has reached its maximum capacity of 1 members.")
+    assert harness.beat("m1", 0).error is ErrorCode.group_max_size_reached
+    assert harness.beat("m1", joined.member_epoch, owned={}).error is ErrorCode.none
+
+
+def test_a_change_of_the_groups_standby_replicas_is_a_new_target(tmp_path):
+    """As Kafka 4.3.1: the assignment configs (num.standby.replicas) go with each group
+    epoch in StreamsGroupMetadata; a heartbeat that finds the group's config changed
+    since moves the group epoch, and the new target has the standby copies. (Seen
+    failing without the comparison: no standby task until something else moved.)"""
+    harness = StreamsHarness(str(tmp_path))
+    m1 = harness.beat("m1", 0)
+    m1 = harness.beat("m1", m1.member_epoch, owned={})
+    m2 = harness.beat("m2", 0)
+    m2 = harness.beat("m2", m2.member_epoch, owned={})
+    epoch = harness.group().group_epoch
+    assert harness.group().assignment_configs == (("num.standby.replicas", "0"),)
+    assert not any(t.standby for t in harness.group().target.values())
+
+    harness.group_configs["g"] = {"streams.num.standby.replicas": "1"}
+    member = harness.group().members["m2"]
+    harness.beat("m2", member.member_epoch, owned=dict(member.assigned.active))
+    group = harness.group()
+    assert group.group_epoch == epoch + 1 and group.assignment_configs == (("num.standby.replicas", "1"),)
+    assert any(t.standby for t in group.target.values())
+    harness.reopen()  # the configs are in the group's record
+    assert harness.group().assignment_configs == (("num.standby.replicas", "1"),)
