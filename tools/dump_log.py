@@ -279,8 +279,9 @@ def _streams_group_record(key: streams_group_records.StreamsGroupKey, value: byt
     if value is None:
         return text_key, "<DELETE>"
     if key.type == records.GROUP_METADATA:
-        epoch, metadata_hash = records.decode_group_metadata(value)
-        return text_key, f"epoch={epoch} metadata_hash={metadata_hash}"
+        epoch, metadata_hash, last_configs = records.decode_group_metadata(value)
+        configs = "".join(f" {k}={v}" for k, v in last_configs)  # LastAssignmentConfigs, when written
+        return text_key, f"epoch={epoch} metadata_hash={metadata_hash}{configs}"
     if key.type == records.TARGET_ASSIGNMENT_METADATA:
         return text_key, f"epoch={records.decode_assignment_epoch(value)}"
     if key.type == records.MEMBER_METADATA:

@@ -287,7 +287,8 @@ def _group_definitions(ctx: RequestContext) -> dict[str, GroupConfigDefinition]:
 _KAFKA_GROUP_DEFAULTS = group_config_definitions(GroupConfig(), ShareConfig())
 
 
-def _group_entries(ctx: RequestContext, group_id: str, keys: Any, synonyms: bool) -> list[dict[str, Any]]:
+def _group_entries(ctx: RequestContext, group_id: str, keys: set[str] | None,
+                   synonyms: bool) -> list[DescribeConfigsResourceResult]:
     """A group's consumer.*, share.* and streams.* configs, as Kafka 4.3.1 lists them:
     its own values (DYNAMIC_GROUP_CONFIG), else the broker's settings (DEFAULT_CONFIG, or
     STATIC_BROKER_CONFIG for one set to other than Kafka's default), each with the
@@ -295,7 +296,7 @@ def _group_entries(ctx: RequestContext, group_id: str, keys: Any, synonyms: bool
     if not group_id:
         raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
     own = ctx.services.group_configs.of(group_id)
-    entries = []
+    entries: list[DescribeConfigsResourceResult] = []
     for name, definition in _group_definitions(ctx).items():
         if keys is not None and name not in keys:
             continue
@@ -303,7 +304,8 @@ def _group_entries(ctx: RequestContext, group_id: str, keys: Any, synonyms: bool
         broker_source = (ConfigSource.DEFAULT_CONFIG if definition.default == kafka_default
                          else ConfigSource.STATIC_BROKER_CONFIG)
         source = DYNAMIC_GROUP_CONFIG if name in own else broker_source
-        listed = [{"name": name, "value": own[name], "source": DYNAMIC_GROUP_CONFIG}] if name in own else []
+        listed: list[DescribeConfigsSynonym] = (
+            [{"name": name, "value": own[name], "source": DYNAMIC_GROUP_CONFIG}] if name in own else [])
         listed.append({"name": setting, "value": definition.default, "source": broker_source})
         if broker_source == ConfigSource.STATIC_BROKER_CONFIG:
             listed.append({"name": setting, "value": kafka_default, "source": ConfigSource.DEFAULT_CONFIG})
@@ -330,7 +332,7 @@ def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
             raise KafkaError(ErrorCode.invalid_config, f"Unknown group config name: {change.name}")
         if op == DELETE:
             values.pop(change.name, None)
-        elif op == SET:
+        elif op == SET and change.value is not None:  # (a null SET was refused above)
             values[change.name] = change.value
         elif op in (APPEND, SUBTRACT):
             raise KafkaError(ErrorCode.invalid_config, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key "
