@@ -68,4 +68,12 @@ class RequestContext:
 
     def respond(self, **values: Any) -> Any:
         """The response entity of the client's version, from version-agnostic values."""
-        return builder(self.response_class)(values)
+        header = self.header
+        build = _builders.get((header.api_key, header.api_version))
+        if build is None:
+            build = _builders[header.api_key, header.api_version] = builder(self.response_class)
+        return build(values)
+
+
+# (api key, version) -> the builder of its response class: one look-up per response.
+_builders: dict[tuple[int, int], Callable[[dict[str, Any]], Any]] = {}

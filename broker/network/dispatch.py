@@ -11,8 +11,8 @@ connection's worker task (`handle`), which can wait on all of those.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from inspect import iscoroutine
 from time import perf_counter
+from types import CoroutineType
 from typing import Any
 
 from ..admin.faults import FaultKind, Faults
@@ -42,7 +42,7 @@ class Dispatcher:
         started = perf_counter()
         api_key = ctx.header.api_key
         response = HANDLERS[api_key](ctx, request)
-        if iscoroutine(response):
+        if isinstance(response, CoroutineType):
             return self._served_later(api_key, started, response)
         self.metrics.request_served(api_key, perf_counter() - started, response)
         return response
@@ -66,7 +66,7 @@ class Dispatcher:
             group_commit = self.group_commit
             appends_before = group_commit.generation if group_commit is not None else 0
             response = HANDLERS[api_key](ctx, request)
-            if iscoroutine(response):
+            if isinstance(response, CoroutineType):
                 response = await response
             if group_commit is not None and group_commit.generation != appends_before:
                 await group_commit.sync()  # --fsync: what we acknowledge is on disk
