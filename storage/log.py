@@ -29,7 +29,7 @@ from ottla.protocol.loggers import get_logger
 
 from .directories import directory_changed, open_directory
 from .log_config import LogConfig
-from .producer_state import ProducerStateManager, Verdict
+from .producer_state import DUPLICATE, ProducerStateManager
 from .segment import LogSegment, ReadSlice, recover_interrupted_cleaning, segment_file_name
 from .txn_index import AbortedTxn
 
@@ -291,7 +291,7 @@ class PartitionLog:
                 track_sequence = False
             else:
                 verdict, duplicate = self.producer_state.check(header, self.log_end_offset)
-                if verdict is Verdict.DUPLICATE:
+                if verdict is DUPLICATE:
                     assert duplicate is not None
                     if duplicate.last_offset >= self.flushed_offset and self.on_append is not None:
                         # The original is written but maybe not yet fsynced (its own

@@ -91,6 +91,11 @@ class Verdict(enum.Enum):
     DUPLICATE = "duplicate"  # acknowledge with the cached offsets, append nothing
 
 
+# The verdicts as plain names: on Python 3.11 reading a member off its class goes through
+# EnumType.__getattr__'s slot, and every append with a producer id reads one.
+APPEND, DUPLICATE = Verdict.APPEND, Verdict.DUPLICATE
+
+
 class ProducerStateManager:
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -114,12 +119,12 @@ class ProducerStateManager:
         pid = header.producer_id
         entry = self.producers.get(pid)
         if entry is None:
-            return Verdict.APPEND, None
+            return APPEND, None
         epoch, first_seq = header.producer_epoch, header.base_sequence
         if entry.batches:
             duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
             if duplicate is not None:
-                return Verdict.DUPLICATE, duplicate
+                return DUPLICATE, duplicate
         if epoch < entry.epoch:
             raise KafkaError(
                 ErrorCode.invalid_producer_epoch,
@@ -147,7 +152,7 @@ class ProducerStateManager:
                 ErrorCode.invalid_txn_state,
                 f"Expected transactional write from {self._where(pid, offset)}",
             )
-        return Verdict.APPEND, None
+        return APPEND, None
 
     def _where(self, producer_id: int, offset: int) -> str:
         """Where a refused batch was, as Kafka's messages say it."""

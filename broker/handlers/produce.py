@@ -55,6 +55,10 @@ INLINE_DECOMPRESSED_BYTES = 1024 * 1024
 # compression.type -> the codec batches are stored in (producer: as they come).
 _STORED_CODEC = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 NO_TIMESTAMP = -1
+# The enum members every Produce names, read once: on Python 3.11 reading a member off
+# its class goes through EnumType.__getattr__'s slot, some hundreds of instructions each.
+_WRITE, _TOPIC, _TRANSACTIONAL_ID = Operation.WRITE, ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
+_NO_ERROR = ErrorCode.none
 
 
 @dataclass(slots=True)
@@ -76,7 +80,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # Kafka refuses the whole request when it carries transactional batches without a
     # transactional id, or one the client may not write.
     if (request.transactional_id is None and _has_transactional_batch(request)) or (
-            request.transactional_id is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+            request.transactional_id is not None and not ctx.allowed(_WRITE, _TRANSACTIONAL_ID,
                                                                      request.transactional_id)):
         responses = [
             {"name": t.name, "partition_responses": [_error(p.index, ErrorCode.transactional_id_authorization_failed)
@@ -165,7 +169,7 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
     """What can be checked at once: the partition, the batch's header and CRC, and its
     records when they are small."""
     # Authorization first: a client that may not write to a topic does not learn whether it exists.
-    if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, topic):
+    if not ctx.allowed(_WRITE, _TOPIC, topic):
         return _error(partition, ErrorCode.topic_authorization_failed)
     logs = ctx.services.logs
     partition_log = logs.partition(topic, partition)
@@ -286,7 +290,7 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
         return _error(c.partition, exc.code, exc.message, log_start_offset=log_start_offset)
     return {
         "index": c.partition,
-        "error_code": ErrorCode.none,
+        "error_code": _NO_ERROR,
         "base_offset": result.base_offset,
         # Kafka answers a duplicate with its cached batch's timestamp as the append time.
         "log_append_time": result.timestamp if result.duplicate else append_time,
