@@ -388,7 +388,7 @@ class Connection(asyncio.Protocol):
             log.exception("request could not be decoded", api=api.name, version=header.api_version, peer=self.peer)
             self.abort(f"undecodable {api.name} v{header.api_version}", correlation_id=header.correlation_id)
             return None
-        return Request(header, api, body)
+        return tuple.__new__(Request, (header, api, body))  # the named tuple, without its Python __new__
 
     def _context(self, header: RequestHeader) -> RequestContext:
         return RequestContext(self.services, header, self.peer, self._advertised, self.session)
