@@ -8,5 +8,5 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("ottla.protocol._records", sources=["protocol/_records.c"], optional=True),
-    Extension("ottla.protocol._codec", sources=["protocol/_codec.c"], optional=True),
+    Extension("ottla.protocol._codec", sources=["protocol/_codec.c"], libraries=["m"], optional=True),
 ])

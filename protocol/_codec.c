@@ -39,6 +39,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <datetime.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -849,6 +850,7 @@ enum {
     E_ENTITIES = 7,  /* (7, name, plan) */
     E_TAGS = 8,      /* (8, ((tag, name, skipped value, value step), ...)) */
     E_NO_TAGS = 9,   /* (9,): an empty tag section */
+    E_DURATION = 10, /* (10, name, code, converter): as E_CONVERT, a timedelta converted here */
 };
 
 typedef struct {
@@ -1032,14 +1034,37 @@ static int put_null(Writer *w, int flexible, int legacy_size)
     return put_be(w, legacy_size == 2 ? 0xFFFF : 0xFFFFFFFF, legacy_size);
 }
 
+/* A duration's milliseconds as compiled_codec._milliseconds gives them,
+ * round(value.total_seconds() * 1000), without the Python call: for a timedelta whose
+ * microseconds a double holds exactly (under 2**53, some 285 years), total_seconds()
+ * is the double division of its microseconds by 10**6 (int / int divides so when both
+ * fit in 53 bits), and round() rounds half to even as nearbyint does in the default
+ * rounding mode. NULL, with no error set, for anything else: the converter decides. */
+static PyObject *milliseconds_of(PyObject *value)
+{
+    if (!PyDelta_CheckExact(value))
+        return NULL;
+    int64_t days = PyDateTime_DELTA_GET_DAYS(value);
+    if (days > 100000000 || days < -100000000)
+        return NULL;
+    int64_t micros = (days * 86400 + PyDateTime_DELTA_GET_SECONDS(value)) * 1000000
+                     + PyDateTime_DELTA_GET_MICROSECONDS(value);
+    if (micros >= ((int64_t)1 << 53) || micros <= -((int64_t)1 << 53))
+        return NULL;
+    return PyLong_FromDouble(nearbyint((double)micros / 1e6 * 1000.0));
+}
+
 static int encode_value(Writer *w, PyObject *step, PyObject *value, int flexible, int depth)
 {
     long op = PyLong_AsLong(PyTuple_GET_ITEM(step, 0));
     switch (op) {
     case E_FIXED:
         return put_fixed(w, (int)PyLong_AsLong(PyTuple_GET_ITEM(step, 2)), value);
-    case E_CONVERT: {
-        PyObject *converted = PyObject_CallOneArg(PyTuple_GET_ITEM(step, 3), value);
+    case E_CONVERT:
+    case E_DURATION: {
+        PyObject *converted = op == E_DURATION ? milliseconds_of(value) : NULL;
+        if (converted == NULL && !PyErr_Occurred())
+            converted = PyObject_CallOneArg(PyTuple_GET_ITEM(step, 3), value);
         if (converted == NULL)
             return -1;
         int failed = put_fixed(w, (int)PyLong_AsLong(PyTuple_GET_ITEM(step, 2)), converted);
@@ -1257,7 +1282,11 @@ done:
 /* --- building a response entity ------------------------------------------------------ */
 
 /* entities.build_plan's field kinds */
-enum { B_VALUE = 0, B_CONVERT = 1, B_ENTITY = 2, B_TUPLE = 3, B_ENTITIES = 4 };
+/* B_CONVERT's extra is the converter; B_ERROR_CODE's, B_DURATION's and B_TIMESTAMP's
+ * is (converter, the type it returns values of as they are), and the commonest values
+ * are converted here without calling it (converted_here). */
+enum { B_VALUE = 0, B_CONVERT = 1, B_ENTITY = 2, B_TUPLE = 3, B_ENTITIES = 4, B_ERROR_CODE = 5, B_DURATION = 6,
+       B_TIMESTAMP = 7 };
 
 /* The offset of slot `name` of class `cls`, where a plain member descriptor holds it; -1
  * otherwise (entities.py then keeps its Python builder for that class). */
@@ -1292,6 +1321,28 @@ static PyObject *entity_value(PyObject *nested, PyObject *value, int depth)
     return build_entity(nested, value, depth + 1);
 }
 
+/* What entities.py's converters give for the values handlers pass most (an ErrorCode
+ * member, a duration or a timestamp in milliseconds), or NULL with no error set where
+ * the converter is to be called:
+ * - _error_code, _ms_timedelta, _ms_datetime return a value of their type as it is;
+ * - _ms_timedelta(ms) is timedelta(milliseconds=ms) (timedelta_of, for an int whose
+ *   microseconds fit in int64; a larger one is left to the converter);
+ * - _ms_datetime(ms) is None for None and for a negative int (Kafka's -1). */
+static PyObject *converted_here(long kind, PyObject *extra, PyObject *value)
+{
+    if (Py_TYPE(value) == (PyTypeObject *)PyTuple_GET_ITEM(extra, 1))
+        return Py_NewRef(value);
+    if (kind == B_DURATION && PyLong_CheckExact(value)) {
+        int overflow;
+        long long ms = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (!overflow && ms <= INT64_MAX / 1000 && ms >= -(INT64_MAX / 1000))
+            return timedelta_of(ms);
+    }
+    if (kind == B_TIMESTAMP && (value == Py_None || (PyLong_CheckExact(value) && _PyLong_Sign(value) < 0)))
+        return Py_NewRef(Py_None);
+    return NULL;
+}
+
 static PyObject *field_value(PyObject *field, PyObject *value, int depth)
 {
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(field, 2));
@@ -1301,6 +1352,14 @@ static PyObject *field_value(PyObject *field, PyObject *value, int depth)
         return Py_NewRef(value);
     case B_CONVERT:
         return PyObject_CallOneArg(extra, value);
+    case B_ERROR_CODE:
+    case B_DURATION:
+    case B_TIMESTAMP: {
+        PyObject *converted = converted_here(kind, extra, value);
+        if (converted == NULL && !PyErr_Occurred())
+            converted = PyObject_CallOneArg(PyTuple_GET_ITEM(extra, 0), value);
+        return converted;
+    }
     case B_ENTITY:
         return entity_value(extra, value, depth);
     case B_TUPLE:

@@ -291,9 +291,19 @@ def encode_response(correlation_id: int, response: Any, api_key: int | None = No
     if _encode_response_in_c is None:
         return encode_response_in_python(correlation_id, response, api_key)
     cls: type[Payload] = type(response)
-    key = cls.__api_key__ if api_key is None else api_key
-    return _encode_response_in_c(correlation_id, response_header_is_flexible(key, cls.__version__, cls),
+    if api_key is None:
+        how = _encoding.get(cls)
+        if how is None:
+            how = _encoding[cls] = (response_header_is_flexible(cls.__api_key__, cls.__version__, cls),
+                                    compiled_codec.encode_plan(cls))
+        return _encode_response_in_c(correlation_id, how[0], how[1], response)
+    return _encode_response_in_c(correlation_id, response_header_is_flexible(api_key, cls.__version__, cls),
                                  compiled_codec.encode_plan(cls), response)
+
+
+# Response class -> (whether its header is flexible, its encode plan), on the compiled
+# path: both asked once per class, not on every response.
+_encoding: dict[type, tuple[bool, Any]] = {}
 
 
 def encode_response_in_python(correlation_id: int, response: Any, api_key: int | None = None) -> list:

@@ -61,7 +61,7 @@ PURE_PYTHON_VARIABLE = "OTTLA_PURE_PYTHON"
 ENABLED = compiled is not None and os.environ.get(PURE_PYTHON_VARIABLE, "") in ("", "0")
 
 # The steps of an encode plan (their layout is documented in _codec.c).
-E_FIXED, E_CONVERT, E_UUID, E_STRING, E_BYTES, E_STRUCT, E_ARRAY, E_ENTITIES, E_TAGS, E_NO_TAGS = range(10)
+E_FIXED, E_CONVERT, E_UUID, E_STRING, E_BYTES, E_STRUCT, E_ARRAY, E_ENTITIES, E_TAGS, E_NO_TAGS, E_DURATION = range(11)
 
 # struct codes of the fixed-size Kafka types, as compiled_writers packs them.
 _FIXED = {
@@ -100,7 +100,11 @@ def _value_step(name: str | None, kafka_type: str, optional: bool) -> tuple[Any,
     if kafka_type in _FIXED:
         code = ord(_FIXED[kafka_type])
         convert = _converter(kafka_type, optional)
-        return (E_FIXED, name, code) if convert is None else (E_CONVERT, name, code, convert)
+        if convert is None:
+            return (E_FIXED, name, code)
+        # A duration (throttle_time_ms is in nearly every response) is converted in C;
+        # `convert` is what C's conversion is compared with, and calls where it does not.
+        return (E_DURATION if convert is _milliseconds else E_CONVERT, name, code, convert)
     if kafka_type == "string":
         return (E_STRING, name, optional)
     if kafka_type in ("bytes", "records"):

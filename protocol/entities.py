@@ -179,7 +179,11 @@ def builder(cls: type) -> Callable[[dict[str, Any]], Any]:
 
 
 # build_plan's field kinds (_codec.c's build).
-B_VALUE, B_CONVERT, B_ENTITY, B_TUPLE, B_ENTITIES = range(5)
+B_VALUE, B_CONVERT, B_ENTITY, B_TUPLE, B_ENTITIES, B_ERROR_CODE, B_DURATION, B_TIMESTAMP = range(8)
+# The converters _codec.c's build runs itself for their commonest values (the rest are
+# passed to them), by kind, with the type each returns values of unchanged.
+_CONVERTED_IN_C = {_error_code: (B_ERROR_CODE, ErrorCode), _ms_timedelta: (B_DURATION, datetime.timedelta),
+                   _ms_datetime: (B_TIMESTAMP, datetime.datetime)}
 
 
 @cache
@@ -206,6 +210,9 @@ def build_plan(cls: type) -> tuple[Any, ...] | None:
             code = B_TUPLE
         elif convert is _identity:
             code = B_VALUE
+        elif convert in _CONVERTED_IN_C:
+            code, returned_as_is = _CONVERTED_IN_C[convert]
+            extra = (convert, returned_as_is)
         else:
             code, extra = B_CONVERT, convert
         planned.append((name, offset, code, default, extra))

@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import NamedTuple
 
 from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
 from ottla.protocol.compression import EXPANSION_LIMIT
@@ -29,7 +30,7 @@ from ottla.protocol.loggers import get_logger
 from .directories import DirectorySync
 from .file_slice import FileSlice
 from .log_config import LogConfig
-from .producer_state import ProducerStateManager, Verdict
+from .producer_state import DUPLICATE, ProducerStateManager
 from .segment import LogSegment, ReadSlice, indexes_missing, recover_interrupted_cleaning, segment_file_name
 from .txn_index import AbortedTxn
 
@@ -43,8 +44,7 @@ _REPLAY_HEADERS_KEPT = 50_000
 _log = get_logger("ottla.log")
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     base_offset: int
     last_offset: int
     duplicate: bool = False
@@ -279,13 +279,14 @@ class PartitionLog:
         producer id. A coordinator's own transactional records (offsets committed in a
         transaction) carry no sequence: only the producer's epoch is checked."""
         track_sequence = True
-        if header.has_producer_id:
+        has_producer_id = header.has_producer_id
+        if has_producer_id:
             if from_coordinator:
                 self.producer_state.check_epoch(header)
                 track_sequence = False
             else:
                 verdict, duplicate = self.producer_state.check(header, self.log_end_offset)
-                if verdict is Verdict.DUPLICATE:
+                if verdict is DUPLICATE:
                     assert duplicate is not None
                     if duplicate.last_offset >= self.flushed_offset and self.on_append is not None:
                         # The original is written but maybe not yet fsynced (its own
@@ -296,7 +297,7 @@ class PartitionLog:
                                         timestamp=duplicate.timestamp)
         base_offset = self.log_end_offset
         self._write(records, header, base_offset)
-        if header.has_producer_id:
+        if has_producer_id:
             self.producer_state.record(header, base_offset, track_sequence=track_sequence)
         return AppendResult(base_offset, base_offset + header.last_offset_delta)
 
@@ -335,7 +336,7 @@ class PartitionLog:
             self._maybe_roll(size, header.max_timestamp)
             if self.write_check is not None:
                 self.write_check(self.topic, self.partition)
-            self.active.append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
+            self._segments[-1].append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
                                last_offset, header.max_timestamp, self.config.index_interval_bytes)
         except OSError as exc:
             raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {exc}") from exc
@@ -347,7 +348,7 @@ class PartitionLog:
             self.on_append(self.topic, self.partition)
 
     def _maybe_roll(self, incoming: int, timestamp: int) -> None:
-        active = self.active
+        active = self._segments[-1]
         if active.size == 0:
             return
         if (active.size + incoming > self.config.segment_bytes

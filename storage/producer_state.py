@@ -35,6 +35,7 @@ import struct
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import crc32c
 
@@ -51,8 +52,7 @@ _SNAPSHOT_COUNT = struct.Struct(">i")
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     first_seq: int
     last_seq: int
     first_offset: int
@@ -91,6 +91,11 @@ class Verdict(enum.Enum):
     DUPLICATE = "duplicate"  # acknowledge with the cached offsets, append nothing
 
 
+# The verdicts as plain names: on Python 3.11 reading a member off its class goes through
+# EnumType.__getattr__'s slot, and every append with a producer id reads one.
+APPEND, DUPLICATE = Verdict.APPEND, Verdict.DUPLICATE
+
+
 class ProducerStateManager:
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -114,12 +119,12 @@ class ProducerStateManager:
         pid = header.producer_id
         entry = self.producers.get(pid)
         if entry is None:
-            return Verdict.APPEND, None
+            return APPEND, None
         epoch, first_seq = header.producer_epoch, header.base_sequence
-        duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
-        if duplicate is not None:
-            return Verdict.DUPLICATE, duplicate
-        where = f"producer {pid} at offset {offset} in partition {self.topic_partition}"
+        if entry.batches:
+            duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
+            if duplicate is not None:
+                return DUPLICATE, duplicate
         if epoch < entry.epoch:
             raise KafkaError(
                 ErrorCode.invalid_producer_epoch,
@@ -130,7 +135,7 @@ class ProducerStateManager:
             if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
                 raise KafkaError(
                     ErrorCode.out_of_order_sequence_number,
-                    f"Invalid sequence number for new epoch of {where}: {epoch} (request epoch), "
+                    f"Invalid sequence number for new epoch of {self._where(pid, offset)}: {epoch} (request epoch), "
                     f"{first_seq} (seq. number), {entry.epoch} (current producer epoch)",
                 )
         elif entry.epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, first_seq):
@@ -139,15 +144,19 @@ class ProducerStateManager:
             # cached in this epoch (a marker began it) the expected sequence is 0.
             raise KafkaError(
                 ErrorCode.out_of_order_sequence_number,
-                f"Out of order sequence number for {where}: {first_seq} (incoming seq. number), "
+                f"Out of order sequence number for {self._where(pid, offset)}: {first_seq} (incoming seq. number), "
                 f"{entry.last_seq} (current end sequence number)",
             )
         if not header.is_transactional and entry.current_txn_first_offset >= 0:
             raise KafkaError(
                 ErrorCode.invalid_txn_state,
-                f"Expected transactional write from {where}",
+                f"Expected transactional write from {self._where(pid, offset)}",
             )
-        return Verdict.APPEND, None
+        return APPEND, None
+
+    def _where(self, producer_id: int, offset: int) -> str:
+        """Where a refused batch was, as Kafka's messages say it."""
+        return f"producer {producer_id} at offset {offset} in partition {self.topic_partition}"
 
     def check_epoch(self, header: BatchHeader) -> None:
         """The epoch rule alone, for records a coordinator writes for a producer."""

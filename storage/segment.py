@@ -187,19 +187,23 @@ class LogSegment:
             os.ftruncate(self.fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
         self.size += size
-        before = (len(self.offset_index), len(self.time_index), self.bytes_since_index_entry,
-                  self._max_timestamp_and_offset(), self.first_timestamp)
+        # What _index_batch changes, to put back if its index writes fail; the indexes
+        # change only when this batch gets an entry (most batches do not).
+        before = self.bytes_since_index_entry, self._max_timestamp, self.first_timestamp
+        indexed = self.bytes_since_index_entry > index_interval_bytes
+        entries = (len(self.offset_index), len(self.time_index)) if indexed else None
         try:
             self._index_batch(position, size, base_offset, last_offset, max_timestamp, index_interval_bytes)
         except OSError:
             # The disk took the batch but not its index entry (a full disk): take the
             # batch back out, so that what was refused is not in the log and the log and
             # its indexes agree. Shrinking files needs no space.
-            offsets, times, self.bytes_since_index_entry, self._max_timestamp, self.first_timestamp = before
+            self.bytes_since_index_entry, self._max_timestamp, self.first_timestamp = before
             os.ftruncate(self.fd, position)
             self.size = position
-            self.offset_index.keep_first(offsets)
-            self.time_index.keep_first(times)
+            if entries is not None:
+                self.offset_index.keep_first(entries[0])
+                self.time_index.keep_first(entries[1])
             raise
         return position
 
@@ -216,7 +220,7 @@ class LogSegment:
         offset), and small batches cost no index write each."""
         if position == 0:
             self.first_timestamp = max_timestamp
-        if max_timestamp > self.max_timestamp:
+        if max_timestamp > self._max_timestamp_and_offset()[0]:
             self._max_timestamp = (max_timestamp, last_offset)
         if self.bytes_since_index_entry > index_interval_bytes:
             self.offset_index.append(last_offset, position)

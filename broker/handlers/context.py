@@ -77,9 +77,21 @@ class RequestContext:
     def entity(self, values: ResponseT) -> Built[ResponseT]:
         """The response entity of the client's version, from the version-agnostic values
         a handler answers with (its API's response view, protocol/views)."""
-        return cast("Built[ResponseT]", builder(self.response_class)(cast("dict[str, Any]", values)))
+        return cast("Built[ResponseT]", self._builder()(cast("dict[str, Any]", values)))
 
     def respond(self, **values: Any) -> Any:
         """The same, for the handlers not yet typed with their API's views, which answer
         with the entity (Produce, Fetch, the share and streams groups' APIs)."""
-        return builder(self.response_class)(values)
+        return self._builder()(values)
+
+    def _builder(self) -> Callable[[dict[str, Any]], Any]:
+        """The builder of the client's version's response class: one look-up per response."""
+        header = self.header
+        build = _builders.get((header.api_key, header.api_version))
+        if build is None:
+            build = _builders[header.api_key, header.api_version] = builder(self.response_class)
+        return build
+
+
+# (api key, version) -> the builder of its response class.
+_builders: dict[tuple[int, int], Callable[[dict[str, Any]], Any]] = {}

@@ -55,6 +55,10 @@ INLINE_DECOMPRESSED_BYTES = 1024 * 1024
 # compression.type -> the codec batches are stored in (producer: as they come).
 _STORED_CODEC = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 NO_TIMESTAMP = -1
+# The enum members every Produce names, read once: on Python 3.11 reading a member off
+# its class goes through EnumType.__getattr__'s slot, some hundreds of instructions each.
+_WRITE, _TOPIC, _TRANSACTIONAL_ID = Operation.WRITE, ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
+_NO_ERROR = ErrorCode.none
 
 
 @dataclass(slots=True)
@@ -76,7 +80,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # Kafka refuses the whole request when it carries transactional batches without a
     # transactional id, or one the client may not write.
     if (request.transactional_id is None and _has_transactional_batch(request)) or (
-            request.transactional_id is not None and not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+            request.transactional_id is not None and not ctx.allowed(_WRITE, _TRANSACTIONAL_ID,
                                                                      request.transactional_id)):
         responses = [
             {"name": t.name, "partition_responses": [_error(p.index, ErrorCode.transactional_id_authorization_failed)
@@ -91,13 +95,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             for t in request.topic_data
         ]
         return ctx.respond(responses=responses)
-    # Per topic, per partition: an error already, or a batch to append.
-    checked = [
-        (topic_data.name, [_check(ctx, topic_data.name, p.index, p.records, acks) for p in topic_data.partition_data])
-        for topic_data in request.topic_data
-    ]
-    in_thread = [c for _, partitions in checked for c in partitions
-                 if isinstance(c, _Checked) and not c.records_checked]
+    # Per topic, per partition: an error already, or a batch to append (and the batches
+    # whose records are yet to be checked, in a thread).
+    checked = []
+    in_thread = []
+    for topic_data in request.topic_data:
+        topic = topic_data.name
+        partitions = []
+        for p in topic_data.partition_data:
+            c = _check(ctx, topic, p.index, p.records, acks)
+            partitions.append(c)
+            if type(c) is _Checked and not c.records_checked:
+                in_thread.append(c)
+        checked.append((topic, partitions))
     if in_thread:
         return _append_after_checks(ctx, request, checked, in_thread)
     return _append_all(ctx, request, checked)
@@ -123,16 +133,21 @@ def _replace(checked: list, old: _Checked, new: dict[str, Any]) -> None:
 
 
 def _append_all(ctx: RequestContext, request: Any, checked: list) -> Any:
-    if request.transactional_id is not None and ctx.version >= 12:
-        _add_to_transaction(ctx, request.transactional_id, checked)
-    responses = [
-        {"name": topic, "partition_responses": [
-            _append(ctx, c, request.transactional_id) if isinstance(c, _Checked) else c for c in partitions
-        ]}
-        for topic, partitions in checked
-    ]
+    transactional_id = request.transactional_id
+    if transactional_id is not None and ctx.header.api_version >= 12:
+        _add_to_transaction(ctx, transactional_id, checked)
+    responses = []
+    for topic, partitions in checked:
+        answers = []
+        for c in partitions:
+            answers.append(_append(ctx, c, transactional_id) if type(c) is _Checked else c)
+        responses.append({"name": topic, "partition_responses": answers})
     # producer_byte_rate: the request's records count, appended or not (as in Kafka).
-    produced = sum(len(p.records) for t in request.topic_data for p in t.partition_data if p.records is not None)
+    produced = 0
+    for t in request.topic_data:
+        for p in t.partition_data:
+            if p.records is not None:
+                produced += len(p.records)
     ctx.throttle_ms = ctx.services.quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "",
                                                       produced)
     if request.acks == 0:
@@ -141,9 +156,12 @@ def _append_all(ctx: RequestContext, request: Any, checked: list) -> Any:
 
 
 def _has_transactional_batch(request: Any) -> bool:
-    return any(p.records and len(p.records) > ATTRIBUTES_OFFSET + 1
-               and p.records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG
-               for t in request.topic_data for p in t.partition_data)
+    for t in request.topic_data:
+        for p in t.partition_data:
+            records = p.records
+            if records and len(records) > ATTRIBUTES_OFFSET + 1 and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+                return True
+    return False
 
 
 def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | None,
@@ -151,17 +169,19 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
     """What can be checked at once: the partition, the batch's header and CRC, and its
     records when they are small."""
     # Authorization first: a client that may not write to a topic does not learn whether it exists.
-    if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, topic):
+    if not ctx.allowed(_WRITE, _TOPIC, topic):
         return _error(partition, ErrorCode.topic_authorization_failed)
-    partition_log = ctx.services.logs.partition(topic, partition)
+    logs = ctx.services.logs
+    partition_log = logs.partition(topic, partition)
     if partition_log is None:
         return _error(partition, ErrorCode.unknown_topic_or_partition)
-    try:
-        check_client_action(topic, ClientAction.APPEND, ctx.services.logs.internal_topics)
-    except KafkaError as exc:
-        log.warning("produce refused", topic=topic, partition=partition, error=exc.code.name, reason=exc.message,
-                    client_id=ctx.header.client_id, peer=ctx.peer)
-        return _error(partition, exc.code, exc.message)
+    if topic in logs.internal_topics:  # check_client_action refuses only those
+        try:
+            check_client_action(topic, ClientAction.APPEND, logs.internal_topics)
+        except KafkaError as exc:
+            log.warning("produce refused", topic=topic, partition=partition, error=exc.code.name, reason=exc.message,
+                        client_id=ctx.header.client_id, peer=ctx.peer)
+            return _error(partition, exc.code, exc.message)
     config = partition_log.config
     if acks == -1 and config.min_insync_replicas > 1:
         # One broker, one replica: acks=all cannot be met, as on a one-broker Kafka.
@@ -186,9 +206,10 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
                  client_id=ctx.header.client_id)
         return _error(partition, exc.code, exc.message, log_start_offset=partition_log.log_start_offset)
     checked = _Checked(topic, partition, partition_log, records, header, records_checked=False)
-    if header.record_count > INLINE_RECORDS or (header.compression and header.size > INLINE_DECOMPRESSED_BYTES):
+    compression = header.compression
+    if header.record_count > INLINE_RECORDS or (compression and header.size > INLINE_DECOMPRESSED_BYTES):
         return checked
-    if header.compression:
+    if compression:
         # A compressed batch says nothing of its records' size: decompression within
         # the inline bound finds out. One that fails goes to the thread, which tells a
         # larger batch from a damaged one with the full bound.
@@ -245,8 +266,9 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
         # Deleted (or deleted and created again) while its records were being checked.
         return _error(c.partition, ErrorCode.unknown_topic_or_partition)
     header = c.header
+    partition_log = c.log
     append_time = -1
-    if c.log.config.message_timestamp_type == LOG_APPEND_TIME:
+    if partition_log.config.message_timestamp_type == LOG_APPEND_TIME:
         append_time = int(time.time() * 1000)
         c.batch = with_log_append_time(c.batch, append_time)
         header = BatchHeader.parse(c.batch)
@@ -254,12 +276,12 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
     # it (KIP-890): a refusal there carries no log start offset, one by the log does.
     log_start_offset = -1
     try:
-        if header.is_transactional:
+        if header.attributes & TRANSACTIONAL_FLAG:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
             _verify(ctx, transactional_id, header, c.topic, c.partition)
-        log_start_offset = c.log.log_start_offset
-        result = c.log.append_batch(c.batch, header)
+        log_start_offset = partition_log.log_start_offset
+        result = partition_log.append_batch(c.batch, header)
     except InvalidBatch as exc:
         return _refused_batch(ctx, c.topic, c.partition, exc)
     except KafkaError as exc:
@@ -268,11 +290,11 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> d
         return _error(c.partition, exc.code, exc.message, log_start_offset=log_start_offset)
     return {
         "index": c.partition,
-        "error_code": ErrorCode.none,
+        "error_code": _NO_ERROR,
         "base_offset": result.base_offset,
         # Kafka answers a duplicate with its cached batch's timestamp as the append time.
         "log_append_time": result.timestamp if result.duplicate else append_time,
-        "log_start_offset": c.log.log_start_offset,
+        "log_start_offset": partition_log.log_start_offset,
     }
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from inspect import iscoroutine
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from ottla.protocol.apis import API_VERSIONS, SUPPORTED, Api
@@ -83,6 +83,12 @@ class Request(NamedTuple):
     body: Any
 
 
+# (api key, version) -> (its Api, its request class), for every pair the API table
+# serves, filled as requests arrive: one look-up where each request would otherwise ask
+# the API table, the version range and kio's schema cache in turn.
+_SERVED: dict[tuple[int, int], tuple[Api, Any]] = {}
+
+
 class Connection(asyncio.Protocol):
     def __init__(self, services: Services, dispatcher: Dispatcher, listener: Listener,
                  registry: set[Connection], max_request_bytes: int, memory: RequestMemory,
@@ -95,9 +101,11 @@ class Connection(asyncio.Protocol):
         # Who the client is: ANONYMOUS, its certificate's name, or its SASL user.
         self.session = Session(security)
         self.security = ConnectionSecurity(self.session, mapping_rules, services.security_events)
+        self._sasl = self.security.uses_sasl  # a SASL listener: frames bounded, requests gated
         self.dispatcher = dispatcher
         self.metrics = dispatcher.metrics
         self.listener = listener  # the one this client connected to: its address is what it is told
+        self._advertised = listener.advertised_address  # (a frozen Listener's: the same for good)
         self.registry = registry  # the broker's open connections, to finish at shutdown
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -162,14 +170,15 @@ class Connection(asyncio.Protocol):
 
     def _take(self, data: bytes) -> None:
         intake = self._intake
-        if self.security.uses_sasl:
+        sasl = self._sasl
+        if sasl:
             intake.bound_frames(self.security.frame_bound())
         try:
             frames = intake.split(data)
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        if frames and self._worker_idle() and not self.security.authenticating:
+        if frames and self._worker_idle() and not (sasl and self.security.authenticating):
             frames = self._serve_inline(frames)
             if self._unfinished is not None:
                 self._wake()
@@ -231,16 +240,14 @@ class Connection(asyncio.Protocol):
     # --- serving at once -----------------------------------------------------------------
 
     def _worker_idle(self) -> bool:
-        """The worker waits with nothing queued, and nothing holds the next request back."""
-        return (self._wakeup is not None and not self._wakeup.done() and not self._intake.frames
-                and not self._held_back())
-
-    def _held_back(self) -> bool:
-        """Whether the next request must wait: a request served inline is still
-        unfinished, the client stopped reading what we send, a quota throttles it, or
-        the connection is closing."""
-        return (self._unfinished is not None or self._drained is not None or self._muted is not None
-                or self._closing or self._sending_files())
+        """The worker waits with nothing queued, and nothing holds the next request back:
+        no request served inline is still unfinished, the client reads what we send, no
+        quota throttles it, the connection is not closing, and no answer is being sent
+        from files."""
+        wakeup = self._wakeup
+        return (wakeup is not None and not wakeup.done() and not self._intake.frames
+                and self._unfinished is None and self._drained is None and self._muted is None
+                and not self._closing and not self._sending_files())
 
     def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
         """Serve, right here in data_received, the frames whose handling cannot wait on
@@ -266,7 +273,7 @@ class Connection(asyncio.Protocol):
             except Exception:  # a handler bug must not take the broker down
                 self._handler_failed(request)
                 return []
-            if iscoroutine(response):
+            if isinstance(response, CoroutineType):
                 self._unfinished = (ctx, request, response)
                 self._intake.serving()
                 return frames[i + 1:]
@@ -363,24 +370,29 @@ class Connection(asyncio.Protocol):
             self.abort(f"malformed request header: {exc}")
             return None
         self.client_id = header.client_id
-        api = SUPPORTED.get(header.api_key)
-        if api is None:
-            self.abort(f"unknown api key {header.api_key}", correlation_id=header.correlation_id)
-            return None
-        if not api.handles(header.api_version):
-            if api is API_VERSIONS:
-                # A client newer than us: answer in v0 so it can read which versions we
-                # speak, and retry with one of them.
-                self._send(header.correlation_id, api_versions_fallback())
+        served = _SERVED.get((header.api_key, header.api_version))
+        if served is None:
+            api = SUPPORTED.get(header.api_key)
+            if api is None:
+                self.abort(f"unknown api key {header.api_key}", correlation_id=header.correlation_id)
                 return None
-            self.abort(f"{api.name} v{header.api_version} is not supported", correlation_id=header.correlation_id)
-            return None
-        refusal = self.security.refusal(header, api.name)
-        if refusal is not None:
-            self.abort(refusal, correlation_id=header.correlation_id)
-            return None
-        cls = request_class(header.api_key, header.api_version)
-        assert cls is not None, "kio has a schema for every version the API table serves"
+            if not api.handles(header.api_version):
+                if api is API_VERSIONS:
+                    # A client newer than us: answer in v0 so it can read which versions we
+                    # speak, and retry with one of them.
+                    self._send(header.correlation_id, api_versions_fallback())
+                    return None
+                self.abort(f"{api.name} v{header.api_version} is not supported", correlation_id=header.correlation_id)
+                return None
+            cls = request_class(header.api_key, header.api_version)
+            assert cls is not None, "kio has a schema for every version the API table serves"
+            served = _SERVED[header.api_key, header.api_version] = (api, cls)
+        api, cls = served
+        if self._sasl:  # only a SASL listener refuses requests before authentication
+            refusal = self.security.refusal(header, api.name)
+            if refusal is not None:
+                self.abort(refusal, correlation_id=header.correlation_id)
+                return None
         try:
             body = decode_request(cls, frame, header.body_offset)
         except MalformedRequest as exc:
@@ -390,10 +402,10 @@ class Connection(asyncio.Protocol):
             log.exception("request could not be decoded", api=api.name, version=header.api_version, peer=self.peer)
             self.abort(f"undecodable {api.name} v{header.api_version}", correlation_id=header.correlation_id)
             return None
-        return Request(header, api, body)
+        return tuple.__new__(Request, (header, api, body))  # the named tuple, without its Python __new__
 
     def _context(self, header: RequestHeader) -> RequestContext:
-        return RequestContext(self.services, header, self.peer, self.listener.advertised_address, self.session)
+        return RequestContext(self.services, header, self.peer, self._advertised, self.session)
 
     async def _serve_raw_token(self, frame: memoryview) -> bool:
         answer = await self.security.answer_raw_token(frame, self.peer)

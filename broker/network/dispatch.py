@@ -11,8 +11,8 @@ connection's worker task (`handle`), which can wait on all of those.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from inspect import iscoroutine
 from time import perf_counter
+from types import CoroutineType
 from typing import Any
 
 from ..durability import GroupCommit
@@ -42,7 +42,7 @@ class Dispatcher:
         started = perf_counter()
         api_key = ctx.header.api_key
         response = HANDLERS[api_key](ctx, request)
-        if iscoroutine(response):
+        if isinstance(response, CoroutineType):
             return self._served_later(ctx, started, response)
         if response.__class__ is dict:
             response = ctx.entity(response)
@@ -70,7 +70,7 @@ class Dispatcher:
             group_commit = self.group_commit
             appends_before = group_commit.generation if group_commit is not None else 0
             response = HANDLERS[api_key](ctx, request)
-            if iscoroutine(response):
+            if isinstance(response, CoroutineType):
                 response = await response
             if response.__class__ is dict:
                 response = ctx.entity(response)

@@ -59,9 +59,12 @@ class FrameIntake:
         # With the broker-wide pool exhausted no new request starts (but a small one on a
         # connection holding nothing): the bytes wait in the reader's backlog and the
         # connection stops reading (settle).
-        if not self._pooled:
+        # While the pool has room every frame may start (RequestMemory.may_start), and
+        # nothing in feed changes that: the question is asked only of a full pool.
+        memory = self.memory
+        if not self._pooled or not memory.full:
             return self.reader.feed(data)
-        return self.reader.feed(data, lambda size: self.memory.may_start(size, self._held))
+        return self.reader.feed(data, lambda size: memory.may_start(size, self._held))
 
     def bound_frames(self, before_authentication: int | None) -> None:
         """Until the client has authenticated, frames are bounded by

@@ -121,6 +121,39 @@ def test_out_of_range_values_are_refused_as_struct_refuses_them() -> None:
         C.encode_response(2**31, True, plan, InitProducerIdResponse(**good))
 
 
+def test_durations_are_written_as_the_python_path_writes_them() -> None:
+    """throttle_time and the other durations: _codec converts a timedelta itself
+    (E_DURATION), as round(total_seconds() * 1000), half to even; past what it converts
+    exactly, and for what is no timedelta, it calls the Python converter."""
+    from datetime import timedelta
+
+    from kio.schema.heartbeat.v4.response import HeartbeatResponse
+
+    plan = compiled_codec.encode_plan(HeartbeatResponse)
+    assert plan[1][0][0] == compiled_codec.E_DURATION
+    durations = [timedelta(0), timedelta(milliseconds=1), timedelta(milliseconds=-1), timedelta(microseconds=500),
+                 timedelta(microseconds=1500), timedelta(microseconds=2500), timedelta(microseconds=-500),
+                 timedelta(microseconds=-1500), timedelta(microseconds=499), timedelta(microseconds=501),
+                 timedelta(seconds=2**31 // 1000), timedelta(milliseconds=2**31 - 1), timedelta(milliseconds=-(2**31)),
+                 timedelta(days=24, seconds=74_483, microseconds=647_499), timedelta(days=999_999_999),
+                 timedelta(days=-999_999_999), timedelta(microseconds=2**53 - 1), timedelta(microseconds=2**53 + 1)]
+    rng = random.Random(45)
+    durations += [timedelta(microseconds=rng.randrange(-(2**31) * 1000, 2**31 * 1000)) for _ in range(2000)]
+    for duration in durations:
+        entity = HeartbeatResponse(throttle_time=duration, error_code=0)
+        try:
+            expected: Any = _python_bytes(HeartbeatResponse, entity)
+        except struct.error:
+            expected = "refused"
+        try:
+            got: Any = _c_bytes(HeartbeatResponse, entity)
+        except struct.error:
+            got = "refused"
+        assert got == expected, duration
+    with pytest.raises(AttributeError):  # no timedelta: the converter's own error
+        C.encode_response(1, True, plan, HeartbeatResponse(throttle_time=5, error_code=0))  # type: ignore[arg-type]
+
+
 # --- requests: the header ------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -154,6 +154,32 @@ def test_the_c_builder_refuses_what_the_python_builder_refuses() -> None:
         c_module.build(plan, {"coordinators": [{"key": "k", "error_code": 12345}]})
     with pytest.raises(TypeError):
         c_module.build(plan, {"coordinators": 5})
+
+
+def test_the_c_builder_converts_as_the_python_converters_do() -> None:
+    """The error codes, durations and timestamps _codec's build converts itself (an
+    ErrorCode member, milliseconds as ints, -1 or None for no timestamp), and what it
+    leaves to the Python converters, come out as the Python builder makes them."""
+    c_module = compiled_extension("_codec")
+    produce = response_class(0, 9)
+    plan = build_plan(produce)
+    durations: list[Any] = [0, 1, -1, 1500, 2**31 - 1, -(2**31), 10**15, -(10**15), 9_223_372_036_854_775,
+                            9_223_372_036_854_776, 86_400_000 * 999_999_999, True, timedelta(seconds=3)]
+    timestamps: list[Any] = [None, -1, -(2**63), 0, 1, 1_700_000_000_000, 2**40, True,
+                             datetime(2026, 11, 27, tzinfo=UTC)]
+    codes: list[Any] = [ErrorCode.none, ErrorCode.invalid_record, 0, 87, True]
+    for throttle, append_time, code in zip(durations, timestamps * 2, codes * 3, strict=False):
+        values = {"throttle_time": throttle, "responses": [{"name": "t", "partition_responses": [
+            {"index": 0, "error_code": code, "base_offset": 5, "log_append_time": append_time,
+             "log_start_offset": 0}]}]}
+        expected = compiled_builder(produce)(values)
+        got = c_module.build(plan, values)
+        assert got == expected and repr(got) == repr(expected), values
+    for too_long in (86_400_000 * 1_000_000_000, 2**70):  # timedelta's own OverflowError
+        with pytest.raises(OverflowError):
+            compiled_builder(produce)({"throttle_time": too_long})
+        with pytest.raises(OverflowError):
+            c_module.build(plan, {"throttle_time": too_long})
 
 
 def test_make_takes_the_selected_path() -> None:
