@@ -14,10 +14,11 @@ replay the start-up load does); an append that fails changes nothing.
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -44,6 +45,10 @@ SharePartitionKey = tuple[str, uuid.UUID, int]
 
 # Kafka's share.coordinator.state.topic.* settings.
 STATE_TOPIC_CONFIGS = {"cleanup.policy": "delete", "min.insync.replicas": "1"}
+# Bytes an acquisition reads from the log at a time: it takes batches until it has the
+# records it may acquire (share.partition.max.record.locks at most), and a read of the
+# request's whole max_bytes (50 MiB by default) would mostly be thrown away.
+READ_CHUNK = 256 * 1024
 
 
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
@@ -439,7 +444,7 @@ class ShareCoordinator:
     # --- records -----------------------------------------------------------------------------
 
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int, max_records: int,
-                max_bytes: int, record_limit: bool = False) -> tuple[Acquired, list[bytes]]:
+                max_bytes: int, record_limit: bool = False) -> tuple[Acquired, list[bytes | memoryview]]:
         """Acquire records of one share-partition for a member: the ranges and the log
         batches that hold them. Only a share-partition the group started (at an
         assignment, or AlterShareGroupOffsets) gives records, as in Kafka: a ShareFetch
@@ -454,8 +459,12 @@ class ShareCoordinator:
         upper = partition_log.last_stable_offset if read_committed else partition_log.high_watermark
         now = self.clock()
 
-        def batches(offset: int) -> Iterable[LogBatch]:
-            return _read(partition_log, offset, upper, max_bytes, read_committed)
+        read: list[LogBatch] = []  # what the acquisition read, to answer with
+
+        def batches(offset: int) -> Iterator[LogBatch]:
+            for batch in _read(partition_log, offset, upper, min(max_bytes, READ_CHUNK), read_committed):
+                read.append(batch)
+                yield batch
 
         acquired = self._write((group_id, topic_id, partition), sp.acquire(
             member_id, batches, upper, max_records, settings.partition_max_record_locks,
@@ -463,7 +472,7 @@ class ShareCoordinator:
             int(self.wall_clock() * 1000), partition_log.log_start_offset, record_limit))
         if not acquired.ranges:
             return acquired, []
-        return acquired, _covering(partition_log, acquired.ranges, upper)
+        return acquired, _covering(partition_log, acquired.ranges, upper, read)
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
                     batches: list[AckBatch]) -> None:
@@ -546,22 +555,25 @@ def _topic_id_text(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
-def _split(data: bytes) -> list[tuple[BatchHeader, bytes]]:
+def _split(data: bytes) -> list[tuple[BatchHeader, memoryview]]:
+    """The whole batches of `data`, as views of it (not copies)."""
     out = []
+    view = memoryview(data)
     pos = 0
     while pos + 61 <= len(data):
         header = BatchHeader.parse(data, pos)
         if pos + header.size > len(data):
             break
-        out.append((header, data[pos:pos + header.size]))
+        out.append((header, view[pos:pos + header.size]))
         pos += header.size
     return out
 
 
 def _read(partition_log: PartitionLog, offset: int, upper: int, max_bytes: int,
-          read_committed: bool) -> Iterable[LogBatch]:
-    """The log's batches from `offset`, below `upper`, about `max_bytes` of them; under
-    read_committed, the batches of aborted transactions are marked."""
+          read_committed: bool) -> Iterator[LogBatch]:
+    """The log's batches from `offset`, below `upper`, read `max_bytes` at a time (at
+    least one batch) for as long as the caller takes them; under read_committed, the
+    batches of aborted transactions are marked."""
     while offset < upper:
         try:
             got = partition_log.read(max(offset, partition_log.log_start_offset), max_bytes, read_committed,
@@ -579,15 +591,25 @@ def _read(partition_log: PartitionLog, offset: int, upper: int, max_bytes: int,
                 for a in aborted)
             yield LogBatch(header, data, is_aborted)
             offset = header.last_offset + 1
-        max_bytes = 0  # past the first read, a batch at a time
 
 
-def _covering(partition_log: PartitionLog, ranges: list[tuple[int, int, int]], upper: int) -> list[bytes]:
-    """The log batches holding the acquired offsets, each once, in offset order."""
-    out: dict[int, bytes] = {}
+def _covering(partition_log: PartitionLog, ranges: list[tuple[int, int, int]], upper: int,
+              read: list[LogBatch]) -> list[bytes | memoryview]:
+    """The log batches holding the acquired offsets, each once, in offset order: those
+    the acquisition read already (`read`, in offset order) and, for offsets acquired
+    again (released, or their lock expired), the log's."""
+    out: dict[int, bytes | memoryview] = {}
+    ends = [batch.header.last_offset for batch in read]
     for first, last, _ in ranges:
-        for batch in _read(partition_log, first, min(upper, last + 1), 1, False):
-            out.setdefault(batch.header.base_offset, batch.data)
-            if batch.header.last_offset >= last:
+        offset = first
+        while offset <= last:
+            i = bisect.bisect_left(ends, offset)
+            if i < len(read) and read[i].header.base_offset <= offset:
+                batch: LogBatch | None = read[i]
+            else:
+                batch = next(_read(partition_log, offset, min(upper, last + 1), 1, False), None)
+            if batch is None:
                 break
+            out.setdefault(batch.header.base_offset, batch.data)
+            offset = batch.header.last_offset + 1
     return [out[k] for k in sorted(out)]
