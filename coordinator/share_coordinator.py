@@ -540,6 +540,18 @@ class ShareCoordinator:
         for key in [k for k in self.partitions if k[0] == group_id and k[1] in topic_ids]:
             self._delete_state(key)
 
+    def topic_deleted(self, topic_id: uuid.UUID) -> None:
+        """A topic is deleted: the state of its share-partitions, in every group, is
+        tombstoned in `__share_group_state`, as Kafka's share coordinator does when
+        its metadata loses a topic. A write that fails is logged; the records of a
+        topic that no longer exists are never delivered from again either way."""
+        for key in [k for k in self.partitions if k[1] == topic_id]:
+            try:
+                self._delete_state(key)
+            except KafkaError as exc:
+                log.warning("the share state of a deleted topic is not deleted: its tombstone cannot be written",
+                            group=key[0], topic_id=str(topic_id), partition=key[2], error=exc.code.name)
+
     def delete_group(self, group_id: str) -> None:
         """DeleteGroups of a share group: it must be empty; its share-partitions go too."""
         group = self._empty_share_group(group_id)

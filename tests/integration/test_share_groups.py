@@ -18,9 +18,10 @@ import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, KafkaError, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from ottla.coordinator.share_state_records import decode_key
 from ottla.protocol.errors import ErrorCode
 from tests.clients import commit_offset, create_topic, transactional_producer
 from tests.kafka_tools import kafka_tool, table
@@ -466,6 +467,57 @@ def test_a_share_consumer_carries_on_across_a_kill_9_of_the_broker(fresh_broker)
                lambda c, m: seen.append((m.value(), m.delivery_count())))
     consumer.close()
     assert seen == [(b"a%d" % i, 1) for i in range(5)] + [(b"b%d" % i, 1) for i in range(5)]
+
+
+def share_state_records(bootstrap: str, group: str) -> list[tuple[int, uuid.UUID, int, bool]]:
+    """(record type, topic id, partition, tombstone?) of every record of `group` in
+    `__share_group_state` (one partition), read with a consumer, in log order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition("__share_group_state", 0, 0)])
+    out = []
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while True:
+            assert time.monotonic() < deadline, "__share_group_state was not read to its end"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return out
+            key = decode_key(message.key())
+            if key is not None and key.group == group:
+                out.append((key.type, key.topic_id, key.partition, message.value() is None))
+    finally:
+        consumer.close()
+
+
+def test_a_deleted_topics_share_state_is_tombstoned(fresh_broker) -> None:
+    """Deleting a topic deletes its share-partitions' state from `__share_group_state`
+    (tombstones, as Kafka's share coordinator writes them), not only from memory. Broken
+    once by not telling the share coordinator of the deletion (its records stayed, the
+    last one a snapshot)."""
+    broker = fresh_broker(share_coordinator_state_topic_num_partitions=1)
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 2)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    produce(broker.bootstrap, topic, [b"t%d" % i for i in range(4)])
+    consumer = share_consumer(broker.bootstrap, group, topic)
+    seen: list[bytes] = []
+    poll_until([consumer], lambda: len(seen) >= 4, lambda c, m: seen.append(m.value()))
+    consumer.commit_sync()
+    consumer.close()
+    before = share_state_records(broker.bootstrap, group)
+    partitions = {(topic_id, p) for _, topic_id, p, _ in before}
+    assert len(partitions) == 2 and not any(tombstone for *_, tombstone in before)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        future.result()
+    after = share_state_records(broker.bootstrap, group)[len(before):]
+    # Every share-partition's keys end in tombstones, and the log says nothing after them.
+    assert {(topic_id, p) for _, topic_id, p, tombstone in after if tombstone} == partitions
+    assert all(tombstone for *_, tombstone in after)
 
 
 def test_the_web_console_shows_a_share_group_and_its_members(fresh_broker) -> None:
