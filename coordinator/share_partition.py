@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import ge, itemgetter, ne, not_, or_, sub
+from typing import TypeVar
 
 from ottla.protocol.batch import BatchHeader
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -55,6 +56,7 @@ GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 # After this many updates a snapshot replaces them (Kafka's
 # share.coordinator.snapshot.update.records.per.snapshot).
 UPDATES_PER_SNAPSHOT = 500
+V = TypeVar("V")
 UNTRACKED = (AVAILABLE, 0)  # the state of an offset past what is tracked
 # The work per record is done by C loops (dict.fromkeys, map, set operations): a share
 # consumer's records cost a few Python steps per batch of them, not per record.
@@ -295,7 +297,7 @@ class SharePartition:
             offsets = range(b.first_offset, b.last_offset + 1)
             # More offsets than are locked cannot all be held: answered at once, however many.
             holders = set(map(self.locks.get, offsets)) if len(offsets) <= len(self.locks) else {None}
-            if None in holders or any(lock.member_id != member_id for lock in holders) or not ran_out.isdisjoint(
+            if any(lock is None or lock.member_id != member_id for lock in holders) or not ran_out.isdisjoint(
                     offsets):
                 raise KafkaError(ErrorCode.invalid_record_state,
                                  "Batch record not found. The request batch offsets are not found in the cache.")
@@ -375,7 +377,7 @@ def _batches(states: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
     return tuple(StateBatch(offsets[i], offsets[j - 1], *values[i]) for i, j in itertools.pairwise(starts))
 
 
-def _forget_below(offsets: dict[int, object], old_start: int, new_start: int) -> None:
+def _forget_below(offsets: dict[int, V], old_start: int, new_start: int) -> None:
     """Drop the keys below `new_start` of a dict holding none below `old_start`: a C loop
     over the offsets passed when they are fewer than the dict's keys."""
     if new_start <= old_start:
