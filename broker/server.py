@@ -196,7 +196,7 @@ class Broker:
         group_configs = GroupConfigs(data_dir)
         shares = ShareCoordinator(
             self.logs, lambda: self._create_internal_topic(SHARE_STATE_TOPIC, share_config.state_topic_partitions),
-            share_config, groups.groups, groups.offsets.loading, group_configs.of)
+            share_config, groups.groups, groups.offsets.loading, group_configs.of, write_group=groups.offsets.write)
         services = Services(
             config=config, logs=self.logs, transactions=transactions, groups=groups,
             markers=markers, producer_ids=producer_ids, waiters=self.watchers, events=self,
