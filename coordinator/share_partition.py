@@ -27,12 +27,13 @@ replay the start-up load uses) and then changes the locks, which are not in the 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from operator import ge, itemgetter, ne, not_, or_, sub
+from operator import attrgetter, itemgetter, ne, not_, or_, sub
 from typing import TypeVar
 
 from ottla.protocol.batch import BatchHeader
@@ -155,15 +156,11 @@ class SharePartition:
         then `locks`."""
         if not changes and floor <= self.start_offset:
             return CoordinatorResult([], response, locks)
-        start = max(self.start_offset, floor)
-        # Every offset between the start and the end offset is tracked, so the start
-        # offset moves past the leading ones that are done.
-        states = self.states
-        while (changes.get(start) or states.get(start, UNTRACKED))[0] in TERMINAL:
-            start += 1
+        runs = _batches(changes)
+        start = self._moved_start(max(self.start_offset, floor), runs)
         if self.updates_since_snapshot + 1 >= UPDATES_PER_SNAPSHOT:
             kind = SNAPSHOT
-            merged = {o: s for o, s in states.items() if o >= floor}
+            merged = {o: s for o, s in self.states.items() if o >= floor}
             merged.update((o, s) for o, s in changes.items() if o >= floor)
             value = ShareStateValue(self.snapshot_epoch + 1, start,
                                     _batches({o: s for o, s in merged.items() if o >= start}),
@@ -171,10 +168,33 @@ class SharePartition:
         else:
             kind = UPDATE
             value = ShareStateValue(self.snapshot_epoch, start if start != self.start_offset else -1,
-                                    _batches(dict(itertools.compress(changes.items(),
-                                                                     map(ge, changes, itertools.repeat(start))))))
+                                    tuple(r if r.first_offset >= start else
+                                          StateBatch(start, r.last_offset, r.delivery_state, r.delivery_count)
+                                          for r in runs if r.last_offset >= start))
         records: Records = [(self.key(kind), encode_value(kind, value))]
         return CoordinatorResult(records, response, locks)
+
+    def _moved_start(self, start: int, runs: tuple[StateBatch, ...]) -> int:
+        """The start offset past the leading offsets that are done (ACKNOWLEDGED or
+        ARCHIVED) once `runs` (the changes) are made: every offset between the start and
+        the end offset is tracked. It moves a run at a time, not an offset at a time."""
+        tracked: tuple[StateBatch, ...] | None = None  # the runs of the states, if needed
+        while True:
+            run = _run_at(runs, start)
+            if run is None:  # no change there: the state it has
+                if self.states.get(start, UNTRACKED)[0] not in TERMINAL:
+                    return start
+                if tracked is None:
+                    tracked = _batches({o: s for o, s in self.states.items() if o >= start})
+                run = _run_at(tracked, start)
+                assert run is not None
+                # Up to where the changes begin again, which override what is tracked.
+                upcoming = [r.first_offset for r in runs if r.first_offset > start]
+                start = min([run.last_offset + 1, *upcoming])
+                continue
+            if run.delivery_state not in TERMINAL:
+                return start
+            start = run.last_offset + 1
 
     def initialize(self, start_offset: int, now_ms: int, snapshot_epoch: int = 0) -> CoordinatorResult[None]:
         """The snapshot that starts the share-partition at `start_offset` (again, with
@@ -375,6 +395,12 @@ def _batches(states: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
     changed = map(ne, values[1:], values[:-1])
     starts = [0, *itertools.compress(range(1, len(offsets)), map(or_, gaps, changed)), len(offsets)]
     return tuple(StateBatch(offsets[i], offsets[j - 1], *values[i]) for i, j in itertools.pairwise(starts))
+
+
+def _run_at(runs: tuple[StateBatch, ...], offset: int) -> StateBatch | None:
+    """The run (in offset order) that holds `offset`, if any."""
+    i = bisect.bisect_right(runs, offset, key=attrgetter("first_offset")) - 1
+    return runs[i] if i >= 0 and runs[i].last_offset >= offset else None
 
 
 def _forget_below(offsets: dict[int, V], old_start: int, new_start: int) -> None:
