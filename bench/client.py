@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from .latency import RATE, produce_latency
 from .parallel import PARTITIONS, PRODUCERS, parallel_produce
+from .share_consume import share_consume
 from .workloads import Job, Measurement, consume_all, idempotent_produce, read_committed_consume, transactional_produce
 
 
@@ -60,6 +61,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              f"{PRODUCERS} idempotent producers in parallel processes on {PARTITIONS} partitions", scale=4.0),
     Workload("produce-latency", "latency", produce_latency,
              f"produce latency at {RATE:,} msgs/s, linger.ms=0", scale=0.125, latency=True),
+    Workload("share-consume", "share-1", share_consume(1),
+             "one share consumer (KIP-932) on one partition, records delivered and acknowledged"),
+    Workload("share-consume-4", "share-4", share_consume(4),
+             "4 share consumers in one share group, in parallel processes, on one partition"),
 ]}
 
 

@@ -193,7 +193,7 @@ class Broker:
                                    state_topic_partitions=config.share_coordinator_state_topic_num_partitions)
         shares = ShareCoordinator(
             self.logs, lambda: self._create_internal_topic(SHARE_STATE_TOPIC, share_config.state_topic_partitions),
-            share_config, groups.groups, groups.offsets.loading, group_configs.of)
+            share_config, groups.groups, groups.offsets.loading, group_configs.of, write_group=groups.offsets.write)
         services = Services(
             config=config, logs=self.logs, transactions=transactions, groups=groups,
             markers=markers, producer_ids=producer_ids, waiters=self.watchers, events=self,

@@ -167,6 +167,7 @@ class Services:
     def delete_topic(self, name: str) -> Topic:
         topic = self.logs.delete_topic(name)
         self.events.topic_deleted(name)
+        self.shares.topic_deleted(topic.topic_id)
         return topic
 
     def offsets_partition_for(self, group_id: str) -> tuple[str, int]:

@@ -43,6 +43,9 @@ from .group import Group, GroupConfig, GroupType
 from .group_resource_configs import GroupSettings
 from .offset_store import OffsetStore, TopicPartition
 from .offsets_log import CommittedOffset, GroupKey, decode_group_value
+from .share_group import ShareGroup
+from .share_group_records import GROUP_METADATA as SHARE_GROUP_METADATA
+from .share_group_records import ShareGroupKey
 from .streams_group import StreamsGroup
 from .streams_group_records import GROUP_METADATA as STREAMS_GROUP_METADATA
 from .streams_group_records import StreamsGroupKey
@@ -89,10 +92,21 @@ class GroupCoordinator:
                 self.streams.restored(group)
         return len(self.groups)
 
-    def _replay_group_record(self, key: GroupKey | ConsumerGroupKey | StreamsGroupKey, value: bytes | None) -> None:
+    def _replay_group_record(self, key: GroupKey | ConsumerGroupKey | StreamsGroupKey | ShareGroupKey,
+                             value: bytes | None) -> None:
         """Apply a group's own record (the store replays the offsets): at start-up and
         after every append, the one way groups come, change and go."""
         group = self.groups.get(key.group)
+        if isinstance(key, ShareGroupKey):  # its share-partitions are the share coordinator's
+            if key.type == SHARE_GROUP_METADATA and value is None:
+                if isinstance(group, ShareGroup):
+                    self._remove(key.group)
+            elif isinstance(group, ShareGroup):
+                group.replay(key, value)
+            elif value is not None:
+                group = self.groups[key.group] = ShareGroup(key.group)
+                group.replay(key, value)
+            return
         if isinstance(key, StreamsGroupKey):
             if key.type == STREAMS_GROUP_METADATA and value is None:
                 if isinstance(group, StreamsGroup):

@@ -50,6 +50,8 @@ from .offsets_log import (
     encode_offset_key,
     encode_offset_value,
 )
+from .share_group_records import ShareGroupKey
+from .share_group_records import decode_key as decode_share_group_key
 from .streams_group_records import GROUP_METADATA as STREAMS_GROUP_METADATA
 from .streams_group_records import StreamsGroupKey
 from .streams_group_records import decode_key as decode_streams_group_key
@@ -59,7 +61,7 @@ from .writes import CoordinatorResult, Records, append_error, write
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
 # Hands a group's own record (key, value or None for a tombstone) to the registry.
-GroupRecordReplay = Callable[[GroupKey | ConsumerGroupKey | StreamsGroupKey, bytes | None], None]
+GroupRecordReplay = Callable[[GroupKey | ConsumerGroupKey | StreamsGroupKey | ShareGroupKey, bytes | None], None]
 
 
 class StoredOffset:
@@ -95,7 +97,7 @@ class GroupOffsets:
         return partitions
 
 
-def _no_group(key: GroupKey | ConsumerGroupKey | StreamsGroupKey, value: bytes | None) -> None:
+def _no_group(key: GroupKey | ConsumerGroupKey | StreamsGroupKey | ShareGroupKey, value: bytes | None) -> None:
     pass
 
 
@@ -213,7 +215,8 @@ class OffsetStore:
                 self._offsets(group_id).committed[tp] = StoredOffset(value, offset)
             self.offsets_replayed(group_id)
             return
-        group_key = decode_key(key) or decode_consumer_group_key(key) or decode_streams_group_key(key)
+        group_key = (decode_key(key) or decode_consumer_group_key(key) or decode_streams_group_key(key)
+                     or decode_share_group_key(key))
         if group_key is None or isinstance(group_key, OffsetKey):
             return  # a record type this broker does not use
         if value is None and (isinstance(group_key, GroupKey) or group_key.type in (CONSUMER_GROUP_METADATA,

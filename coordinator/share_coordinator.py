@@ -14,10 +14,11 @@ replay the start-up load does); an append that fails changes nothing.
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -32,11 +33,27 @@ from .assignors import Assignment
 from .group import Group
 from .loading import replay
 from .share_config import ShareConfig
-from .share_group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareMember, simple_assignment
+from .share_group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareMember, metadata_hash, simple_assignment
+from .share_group_records import (
+    CURRENT_MEMBER_ASSIGNMENT,
+    GROUP_METADATA,
+    MEMBER_METADATA,
+    TARGET_ASSIGNMENT_MEMBER,
+    TARGET_ASSIGNMENT_METADATA,
+    ShareCurrentAssignment,
+    ShareGroupKey,
+    ShareMemberMetadata,
+    encode_assignment_epoch,
+    encode_current_assignment,
+    encode_group_metadata,
+    encode_member_metadata,
+    encode_target_assignment,
+)
+from .share_group_records import encode_key as encode_group_key
 from .share_partition import ACKNOWLEDGED, ARCHIVED, AckBatch, Acquired, LogBatch, SharePartition
 from .share_state_records import SNAPSHOT, TOPIC, UPDATE, ShareStateKey, decode_key, decode_value, encode_key
 from .transaction_log import partition_for
-from .writes import CoordinatorResult, append_error, write
+from .writes import CoordinatorResult, Records, append_error, write
 
 log = get_logger("ottla.share")
 T = TypeVar("T")
@@ -44,6 +61,10 @@ SharePartitionKey = tuple[str, uuid.UUID, int]
 
 # Kafka's share.coordinator.state.topic.* settings.
 STATE_TOPIC_CONFIGS = {"cleanup.policy": "delete", "min.insync.replicas": "1"}
+# Bytes an acquisition reads from the log at a time: it takes batches until it has the
+# records it may acquire (share.partition.max.record.locks at most), and a read of the
+# request's whole max_bytes (50 MiB by default) would mostly be thrown away.
+READ_CHUNK = 256 * 1024
 
 
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
@@ -158,6 +179,9 @@ class ShareCoordinator:
     groups: dict[str, Group]
     group_loading: Callable[[str], bool]
     group_configs: Callable[[str], Mapping[str, str]] = lambda _: {}
+    # The group coordinator's write to `__consumer_offsets` (OffsetStore.write): the
+    # share groups' membership records go there, replayed into `groups`.
+    write_group: Callable[[str, CoordinatorResult[None]], None] = field(kw_only=True)
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
     partitions: dict[SharePartitionKey, SharePartition] = field(default_factory=dict)
@@ -226,6 +250,11 @@ class ShareCoordinator:
         for group_id, _, _ in self.partitions:
             if group_id not in self.groups:
                 self.groups[group_id] = ShareGroup(group_id)
+        now = self.clock()
+        for group in self.groups.values():  # members rebuilt from __consumer_offsets
+            if isinstance(group, ShareGroup):
+                for member in group.members.values():
+                    member.last_heartbeat = now  # their sessions start now
         self._loading = False
         return len(self.partitions)
 
@@ -319,45 +348,60 @@ class ShareCoordinator:
                              f"The share group member has a {relation} member epoch ({member_epoch}) than the one "
                              f"known by the group coordinator ({member.member_epoch}). "
                              "The member must abandon all its partitions and rejoin.")
-        if self.groups.get(group_id) is not group:
-            self.groups[group_id] = group
-        changed = member.member_id not in group.members
-        if subscribed_topic_names is not None and tuple(subscribed_topic_names) != member.subscribed_topic_names:
-            member.subscribed_topic_names = tuple(subscribed_topic_names)
-            changed = True
-        if rack_id is not None:
-            member.rack_id = rack_id
-        member.client_id, member.client_host, member.last_heartbeat = client_id, client_host, now
-        group.members[member_id] = member
-        metadata = self._metadata(group)
-        if changed or metadata != group.subscribed_metadata:
-            group.group_epoch += 1
-            group.subscribed_metadata = metadata
-        if group.group_epoch > group.assignment_epoch:
-            self._assign(group)
+        new = member_id not in group.members
+        subscribed = member.subscribed_topic_names if subscribed_topic_names is None else tuple(subscribed_topic_names)
+        metadata = ShareMemberMetadata(member.rack_id if rack_id is None else rack_id, client_id, client_host,
+                                       subscribed)
+        records: Records = []
+        if new or metadata != ShareMemberMetadata(member.rack_id, member.client_id, member.client_host,
+                                                  member.subscribed_topic_names):
+            records.append(_record(MEMBER_METADATA, group_id, encode_member_metadata(metadata), member_id))
+        subscriptions = {m.member_id: m.subscribed_topic_names for m in group.members.values()}
+        subscriptions[member_id] = subscribed
+        topics = self._metadata({name for names in subscriptions.values() for name in names})
+        group_epoch, hashed = group.group_epoch, metadata_hash(topics)
+        if new or subscribed != member.subscribed_topic_names or hashed != group.metadata_hash:
+            group_epoch += 1
+            records.append(_record(GROUP_METADATA, group_id, encode_group_metadata(group_epoch, hashed)))
+        assignment_epoch, target = group.assignment_epoch, group.target
+        if group_epoch > assignment_epoch:
+            target = self._assign(subscriptions, topics, group.target)
+            records += [_record(TARGET_ASSIGNMENT_MEMBER, group_id, encode_target_assignment(a), m)
+                        for m, a in target.items() if group.target.get(m) != a or m not in group.target]
+            assignment_epoch = group_epoch
+            records.append(_record(TARGET_ASSIGNMENT_METADATA, group_id, encode_assignment_epoch(assignment_epoch)))
+        # Share groups have no revocation: a member is given its target at once.
         full = member_epoch == 0 or subscribed_topic_names is not None
-        assignment = None
-        if member.member_epoch != group.assignment_epoch or full:
-            member.assigned = group.target.get(member_id, {})
-            member.member_epoch = group.assignment_epoch
-            assignment = member.assigned
-        self._initialize(group_id, member.assigned, settings)
-        return HeartbeatResult(member_id=member_id, member_epoch=member.member_epoch,
-                               heartbeat_interval_ms=settings.heartbeat_interval_ms, assignment=assignment)
+        epoch, assigned, answered = member.member_epoch, member.assigned, None
+        if epoch != assignment_epoch or full:
+            answered = target.get(member_id, {})
+            if new or (epoch, assigned) != (assignment_epoch, answered):
+                current = ShareCurrentAssignment(assignment_epoch, epoch, answered)
+                records.append(_record(CURRENT_MEMBER_ASSIGNMENT, group_id, encode_current_assignment(current),
+                                       member_id))
+            epoch, assigned = assignment_epoch, answered
 
-    def _metadata(self, group: ShareGroup) -> frozenset[tuple[str, uuid.UUID, int]]:
+        def heard() -> None:  # the replay made (or moved on) the group and the member
+            joined = self.groups[group_id]
+            assert isinstance(joined, ShareGroup)
+            joined.members[member_id].last_heartbeat = now
+
+        self.write_group(group_id, CoordinatorResult(records, None, heard))
+        self._initialize(group_id, assigned, settings)
+        return HeartbeatResult(member_id=member_id, member_epoch=epoch,
+                               heartbeat_interval_ms=settings.heartbeat_interval_ms, assignment=answered)
+
+    def _metadata(self, names: set[str]) -> frozenset[tuple[str, uuid.UUID, int]]:
         topics = self.logs.topics
         return frozenset((n, topics[n].topic_id, len(topics[n].partitions))
-                         for n in group.subscribed_topics() if n in topics and not topics[n].internal)
+                         for n in names if n in topics and not topics[n].internal)
 
-    def _assign(self, group: ShareGroup) -> None:
-        topics = self.logs.topics
-        ids = {name: t.topic_id for name, t in topics.items() if not t.internal}
-        subscriptions = {m.member_id: frozenset(ids[n] for n in m.subscribed_topic_names if n in ids)
-                         for m in group.members.values()}
-        counts = {topic_id: partitions for _, topic_id, partitions in group.subscribed_metadata}
-        group.target = simple_assignment(sorted(group.members), subscriptions, counts, group.target)
-        group.assignment_epoch = group.group_epoch
+    def _assign(self, subscriptions: dict[str, tuple[str, ...]], topics: frozenset[tuple[str, uuid.UUID, int]],
+                previous: dict[str, Assignment]) -> dict[str, Assignment]:
+        ids = {name: topic_id for name, topic_id, _ in topics}
+        by_member = {m: frozenset(ids[n] for n in names if n in ids) for m, names in subscriptions.items()}
+        counts = {topic_id: partitions for _, topic_id, partitions in topics}
+        return simple_assignment(sorted(subscriptions), by_member, counts, previous)
 
     def _initialize(self, group_id: str, assignment: Assignment, settings: GroupSettings) -> None:
         """Start the share-partitions of an assignment that have no state yet, at the
@@ -392,10 +436,13 @@ class ShareCoordinator:
         return self.partitions[key]
 
     def remove_member(self, group: ShareGroup, member_id: str) -> None:
-        """A member leaves (or its session expired): its records go back."""
-        group.members.pop(member_id, None)
-        group.target.pop(member_id, None)
-        group.group_epoch += 1
+        """A member leaves (or its session expired): its records are tombstoned, the
+        group epoch moves on (the others get their new assignment at their next
+        heartbeat), and the records it held go back."""
+        left = {name for m in group.members.values() if m.member_id != member_id for name in m.subscribed_topic_names}
+        epoch = encode_group_metadata(group.group_epoch + 1, metadata_hash(self._metadata(left)))
+        records = group.member_tombstones(member_id) + [_record(GROUP_METADATA, group.group_id, epoch)]
+        self.write_group(group.group_id, CoordinatorResult(records, None))
         self.release_member(group.group_id, member_id)
 
     def release_member(self, group_id: str, member_id: str,
@@ -439,7 +486,7 @@ class ShareCoordinator:
     # --- records -----------------------------------------------------------------------------
 
     def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int, max_records: int,
-                max_bytes: int, record_limit: bool = False) -> tuple[Acquired, list[bytes]]:
+                max_bytes: int, record_limit: bool = False) -> tuple[Acquired, list[bytes | memoryview]]:
         """Acquire records of one share-partition for a member: the ranges and the log
         batches that hold them. Only a share-partition the group started (at an
         assignment, or AlterShareGroupOffsets) gives records, as in Kafka: a ShareFetch
@@ -454,8 +501,12 @@ class ShareCoordinator:
         upper = partition_log.last_stable_offset if read_committed else partition_log.high_watermark
         now = self.clock()
 
-        def batches(offset: int) -> Iterable[LogBatch]:
-            return _read(partition_log, offset, upper, max_bytes, read_committed)
+        read: list[LogBatch] = []  # what the acquisition read, to answer with
+
+        def batches(offset: int) -> Iterator[LogBatch]:
+            for batch in _read(partition_log, offset, upper, min(max_bytes, READ_CHUNK), read_committed):
+                read.append(batch)
+                yield batch
 
         acquired = self._write((group_id, topic_id, partition), sp.acquire(
             member_id, batches, upper, max_records, settings.partition_max_record_locks,
@@ -463,7 +514,7 @@ class ShareCoordinator:
             int(self.wall_clock() * 1000), partition_log.log_start_offset, record_limit))
         if not acquired.ranges:
             return acquired, []
-        return acquired, _covering(partition_log, acquired.ranges, upper)
+        return acquired, _covering(partition_log, acquired.ranges, upper, read)
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
                     batches: list[AckBatch]) -> None:
@@ -531,6 +582,18 @@ class ShareCoordinator:
         for key in [k for k in self.partitions if k[0] == group_id and k[1] in topic_ids]:
             self._delete_state(key)
 
+    def topic_deleted(self, topic_id: uuid.UUID) -> None:
+        """A topic is deleted: the state of its share-partitions, in every group, is
+        tombstoned in `__share_group_state`, as Kafka's share coordinator does when
+        its metadata loses a topic. A write that fails is logged; the records of a
+        topic that no longer exists are never delivered from again either way."""
+        for key in [k for k in self.partitions if k[1] == topic_id]:
+            try:
+                self._delete_state(key)
+            except KafkaError as exc:
+                log.warning("the share state of a deleted topic is not deleted: its tombstone cannot be written",
+                            group=key[0], topic_id=str(topic_id), partition=key[2], error=exc.code.name)
+
     def delete_group(self, group_id: str) -> None:
         """DeleteGroups of a share group: it must be empty; its share-partitions go too."""
         group = self._empty_share_group(group_id)
@@ -538,7 +601,12 @@ class ShareCoordinator:
             raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         for key in [k for k in self.partitions if k[0] == group_id]:
             self._delete_state(key)
-        self.groups.pop(group_id, None)
+        self.write_group(group_id, CoordinatorResult(group.tombstones(), None))
+        self.groups.pop(group_id, None)  # a group known from its share-partitions only
+
+def _record(kind: int, group_id: str, value: bytes, member_id: str | None = None) -> tuple[bytes, bytes | None]:
+    return encode_group_key(ShareGroupKey(kind, group_id, member_id)), value
+
 
 def _topic_id_text(topic_id: uuid.UUID) -> str:
     """Kafka's Uuid.toString(): URL-safe base64 without padding."""
@@ -546,22 +614,25 @@ def _topic_id_text(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
-def _split(data: bytes) -> list[tuple[BatchHeader, bytes]]:
+def _split(data: bytes) -> list[tuple[BatchHeader, memoryview]]:
+    """The whole batches of `data`, as views of it (not copies)."""
     out = []
+    view = memoryview(data)
     pos = 0
     while pos + 61 <= len(data):
         header = BatchHeader.parse(data, pos)
         if pos + header.size > len(data):
             break
-        out.append((header, data[pos:pos + header.size]))
+        out.append((header, view[pos:pos + header.size]))
         pos += header.size
     return out
 
 
 def _read(partition_log: PartitionLog, offset: int, upper: int, max_bytes: int,
-          read_committed: bool) -> Iterable[LogBatch]:
-    """The log's batches from `offset`, below `upper`, about `max_bytes` of them; under
-    read_committed, the batches of aborted transactions are marked."""
+          read_committed: bool) -> Iterator[LogBatch]:
+    """The log's batches from `offset`, below `upper`, read `max_bytes` at a time (at
+    least one batch) for as long as the caller takes them; under read_committed, the
+    batches of aborted transactions are marked."""
     while offset < upper:
         try:
             got = partition_log.read(max(offset, partition_log.log_start_offset), max_bytes, read_committed,
@@ -579,15 +650,25 @@ def _read(partition_log: PartitionLog, offset: int, upper: int, max_bytes: int,
                 for a in aborted)
             yield LogBatch(header, data, is_aborted)
             offset = header.last_offset + 1
-        max_bytes = 0  # past the first read, a batch at a time
 
 
-def _covering(partition_log: PartitionLog, ranges: list[tuple[int, int, int]], upper: int) -> list[bytes]:
-    """The log batches holding the acquired offsets, each once, in offset order."""
-    out: dict[int, bytes] = {}
+def _covering(partition_log: PartitionLog, ranges: list[tuple[int, int, int]], upper: int,
+              read: list[LogBatch]) -> list[bytes | memoryview]:
+    """The log batches holding the acquired offsets, each once, in offset order: those
+    the acquisition read already (`read`, in offset order) and, for offsets acquired
+    again (released, or their lock expired), the log's."""
+    out: dict[int, bytes | memoryview] = {}
+    ends = [batch.header.last_offset for batch in read]
     for first, last, _ in ranges:
-        for batch in _read(partition_log, first, min(upper, last + 1), 1, False):
-            out.setdefault(batch.header.base_offset, batch.data)
-            if batch.header.last_offset >= last:
+        offset = first
+        while offset <= last:
+            i = bisect.bisect_left(ends, offset)
+            if i < len(read) and read[i].header.base_offset <= offset:
+                batch: LogBatch | None = read[i]
+            else:
+                batch = next(_read(partition_log, offset, min(upper, last + 1), 1, False), None)
+            if batch is None:
                 break
+            out.setdefault(batch.header.base_offset, batch.data)
+            offset = batch.header.last_offset + 1
     return [out[k] for k in sorted(out)]

@@ -10,13 +10,16 @@ partition goes to ceil(members / partitions) members (one, while there are at le
 many partitions as members), and each member gets a balanced share of those slots;
 partitions a member already has stay with it where the balance allows.
 
-Membership is kept in memory only (see docs/share-groups.md): after a restart a share
-group is known again (empty) from its share-partitions in `__share_group_state`, and
-its members join again (their heartbeats get UNKNOWN_MEMBER_ID and they rejoin).
+Membership is kept in `__consumer_offsets` as Kafka keeps it (share_group_records.py):
+the group's epoch and metadata hash, each member's metadata, the target assignment and
+each member's current assignment. `replay` of those records is the one way a share
+group changes, while the broker serves and when a restart rebuilds it. What is not in
+the log: each member's last heartbeat (its session starts again at a restart).
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field
 
@@ -24,6 +27,20 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .assignors import Assignment
 from .group import Group, GroupType
+from .share_group_records import (
+    CURRENT_MEMBER_ASSIGNMENT,
+    GROUP_METADATA,
+    MEMBER_METADATA,
+    TARGET_ASSIGNMENT_MEMBER,
+    TARGET_ASSIGNMENT_METADATA,
+    ShareGroupKey,
+    decode_assignment_epoch,
+    decode_current_assignment,
+    decode_group_metadata,
+    decode_member_metadata,
+    decode_target_assignment,
+    encode_key,
+)
 from .writes import Records
 
 # A member leaving (ShareGroupHeartbeat member epoch -1).
@@ -38,8 +55,9 @@ class ShareMember:
     client_host: str = ""
     subscribed_topic_names: tuple[str, ...] = ()
     member_epoch: int = 0
+    previous_member_epoch: int = 0
     assigned: Assignment = field(default_factory=dict)
-    last_heartbeat: float = 0.0
+    last_heartbeat: float = 0.0  # memory only
 
 
 @dataclass
@@ -49,8 +67,8 @@ class ShareGroup(Group):
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
-    # The subscribed topics' (name, id, partitions) the epoch was computed for.
-    subscribed_metadata: frozenset[tuple[str, uuid.UUID, int]] = frozenset()
+    # metadata_hash() of the subscribed topics the epoch was computed for.
+    metadata_hash: int = 0
     protocol_type: str | None = "share"
 
     @property
@@ -72,6 +90,39 @@ class ShareGroup(Group):
     def subscribed_topics(self) -> set[str]:
         return {name for m in self.members.values() for name in m.subscribed_topic_names}
 
+    def replay(self, key: ShareGroupKey, value: bytes | None) -> None:
+        """Apply one of the group's records: the one way it changes, at start-up and
+        after every append."""
+        kind, member_id = key.type, key.member or ""
+        if kind == GROUP_METADATA and value is not None:
+            self.group_epoch, self.metadata_hash = decode_group_metadata(value)
+        elif kind == TARGET_ASSIGNMENT_METADATA and value is not None:
+            self.assignment_epoch = decode_assignment_epoch(value)
+        elif kind == TARGET_ASSIGNMENT_MEMBER:
+            if value is None:
+                self.target.pop(member_id, None)
+            else:
+                self.target[member_id] = decode_target_assignment(value)
+        elif kind == MEMBER_METADATA:
+            if value is None:
+                self.members.pop(member_id, None)
+            else:
+                m = decode_member_metadata(value)
+                member = self.members.setdefault(member_id, ShareMember(member_id))
+                member.rack_id, member.client_id, member.client_host = m.rack_id, m.client_id, m.client_host
+                member.subscribed_topic_names = m.subscribed_topic_names
+        elif kind == CURRENT_MEMBER_ASSIGNMENT and value is not None:
+            a = decode_current_assignment(value)
+            member = self.members.setdefault(member_id, ShareMember(member_id))
+            member.member_epoch, member.previous_member_epoch = a.member_epoch, a.previous_member_epoch
+            member.assigned = a.assigned
+        # ShareGroupPartitionMetadata and ShareGroupStatePartitionMetadata: not used.
+
+    def member_tombstones(self, member_id: str) -> Records:
+        """The records that remove a member, in Kafka's order."""
+        return [(encode_key(ShareGroupKey(kind, self.group_id, member_id)), None)
+                for kind in (CURRENT_MEMBER_ASSIGNMENT, TARGET_ASSIGNMENT_MEMBER, MEMBER_METADATA)]
+
     # --- what the other group APIs ask of every group --------------------------------------
 
     def _not_consumer_group(self) -> KafkaError:
@@ -92,7 +143,19 @@ class ShareGroup(Group):
         return self.subscribed_topics()
 
     def tombstones(self) -> Records:
-        return []  # no record of a share group's membership is written
+        """The records that delete the group: its members', then its own."""
+        records = [r for member_id in self.members for r in self.member_tombstones(member_id)]
+        return records + [(encode_key(ShareGroupKey(kind, self.group_id)), None)
+                          for kind in (TARGET_ASSIGNMENT_METADATA, GROUP_METADATA)]
+
+
+def metadata_hash(metadata: frozenset[tuple[str, uuid.UUID, int]]) -> int:
+    """A stable int64 of the subscribed topics' (name, id, partition count): a change of
+    it bumps the group epoch (Kafka's MetadataHash, computed otherwise)."""
+    if not metadata:
+        return 0
+    digest = hashlib.blake2b(repr(sorted(metadata, key=str)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def simple_assignment(members: list[str], subscriptions: dict[str, frozenset[uuid.UUID]],

@@ -27,9 +27,14 @@ replay the start-up load uses) and then changes the locks, which are not in the 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter, ne, not_, or_, sub
+from typing import TypeVar
 
 from ottla.protocol.batch import BatchHeader
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -52,10 +57,17 @@ GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 # After this many updates a snapshot replaces them (Kafka's
 # share.coordinator.snapshot.update.records.per.snapshot).
 UPDATES_PER_SNAPSHOT = 500
+V = TypeVar("V")
+UNTRACKED = (AVAILABLE, 0)  # the state of an offset past what is tracked
+# The work per record is done by C loops (dict.fromkeys, map, set operations): a share
+# consumer's records cost a few Python steps per batch of them, not per record.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Lock:
+    """One acquisition's lock, shared by every offset it took: compared and hashed by
+    identity, so the distinct locks of many offsets are a set of a few."""
+
     member_id: str
     deadline: float  # clock seconds
 
@@ -76,7 +88,7 @@ class LogBatch:
     """A batch of the partition's log, as acquisition sees it."""
 
     header: BatchHeader
-    data: bytes
+    data: bytes | memoryview
     aborted: bool = False  # a batch of an aborted transaction (read_committed only)
 
 
@@ -108,26 +120,29 @@ class SharePartition:
     # --- replay: the only way the durable state changes --------------------------------
 
     def replay(self, kind: int, value: ShareStateValue) -> None:
+        states, locks = self.states, self.locks
         if kind == SNAPSHOT:
-            self.states.clear()
+            states.clear()
             self.start_offset = value.start_offset
             self.end_offset = value.start_offset
             self.snapshot_epoch = value.snapshot_epoch
             self.updates_since_snapshot = 0
+            for offset in [o for o in locks if o < value.start_offset]:
+                del locks[offset]
         else:
             self.updates_since_snapshot += 1
             if value.start_offset >= 0:
-                for offset in [o for o in self.states if o < value.start_offset]:
-                    del self.states[offset]
+                _forget_below(states, self.start_offset, value.start_offset)
+                _forget_below(locks, self.start_offset, value.start_offset)
                 self.start_offset = value.start_offset
                 self.end_offset = max(self.end_offset, value.start_offset)
         for b in value.batches:
-            for offset in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
-                self.states[offset] = (b.delivery_state, b.delivery_count)
+            offsets = range(max(b.first_offset, self.start_offset), b.last_offset + 1)
+            states.update(dict.fromkeys(offsets, (b.delivery_state, b.delivery_count)))
+            if b.delivery_state in TERMINAL and locks:
+                for offset in locks.keys() & set(offsets):
+                    del locks[offset]
             self.end_offset = max(self.end_offset, b.last_offset + 1)
-        for offset in [o for o in self.locks if o < self.start_offset or
-                       self.states.get(o, (AVAILABLE, 0))[0] in TERMINAL]:
-            del self.locks[offset]
 
     def key(self, kind: int) -> bytes:
         return encode_key(ShareStateKey(kind, self.group_id, self.topic_id, self.partition))
@@ -141,24 +156,45 @@ class SharePartition:
         then `locks`."""
         if not changes and floor <= self.start_offset:
             return CoordinatorResult([], response, locks)
-        merged = {o: s for o, s in self.states.items() if o >= floor}
-        merged.update((o, s) for o, s in changes.items() if o >= floor)
-        start = max(self.start_offset, floor)
-        # Every offset between the start and the end offset is tracked, so the start
-        # offset moves past the leading ones that are done.
-        while merged.get(start, (AVAILABLE, 0))[0] in TERMINAL:
-            start += 1
+        runs = _batches(changes)
+        start = self._moved_start(max(self.start_offset, floor), runs)
         if self.updates_since_snapshot + 1 >= UPDATES_PER_SNAPSHOT:
             kind = SNAPSHOT
+            merged = {o: s for o, s in self.states.items() if o >= floor}
+            merged.update((o, s) for o, s in changes.items() if o >= floor)
             value = ShareStateValue(self.snapshot_epoch + 1, start,
                                     _batches({o: s for o, s in merged.items() if o >= start}),
                                     create_timestamp=now_ms, write_timestamp=now_ms)
         else:
             kind = UPDATE
             value = ShareStateValue(self.snapshot_epoch, start if start != self.start_offset else -1,
-                                    _batches({o: c for o, c in changes.items() if o >= start}))
+                                    tuple(r if r.first_offset >= start else
+                                          StateBatch(start, r.last_offset, r.delivery_state, r.delivery_count)
+                                          for r in runs if r.last_offset >= start))
         records: Records = [(self.key(kind), encode_value(kind, value))]
         return CoordinatorResult(records, response, locks)
+
+    def _moved_start(self, start: int, runs: tuple[StateBatch, ...]) -> int:
+        """The start offset past the leading offsets that are done (ACKNOWLEDGED or
+        ARCHIVED) once `runs` (the changes) are made: every offset between the start and
+        the end offset is tracked. It moves a run at a time, not an offset at a time."""
+        tracked: tuple[StateBatch, ...] | None = None  # the runs of the states, if needed
+        while True:
+            run = _run_at(runs, start)
+            if run is None:  # no change there: the state it has
+                if self.states.get(start, UNTRACKED)[0] not in TERMINAL:
+                    return start
+                if tracked is None:
+                    tracked = _batches({o: s for o, s in self.states.items() if o >= start})
+                run = _run_at(tracked, start)
+                assert run is not None
+                # Up to where the changes begin again, which override what is tracked.
+                upcoming = [r.first_offset for r in runs if r.first_offset > start]
+                start = min([run.last_offset + 1, *upcoming])
+                continue
+            if run.delivery_state not in TERMINAL:
+                return start
+            start = run.last_offset + 1
 
     def initialize(self, start_offset: int, now_ms: int, snapshot_epoch: int = 0) -> CoordinatorResult[None]:
         """The snapshot that starts the share-partition at `start_offset` (again, with
@@ -169,9 +205,12 @@ class SharePartition:
 
     def _expired(self, now: float, limit: int, changes: dict[int, tuple[int, int]]) -> list[int]:
         """Offsets whose lock ran out; those at the delivery limit go to ARCHIVED."""
-        expired = [o for o, lock in self.locks.items() if lock.deadline <= now]
+        ran_out = {lock for lock in set(self.locks.values()) if lock.deadline <= now}
+        if not ran_out:
+            return []
+        expired = [o for o, lock in self.locks.items() if lock in ran_out]
         for offset in expired:
-            state, count = self.states.get(offset, (AVAILABLE, 0))
+            state, count = self.states.get(offset, UNTRACKED)
             if state == AVAILABLE and count >= limit:
                 changes[offset] = (ARCHIVED, count)
         return expired
@@ -192,18 +231,26 @@ class SharePartition:
         changes: dict[int, tuple[int, int]] = {}
         floor = max(self.start_offset, log_start)
         expired = self._expired(now, limit, changes)
-        locked = set(self.locks) - set(expired)
-        taken: list[int] = []
-        for offset in sorted(self.states):
-            if len(taken) >= max_records:
+        # (first, last, delivery count) of what is taken, in offset order
+        taken: list[tuple[int, int, int]] = []
+        acquired = 0
+        # Tracked offsets not locked (or whose lock ran out): the records delivered before
+        # and available again.
+        free = sorted(self.states.keys() - (self.locks.keys() - set(expired)))
+        # Of those, the AVAILABLE ones (0: false), as `changes` (the archived expired) leaves them.
+        available = itertools.compress(free, map(not_, map(itemgetter(0), map(
+            changes.get, free, map(self.states.__getitem__, free)))))
+        for offset in available:
+            if acquired >= max_records:
                 break
-            state, count = changes.get(offset, self.states[offset])
-            if offset >= floor and state == AVAILABLE and offset not in locked:
-                taken.append(offset)
-                changes[offset] = (AVAILABLE, count + 1)
+            if offset >= floor:
+                count = self.states[offset][1] + 1
+                taken.append((offset, offset, count))
+                acquired += 1
+                changes[offset] = (AVAILABLE, count)
         position = max(self.end_offset, floor)
         window_end = floor + max_locks
-        if len(taken) < max_records and position < min(upper, window_end):
+        if acquired < max_records and position < min(upper, window_end):
             for batch in batches(position):
                 header = batch.header
                 if header.base_offset >= upper:
@@ -214,36 +261,35 @@ class SharePartition:
                         floor = position = header.base_offset
                         window_end = floor + max_locks
                     else:
-                        for offset in range(position, min(header.base_offset, window_end)):
-                            changes[offset] = (ARCHIVED, 0)
+                        changes.update(dict.fromkeys(range(position, min(header.base_offset, window_end)),
+                                                     (ARCHIVED, 0)))
                         position = min(header.base_offset, window_end)
                         if position >= window_end:
                             break
                 first, last = max(header.base_offset, position), min(header.last_offset + 1, window_end)
                 delivered = not (header.is_control or batch.aborted)
                 if delivered and record_limit:  # never more than asked, even mid-batch
-                    last = min(last, first + max_records - len(taken))
-                for offset in range(first, last):
-                    changes[offset] = (AVAILABLE, 1) if delivered else (ARCHIVED, 0)
-                    if delivered:
-                        taken.append(offset)
+                    last = min(last, first + max_records - acquired)
+                changes.update(dict.fromkeys(range(first, last), (AVAILABLE, 1) if delivered else (ARCHIVED, 0)))
+                if delivered and last > first:
+                    taken.append((first, last - 1, 1))
+                    acquired += last - first
                 position = last
-                if len(taken) >= max_records or position >= window_end:
+                if acquired >= max_records or position >= window_end:
                     break
         ranges: list[tuple[int, int, int]] = []
-        for offset in sorted(taken):
-            count = changes[offset][1]
-            if ranges and ranges[-1][1] == offset - 1 and ranges[-1][2] == count:
-                ranges[-1] = (ranges[-1][0], offset, count)
+        for first, last, count in taken:  # adjacent runs of one delivery count joined
+            if ranges and ranges[-1][1] == first - 1 and ranges[-1][2] == count:
+                ranges[-1] = (ranges[-1][0], last, count)
             else:
-                ranges.append((offset, offset, count))
-        deadline = now + lock_seconds
+                ranges.append((first, last, count))
+        lock = Lock(member_id, now + lock_seconds)
 
         def locks() -> None:
             for offset in expired:
                 self.locks.pop(offset, None)
-            for offset in taken:
-                self.locks[offset] = Lock(member_id, deadline)
+            for first, last, _ in ranges:
+                self.locks.update(dict.fromkeys(range(first, last + 1), lock))
 
         return self._result(changes, locks, Acquired(ranges), now_ms, floor)
 
@@ -266,14 +312,23 @@ class SharePartition:
         expired = self._expired(now, limit, changes)
         released: list[int] = []
         renewed: list[int] = []
+        states_get, ran_out = self.states.get, set(expired)
         for b in batches:
-            for offset in range(b.first_offset, b.last_offset + 1):
-                lock = self.locks.get(offset)
-                if lock is None or lock.member_id != member_id or offset in expired:
-                    raise KafkaError(ErrorCode.invalid_record_state,
-                                     "Batch record not found. The request batch offsets are not found in the cache.")
+            offsets = range(b.first_offset, b.last_offset + 1)
+            # More offsets than are locked cannot all be held: answered at once, however many.
+            holders = set(map(self.locks.get, offsets)) if len(offsets) <= len(self.locks) else {None}
+            if any(lock is None or lock.member_id != member_id for lock in holders) or not ran_out.isdisjoint(
+                    offsets):
+                raise KafkaError(ErrorCode.invalid_record_state,
+                                 "Batch record not found. The request batch offsets are not found in the cache.")
+            if len(b.types) == 1 and b.types[0] in (ACCEPT, REJECT, GAP):  # the common case, one C loop
+                done = ACKNOWLEDGED if b.types[0] == ACCEPT else ARCHIVED
+                counts = map(itemgetter(1), map(states_get, offsets, itertools.repeat(UNTRACKED)))
+                changes.update(zip(offsets, zip(itertools.repeat(done), counts), strict=True))
+                continue
+            for offset in offsets:
                 kind = b.types[0] if len(b.types) == 1 else b.types[offset - b.first_offset]
-                count = self.states.get(offset, (AVAILABLE, 0))[1]
+                count = states_get(offset, UNTRACKED)[1]
                 if kind == ACCEPT:
                     changes[offset] = (ACKNOWLEDGED, count)
                 elif kind in (REJECT, GAP):
@@ -288,10 +343,10 @@ class SharePartition:
         def locks() -> None:
             for offset in expired + released:
                 self.locks.pop(offset, None)
-            for offset in [o for o in changes if o in self.locks]:
+            for offset in self.locks.keys() & changes.keys():
                 del self.locks[offset]
-            for offset in renewed:
-                self.locks[offset] = Lock(member_id, now + lock_seconds)
+            renewal = Lock(member_id, now + lock_seconds)
+            self.locks.update(dict.fromkeys(renewed, renewal))
 
         return self._result(changes, locks, None, now_ms)
 
@@ -330,14 +385,31 @@ class SharePartition:
 
 
 def _batches(states: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
-    """Runs of consecutive offsets in the same state and count."""
-    out: list[StateBatch] = []
-    for offset in sorted(states):
-        state, count = states[offset]
-        last = out[-1] if out else None
-        if last is not None and last.last_offset == offset - 1 and (last.delivery_state, last.delivery_count) == (
-                state, count):
-            out[-1] = StateBatch(last.first_offset, offset, state, count)
-        else:
-            out.append(StateBatch(offset, offset, state, count))
-    return tuple(out)
+    """Runs of consecutive offsets in the same state and count. The runs' boundaries are
+    found by C loops: where the next offset is not this one plus one, or its state differs."""
+    if not states:
+        return ()
+    offsets = sorted(states)
+    values = list(map(states.__getitem__, offsets))
+    gaps = map(ne, map(sub, offsets[1:], offsets[:-1]), itertools.repeat(1))
+    changed = map(ne, values[1:], values[:-1])
+    starts = [0, *itertools.compress(range(1, len(offsets)), map(or_, gaps, changed)), len(offsets)]
+    return tuple(StateBatch(offsets[i], offsets[j - 1], *values[i]) for i, j in itertools.pairwise(starts))
+
+
+def _run_at(runs: tuple[StateBatch, ...], offset: int) -> StateBatch | None:
+    """The run (in offset order) that holds `offset`, if any."""
+    i = bisect.bisect_right(runs, offset, key=attrgetter("first_offset")) - 1
+    return runs[i] if i >= 0 and runs[i].last_offset >= offset else None
+
+
+def _forget_below(offsets: dict[int, V], old_start: int, new_start: int) -> None:
+    """Drop the keys below `new_start` of a dict holding none below `old_start`: a C loop
+    over the offsets passed when they are fewer than the dict's keys."""
+    if new_start <= old_start:
+        return
+    if old_start < 0 or new_start - old_start > len(offsets):
+        for offset in [o for o in offsets if o < new_start]:
+            del offsets[offset]
+    else:
+        deque(map(offsets.pop, range(old_start, new_start), itertools.repeat(None)), maxlen=0)

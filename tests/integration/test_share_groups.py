@@ -18,9 +18,10 @@ import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, KafkaError, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from ottla.coordinator.share_state_records import decode_key
 from ottla.protocol.errors import ErrorCode
 from tests.clients import commit_offset, create_topic, transactional_producer
 from tests.kafka_tools import kafka_tool, table
@@ -86,9 +87,16 @@ def test_two_consumers_sharing_one_partition_get_every_record_once(broker) -> No
     poll_until(consumers, lambda: len(seen) >= len(values), lambda c, m: seen.append((id(c), m.value())))
     for consumer in consumers:
         consumer.commit_sync()
-    # Both members hold the one partition (Kafka's share assignor shares it).
-    with WireClient(broker.bootstrap) as client:
-        described = client.call(request(77, 1, group_ids=[group], include_authorized_operations=False)).groups[0]
+    # Both members hold the one partition (Kafka's share assignor shares it). One consumer
+    # may have had every record before the other joined: the wait is for the join.
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        with WireClient(broker.bootstrap) as client:
+            described = client.call(request(77, 1, group_ids=[group], include_authorized_operations=False)).groups[0]
+        if len(described.members) == 2 or time.monotonic() > deadline:
+            break
+        for consumer in consumers:
+            assert not consumer.poll(0.2)  # nothing more to get
     assert described.error_code == 0 and described.group_state == "Stable" and described.assignor_name == "simple"
     assert len(described.members) == 2
     assert all([p.partitions for p in m.assignment.topic_partitions] == [(0,)] for m in described.members)
@@ -446,10 +454,9 @@ def test_kafka_console_share_consumer_releases_then_accepts(broker) -> None:
 
 
 def test_a_share_consumer_carries_on_across_a_kill_9_of_the_broker(fresh_broker) -> None:
-    """The same ShareConsumer, its broker killed and started again under it: its member
-    is gone (membership is kept in memory), it joins again by itself and gets what comes
-    next, and none of what it accepted before. Broken once by not replaying
-    `__share_group_state` at start-up (it got a0-a4 again)."""
+    """The same ShareConsumer, its broker killed and started again under it: it goes on
+    as the same member and gets what comes next, and none of what it accepted before.
+    Broken once by not replaying `__share_group_state` at start-up (it got a0-a4 again)."""
     broker = fresh_broker()
     topic, group = new_names()
     create_topic(broker.bootstrap, topic, 1)
@@ -466,6 +473,108 @@ def test_a_share_consumer_carries_on_across_a_kill_9_of_the_broker(fresh_broker)
                lambda c, m: seen.append((m.value(), m.delivery_count())))
     consumer.close()
     assert seen == [(b"a%d" % i, 1) for i in range(5)] + [(b"b%d" % i, 1) for i in range(5)]
+
+
+def described_members(bootstrap: str, group: str) -> tuple[int, int, dict[str, tuple[int, list]]]:
+    """ShareGroupDescribe: the group epoch, the assignment epoch, and each member's epoch
+    and assignment."""
+    with WireClient(bootstrap) as client:
+        described = client.call(request(77, 1, group_ids=[group], include_authorized_operations=False)).groups[0]
+    assert described.error_code == 0, described
+    return described.group_epoch, described.assignment_epoch, {
+        m.member_id: (m.member_epoch, sorted((str(t.topic_id), sorted(t.partitions))
+                                             for t in m.assignment.topic_partitions))
+        for m in described.members}
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["restart", "kill-9"])
+def test_a_share_group_keeps_its_members_epochs_and_assignment_across_a_restart(fresh_broker, kill) -> None:
+    """Two ShareConsumers in a group; the broker stopped (or killed with SIGKILL) and
+    started again: the group comes back from `__consumer_offsets` with its members,
+    their epochs and assignments and the group's epochs, and the same consumers go on
+    as those members, together getting every record produced after. Seen failing before
+    membership was written (the group came back with no members)."""
+    broker = fresh_broker()
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 2)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    consumers = [share_consumer(broker.bootstrap, group, topic) for _ in range(2)]
+    deadline = time.monotonic() + DEADLINE
+    while True:  # until both have joined and hold their assignment
+        for consumer in consumers:
+            consumer.poll(0.2)
+        before = described_members(broker.bootstrap, group)
+        if len(before[2]) == 2 and all(epoch == before[1] and assigned for epoch, assigned in before[2].values()):
+            break
+        assert time.monotonic() < deadline, f"the share consumers did not both join: {before}"
+    if kill:
+        broker.kill()
+    else:
+        broker.stop()
+    broker.start()
+    assert described_members(broker.bootstrap, group) == before
+    values = [b"after-%d" % i for i in range(20)]
+    produce(broker.bootstrap, topic, values)
+    seen: list[bytes] = []
+    poll_until(consumers, lambda: len(seen) >= len(values), lambda c, m: seen.append(m.value()))
+    for consumer in consumers:
+        consumer.commit_sync()
+    # The same members, at the same epochs: none was fenced and joined again.
+    assert described_members(broker.bootstrap, group) == before
+    for consumer in consumers:
+        consumer.close()
+    assert sorted(seen) == sorted(values)
+
+
+def share_state_records(bootstrap: str, group: str) -> list[tuple[int, uuid.UUID, int, bool]]:
+    """(record type, topic id, partition, tombstone?) of every record of `group` in
+    `__share_group_state` (one partition), read with a consumer, in log order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition("__share_group_state", 0, 0)])
+    out = []
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while True:
+            assert time.monotonic() < deadline, "__share_group_state was not read to its end"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return out
+            key = decode_key(message.key())
+            if key is not None and key.group == group:
+                out.append((key.type, key.topic_id, key.partition, message.value() is None))
+    finally:
+        consumer.close()
+
+
+def test_a_deleted_topics_share_state_is_tombstoned(fresh_broker) -> None:
+    """Deleting a topic deletes its share-partitions' state from `__share_group_state`
+    (tombstones, as Kafka's share coordinator writes them), not only from memory. Broken
+    once by not telling the share coordinator of the deletion (its records stayed, the
+    last one a snapshot)."""
+    broker = fresh_broker(share_coordinator_state_topic_num_partitions=1)
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 2)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    produce(broker.bootstrap, topic, [b"t%d" % i for i in range(4)])
+    consumer = share_consumer(broker.bootstrap, group, topic)
+    seen: list[bytes] = []
+    poll_until([consumer], lambda: len(seen) >= 4, lambda c, m: seen.append(m.value()))
+    consumer.commit_sync()
+    consumer.close()
+    before = share_state_records(broker.bootstrap, group)
+    partitions = {(topic_id, p) for _, topic_id, p, _ in before}
+    assert len(partitions) == 2 and not any(tombstone for *_, tombstone in before)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        future.result()
+    after = share_state_records(broker.bootstrap, group)[len(before):]
+    # Every share-partition's keys end in tombstones, and the log says nothing after them.
+    assert {(topic_id, p) for _, topic_id, p, tombstone in after if tombstone} == partitions
+    assert all(tombstone for *_, tombstone in after)
 
 
 def test_the_web_console_shows_a_share_group_and_its_members(fresh_broker) -> None:

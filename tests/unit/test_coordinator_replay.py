@@ -36,6 +36,10 @@ from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.share_config import ShareConfig
+from ottla.coordinator.share_coordinator import STATE_TOPIC_CONFIGS, ShareCoordinator
+from ottla.coordinator.share_group import ShareGroup
+from ottla.coordinator.share_state_records import TOPIC as SHARE_STATE_TOPIC
 from ottla.coordinator.streams_group import StreamsGroup
 from ottla.coordinator.transaction_log import TxnState
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -58,6 +62,7 @@ STREAMS_GROUPS = ("streams", "st0", "st-delayed")
 # A streams group with an initial rebalance delay of its own: its target assignment is
 # computed by the tick that finds the delay over, or by the first heartbeat after it.
 GROUP_CONFIGS = {"st-delayed": {"streams.initial.rebalance.delay.ms": "10000"}}
+SHARE_GROUPS = ("share", "sh0")
 CONSUMER_GROUPS = ("consumer", "consumer-empty", "static", "k0")
 PARTITIONS = (("orders", 0), ("orders", 1))
 
@@ -124,6 +129,12 @@ class Run:
         self.issued: set[int] = {pid for pid, _ in self.producers.values()}
         self.member_ids = 0
         self.txn_offset_groups: dict[str, set[str]] = {}  # transactional id -> groups added to its transaction
+        # The share coordinator over the same registry, writing membership as the broker
+        # wires it (its share-partition state goes to __share_group_state).
+        self.shares = ShareCoordinator(
+            broker.logs, lambda: broker.logs.create_topic(SHARE_STATE_TOPIC, 1, dict(STATE_TOPIC_CONFIGS)),
+            ShareConfig(), broker.groups.groups, broker.groups.offsets.loading,
+            write_group=broker.groups.offsets.write, clock=broker.clock, wall_clock=broker.clock)
 
     def pick(self, choices: Any) -> Any:
         return self.rng.choice(list(choices))
@@ -230,8 +241,11 @@ class Run:
                 self.offsets.committed.get(group_id, {}).pop(tp, None)
 
     def delete_group(self) -> None:
-        group_id = self.pick(SIMPLE_GROUPS + CLASSIC_GROUPS + CONSUMER_GROUPS + STREAMS_GROUPS)
-        self.b.groups.delete_group(group_id)
+        group_id = self.pick(SIMPLE_GROUPS + CLASSIC_GROUPS + CONSUMER_GROUPS + STREAMS_GROUPS + SHARE_GROUPS)
+        if isinstance(self.b.groups.group(group_id), ShareGroup):
+            self.shares.delete_group(group_id)  # as DeleteGroups does: its share-partitions go too
+        else:
+            self.b.groups.delete_group(group_id)
         self.offsets.deleted(group_id)
         assert self.b.groups.group(group_id) is None
 
@@ -275,6 +289,7 @@ class Run:
     def expire_sessions(self) -> None:
         self.b.clock.now += self.rng.choice((1, 11, 46))
         self.b.groups.tick()
+        self.shares.tick()
         for group in self.b.groups.all_groups().values():
             if isinstance(group, ClassicGroup):
                 assert group.state in (GroupState.STABLE, GroupState.EMPTY)
@@ -334,6 +349,33 @@ class Run:
             if answer.assignment is not None:
                 assert live.assigned == answer.assignment
 
+    # --- KIP-932 share groups -------------------------------------------------------------
+
+    def share_heartbeat(self) -> None:
+        """A member joins, heartbeats or leaves; its answer is what the group holds."""
+        group_id = self.pick(SHARE_GROUPS)
+        group = self.b.groups.group(group_id)
+        members = sorted(group.members) if isinstance(group, ShareGroup) else []
+        epoch_before = group.group_epoch if isinstance(group, ShareGroup) else 0
+        kind = self.rng.random()
+        if not members or kind < 0.3:
+            member_id, epoch, topics = self.new_member_id(), 0, ("orders",)
+        else:
+            member_id = self.pick(members)
+            epoch = -1 if kind < 0.45 else group.members[member_id].member_epoch  # type: ignore[union-attr]
+            topics = None
+        answer = self.shares.heartbeat(group_id, member_id, epoch, None, topics, "client", "/127.0.0.1")
+        live = self.b.groups.group(group_id)
+        assert isinstance(live, ShareGroup)
+        if epoch <= 0:  # a member joining or leaving moves the group epoch on, once
+            assert live.group_epoch == epoch_before + 1
+        if epoch == -1:
+            assert member_id not in live.members
+            return
+        assert live.members[member_id].member_epoch == answer.member_epoch
+        if answer.assignment is not None:
+            assert live.members[member_id].assigned == answer.assignment
+
     # --- the run --------------------------------------------------------------------------
 
     async def run(self, operations: int) -> None:
@@ -342,8 +384,9 @@ class Run:
             self.complete_prepared, self.time_out_transactions, self.expire_transactional_ids,
             self.commit_offsets, self.delete_offsets, self.delete_group, self.form_classic_group,
             self.leave_classic_group, self.expire_sessions, self.heartbeat, self.heartbeat,
-            self.streams_heartbeat, self.streams_heartbeat,
+            self.streams_heartbeat, self.streams_heartbeat, self.share_heartbeat, self.share_heartbeat,
         ]
+        await self.shares.load()
         for self.step in range(1, operations + 1):
             operation = self.rng.choice(choices)
             try:

@@ -29,6 +29,7 @@ from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.offsets_log import TOPIC as OFFSETS_TOPIC
 from ottla.coordinator.offsets_log import CommittedOffset
 from ottla.coordinator.producer_ids import ProducerIdAllocator
+from ottla.coordinator.share_group import ShareGroup
 from ottla.coordinator.streams_group import StreamsGroup
 from ottla.coordinator.transaction_log import TOPIC as TXN_TOPIC
 from ottla.coordinator.transaction_log import TxnState, decode_key, decode_value
@@ -176,6 +177,12 @@ def groups_view(coordinator: GroupCoordinator) -> dict[str, Any]:
             view[group_id] = ("streams", group.group_epoch, group.assignment_epoch, group.metadata_hash,
                               group.assignment_configs, group.topology, dict(group.target),
                               {m.member_id: (m.current(), m.metadata) for m in group.members.values()})
+        elif isinstance(group, ShareGroup):
+            view[group_id] = ("share", group.group_epoch, group.assignment_epoch, group.metadata_hash,
+                              dict(group.target), {m.member_id: (m.member_epoch, m.previous_member_epoch, m.assigned,
+                                                                 m.rack_id, m.client_id, m.client_host,
+                                                                 m.subscribed_topic_names)
+                                                   for m in group.members.values()})
         else:
             assert isinstance(group, ConsumerGroup)
             view[group_id] = ("consumer", group.group_epoch, group.assignment_epoch, dict(group.target),

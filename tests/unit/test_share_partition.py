@@ -154,7 +154,9 @@ def test_only_the_holder_acknowledges_and_renew_extends_the_lock(tmp_path) -> No
 
 
 def test_a_random_history_rebuilds_to_the_live_state(tmp_path) -> None:
-    """Across snapshots too (a snapshot replaces the updates before it)."""
+    """Across snapshots too (a snapshot replaces the updates before it); the start offset
+    is always the first offset not done. Broken once by moving the start offset over the
+    changes' runs only (it stopped at offsets acknowledged before, ahead of it)."""
     h = Harness(tmp_path, 60)
     rng = random.Random(7)
     import ottla.coordinator.share_partition as module
@@ -173,6 +175,10 @@ def test_a_random_history_rebuilds_to_the_live_state(tmp_path) -> None:
                     o = rng.choice(held)
                     h.ack(member, (o, o, rng.choice((ACCEPT, RELEASE, REJECT))))
             assert h.durable(h.rebuilt()) == h.durable(h.sp)
+            # The start offset is past every leading offset that is done, and no further.
+            done = [o for o, (state, _) in sorted(h.sp.states.items()) if state in (ACKNOWLEDGED, ARCHIVED)]
+            assert h.sp.states.get(h.sp.start_offset, (AVAILABLE, 0))[0] not in (ACKNOWLEDGED, ARCHIVED)
+            assert not done or done[0] > h.sp.start_offset
     finally:
         module.UPDATES_PER_SNAPSHOT = old
     assert any(decode_key(k).type == 0 for k, _ in h.written[1:])  # snapshots were written
