@@ -62,8 +62,9 @@ SharePartitionKey = tuple[str, uuid.UUID, int]
 # Kafka's share.coordinator.state.topic.* settings.
 STATE_TOPIC_CONFIGS = {"cleanup.policy": "delete", "min.insync.replicas": "1"}
 # Bytes an acquisition reads from the log at a time: it takes batches until it has the
-# records it may acquire (share.partition.max.record.locks at most), and a read of the
-# request's whole max_bytes (50 MiB by default) would mostly be thrown away.
+# records it may acquire (share.partition.max.record.locks in flight at most, the last
+# batch whole), and a read of the request's whole max_bytes (50 MiB by default) would
+# mostly be thrown away.
 READ_CHUNK = 256 * 1024
 
 

@@ -59,6 +59,10 @@ GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 UPDATES_PER_SNAPSHOT = 500
 V = TypeVar("V")
 UNTRACKED = (AVAILABLE, 0)  # the state of an offset past what is tracked
+# The most offsets an acquisition takes past share.partition.max.record.locks to end on
+# a batch's end (Kafka takes the whole batch, kept as one entry; Ottla keeps an entry per
+# offset): more than a producer's batch of 1 MB holds but for the smallest records.
+BATCH_OVERRUN = 65_536
 # The work per record is done by C loops (dict.fromkeys, map, set operations): a share
 # consumer's records cost a few Python steps per batch of them, not per record.
 
@@ -223,11 +227,19 @@ class SharePartition:
         first the AVAILABLE offsets already tracked, then new ones read by `batches(from)`
         below `upper` (the high watermark, or the LSO under read_committed).
 
-        What is tracked stays within `max_locks` offsets of the start offset, whatever
-        the log holds (batches spanning many offsets after compaction, long gaps): past
-        that, nothing is acquired until the start offset moves. Records the log no
-        longer has (retention, DeleteRecords: before `log_start`) are passed over: the
-        start offset moves to the log's start, as Kafka moves it."""
+        New records are bounded as Kafka 4.3's SharePartition bounds them: the offsets in
+        flight (the start offset to the end offset) may reach `max_locks`
+        (share.partition.max.record.locks), so at most `max_locks` less those are
+        started, and none past it (records available again are still re-acquired); the
+        batch holding the last one started is taken whole, even past the limit, as
+        Kafka's batch-optimized acquisition takes it. What that adds is bounded where
+        Kafka keeps a batch as one entry and Ottla an entry per offset: past the limit
+        a batch is taken up to its record count (a batch compaction left with holes
+        spans more offsets than it has records) and `BATCH_OVERRUN` offsets at most.
+        So a client's MaxRecords, a long gap or a wide compacted batch cost at most
+        `max_locks` + BATCH_OVERRUN tracked offsets. Records the log no longer has
+        (retention, DeleteRecords: before `log_start`) are passed over: the start offset
+        moves to the log's start, as Kafka moves it."""
         changes: dict[int, tuple[int, int]] = {}
         floor = max(self.start_offset, log_start)
         expired = self._expired(now, limit, changes)
@@ -249,24 +261,28 @@ class SharePartition:
                 acquired += 1
                 changes[offset] = (AVAILABLE, count)
         position = max(self.end_offset, floor)
-        window_end = floor + max_locks
-        if acquired < max_records and position < min(upper, window_end):
+        # New offsets start below `bound`: max_records less what was re-acquired, and no
+        # more than the in-flight offsets (floor to position) leave of max_locks.
+        bound = position + min(max_records - acquired, max_locks - (position - floor))
+        if position < min(upper, bound):
             for batch in batches(position):
                 header = batch.header
                 if header.base_offset >= upper:
                     break
-                if header.base_offset > position:  # a gap (compacted away)
-                    if position == floor and not any(o >= floor for o in self.states):
-                        # Nothing tracked before it: the start offset moves past it.
-                        floor = position = header.base_offset
-                        window_end = floor + max_locks
-                    else:
-                        changes.update(dict.fromkeys(range(position, min(header.base_offset, window_end)),
-                                                     (ARCHIVED, 0)))
-                        position = min(header.base_offset, window_end)
-                        if position >= window_end:
-                            break
-                first, last = max(header.base_offset, position), min(header.last_offset + 1, window_end)
+                if header.base_offset > position and position == floor and not any(o >= floor for o in self.states):
+                    # A gap (compacted away) with nothing tracked before it: the start
+                    # offset moves past it, and the bound with it (nothing is in flight).
+                    bound += header.base_offset - position
+                    floor = position = header.base_offset
+                if header.base_offset >= bound:
+                    break
+                if header.base_offset > position:  # a gap below the bound: archived
+                    changes.update(dict.fromkeys(range(position, header.base_offset), (ARCHIVED, 0)))
+                    position = header.base_offset
+                first = max(header.base_offset, position)
+                # The whole batch, bounded past `bound` by its record count and BATCH_OVERRUN.
+                overrun = min(header.record_count, BATCH_OVERRUN)
+                last = min(header.last_offset + 1, max(bound, first + overrun))
                 delivered = not (header.is_control or batch.aborted)
                 if delivered and record_limit:  # never more than asked, even mid-batch
                     last = min(last, first + max_records - acquired)
@@ -275,7 +291,7 @@ class SharePartition:
                     taken.append((first, last - 1, 1))
                     acquired += last - first
                 position = last
-                if acquired >= max_records or position >= window_end:
+                if acquired >= max_records or position >= bound:
                     break
         ranges: list[tuple[int, int, int]] = []
         for first, last, count in taken:  # adjacent runs of one delivery count joined

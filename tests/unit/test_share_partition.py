@@ -238,3 +238,39 @@ def test_record_limit_mode_acquires_no_more_than_asked_even_mid_batch(tmp_path) 
     whole = h.run(h.sp.acquire("b", lambda o: _read(h.log, o, upper, 1 << 20, False), upper, 1, 2000, LOCK, LIMIT,
                                0, 0))
     assert whole.ranges == [(2, 4, 1)]  # the rest of the batch
+
+
+def test_batches_are_acquired_whole_within_the_records_in_flight(tmp_path, monkeypatch) -> None:
+    """Kafka 4.3's rule: new records start only while the offsets in flight (start to end)
+    are under share.partition.max.record.locks, and the batch holding the last one is
+    taken whole, past the limit; whatever MaxRecords asks. Past the limit a batch is taken
+    up to BATCH_OVERRUN offsets at most. Broken once by cutting the batch at the limit
+    (a got 0-39, not 0-59)."""
+    import ottla.coordinator.share_partition as module
+    h = Harness(tmp_path, 0)
+    for _ in range(4):  # four batches of 30 records: 0-29, 30-59, 60-89, 90-119
+        data = build_batch([encode_record(None, b"v%d" % i, offset_delta=i) for i in range(30)], timestamp=0)
+        h.log.append_batch(data, BatchHeader.parse(data))
+    upper = h.log.high_watermark
+
+    def acquire(member: str, max_records: int = 10**9, max_locks: int = 40) -> list:
+        return h.run(h.sp.acquire(member, lambda o: _read(h.log, o, upper, 1 << 20, False), upper, max_records,
+                                  max_locks, LOCK, LIMIT, h.now, 0)).ranges
+
+    assert acquire("a") == [(0, 59, 1)]  # 30 in flight < 40: the second batch whole, 20 past the limit
+    assert acquire("b") == []  # 60 in flight: nothing new, whatever MaxRecords says
+    h.ack("a", (0, 29, ACCEPT))  # 30 in flight: 10 more may start, in the third batch, taken whole
+    assert acquire("b") == [(60, 89, 1)]
+    h.ack("b", (60, 89, ACCEPT))  # 30-59, held by a, keep the start: 60 in flight, acknowledged or not
+    assert acquire("c") == []
+    h.ack("a", (30, 59, ACCEPT))
+    assert acquire("c", max_records=5) == [(90, 119, 1)]  # MaxRecords 5, rounded up to the batch's end
+    assert h.durable(h.rebuilt()) == h.durable(h.sp)
+
+    # A batch larger than the overrun is taken up to BATCH_OVERRUN offsets, the rest later.
+    h = Harness(tmp_path / "big", 0)
+    data = build_batch([encode_record(None, b"v%d" % i, offset_delta=i) for i in range(200)], timestamp=0)
+    h.log.append_batch(data, BatchHeader.parse(data))
+    upper = h.log.high_watermark
+    monkeypatch.setattr(module, "BATCH_OVERRUN", 50)
+    assert acquire("a", max_locks=10) == [(0, 49, 1)] and len(h.sp.states) == 50
