@@ -126,17 +126,20 @@ fuzz: $(VENV)/.installed-test
 
 # 1,000 client connections (producers, a consumer group, abusive clients) for 10
 # minutes, then 100 kill -9 cycles; reports lost and duplicated records, memory,
-# descriptors and produce latency (bench/soak.py).
+# descriptors and produce latency (bench/soak.py). Then power loss, simulated: the
+# crash-consistency harness over thousands of crash states (crash-soak).
 soak: $(VENV)/.installed-test
 	$(BIN)/python -m bench.soak
+	$(MAKE) crash-soak
 
-# Power loss, simulated: the crash-consistency harness (tests/crash) over STATES crash
-# states of a recorded workload with --fsync, then a tenth as many in the default mode
-# (which reports what it loses). make test runs a few dozen.
-STATES ?= 2000
+# The crash-consistency harness (tests/crash): STATES crash states of recorded workloads
+# with --fsync (a new recording every 250), then a fifth as many in the default mode
+# (which reports what it loses), JOBS at a time. make test runs a few dozen.
+STATES ?= 3000
+JOBS ?= 2
 crash-soak: $(VENV)/.installed-test
-	$(BIN)/python -m tests.crash --states $(STATES) --scale 2
-	$(BIN)/python -m tests.crash --states $$(( $(STATES) / 10 )) --scale 2 --no-fsync
+	$(BIN)/python -m tests.crash --states $(STATES) --scale 2 --jobs $(JOBS)
+	$(BIN)/python -m tests.crash --states $$(( $(STATES) / 5 )) --scale 2 --jobs $(JOBS) --no-fsync
 
 clean:
 	rm -rf $(VENV) build *.egg-info .cache

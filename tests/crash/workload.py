@@ -18,15 +18,24 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from ottla.broker.testing import BrokerProcess
-from ottla.protocol.batch import build_batch, encode_record
+from ottla.broker.tools.admin_cli import _committed_offsets as committed_offsets
+from ottla.broker.tools.client import ClientError, Cluster
+from ottla.broker.tools.client import check as check_code
+from ottla.broker.tools.console import _fetch as fetch_records
+from ottla.protocol import apis
+from ottla.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, build_batch, encode_record
 from ottla.protocol.errors import ErrorCode
-from tests.clients import create_topic, read_all, transactional_producer
+from ottla.storage.index import read_offset_index_file, read_time_index_file
+from tests.clients import create_topic, transactional_producer
 from tests.wire import WireClient, request
 
+from .forked import ForkedBroker
+
 PLAIN, TXN, RAW = "plain", "txn", "raw"
+EARLIEST, LATEST = -2, -1  # ListOffsets' timestamps
 GROUP = "crash-group"
 TRANSACTIONAL_ID = "crash-txn"
 # Small segments, so that the workload rolls them (new files, new directory entries).
@@ -175,14 +184,24 @@ class Findings:
 
 
 def check(data_dir: str, acks: Acks, crash_ns: int, properties: dict[str, str], *,
-          require_acknowledged: bool = True) -> Findings:
+          require_acknowledged: bool = True, forked: bool = True) -> Findings:
     """Start Ottla on the crash state in `data_dir` and check it against what the clients
     had been told by `crash_ns`. With `require_acknowledged` (--fsync) every such
     acknowledgement must hold; without, what is missing is counted as lost, and only
     what no crash may do (duplicates, records out of order or never sent, a partly
-    visible transaction, an aborted one visible) is a violation."""
+    visible transaction, an aborted one visible, an index entry off its log) is a
+    violation.
+
+    The checks speak the protocol over one client (the tools' Cluster, whose
+    read_committed reader skips aborted transactions as the Java consumer does) and read
+    each partition to its end as ListOffsets gives it (the high watermark, or the last
+    stable offset), waiting for nothing: a crash state costs the broker's start and a
+    few dozen requests, which is what lets `make soak` try thousands. `forked`: the
+    broker is forked from a process that has imported it (forked.py), else started
+    from scratch (`python -m ottla.broker.cli serve`)."""
     found = Findings()
-    broker = BrokerProcess(data_dir, properties, log_path=data_dir + ".broker.log")
+    broker_class = ForkedBroker if forked else BrokerProcess
+    broker = broker_class(data_dir, properties, log_path=data_dir + ".broker.log")
     try:
         try:
             broker.start(timeout=120)
@@ -192,14 +211,19 @@ def check(data_dir: str, acks: Acks, crash_ns: int, properties: dict[str, str], 
         if not _recovered(broker):
             found.violations.append("the recovered logs were not flushed within 60 s of the start")
             return found
-        _check_raw_duplicate(broker.bootstrap, acks, crash_ns, found, require_acknowledged)
-        _fence(broker.bootstrap)
-        _check_plain(broker.bootstrap, acks, crash_ns, found, require_acknowledged)
-        _check_raw(broker.bootstrap, acks, crash_ns, found, require_acknowledged)
-        _check_transactions(broker.bootstrap, acks, crash_ns, found, require_acknowledged)
-        _check_offsets(broker.bootstrap, acks, crash_ns, found, require_acknowledged)
+        try:
+            with Cluster(broker.bootstrap, client_id="crash-check") as cluster:
+                _check_raw_duplicate(broker.bootstrap, acks, crash_ns, found, require_acknowledged)
+                _fence(cluster, found)
+                _check_plain(cluster, acks, crash_ns, found, require_acknowledged)
+                _check_raw(cluster, acks, crash_ns, found, require_acknowledged)
+                _check_transactions(cluster, acks, crash_ns, found, require_acknowledged)
+                _check_offsets(cluster, acks, crash_ns, found, require_acknowledged)
+        except (ClientError, OSError) as exc:
+            found.violations.append(f"a check's request failed: {exc}")
     finally:
         broker.kill()
+    _check_indexes(data_dir, found)
     return found
 
 
@@ -210,7 +234,7 @@ def _recovered(broker: BrokerProcess) -> bool:
     while "clean_start=True" not in broker.log() and "recovered logs flushed" not in broker.log():
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.05)
+        time.sleep(0.01)
     return True
 
 
@@ -236,15 +260,53 @@ def _check_raw_duplicate(bootstrap: str, acks: Acks, crash_ns: int, found: Findi
                                 f"{answer.base_offset}")
 
 
-def _fence(bootstrap: str) -> None:
+# What InitProducerId answers while the coordinator loads or completes a transaction the
+# crash left open: a producer retries them.
+_RETRIABLE = (ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions, ErrorCode.not_coordinator)
+
+
+def _fence(cluster: Cluster, found: Findings) -> None:
     """What the application does when it comes back: a new producer with its
-    transactional id, which aborts any transaction the crash left open."""
-    producer = transactional_producer(bootstrap, TRANSACTIONAL_ID)
-    producer.flush(5)
+    transactional id (InitProducerId, as init_transactions sends it), which completes
+    any transaction the crash left prepared and aborts one it left open; answered only
+    once that transaction's markers are written, so the reads after it see its end."""
+    coordinator = cluster.coordinator(TRANSACTIONAL_ID, 1)
+    deadline = time.monotonic() + 30
+    while True:
+        answer = coordinator.call(apis.INIT_PRODUCER_ID, transactional_id=TRANSACTIONAL_ID,
+                                  transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
+        if answer.error_code not in _RETRIABLE:
+            break
+        if time.monotonic() > deadline:
+            found.violations.append(f"InitProducerId for {TRANSACTIONAL_ID} still answered "
+                                    f"{ErrorCode(answer.error_code).name} after 30 s")
+            return
+        time.sleep(0.01)
+    check_code(answer.error_code, f"InitProducerId for {TRANSACTIONAL_ID}")
 
 
-def _check_plain(bootstrap: str, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
-    got = read_all(bootstrap, PLAIN, [0, 1], isolation="read_uncommitted", settle=0.5)
+def _read(cluster: Cluster, topic: str, partitions: list[int], read_committed: bool) -> dict[int, list[bytes]]:
+    """Every value readable in `partitions`, from the log start to the end a reader of
+    that isolation level stops at (the high watermark, or the last stable offset)."""
+    starts = cluster.list_offsets(topic, partitions, EARLIEST)
+    ends = cluster.list_offsets(topic, partitions, LATEST, read_committed)
+    got: dict[int, list[bytes]] = {}
+    for partition in partitions:
+        positions = {partition: starts[partition]}
+        values = got.setdefault(partition, [])
+        while positions[partition] < ends[partition]:
+            before = positions[partition]
+            values += [bytes(record.value or b"") for record in
+                       fetch_records(cluster, topic, partition, positions, read_committed)
+                       if record.offset < ends[partition]]
+            if positions[partition] == before:
+                raise ClientError(f"Fetch of {topic}-{partition} at {before} returned nothing before the end "
+                                  f"{ends[partition]}")
+    return got
+
+
+def _check_plain(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
+    got = _read(cluster, PLAIN, [0, 1], read_committed=False)
     for partition, values in got.items():
         _check_sequence(found, f"{PLAIN}-{partition}", values, acks.sent_plain)
         present = set(values)
@@ -265,18 +327,18 @@ def _check_sequence(found: Findings, where: str, values: list[bytes], sent: set[
         found.violations.append(f"{where}: out of order")
 
 
-def _check_raw(bootstrap: str, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
-    values = read_all(bootstrap, RAW, [0], isolation="read_uncommitted", settle=0.5)[0]
+def _check_raw(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
+    values = _read(cluster, RAW, [0], read_committed=False)[0]
     sent = {b"raw-%04d" % i for i in range(len(acks.raw))}  # (the workload ends with all acknowledged)
     _check_sequence(found, RAW, values, sent)
     acked = sum(1 for t, _, _ in acks.raw if t <= crash_ns)
-    kept = sum(1 for v in values if int(v[4:]) < acked)
+    kept = sum(1 for v in values if v in sent and int(v[4:]) < acked)
     if kept < acked:
         _lost(found, require, f"{acked - kept} acknowledged raw batches lost", acked - kept)
 
 
-def _check_transactions(bootstrap: str, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
-    got = read_all(bootstrap, TXN, [0, 1], isolation="read_committed", settle=1.0)
+def _check_transactions(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
+    got = _read(cluster, TXN, [0, 1], read_committed=True)
     visible = {(p, v) for p, values in got.items() for v in values}
     sent = {v for txn in acks.transactions for _, v in txn.values}
     for partition, values in got.items():
@@ -295,29 +357,69 @@ def _check_transactions(bootstrap: str, acks: Acks, crash_ns: int, found: Findin
             _lost(found, require, f"acknowledged committed transaction {name} not visible", len(txn.values))
 
 
-def _check_offsets(bootstrap: str, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
+def _check_offsets(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
     acked = [offsets for t, offsets in acks.commits if t <= crash_ns]
     if not acked:
         return
     expected: dict[int, int] = {}
     for offsets in acked:
         expected.update(offsets)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
-                         "log_level": 3})
-    try:
-        committed = consumer.committed([TopicPartition(PLAIN, p) for p in expected], timeout=30)
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in committed}
-    finally:
-        consumer.close()
-    for tp in committed:
-        if tp.offset < expected[tp.partition]:
-            _lost(found, require, f"committed offset of {PLAIN}-{tp.partition} went back from "
-                  f"{expected[tp.partition]} to {tp.offset}")
-        if require and tp.offset > ends[tp.partition]:
+    committed = committed_offsets(cluster.coordinator(GROUP, 0), GROUP)
+    ends = cluster.list_offsets(PLAIN, sorted(expected), LATEST)
+    for partition, offset in expected.items():
+        kept = committed.get((PLAIN, partition), -1)
+        if kept < offset:
+            _lost(found, require, f"committed offset of {PLAIN}-{partition} went back from {offset} to {kept}")
+        if require and kept > ends[partition]:
             # The group read records the crash took (they were readable before they
             # were durable): it would skip the records written at those offsets next.
-            found.violations.append(f"committed offset {tp.offset} of {PLAIN}-{tp.partition} is past the "
-                                    f"log end {ends[tp.partition]}")
+            found.violations.append(f"committed offset {kept} of {PLAIN}-{partition} is past the "
+                                    f"log end {ends[partition]}")
+
+
+def _check_indexes(data_dir: str, found: Findings) -> None:
+    """What the broker left its indexes after recovering the crash state and serving the
+    checks: every `.index` entry at a batch of its segment's log, that batch's last
+    offset (Kafka's rule, kafka-dump-log --verify-index-only), and every `.timeindex`
+    entry within its log's offsets: no index points past the log."""
+    for directory in os.scandir(data_dir):
+        if not directory.is_dir():
+            continue
+        for entry in os.scandir(directory.path):
+            if not entry.name.endswith(".log"):
+                continue
+            base = int(entry.name[:-4])
+            batches = _batch_positions(entry.path)
+            log_end = max(batches.values(), default=base - 1)
+            stem = entry.path[:-4]
+            where = f"{directory.name}/{entry.name[:-4]}"
+            if os.path.exists(stem + ".index"):
+                for offset, position in read_offset_index_file(stem + ".index", base):
+                    if batches.get(position) != offset:
+                        found.violations.append(f"{where}.index: entry ({offset}, position {position}) is not at "
+                                                f"a batch ending at that offset in the log")
+                        break
+            if os.path.exists(stem + ".timeindex"):
+                for timestamp, offset in read_time_index_file(stem + ".timeindex", base):
+                    if not base <= offset <= log_end:
+                        found.violations.append(f"{where}.timeindex: entry ({timestamp}, {offset}) is past the "
+                                                f"log's last offset {log_end}")
+                        break
+
+
+def _batch_positions(path: str) -> dict[int, int]:
+    """{position: last offset} of every whole batch of a segment file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    batches = {}
+    position = 0
+    while position + HEADER_SIZE <= len(data):
+        header = BatchHeader.parse(data, position)
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or position + header.size > len(data):
+            break
+        batches[position] = header.last_offset
+        position += header.size
+    return batches
 
 
 def data_dir_size(path: str) -> int:
