@@ -177,8 +177,9 @@ def explore(recorded: Recorded, workdir: str, count: int, seed: int = 1,
         path = os.path.join(state_dir, f"state-{i}")
         remove_tree(path)
         state.materialize(path)
+        flushed = workload.flushed_values(recording.crash_state(cut, keep_nothing))
         found = workload.check(path, recorded.acks, crash_ns, recorded.properties,
-                               require_acknowledged=recorded.fsync)
+                               require_acknowledged=recorded.fsync, flushed=flushed)
         result = StateResult(recording.ops[cut].seq if cut >= 0 else 0, crash_ns, kind,
                              len(recording.undecided(cut)), found.violations, found.lost)
         if found.violations:

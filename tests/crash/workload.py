@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer
@@ -26,13 +27,14 @@ from ottla.broker.tools.client import ClientError, Cluster
 from ottla.broker.tools.client import check as check_code
 from ottla.broker.tools.console import _fetch as fetch_records
 from ottla.protocol import apis
-from ottla.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, build_batch, encode_record
+from ottla.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, build_batch, encode_record, iter_records
 from ottla.protocol.errors import ErrorCode
 from ottla.storage.index import read_offset_index_file, read_time_index_file
 from tests.clients import create_topic, transactional_producer
 from tests.wire import WireClient, request
 
 from .forked import ForkedBroker
+from .recording import State
 
 PLAIN, TXN, RAW = "plain", "txn", "raw"
 EARLIEST, LATEST = -2, -1  # ListOffsets' timestamps
@@ -43,8 +45,9 @@ TOPIC_CONFIG = {"segment.bytes": "8192"}
 BROKER_PROPERTIES = {
     "offsets.topic.num.partitions": "2",
     "transaction.state.log.num.partitions": "2",
-    # The periodic checkpoint (recovery points, snapshots) within the workload, too.
-    "log.flush.offset.checkpoint.interval.ms": "2000",
+    # The periodic checkpoint (a flush, recovery points, snapshots) a few times within the
+    # workload (about 1.5 s): without --fsync, what it flushed no crash may take.
+    "log.flush.offset.checkpoint.interval.ms": "500",
     "group.initial.rebalance.delay.ms": "0",
 }
 
@@ -184,13 +187,15 @@ class Findings:
 
 
 def check(data_dir: str, acks: Acks, crash_ns: int, properties: dict[str, str], *,
-          require_acknowledged: bool = True, forked: bool = True) -> Findings:
+          require_acknowledged: bool = True, flushed: dict[str, set[bytes]] | None = None,
+          forked: bool = True) -> Findings:
     """Start Ottla on the crash state in `data_dir` and check it against what the clients
     had been told by `crash_ns`. With `require_acknowledged` (--fsync) every such
     acknowledgement must hold; without, what is missing is counted as lost, and only
     what no crash may do (duplicates, records out of order or never sent, a partly
-    visible transaction, an aborted one visible, an index entry off its log) is a
-    violation.
+    visible transaction, an aborted one visible, an index entry off its log, an
+    acknowledged record lost that was in `flushed`, the values each partition's logs
+    held durably at the crash: see flushed_values) is a violation.
 
     The checks speak the protocol over one client (the tools' Cluster, whose
     read_committed reader skips aborted transactions as the Java consumer does) and read
@@ -215,8 +220,8 @@ def check(data_dir: str, acks: Acks, crash_ns: int, properties: dict[str, str], 
             with Cluster(broker.bootstrap, client_id="crash-check") as cluster:
                 _check_raw_duplicate(broker.bootstrap, acks, crash_ns, found, require_acknowledged)
                 _fence(cluster, found)
-                _check_plain(cluster, acks, crash_ns, found, require_acknowledged)
-                _check_raw(cluster, acks, crash_ns, found, require_acknowledged)
+                _check_plain(cluster, acks, crash_ns, found, require_acknowledged, flushed or {})
+                _check_raw(cluster, acks, crash_ns, found, require_acknowledged, flushed or {})
                 _check_transactions(cluster, acks, crash_ns, found, require_acknowledged)
                 _check_offsets(cluster, acks, crash_ns, found, require_acknowledged)
         except (ClientError, OSError) as exc:
@@ -305,7 +310,33 @@ def _read(cluster: Cluster, topic: str, partitions: list[int], read_committed: b
     return got
 
 
-def _check_plain(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
+def flushed_values(durable: State) -> dict[str, set[bytes]]:
+    """The values in each partition's logs (by directory name) in the crash state that
+    keeps only what was durable: what had been flushed before the crash, which no crash
+    may take, in either mode."""
+    values: dict[str, set[bytes]] = {}
+    for path, data in durable.contents():
+        directory, _, name = path.rpartition("/")
+        if name.endswith(".log") and directory.rpartition("-")[0] in (PLAIN, RAW):
+            got = values.setdefault(directory, set())
+            for position, size in _batches(data):
+                header = BatchHeader.parse(data, position)
+                if not header.is_control:
+                    got.update(bytes(record.value or b"") for record in iter_records(data[position:position + size]))
+    return values
+
+
+def _lost_flushed(found: Findings, where: str, missing: list[bytes], flushed: dict[str, set[bytes]]) -> None:
+    """Acknowledged records lost that were flushed before the crash: beyond the unflushed
+    tail, a violation in either mode."""
+    durable = [v for v in missing if v in flushed.get(where, ())]
+    if durable:
+        found.violations.append(f"{len(durable)} acknowledged records of {where} lost that had been flushed "
+                                f"before the crash, first {durable[0][:12]!r}")
+
+
+def _check_plain(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool,
+                 flushed: dict[str, set[bytes]]) -> None:
     got = _read(cluster, PLAIN, [0, 1], read_committed=False)
     for partition, values in got.items():
         _check_sequence(found, f"{PLAIN}-{partition}", values, acks.sent_plain)
@@ -314,6 +345,7 @@ def _check_plain(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, r
         if missing:
             _lost(found, require, f"{len(missing)} acknowledged records of {PLAIN}-{partition} lost, "
                   f"first {missing[0][:12]!r}", len(missing))
+            _lost_flushed(found, f"{PLAIN}-{partition}", missing, flushed)
 
 
 def _check_sequence(found: Findings, where: str, values: list[bytes], sent: set[bytes]) -> None:
@@ -327,14 +359,16 @@ def _check_sequence(found: Findings, where: str, values: list[bytes], sent: set[
         found.violations.append(f"{where}: out of order")
 
 
-def _check_raw(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
+def _check_raw(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool,
+               flushed: dict[str, set[bytes]]) -> None:
     values = _read(cluster, RAW, [0], read_committed=False)[0]
     sent = {b"raw-%04d" % i for i in range(len(acks.raw))}  # (the workload ends with all acknowledged)
     _check_sequence(found, RAW, values, sent)
     acked = sum(1 for t, _, _ in acks.raw if t <= crash_ns)
-    kept = sum(1 for v in values if v in sent and int(v[4:]) < acked)
-    if kept < acked:
-        _lost(found, require, f"{acked - kept} acknowledged raw batches lost", acked - kept)
+    missing = sorted({b"raw-%04d" % i for i in range(acked)} - set(values))
+    if missing:
+        _lost(found, require, f"{len(missing)} acknowledged raw batches lost", len(missing))
+        _lost_flushed(found, f"{RAW}-0", missing, flushed)
 
 
 def _check_transactions(cluster: Cluster, acks: Acks, crash_ns: int, found: Findings, require: bool) -> None:
@@ -389,7 +423,9 @@ def _check_indexes(data_dir: str, found: Findings) -> None:
             if not entry.name.endswith(".log"):
                 continue
             base = int(entry.name[:-4])
-            batches = _batch_positions(entry.path)
+            with open(entry.path, "rb") as f:
+                data = f.read()
+            batches = {position: BatchHeader.parse(data, position).last_offset for position, _ in _batches(data)}
             log_end = max(batches.values(), default=base - 1)
             stem = entry.path[:-4]
             where = f"{directory.name}/{entry.name[:-4]}"
@@ -407,19 +443,15 @@ def _check_indexes(data_dir: str, found: Findings) -> None:
                         break
 
 
-def _batch_positions(path: str) -> dict[int, int]:
-    """{position: last offset} of every whole batch of a segment file."""
-    with open(path, "rb") as f:
-        data = f.read()
-    batches = {}
+def _batches(data: bytes) -> Iterator[tuple[int, int]]:
+    """(position, size) of every whole batch of a segment file's bytes."""
     position = 0
     while position + HEADER_SIZE <= len(data):
         header = BatchHeader.parse(data, position)
         if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or position + header.size > len(data):
-            break
-        batches[position] = header.last_offset
+            return
+        yield position, header.size
         position += header.size
-    return batches
 
 
 def data_dir_size(path: str) -> int:
