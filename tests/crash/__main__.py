@@ -13,6 +13,7 @@ import tempfile
 import time
 
 from .harness import Report, StateResult, explore, record
+from .recording import remove_tree
 
 
 def main() -> None:
@@ -51,7 +52,7 @@ def main() -> None:
                          jobs=args.jobs, state_dir=state_dir)
         print(report.summary(), flush=True)
         reports.append(report)
-    os.rmdir(state_dir)
+    remove_tree(state_dir)
     print(Report.totals(reports, time.monotonic() - started))
     # (Without --fsync, losing the unflushed tail is counted, not a violation.)
     raise SystemExit(1 if any(report.violating for report in reports) else 0)

@@ -187,8 +187,7 @@ class Findings:
 
 
 def check(data_dir: str, acks: Acks, crash_ns: int, properties: dict[str, str], *,
-          require_acknowledged: bool = True, flushed: dict[str, set[bytes]] | None = None,
-          forked: bool = True) -> Findings:
+          require_acknowledged: bool = True, flushed: dict[str, set[bytes]] | None = None) -> Findings:
     """Start Ottla on the crash state in `data_dir` and check it against what the clients
     had been told by `crash_ns`. With `require_acknowledged` (--fsync) every such
     acknowledgement must hold; without, what is missing is counted as lost, and only
@@ -201,12 +200,10 @@ def check(data_dir: str, acks: Acks, crash_ns: int, properties: dict[str, str], 
     read_committed reader skips aborted transactions as the Java consumer does) and read
     each partition to its end as ListOffsets gives it (the high watermark, or the last
     stable offset), waiting for nothing: a crash state costs the broker's start and a
-    few dozen requests, which is what lets `make soak` try thousands. `forked`: the
-    broker is forked from a process that has imported it (forked.py), else started
-    from scratch (`python -m ottla.broker.cli serve`)."""
+    few dozen requests, which is what lets `make soak` try thousands. The broker is
+    forked from a process that has imported it (forked.py)."""
     found = Findings()
-    broker_class = ForkedBroker if forked else BrokerProcess
-    broker = broker_class(data_dir, properties, log_path=data_dir + ".broker.log")
+    broker = ForkedBroker(data_dir, properties, log_path=data_dir + ".broker.log")
     try:
         try:
             broker.start(timeout=120)
