@@ -9,7 +9,8 @@ it (the server never runs one), and is killed with SIGKILL like any other.
 
 The server reads one request a line on its stdin (JSON: argv, the files for the child's
 stdout and stderr, its working directory) and answers the child's pid; it reaps its
-children as they end, so a child killed is gone once `os.kill(pid, 0)` fails.
+children as they end, so a child killed is gone once `os.kill(pid, 0)` fails. When the
+harness exits (stdin closed), it kills the brokers still running.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ _SERVER = r"""
 import json, os, random, signal, sys
 import ottla.broker.cli, ottla.broker.server  # everything `ottla serve` imports before serving
 
+children = set()
+
 def reap(signum, frame):
     try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
+        while True:
+            pid = os.waitpid(-1, os.WNOHANG)[0]
+            if not pid:
+                break
+            children.discard(pid)
     except ChildProcessError:
         pass
 
@@ -53,8 +59,12 @@ for line in sys.stdin:
         finally:
             sys.stdout.flush()
             os._exit(code or 0)
+    children.add(pid)
     sys.stdout.write(f"{pid}\n")
     sys.stdout.flush()
+# The harness is gone (its end of stdin closed): so are the brokers it left running.
+for pid in list(children):
+    os.kill(pid, signal.SIGKILL)
 """
 
 
