@@ -1,9 +1,11 @@
 """The crash-consistency harness: record a workload, build crash states, check each.
 
-    python -m tests.crash --states 2000            # make crash-soak: thousands of states
+    python -m tests.crash --states 3000 --jobs 2   # make soak / make crash-soak: thousands
     python -m tests.crash --states 40 --no-fsync   # the default mode: what it may lose
 
-`make test` runs a bounded share (tests/crash/test_crash_consistency.py).
+`make test` runs a bounded share (tests/crash/test_crash_consistency.py). A state costs
+about half a second: written to /dev/shm, Ottla forked from a process that has imported
+it (forked.py), checked over the protocol by one client (workload.check).
 """
 
 from __future__ import annotations
