@@ -104,6 +104,7 @@ class StateResult:
     undecided: int
     violations: list[str]
     lost: int
+    aborted_shown: int = 0
 
 
 @dataclass
@@ -123,7 +124,8 @@ class Report:
         lines = [f"{'--fsync' if self.fsync else 'default mode'}: {self.ops} operations recorded, "
                  f"{self.acks} acknowledgements, {len(self.states)} crash states in {self.seconds:.0f} s, "
                  f"{len(self.violating)} with violations; acknowledged records lost per state: "
-                 f"max {max(lost, default=0)}, total {sum(lost)}"]
+                 f"max {max(lost, default=0)}, total {sum(lost)}"
+                 + _aborted_shown(self.states)]
         for state in self.violating[:10]:
             lines.append(f"  cut #{state.cut} ({state.kind}, {state.undecided} undecided operations): "
                          + "; ".join(state.violations[:5]))
@@ -142,7 +144,16 @@ class Report:
                 f"({', '.join(f'{n} {kind}' for kind, n in sorted(kinds.items()))}) in {seconds:.0f} s "
                 f"({len(states) / max(seconds, 1e-9):.2f} a second), "
                 f"{sum(len(r.violating) for r in reports)} with violations; acknowledged records lost per "
-                f"state: max {max(lost, default=0)}, total {sum(lost)}, in {sum(1 for n in lost if n)} states")
+                f"state: max {max(lost, default=0)}, total {sum(lost)}, in {sum(1 for n in lost if n)} states"
+                + _aborted_shown(states))
+
+
+def _aborted_shown(states: list[StateResult]) -> str:
+    shown = sum(s.aborted_shown for s in states)
+    if not shown:
+        return ""
+    return (f"; aborted transactions shown whose ABORT marker the crash took (a later commit's marker closed "
+            f"their records): {shown} in {sum(1 for s in states if s.aborted_shown)} states")
 
 
 def cuts(recorded: Recorded, count: int, rng: random.Random) -> list[int]:
@@ -179,11 +190,11 @@ def explore(recorded: Recorded, workdir: str, count: int, seed: int = 1,
         path = os.path.join(state_dir, f"state-{i}")
         remove_tree(path)
         state.materialize(path)
-        flushed = workload.flushed_values(recording.crash_state(cut, keep_nothing))
+        flushed = workload.flushed_values(recording.crash_state(cut, keep_nothing).contents())
         found = workload.check(path, recorded.acks, crash_ns, recorded.properties,
                                require_acknowledged=recorded.fsync, flushed=flushed)
         result = StateResult(recording.ops[cut].seq if cut >= 0 else 0, crash_ns, kind,
-                             len(recording.undecided(cut)), found.violations, found.lost)
+                             len(recording.undecided(cut)), found.violations, found.lost, found.aborted_shown)
         if found.violations:
             # Kept for a look: the state as the crash left it (the checked copy has been
             # recovered), and what was undecided at the cut and whether it was kept.

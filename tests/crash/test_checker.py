@@ -76,3 +76,29 @@ def test_an_index_entry_past_its_log_is_a_violation(tmp_path):
     found = workload.Findings()
     workload._check_indexes(data_dir, found)
     assert any("t-0/00000000000000000000.timeindex" in v for v in found.violations), found.violations
+
+
+def test_the_flushed_transactions_are_those_whose_abort_marker_is_there(tmp_path):
+    """Without --fsync an aborted transaction may show when its partition lost the ABORT
+    marker (a later commit's marker closes its records); it is a violation only where the
+    marker had been flushed. flushed_values names those transactions' values: an aborted
+    one with its marker, not a committed one, not one still open."""
+    from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
+    from ottla.protocol.control import ControlType, EndTxnMarker
+    from ottla.storage.log import PartitionLog
+    from ottla.storage.log_config import LogConfig
+
+    log = PartitionLog.create(str(tmp_path / "txn-0"), "txn", 0, LogConfig(segment_ms=2**62))  # one segment
+    sequence = 0
+    for values, outcome in (([b"a1", b"a2"], ControlType.ABORT), ([b"c1"], ControlType.COMMIT), ([b"o1"], None)):
+        records = [encode_record(None, v, offset_delta=i) for i, v in enumerate(values)]
+        data = build_batch(records, timestamp=1_000, producer_id=7, producer_epoch=0, base_sequence=sequence,
+                           attributes=TRANSACTIONAL_FLAG)
+        log.append_batch(data, BatchHeader.parse(data))
+        sequence += len(values)
+        if outcome is not None:
+            log.append_marker(7, 0, EndTxnMarker(outcome, 0))
+    log.close_files()
+    with open(tmp_path / "txn-0" / "00000000000000000000.log", "rb") as f:
+        data = f.read()
+    assert workload.flushed_values([("txn-0/00000000000000000000.log", data)]) == {"txn-0": {b"a1", b"a2"}}
