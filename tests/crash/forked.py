@@ -26,7 +26,7 @@ from ottla.broker.ready_lines import LOADED_LINE, READY_PREFIX
 from ottla.broker.testing import KILL_WAIT_SECONDS, BrokerProcess
 
 _SERVER = r"""
-import json, os, random, signal, sys
+import json, os, random, signal, sys, traceback
 import ottla.broker.cli, ottla.broker.server  # everything `ottla serve` imports before serving
 
 children = set()
@@ -55,16 +55,23 @@ for line in sys.stdin:
         random.seed()
         code = 1
         try:
-            code = ottla.broker.cli.main(request["argv"])
+            code = ottla.broker.cli.main(request["argv"]) or 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()  # into the broker's log, as an exec'd broker's would be
         finally:
             sys.stdout.flush()
-            os._exit(code or 0)
+            os._exit(code)
     children.add(pid)
     sys.stdout.write(f"{pid}\n")
     sys.stdout.flush()
 # The harness is gone (its end of stdin closed): so are the brokers it left running.
 for pid in list(children):
-    os.kill(pid, signal.SIGKILL)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # it ended before it was added to children
+        pass
 """
 
 
