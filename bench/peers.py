@@ -8,7 +8,7 @@ its data and log) and stopped and removed afterwards:
     finally:
         peer.stop()           # always safe
 
-- Ottla, from this checkout, through broker.testing.BrokerProcess.
+- Ottla, from this checkout, through ottla.testing.BrokerProcess.
 - ottla-2: a second Ottla of the same code, run and measured as a peer: the A/A control.
   Ottla/ottla-2 would be 1.0 on a machine without noise; what it is in a run is that
   run's own noise band, measured with everything else.

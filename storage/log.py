@@ -187,6 +187,17 @@ class PartitionLog:
         whose .txnindex entry is missing gets it written again."""
         state = self.producer_state
         start = state.load_snapshot(self.log_end_offset, names)
+        if (reindex_from is not None and start is not None and start > reindex_from
+                and self._abort_entries_lost(reindex_from, start, checked)):
+            # A snapshot newer than the recovery point (a roll's, the checkpoint's) can be
+            # on disk while the .txnindex entries of markers before it are not (a power
+            # loss in the middle of a flush, or the kernel writing back the log and not
+            # the index): replaying from it would never meet those markers. Replay from
+            # one at or before the recovery point instead (newer ones are dropped), or
+            # from the log start, as Kafka rebuilds the index of every segment it recovers.
+            state.producers.clear()
+            state.ongoing_txns.clear()
+            start = state.load_snapshot(reindex_from)
         if start is None:
             start = self.log_start_offset
         if start >= self.log_end_offset:
@@ -210,6 +221,22 @@ class PartitionLog:
                            and not segment.txn_index.has_entry(header.producer_id, header.base_offset))
                 self._finish_txn(header.producer_id, header.producer_epoch, marker, header.base_offset,
                                  segment, write_index=missing)
+
+    def _abort_entries_lost(self, reindex_from: int, snapshot: int,
+                            checked: list[tuple[LogSegment, int, BatchHeader]] | None) -> bool:
+        """Whether an ABORT marker from `reindex_from` (the recovery point) up to
+        `snapshot` has no .txnindex entry: the batches recovery checked, if they reach
+        back that far, else the log from there."""
+        batches: Iterable[tuple[LogSegment, int, BatchHeader]] = (
+            checked if checked and checked[0][2].base_offset <= reindex_from else self._batches_after(reindex_from))
+        for segment, position, header in batches:
+            if header.base_offset >= snapshot:
+                break
+            if (header.is_control and header.base_offset >= reindex_from
+                    and not segment.txn_index.has_entry(header.producer_id, header.base_offset)
+                    and parse_marker(segment.pread(header.size, position)).type is ControlType.ABORT):
+                return True
+        return False
 
     def _batches_after(self, start: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """(segment, position, header) of every batch from the one holding `start` on,

@@ -303,12 +303,17 @@ class State:
 
     def files_under(self) -> Iterator[tuple[str, int]]:
         """(relative path, size) of every file reachable, for reports."""
-        def walk(directory: int, prefix: str) -> Iterator[tuple[str, int]]:
+        for path, data in self.contents():
+            yield path, len(data)
+
+    def contents(self) -> Iterator[tuple[str, bytes]]:
+        """(relative path, bytes) of every file reachable."""
+        def walk(directory: int, prefix: str) -> Iterator[tuple[str, bytes]]:
             for name, child in sorted(self.dirs.get(directory, {}).items()):
                 if self.kinds.get(child, child in self.dirs):
                     yield from walk(child, prefix + name + "/")
                 else:
-                    yield prefix + name, len(self.files.get(child, b""))
+                    yield prefix + name, bytes(self.files.get(child, b""))
 
         return walk(self.root, "")
 

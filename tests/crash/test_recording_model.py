@@ -18,7 +18,7 @@ from .recording import (
 )
 
 SCRIPT = """
-import os, sys
+import os, sys, time
 root = sys.argv[1]
 
 def sync_dir(path):
@@ -30,19 +30,19 @@ os.mkdir(root + "/d")
 fd = os.open(root + "/d/a", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 os.write(fd, b"first")
 os.fsync(fd)                       # the bytes of d/a, not its name, nor d's
-print("A", flush=True)
+print("A", time.monotonic_ns(), flush=True)
 sync_dir(root)
 sync_dir(root + "/d")              # now d and d/a are there for good
-print("B", flush=True)
+print("B", time.monotonic_ns(), flush=True)
 with open(root + "/d/c.tmp", "wb") as f:
     f.write(b"new")
     f.flush()
     os.fsync(f.fileno())
 os.replace(root + "/d/c.tmp", root + "/d/c")
 os.write(fd, b"-second")           # never synced
-print("C", flush=True)
+print("C", time.monotonic_ns(), flush=True)
 sync_dir(root + "/d")
-print("D", flush=True)
+print("D", time.monotonic_ns(), flush=True)
 """
 
 
@@ -55,8 +55,11 @@ def test_a_name_is_durable_only_once_its_directory_is_synced(tmp_path):
     process = subprocess.Popen([sys.executable, "-c", SCRIPT, str(root)], stdout=subprocess.PIPE, text=True,
                                env=dict(os.environ, **shim_environment(str(root), log)))
     assert process.stdout is not None
+    # Each moment as the script itself saw it (CLOCK_MONOTONIC, the shim's clock): read
+    # here, it could be after the script's next operations.
     for line in process.stdout:
-        moments[line.strip()] = __import__("time").monotonic_ns()
+        name, at = line.split()
+        moments[name] = int(at)
     assert process.wait() == 0
     recording = Recording(baseline, read_ops(log))
 

@@ -85,3 +85,21 @@ def test_an_entry_for_a_marker_a_torn_tail_took_is_dropped(tmp_path):
     reopened.append_marker(PRODUCER, EPOCH, EndTxnMarker(ControlType.COMMIT, 0))
     assert _aborted_read(reopened) == written[:1]
     assert read_txn_index_file(path) == written[:1]
+
+
+def test_a_lost_entry_comes_back_under_a_snapshot_newer_than_the_recovery_point(tmp_path):
+    """A power loss in the middle of a flush: the log fsynced with its ABORT markers, the
+    .txnindex not yet, and a producer-state snapshot past the markers (a roll's, synced
+    when it was written) on disk. Replaying only from that snapshot would never meet the
+    markers: recovery replays from a snapshot at or before the recovery point instead
+    (found by the crash-consistency harness: aborted transactions visible to
+    read_committed in 4 of 200 default-mode states)."""
+    directory, path, written = _crashed_history(tmp_path)
+    log = PartitionLog.open(directory, "t", 0, CONFIG, clean=True, recovery_point=16, log_start_offset=0)
+    log.producer_state.write_snapshot(log.log_end_offset)
+    log.close_files()
+    with open(path, "r+b") as f:
+        f.truncate(0)
+    reopened = PartitionLog.open(directory, "t", 0, CONFIG, clean=False, recovery_point=0, log_start_offset=0)
+    assert _aborted_read(reopened) == written
+    assert read_txn_index_file(path) == written
