@@ -30,6 +30,7 @@ from ottla.protocol.loggers import get_logger
 from .directories import DirectorySync
 from .file_slice import FileSlice
 from .log_config import LogConfig
+from .log_recovery import abort_entries_lost, recover_segments
 from .producer_state import DUPLICATE, ProducerStateManager
 from .segment import LogSegment, ReadSlice, indexes_missing, recover_interrupted_cleaning, segment_file_name
 from .txn_index import AbortedTxn
@@ -37,9 +38,6 @@ from .txn_index import AbortedTxn
 LOG_SUFFIX = ".log"
 # Positions remembered for where consumers will read next (one per consumer, roughly).
 _READ_POSITIONS_KEPT = 16
-# Batch headers start-up recovery keeps a partition for replaying its producer state
-# (about 330 bytes each): a longer unflushed tail is walked again instead.
-_REPLAY_HEADERS_KEPT = 50_000
 
 _log = get_logger("ottla.log")
 
@@ -130,41 +128,7 @@ class PartitionLog:
         indexes_lost = {base for base in bases if indexes_missing(directory, base, present)}
         log.segments = [LogSegment(directory, base, has_txn_index=segment_file_name(base, ".txnindex") in present)
                         for base in bases] or [LogSegment(directory, 0)]
-        last_header: BatchHeader | None = None
-        # (segment, position, header) of the batches recovery checked, up to the log end
-        # without a gap, for replaying producer state (_rebuild_producer_state); None if
-        # there were more than _REPLAY_HEADERS_KEPT.
-        checked: list[tuple[LogSegment, int, BatchHeader]] | None = []
-        for i, segment in enumerate(log.segments):
-            next_base = log.segments[i + 1].base_offset if i + 1 < len(log.segments) else None
-            # After a crash, what follows the recovery point is checked; before it the
-            # files were flushed and are trusted, as after a clean shutdown.
-            unflushed = not clean and (next_base is None or next_base > recovery_point)
-            if unflushed or segment.base_offset in indexes_lost:
-                # Only the indexes were lost (clean start): rebuild the whole segment.
-                from_offset = recovery_point if not clean and segment.base_offset not in indexes_lost else None
-                keep = _REPLAY_HEADERS_KEPT - len(checked) if checked is not None else 0
-                recovered = segment.recover(config.index_interval_bytes, from_offset, keep)
-                if checked is not None and recovered.batches is not None:
-                    checked += [(segment, position, header) for position, header in recovered.batches]
-                else:
-                    checked = None
-                header = recovered.last or last_header
-                log.truncated_bytes += recovered.truncated
-                log.checked_bytes += recovered.checked
-                if recovered.truncated and next_base is not None:
-                    # A damaged segment in the middle: what follows it can no longer be
-                    # reached in order. Kafka deletes it too.
-                    for later in log.segments[i + 1 :]:
-                        log.truncated_bytes += later.size
-                        later.delete()
-                    log.segments = log.segments[: i + 1]
-                    last_header = header
-                    break
-            else:
-                header = segment.load_state() or last_header
-                checked = []  # (only the indexes of a segment before it were rebuilt)
-            last_header = header
+        last_header, checked = recover_segments(log, indexes_lost, clean, recovery_point)
         log.log_end_offset = last_header.last_offset + 1 if last_header else log.segments[0].base_offset
         log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
         log.flushed_offset = log.log_end_offset if clean else min(recovery_point, log.log_end_offset)
@@ -188,7 +152,9 @@ class PartitionLog:
         state = self.producer_state
         start = state.load_snapshot(self.log_end_offset, names)
         if (reindex_from is not None and start is not None and start > reindex_from
-                and self._abort_entries_lost(reindex_from, start, checked)):
+                and abort_entries_lost(
+                    checked if checked and checked[0][2].base_offset <= reindex_from
+                    else self._batches_after(reindex_from), reindex_from, start)):
             # A snapshot newer than the recovery point (a roll's, the checkpoint's) can be
             # on disk while the .txnindex entries of markers before it are not (a power
             # loss in the middle of a flush, or the kernel writing back the log and not
@@ -221,22 +187,6 @@ class PartitionLog:
                            and not segment.txn_index.has_entry(header.producer_id, header.base_offset))
                 self._finish_txn(header.producer_id, header.producer_epoch, marker, header.base_offset,
                                  segment, write_index=missing)
-
-    def _abort_entries_lost(self, reindex_from: int, snapshot: int,
-                            checked: list[tuple[LogSegment, int, BatchHeader]] | None) -> bool:
-        """Whether an ABORT marker from `reindex_from` (the recovery point) up to
-        `snapshot` has no .txnindex entry: the batches recovery checked, if they reach
-        back that far, else the log from there."""
-        batches: Iterable[tuple[LogSegment, int, BatchHeader]] = (
-            checked if checked and checked[0][2].base_offset <= reindex_from else self._batches_after(reindex_from))
-        for segment, position, header in batches:
-            if header.base_offset >= snapshot:
-                break
-            if (header.is_control and header.base_offset >= reindex_from
-                    and not segment.txn_index.has_entry(header.producer_id, header.base_offset)
-                    and parse_marker(segment.pread(header.size, position)).type is ControlType.ABORT):
-                return True
-        return False
 
     def _batches_after(self, start: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """(segment, position, header) of every batch from the one holding `start` on,

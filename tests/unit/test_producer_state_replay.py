@@ -11,8 +11,7 @@ import pytest
 
 from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
 from ottla.protocol.control import ControlType, EndTxnMarker
-from ottla.storage import compaction
-from ottla.storage import log as log_module
+from ottla.storage import compaction, log_recovery
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import LogConfig
 from ottla.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
@@ -177,7 +176,7 @@ def test_when_recovery_did_not_read_all_to_replay_the_log_is_walked(tmp_path, mo
         assert int(snapshots[0][: -len(SNAPSHOT_SUFFIX)]) < recovery_point
     else:
         delete_snapshots(log.directory)
-        monkeypatch.setattr(log_module, "_REPLAY_HEADERS_KEPT", 10)
+        monkeypatch.setattr(log_recovery, "REPLAY_HEADERS_KEPT", 10)
     walks = []
     original = PartitionLog._batches_after
     monkeypatch.setattr(PartitionLog, "_batches_after",
