@@ -11,6 +11,7 @@ there batch headers are walked with `os.pread` until the wanted offset.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -341,8 +342,15 @@ class LogSegment:
             return None
         if window_start == position and at <= len(window):  # all in the first window
             return ReadSlice(window[:at] if at < len(window) else window, next_offset, position + at)
-        data = FileSlice(fd, position, at) if in_place else os.pread(fd, at, position)
-        return ReadSlice(data, next_offset, position + at)
+        if in_place:
+            try:
+                return ReadSlice(FileSlice(fd, position, at), next_offset, position + at)
+            except OSError as exc:
+                # No descriptor left for the slice (many answers in flight at once, each
+                # holding some): this one is read into memory, as before, and served.
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+        return ReadSlice(os.pread(fd, at, position), next_offset, position + at)
 
     def first_batch_reaching(self, timestamp: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose max timestamp is >= `timestamp`,

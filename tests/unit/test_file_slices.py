@@ -5,11 +5,13 @@ truncated under it is never sent as something else (broker/network/file_sender.p
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
 
 from ottla.broker.network.file_sender import FileSender
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.storage import file_slice
 from ottla.storage.file_slice import FileSlice
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import LogConfig
@@ -82,3 +84,20 @@ def test_a_slice_cut_short_by_a_truncation_ends_the_connection_and_sends_nothing
     assert failures and "cut short" in failures[0]
     assert bytes(received) == b"head" + content[:len(received) - 4], "bytes the file never held were sent"
     assert piece.fd == -1  # the slice's descriptor is closed
+
+
+def test_a_read_in_place_with_no_descriptor_left_is_read_into_memory(tmp_path, monkeypatch):
+    """Each slice holds a descriptor until its answer is sent: with none left (EMFILE),
+    the read is served from memory rather than failing the fetch."""
+    log = PartitionLog.create(str(tmp_path / "p-0"), "p", 0, LogConfig(segment_bytes=8 << 20))
+    for i in range(4):
+        data = build_batch([encode_record(None, bytes([i]) * 100_000)], timestamp=1_000 + i)
+        log.append_batch(data, BatchHeader.parse(data))
+    assert isinstance(log.read(0, 1 << 20, False, True, in_place=True).records, FileSlice)
+
+    def no_descriptor_left(fd: int) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(file_slice.os, "dup", no_descriptor_left)
+    records = log.read(0, 1 << 20, False, True, in_place=True).records
+    assert records == _expected(log, 0, 1 << 20, True)
