@@ -128,7 +128,10 @@ class PartitionLog:
         indexes_lost = {base for base in bases if indexes_missing(directory, base, present)}
         log.segments = [LogSegment(directory, base, has_txn_index=segment_file_name(base, ".txnindex") in present)
                         for base in bases] or [LogSegment(directory, 0)]
-        last_header, checked = recover_segments(log, indexes_lost, clean, recovery_point)
+        recovered = recover_segments(log.segments, config.index_interval_bytes, indexes_lost, clean, recovery_point)
+        log.segments, last_header, checked = recovered.segments, recovered.last_header, recovered.checked
+        log.truncated_bytes += recovered.truncated_bytes
+        log.checked_bytes += recovered.checked_bytes
         log.log_end_offset = last_header.last_offset + 1 if last_header else log.segments[0].base_offset
         log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
         log.flushed_offset = log.log_end_offset if clean else min(recovery_point, log.log_end_offset)

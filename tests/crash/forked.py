@@ -22,8 +22,8 @@ import sys
 import threading
 import time
 
-from ottla.broker.ready_lines import LOADED_LINE, READY_PREFIX
 from ottla.testing import KILL_WAIT_SECONDS, BrokerProcess
+from ottla.tools.ready_lines import LOADED_LINE, READY_PREFIX
 
 _SERVER = r"""
 import json, os, random, signal, sys, traceback
