@@ -20,11 +20,11 @@ from ottla.coordinator.share_coordinator import HeartbeatResult
 from ottla.coordinator.share_group import ShareGroup
 from ottla.coordinator.share_partition import AckBatch
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.views import ZERO_UUID
 
 from ..security.authorizer import Operation, ResourceType
 from ..share_sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from .authorized_operations import OMITTED, authorized_operations
-from .consumer_groups import ZERO_UUID
 from .context import RequestContext
 
 if TYPE_CHECKING:
