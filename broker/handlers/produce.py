@@ -86,7 +86,7 @@ class _Checked:
 
 
 # Per topic, its partitions in the request's order: each a batch to append, or its answer already.
-Checked = list[tuple[str, list["_Checked | PartitionProduceResponse"]]]
+CheckedTopics = list[tuple[str, list["_Checked | PartitionProduceResponse"]]]
 
 
 def handle(ctx: RequestContext, request: ProduceRequest
@@ -114,7 +114,7 @@ def handle(ctx: RequestContext, request: ProduceRequest
         return {"responses": responses}
     # Per topic, per partition: an error already, or a batch to append (and the batches
     # whose records are yet to be checked, in a thread).
-    checked: Checked = []
+    checked: CheckedTopics = []
     in_thread = []
     for topic_data in request.topic_data:
         topic = topic_data.name
@@ -130,7 +130,7 @@ def handle(ctx: RequestContext, request: ProduceRequest
     return _append_all(ctx, request, checked)
 
 
-async def _append_after_checks(ctx: RequestContext, request: ProduceRequest, checked: Checked,
+async def _append_after_checks(ctx: RequestContext, request: ProduceRequest, checked: CheckedTopics,
                                in_thread: list[_Checked]) -> ProduceResponse | None:
     threads = ctx.services.threads
     errors = await asyncio.gather(*(threads.run(_check_records, c, ctx.header.client_id, ctx.peer)
@@ -143,14 +143,14 @@ async def _append_after_checks(ctx: RequestContext, request: ProduceRequest, che
     return _append_all(ctx, request, checked)
 
 
-def _replace(checked: Checked, old: _Checked, new: PartitionProduceResponse) -> None:
+def _replace(checked: CheckedTopics, old: _Checked, new: PartitionProduceResponse) -> None:
     for _, partitions in checked:
         for i, c in enumerate(partitions):
             if c is old:
                 partitions[i] = new
 
 
-def _append_all(ctx: RequestContext, request: ProduceRequest, checked: Checked) -> ProduceResponse | None:
+def _append_all(ctx: RequestContext, request: ProduceRequest, checked: CheckedTopics) -> ProduceResponse | None:
     transactional_id = request.transactional_id
     if transactional_id is not None and ctx.header.api_version >= 12:
         _add_to_transaction(ctx, transactional_id, checked)
@@ -329,7 +329,7 @@ _ADD_PARTITION_ERRORS = {
 }
 
 
-def _add_to_transaction(ctx: RequestContext, transactional_id: str, checked: Checked) -> None:
+def _add_to_transaction(ctx: RequestContext, transactional_id: str, checked: CheckedTopics) -> None:
     """Produce v12 (transaction version 2, KIP-890 part 2): the client sends no
     AddPartitionsToTxn; the broker adds the request's partitions to the transaction
     itself, before any is appended, in one `__transaction_state` record (Kafka sends one
