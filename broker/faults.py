@@ -58,7 +58,7 @@ class Exchange(Protocol):
     header: RequestHeader
     peer: str
 
-    def respond(self, **values: Any) -> Any: ...
+    def entity(self, values: dict[str, Any]) -> Any: ...
 
 
 
@@ -248,7 +248,7 @@ class Faults:
 
     def error_response(self, fault: Fault, ctx: Exchange, request: Any) -> Any:
         assert fault.error is not None, "an error fault names its error"
-        return ctx.respond(**error_response(ctx.header.api_key, request, ErrorCode[fault.error.lower()]))
+        return ctx.entity(error_response(ctx.header.api_key, request, ErrorCode[fault.error.lower()]))
 
     async def before_response(self, fault: Fault, close: Callable[[], None]) -> bool:
         """Apply `fault` between handling a request and answering it. False when the

@@ -41,9 +41,12 @@ import random
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ottla.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from ottla.protocol.views.fetch import PartitionData
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -85,7 +88,7 @@ class CachedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
 
-    def must_answer(self, answer: dict[str, Any]) -> bool:
+    def must_answer(self, answer: PartitionData) -> bool:
         """Whether the partition goes into an incremental answer; notes what it says."""
         must = bool(answer["records"])
         if self.high_watermark != answer["high_watermark"]:
@@ -184,8 +187,8 @@ class FetchSessionCache:
         session.epoch = next_epoch(session.epoch)
         return FetchContext(session.wanted(), session=session, incremental=True, uses_topic_ids=uses_topic_ids)
 
-    def answer(self, context: FetchContext, answers: list[tuple[Wanted, dict[str, Any]]],
-               now_ms: int) -> list[tuple[Wanted, dict[str, Any]]]:
+    def answer(self, context: FetchContext, answers: list[tuple[Wanted, PartitionData]],
+               now_ms: int) -> list[tuple[Wanted, PartitionData]]:
         """The partition answers that go into the response, in order; opens the
         session of a full request that asked for one (then `context.session` is set)."""
         if context.incremental:

@@ -6,8 +6,8 @@ the version the client spoke, read through its API's request view; the answer is
 response view's values (a plain dict, typed by a TypedDict: protocol/views), which the
 dispatcher builds into the kio class of that version (protocol.entities). The table
 pairs each API's views with its handler, so mypy checks both sides of every handler.
-Handlers not typed yet answer with the entity itself (`ctx.respond(...)`), or None to
-send nothing (acks=0 Produce).
+A handler may also answer with the entity itself (`ctx.entity(...)`, built ahead), or
+None to send nothing (acks=0 Produce).
 
 Most handlers run to their end without waiting on anything and are plain functions.
 The few that always wait (a group's JoinGroup and SyncGroup, and SaslAuthenticate, which
@@ -56,10 +56,12 @@ ResponseT = TypeVar("ResponseT")
 
 
 def route(view: View[RequestT, ResponseT],
-          handler: Callable[[RequestContext, RequestT], ResponseT | Built[ResponseT] | Awaitable[ResponseT]],
+          handler: Callable[[RequestContext, RequestT],
+                            ResponseT | Built[ResponseT] | Awaitable[ResponseT | None] | None],
           ) -> tuple[int, Handler]:
     """A row of the table: mypy checks that `handler` takes the API's request view and
-    answers its response view (protocol/views)."""
+    answers its response view (protocol/views), or None to send nothing (a handler says
+    so in its return type: only acks=0 Produce's does)."""
     return view.api.key, handler
 
 

@@ -3,7 +3,6 @@ translations to the group coordinator (coordinator/consumer_protocol.py)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,7 @@ from ottla.coordinator.assignors import Assignment
 from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.consumer_protocol import HeartbeatRequest, HeartbeatResult
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.views import ZERO_UUID
 
 from ..security.authorizer import Operation, ResourceType
 from .authorized_operations import authorized_operations
@@ -20,8 +20,6 @@ from .groups import AUTHORIZED_OPERATIONS_OMITTED
 if TYPE_CHECKING:
     from ottla.protocol.views import consumer_group_describe as describe
     from ottla.protocol.views import consumer_group_heartbeat as heartbeat
-
-ZERO_UUID = uuid.UUID(int=0)
 
 # ConsumerGroupDescribe v1's member_type: a member of the consumer protocol.
 CONSUMER_MEMBER = 1

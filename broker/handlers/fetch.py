@@ -22,19 +22,31 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Iterable
+from typing import TYPE_CHECKING
 
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.views import ZERO_UUID
 
 from ..client_quotas import CONSUMER_BYTE_RATE
-from ..fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, TOPIC_ID_VERSION, FetchContext, Wanted
+from ..fetch_sessions import INVALID_SESSION_ID, TOPIC_ID_VERSION, FetchContext, TopicKey, Wanted
 from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
+
+if TYPE_CHECKING:
+    from ottla.protocol.views.fetch import (
+        AbortedTransaction,
+        FetchableTopicResponse,
+        FetchRequest,
+        FetchResponse,
+        PartitionData,
+    )
+    from ottla.storage.log_manager import Topic
 
 READ_COMMITTED = 1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     """The response, when the partitions have what the request asks for (or it asks not
     to wait); else an awaitable of it, which waits for appends. Answering at once
     without a coroutine lets the connection serve the request inline, as it is read,
@@ -43,63 +55,65 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     context = _context(ctx, request)
     if context.error:
         # The whole request is refused: the client starts over with a full request.
-        return ctx.respond(error_code=context.error, session_id=INVALID_SESSION_ID, responses=[])
+        return {"error_code": context.error, "session_id": INVALID_SESSION_ID, "responses": []}
     deadline = time.monotonic() + request.max_wait.total_seconds()
     topics = _resolve(ctx, context.wanted)
     answers, size, errors = _collect(ctx, request, context.wanted, topics)
     if _answer_now(ctx, request, size, errors, deadline):
-        return _answer(ctx, context, answers)
+        return _answer(ctx, context, answers, size)
     return _long_poll(ctx, request, context, topics, deadline)
 
 
-async def _long_poll(ctx: RequestContext, request: Any, context: FetchContext, topics: dict[Any, Any],
-                     deadline: float) -> Any:
+async def _long_poll(ctx: RequestContext, request: FetchRequest, context: FetchContext,
+                     topics: dict[TopicKey, Topic | None], deadline: float) -> FetchResponse:
     """Wait for appends to the request's partitions until they bring min_bytes, or
     max_wait passes. It looks again before it first waits: the connection's worker
     starts this later than the first look, and an append in between wakes no one."""
     while True:
         answers, size, errors = _collect(ctx, request, context.wanted, topics)
         if _answer_now(ctx, request, size, errors, deadline):
-            return _answer(ctx, context, answers)
-        await ctx.services.waiters.wait([(topics[w.topic].name, w.partition) for w in context.wanted
-                                         if topics[w.topic] is not None], deadline - time.monotonic())
+            return _answer(ctx, context, answers, size)
+        await ctx.services.waiters.wait([(topic.name, w.partition) for w in context.wanted
+                                         if (topic := topics[w.topic]) is not None], deadline - time.monotonic())
 
 
-def _answer_now(ctx: RequestContext, request: Any, size: int, errors: bool, deadline: float) -> bool:
+def _answer_now(ctx: RequestContext, request: FetchRequest, size: int, errors: bool, deadline: float) -> bool:
     return (size >= request.min_bytes or errors or deadline - time.monotonic() <= 0
             or ctx.services.stopping)
 
 
-def _answer(ctx: RequestContext, context: FetchContext, answers: list[tuple[Wanted, dict[str, Any]]]) -> Any:
+def _answer(ctx: RequestContext, context: FetchContext, answers: list[tuple[Wanted, PartitionData]],
+            fetched: int) -> FetchResponse:
+    """The response of `answers`, which hold `fetched` bytes of records."""
     services = ctx.services
-    fetched = sum(len(answer["records"]) for _, answer in answers)
     throttle = services.quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "", fetched,
                                            count_when_over=False)
     if throttle:
         # As Kafka: a fetch over its quota is answered empty, with the time to wait;
         # nothing of it counts, and a session's partitions are read again next time.
         ctx.throttle_ms = throttle
-        return ctx.respond(error_code=ErrorCode.none, throttle_time=throttle, responses=[],
-                           session_id=context.session_id if context.incremental else INVALID_SESSION_ID)
+        return {"error_code": ErrorCode.none, "throttle_time": throttle, "responses": [],
+                "session_id": context.session_id if context.incremental else INVALID_SESSION_ID}
     answers = services.fetch_sessions.answer(context, answers, int(time.time() * 1000))
-    return ctx.respond(error_code=ErrorCode.none, session_id=context.session_id,
-                       responses=_by_topic(answers, context.uses_topic_ids))
+    return {"error_code": ErrorCode.none, "session_id": context.session_id, "responses": _by_topic(answers)}
 
 
-def _context(ctx: RequestContext, request: Any) -> FetchContext:
+def _context(ctx: RequestContext, request: FetchRequest) -> FetchContext:
     """The partitions the request names (by topic name before v13, by topic id from
-    then on), settled against its fetch session, if any (v7+)."""
+    then on; kio reads the all-zero id as None, which names no topic either), settled
+    against its fetch session, if any (v7+; before, no session: its id and epoch read
+    as none and final)."""
     by_id = ctx.version >= TOPIC_ID_VERSION
-    wanted = [Wanted(t.topic_id if by_id else t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+    wanted = [Wanted((t.topic_id or ZERO_UUID) if by_id else t.topic, p.partition, p.fetch_offset,
+                     p.partition_max_bytes)
               for t in request.topics for p in t.partitions]
-    forgotten = [(t.topic_id if by_id else t.topic, partition)
-                 for t in getattr(request, "forgotten_topics_data", None) or () for partition in t.partitions]
-    return ctx.services.fetch_sessions.context(
-        ctx.version, getattr(request, "session_id", INVALID_SESSION_ID), getattr(request, "session_epoch", FINAL_EPOCH),
-        wanted, forgotten, int(time.time() * 1000))
+    forgotten: list[tuple[TopicKey, int]] = [((t.topic_id or ZERO_UUID) if by_id else t.topic, partition)
+                                             for t in request.forgotten_topics_data for partition in t.partitions]
+    return ctx.services.fetch_sessions.context(ctx.version, request.session_id, request.session_epoch, wanted,
+                                               forgotten, int(time.time() * 1000))
 
 
-def _resolve(ctx: RequestContext, wanted: list[Wanted]) -> dict[Any, Any]:
+def _resolve(ctx: RequestContext, wanted: list[Wanted]) -> dict[TopicKey, Topic | None]:
     """The topic (None if unknown) of each topic name or id among `wanted`."""
     logs = ctx.services.logs
     keys = {w.topic for w in wanted}
@@ -108,15 +122,15 @@ def _resolve(ctx: RequestContext, wanted: list[Wanted]) -> dict[Any, Any]:
     return {key: logs.topic(key) if isinstance(key, str) else None for key in keys}
 
 
-def _collect(ctx: RequestContext, request: Any, wanted: list[Wanted],
-             topics: dict[Any, Any]) -> tuple[list[tuple[Wanted, dict[str, Any]]], int, bool]:
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+def _collect(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted],
+             topics: dict[TopicKey, Topic | None]) -> tuple[list[tuple[Wanted, PartitionData]], int, bool]:
+    """Each wanted partition's answer; the bytes of records they hold; whether any is an error."""
+    read_committed = request.isolation_level == READ_COMMITTED
     # As Kafka: the response holds at most the smaller of the client's max_bytes and
     # the broker's fetch.max.bytes, except that the first batch found is returned whole
     # even when it alone is larger (min_one below), so no consumer stalls on a batch
-    # bigger than its limits. v0-v2 have no max_bytes: the broker's limit applies.
-    budget = min(getattr(request, "max_bytes", ctx.services.config.fetch_max_bytes),
-                 ctx.services.config.fetch_max_bytes)
+    # bigger than its limits.
+    budget = min(request.max_bytes, ctx.services.config.fetch_max_bytes)
     # A consumer_byte_rate quota caps it at what the quota lets through in its window.
     window_bytes = ctx.services.quotas.window_bytes(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "")
     if window_bytes is not None:
@@ -125,7 +139,7 @@ def _collect(ctx: RequestContext, request: Any, wanted: list[Wanted],
     errors = False
     readable = {key: topic is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)
                 for key, topic in topics.items()}
-    answers = []
+    answers: list[tuple[Wanted, PartitionData]] = []
     for w in wanted:
         topic = topics[w.topic]
         if not readable[w.topic]:
@@ -170,20 +184,25 @@ def _collect(ctx: RequestContext, request: Any, wanted: list[Wanted],
     return answers, size, errors
 
 
-def _by_topic(answers: list[tuple[Wanted, dict[str, Any]]], by_id: bool) -> list[dict[str, Any]]:
+def _by_topic(answers: list[tuple[Wanted, PartitionData]]) -> list[FetchableTopicResponse]:
     """Partition answers grouped into topic entries: a run of partitions of one topic
     makes one entry, as Kafka builds them. A topic is named (v0-v12) or identified
     (v13+) as the request did: only the field this version has."""
-    field = "topic_id" if by_id else "topic"
-    responses: list[dict[str, Any]] = []
+    responses: list[FetchableTopicResponse] = []
+    partitions: list[PartitionData] = []
+    last: TopicKey | None = None
     for w, answer in answers:
-        if not responses or responses[-1][field] != w.topic:
-            responses.append({field: w.topic, "partitions": []})
-        responses[-1]["partitions"].append(answer)
+        topic = w.topic
+        if topic != last:
+            partitions = []
+            responses.append({"topic": topic, "partitions": partitions} if isinstance(topic, str)
+                             else {"topic_id": topic, "partitions": partitions})
+            last = topic
+        partitions.append(answer)
     return responses
 
 
-def _error(partition: int, code: ErrorCode, aborted: tuple[Any, ...] | None = ()) -> dict[str, Any]:
+def _error(partition: int, code: ErrorCode, aborted: Iterable[AbortedTransaction] | None = ()) -> PartitionData:
     """A partition that is not read: no offsets, as Kafka answers it. Kafka's errors found
     before reading (unknown topic or partition, authorization) carry an empty aborted
     transaction list, those of the read itself none."""

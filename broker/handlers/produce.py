@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, final
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.batch import (
@@ -46,6 +47,15 @@ from ..logging import get_logger
 from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
 
+if TYPE_CHECKING:
+    from ottla.protocol.views.produce import (
+        PartitionProduceResponse,
+        ProduceRequest,
+        ProduceResponse,
+        TopicProduceResponse,
+    )
+    from ottla.storage.log_config import LogConfig
+
 log = get_logger("ottla.produce")
 
 # What is checked on the event loop (see above): bounds of the work one check may hold
@@ -61,6 +71,7 @@ _WRITE, _TOPIC, _TRANSACTIONAL_ID = Operation.WRITE, ResourceType.TOPIC, Resourc
 _NO_ERROR = ErrorCode.none
 
 
+@final  # no subclass: `type(c) is _Checked` tells it from an answer, for mypy too
 @dataclass(slots=True)
 class _Checked:
     """A partition's batch whose header is valid, waiting for its records' check (unless
@@ -74,34 +85,40 @@ class _Checked:
     records_checked: bool
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    """The response, or an awaitable of it when some records are checked in a thread."""
+# Per topic, its partitions in the request's order: each a batch to append, or its answer already.
+CheckedTopics = list[tuple[str, list["_Checked | PartitionProduceResponse"]]]
+
+
+def handle(ctx: RequestContext, request: ProduceRequest
+           ) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
+    """The response, or an awaitable of it when some records are checked in a thread;
+    None for acks=0, which is answered nothing."""
     acks = request.acks
     # Kafka refuses the whole request when it carries transactional batches without a
     # transactional id, or one the client may not write.
     if (request.transactional_id is None and _has_transactional_batch(request)) or (
             request.transactional_id is not None and not ctx.allowed(_WRITE, _TRANSACTIONAL_ID,
                                                                      request.transactional_id)):
-        responses = [
+        responses: list[TopicProduceResponse] = [
             {"name": t.name, "partition_responses": [_error(p.index, ErrorCode.transactional_id_authorization_failed)
                                                      for p in t.partition_data]}
             for t in request.topic_data
         ]
-        return ctx.respond(responses=responses) if acks != 0 else None
+        return {"responses": responses} if acks != 0 else None
     if acks not in (0, 1, -1):
         responses = [
             {"name": t.name, "partition_responses": [_error(p.index, ErrorCode.invalid_required_acks)
                                                      for p in t.partition_data]}
             for t in request.topic_data
         ]
-        return ctx.respond(responses=responses)
+        return {"responses": responses}
     # Per topic, per partition: an error already, or a batch to append (and the batches
     # whose records are yet to be checked, in a thread).
-    checked = []
+    checked: CheckedTopics = []
     in_thread = []
     for topic_data in request.topic_data:
         topic = topic_data.name
-        partitions = []
+        partitions: list[_Checked | PartitionProduceResponse] = []
         for p in topic_data.partition_data:
             c = _check(ctx, topic, p.index, p.records, acks)
             partitions.append(c)
@@ -113,7 +130,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return _append_all(ctx, request, checked)
 
 
-async def _append_after_checks(ctx: RequestContext, request: Any, checked: list, in_thread: list[_Checked]) -> Any:
+async def _append_after_checks(ctx: RequestContext, request: ProduceRequest, checked: CheckedTopics,
+                               in_thread: list[_Checked]) -> ProduceResponse | None:
     threads = ctx.services.threads
     errors = await asyncio.gather(*(threads.run(_check_records, c, ctx.header.client_id, ctx.peer)
                                     for c in in_thread))
@@ -125,20 +143,20 @@ async def _append_after_checks(ctx: RequestContext, request: Any, checked: list,
     return _append_all(ctx, request, checked)
 
 
-def _replace(checked: list, old: _Checked, new: dict[str, Any]) -> None:
+def _replace(checked: CheckedTopics, old: _Checked, new: PartitionProduceResponse) -> None:
     for _, partitions in checked:
         for i, c in enumerate(partitions):
             if c is old:
                 partitions[i] = new
 
 
-def _append_all(ctx: RequestContext, request: Any, checked: list) -> Any:
+def _append_all(ctx: RequestContext, request: ProduceRequest, checked: CheckedTopics) -> ProduceResponse | None:
     transactional_id = request.transactional_id
     if transactional_id is not None and ctx.header.api_version >= 12:
         _add_to_transaction(ctx, transactional_id, checked)
-    responses = []
+    responses: list[TopicProduceResponse] = []
     for topic, partitions in checked:
-        answers = []
+        answers: list[PartitionProduceResponse] = []
         for c in partitions:
             answers.append(_append(ctx, c, transactional_id) if type(c) is _Checked else c)
         responses.append({"name": topic, "partition_responses": answers})
@@ -152,10 +170,10 @@ def _append_all(ctx: RequestContext, request: Any, checked: list) -> Any:
                                                       produced)
     if request.acks == 0:
         return None  # nothing to say; a throttle still holds the connection
-    return ctx.respond(responses=responses, throttle_time=ctx.throttle_ms)
+    return {"responses": responses, "throttle_time": ctx.throttle_ms}
 
 
-def _has_transactional_batch(request: Any) -> bool:
+def _has_transactional_batch(request: ProduceRequest) -> bool:
     for t in request.topic_data:
         for p in t.partition_data:
             records = p.records
@@ -165,7 +183,7 @@ def _has_transactional_batch(request: Any) -> bool:
 
 
 def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | None,
-           acks: int) -> _Checked | dict[str, Any]:
+           acks: int) -> _Checked | PartitionProduceResponse:
     """What can be checked at once: the partition, the batch's header and CRC, and its
     records when they are small."""
     # Authorization first: a client that may not write to a topic does not learn whether it exists.
@@ -226,7 +244,7 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
 
 
 def _check_records(c: _Checked, client_id: str | None, peer: str,
-                   max_decompressed: int | None = None, quiet: bool = False) -> dict[str, Any] | None:
+                   max_decompressed: int | None = None, quiet: bool = False) -> PartitionProduceResponse | None:
     """The records' check (in a worker thread when they are large): None when they are
     well formed, else the partition's error response. With `quiet`, records that do not
     decompress within `max_decompressed` raise InvalidBatch instead."""
@@ -261,7 +279,7 @@ def _check_records(c: _Checked, client_id: str | None, peer: str,
     return None
 
 
-def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> dict[str, Any]:
+def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> PartitionProduceResponse:
     if ctx.services.logs.partition(c.topic, c.partition) is not c.log:
         # Deleted (or deleted and created again) while its records were being checked.
         return _error(c.partition, ErrorCode.unknown_topic_or_partition)
@@ -311,7 +329,7 @@ _ADD_PARTITION_ERRORS = {
 }
 
 
-def _add_to_transaction(ctx: RequestContext, transactional_id: str, checked: list) -> None:
+def _add_to_transaction(ctx: RequestContext, transactional_id: str, checked: CheckedTopics) -> None:
     """Produce v12 (transaction version 2, KIP-890 part 2): the client sends no
     AddPartitionsToTxn; the broker adds the request's partitions to the transaction
     itself, before any is appended, in one `__transaction_state` record (Kafka sends one
@@ -351,7 +369,7 @@ def _verify(ctx: RequestContext, transactional_id: str, header: BatchHeader, top
         raise
 
 
-def _check_timestamps(header: BatchHeader, config: Any, partition: int) -> None:
+def _check_timestamps(header: BatchHeader, config: LogConfig, partition: int) -> None:
     """message.timestamp.before/after.max.ms against the broker's clock, on the batch's
     first and largest timestamps (Kafka checks each record; a producer's batch spans
     milliseconds)."""
@@ -365,12 +383,12 @@ def _check_timestamps(header: BatchHeader, config: Any, partition: int) -> None:
                              f"be within [{max(low, 0)}, {high}]")
 
 
-def _refused_batch(ctx: RequestContext, topic: str, partition: int, exc: InvalidBatch) -> dict[str, Any]:
+def _refused_batch(ctx: RequestContext, topic: str, partition: int, exc: InvalidBatch) -> PartitionProduceResponse:
     return _refused_batch_logged(topic, partition, exc, ctx.header.client_id, ctx.peer)
 
 
 def _refused_batch_logged(topic: str, partition: int, exc: InvalidBatch, client_id: str | None,
-                          peer: str) -> dict[str, Any]:
+                          peer: str) -> PartitionProduceResponse:
     code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
     log.warning("produce refused", topic=topic, partition=partition, error=code.name, reason=str(exc),
                 client_id=client_id, peer=peer)
@@ -379,7 +397,7 @@ def _refused_batch_logged(topic: str, partition: int, exc: InvalidBatch, client_
 
 def _error(partition: int, code: ErrorCode, message: str | None = None,
            record_errors: list[tuple[int, str]] = (),  # type: ignore[assignment]
-           log_start_offset: int = -1) -> dict[str, Any]:
+           log_start_offset: int = -1) -> PartitionProduceResponse:
     """A refused partition. Kafka gives the log start offset with the errors of a batch
     it read against the log (sequence, epoch, transaction state, record and timestamp
     checks, not enough replicas), -1 with the others (unknown partition, sizes, CRC)."""

@@ -13,17 +13,27 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ottla.coordinator.share_coordinator import HeartbeatResult
 from ottla.coordinator.share_group import ShareGroup
 from ottla.coordinator.share_partition import AckBatch
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.views import ZERO_UUID
 
 from ..security.authorizer import Operation, ResourceType
 from ..share_sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from .authorized_operations import OMITTED, authorized_operations
 from .context import RequestContext
+
+if TYPE_CHECKING:
+    from ottla.protocol.views import alter_share_group_offsets as alter_offsets
+    from ottla.protocol.views import delete_share_group_offsets as delete_offsets
+    from ottla.protocol.views import describe_share_group_offsets as describe_offsets
+    from ottla.protocol.views import share_acknowledge, share_fetch
+    from ottla.protocol.views import share_group_describe as describe
+    from ottla.protocol.views import share_group_heartbeat as heartbeat
 
 # ShareGroupDescribe's assignor: Kafka's share assignor.
 SHARE_ASSIGNOR = "simple"
@@ -36,12 +46,13 @@ RECORD_LIMIT = 1  # ShareFetch's share_acquire_mode
 # --- membership ----------------------------------------------------------------------------
 
 
-def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+def handle_heartbeat(ctx: RequestContext, request: heartbeat.ShareGroupHeartbeatRequest
+                     ) -> heartbeat.ShareGroupHeartbeatResponse:
     names = request.subscribed_topic_names
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed, member_epoch=0, heartbeat_interval=0)
+        return {"error_code": ErrorCode.group_authorization_failed, "member_epoch": 0, "heartbeat_interval": 0}
     if names is not None and not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
-        return ctx.respond(error_code=ErrorCode.topic_authorization_failed, member_epoch=0, heartbeat_interval=0)
+        return {"error_code": ErrorCode.topic_authorization_failed, "member_epoch": 0, "heartbeat_interval": 0}
     try:
         result = ctx.services.shares.heartbeat(
             request.group_id, request.member_id, request.member_epoch, request.rack_id,
@@ -50,16 +61,16 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
         result = HeartbeatResult(exc.code, exc.message)
     if result.error is ErrorCode.none and request.member_epoch == -1:
         ctx.services.share_sessions.forget_member(request.group_id, request.member_id)
-    assignment = None
+    assignment: heartbeat.Assignment | None = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
                                            for t, ps in sorted(result.assignment.items())]}
-    return ctx.respond(error_code=result.error, error_message=result.message, member_id=result.member_id,
-                       member_epoch=result.member_epoch, heartbeat_interval=result.heartbeat_interval_ms,
-                       assignment=assignment)
+    return {"error_code": result.error, "error_message": result.message, "member_id": result.member_id,
+            "member_epoch": result.member_epoch, "heartbeat_interval": result.heartbeat_interval_ms,
+            "assignment": assignment}
 
 
-def _described(group: ShareGroup, names: dict[uuid.UUID, str]) -> dict[str, Any]:
+def _described(group: ShareGroup, names: dict[uuid.UUID, str]) -> describe.DescribedGroup:
     return {
         "error_code": ErrorCode.none,
         "group_id": group.group_id,
@@ -82,10 +93,11 @@ def _described(group: ShareGroup, names: dict[uuid.UUID, str]) -> dict[str, Any]
     }
 
 
-def handle_describe(ctx: RequestContext, request: Any) -> Any:
+def handle_describe(ctx: RequestContext, request: describe.ShareGroupDescribeRequest
+                    ) -> describe.ShareGroupDescribeResponse:
     shares = ctx.services.shares
     names = {t.topic_id: name for name, t in ctx.services.logs.topics.items()}
-    described = []
+    described: list[describe.DescribedGroup] = []
     for group_id in request.group_ids:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
             code, message = ErrorCode.group_authorization_failed, None
@@ -106,29 +118,31 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
         described.append({"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
                           "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
                           "authorized_operations": OMITTED})
-    return ctx.respond(groups=described)
+    return {"groups": described}
 
 
 # --- records -------------------------------------------------------------------------------
 
 
-def _ack_batches(batches: Any) -> list[AckBatch]:
+def _ack_batches(batches: Sequence[share_fetch.AcknowledgementBatch]) -> list[AckBatch]:
     if len(batches) > MAX_ACK_BATCHES:
         raise KafkaError(ErrorCode.invalid_request, f"More than {MAX_ACK_BATCHES} acknowledgement batches.")
     return [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
 
 
 def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
-                 topics: Any) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
+                 topics: Iterable[share_fetch.FetchTopic]) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
     """Apply the acknowledgements of each partition: its error, if any."""
     results: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
     logs = ctx.services.logs
     for t in topics:
-        topic = logs.topic_by_id(t.topic_id) if t.topic_id is not None else None
+        # kio reads the all-zero id as None; sessions and answers key partitions by UUID.
+        topic_id = t.topic_id or ZERO_UUID
+        topic = logs.topic_by_id(topic_id)
         for p in t.partitions:
             if not p.acknowledgement_batches:
                 continue
-            key = (t.topic_id, p.partition_index)
+            key = (topic_id, p.partition_index)
             try:
                 if topic is None:
                     raise KafkaError(ErrorCode.unknown_topic_id, None)
@@ -136,7 +150,7 @@ def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
                     raise KafkaError(ErrorCode.topic_authorization_failed, None)
                 if not 0 <= p.partition_index < len(topic.partitions):
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, None)
-                ctx.services.shares.acknowledge(group_id, member_id, t.topic_id, p.partition_index,
+                ctx.services.shares.acknowledge(group_id, member_id, topic_id, p.partition_index,
                                                 _ack_batches(p.acknowledgement_batches))
                 results[key] = (ErrorCode.none, None)
             except KafkaError as exc:
@@ -146,7 +160,7 @@ def _acknowledge(ctx: RequestContext, group_id: str, member_id: str,
 
 def _partition(index: int, code: ErrorCode = ErrorCode.none, message: str | None = None,
                ack: tuple[ErrorCode, str | None] | None = None, node_id: int = 0, records: bytes = b"",
-               acquired: list[tuple[int, int, int]] | None = None) -> dict[str, Any]:
+               acquired: list[tuple[int, int, int]] | None = None) -> share_fetch.PartitionData:
     return {"partition_index": index, "error_code": code, "error_message": message,
             "acknowledge_error_code": int(ack[0]) if ack else 0, "acknowledge_error_message": ack[1] if ack else None,
             "current_leader": {"leader_id": node_id, "leader_epoch": 0}, "records": records,
@@ -154,8 +168,9 @@ def _partition(index: int, code: ErrorCode = ErrorCode.none, message: str | None
                                  for f, last, c in acquired or ()]}
 
 
-def _by_topic(partitions: dict[tuple[uuid.UUID, int], dict[str, Any]]) -> list[dict[str, Any]]:
-    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+def _by_topic(partitions: dict[tuple[uuid.UUID, int], share_fetch.PartitionData]
+              ) -> list[share_fetch.ShareFetchableTopicResponse]:
+    topics: dict[uuid.UUID, list[share_fetch.PartitionData]] = {}
     for (topic_id, _), answer in partitions.items():
         topics.setdefault(topic_id, []).append(answer)
     return [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]
@@ -165,28 +180,34 @@ def _lock_timeout_ms(ctx: RequestContext, group_id: str) -> int:
     return ctx.services.shares.settings(group_id).record_lock_duration_ms
 
 
-def _refused(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
-    return ctx.respond(error_code=code, error_message=message, acquisition_lock_timeout=0, responses=[],
-                       node_endpoints=[])
+def _fetch_refused(code: ErrorCode, message: str | None = None) -> share_fetch.ShareFetchResponse:
+    return {"error_code": code, "error_message": message, "acquisition_lock_timeout": 0, "responses": [],
+            "node_endpoints": []}
 
 
-def _refusal(ctx: RequestContext, group_id: str, member_id: str) -> Any | None:
+def _acknowledge_refused(code: ErrorCode, message: str | None = None) -> share_acknowledge.ShareAcknowledgeResponse:
+    return {"error_code": code, "error_message": message, "acquisition_lock_timeout": 0, "responses": [],
+            "node_endpoints": []}
+
+
+def _refusal(ctx: RequestContext, group_id: str, member_id: str) -> tuple[ErrorCode, str | None] | None:
     """What both ShareFetch and ShareAcknowledge refuse before any session is looked at."""
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, group_id):
-        return _refused(ctx, ErrorCode.group_authorization_failed)
+        return ErrorCode.group_authorization_failed, None
     if not group_id or not member_id:
-        return _refused(ctx, ErrorCode.invalid_request, "GroupId and MemberId must be set.")
+        return ErrorCode.invalid_request, "GroupId and MemberId must be set."
     if ctx.services.shares.loading:
-        return _refused(ctx, ErrorCode.coordinator_load_in_progress)
+        return ErrorCode.coordinator_load_in_progress, None
     return None
 
 
-def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
+def handle_share_fetch(ctx: RequestContext, request: share_fetch.ShareFetchRequest
+                       ) -> share_fetch.ShareFetchResponse | Awaitable[share_fetch.ShareFetchResponse]:
     group_id, member_id = request.group_id or "", request.member_id or ""
     epoch = request.share_session_epoch
     refusal = _refusal(ctx, group_id, member_id)
     if refusal is not None:
-        return refusal
+        return _fetch_refused(*refusal)
     shares, sessions = ctx.services.shares, ctx.services.share_sessions
     acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     try:
@@ -199,9 +220,9 @@ def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         else:
             session = sessions.current(group_id, member_id, epoch)
     except KafkaError as exc:
-        return _refused(ctx, exc.code, exc.message)
-    wanted = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
-    answers: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+        return _fetch_refused(exc.code, exc.message)
+    wanted = [(t.topic_id or ZERO_UUID, p.partition_index) for t in request.topics for p in t.partitions]
+    answers: dict[tuple[uuid.UUID, int], share_fetch.PartitionData] = {}
     ack_results = _acknowledge(ctx, group_id, member_id, request.topics)
     node_id = ctx.services.node_id
     for key, result in ack_results.items():
@@ -210,13 +231,13 @@ def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     if epoch == FINAL_EPOCH:
         shares.release_member(group_id, member_id, [(group_id, t, p) for t, p in session.partitions])
         sessions.close(session)
-        return ctx.respond(error_code=ErrorCode.none, acquisition_lock_timeout=lock_ms, responses=_by_topic(answers),
-                           node_endpoints=[])
+        return {"error_code": ErrorCode.none, "acquisition_lock_timeout": lock_ms, "responses": _by_topic(answers),
+                "node_endpoints": []}
     for key in wanted:
         session.partitions[key] = None
     for t in request.forgotten_topics_data:
         for p in t.partitions:
-            session.partitions.pop((t.topic_id, p), None)
+            session.partitions.pop((t.topic_id or ZERO_UUID, p), None)
     if epoch != INITIAL_EPOCH:
         sessions.advance(session)  # a new session expects 1 next already
     # As Kafka, the answer names only the partitions with records, errors or
@@ -224,13 +245,14 @@ def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     deadline = time.monotonic() + request.max_wait.total_seconds()
     got = _fetch(ctx, request, session, group_id, member_id, answers)
     if got or request.max_wait.total_seconds() <= 0 or not session.partitions:
-        return ctx.respond(error_code=ErrorCode.none, acquisition_lock_timeout=lock_ms, responses=_by_topic(answers),
-                           node_endpoints=[])
+        return {"error_code": ErrorCode.none, "acquisition_lock_timeout": lock_ms, "responses": _by_topic(answers),
+                "node_endpoints": []}
     return _long_poll(ctx, request, session, group_id, member_id, answers, deadline, lock_ms)
 
 
-async def _long_poll(ctx: RequestContext, request: Any, session: ShareSession, group_id: str, member_id: str,
-                     answers: dict[tuple[uuid.UUID, int], dict[str, Any]], deadline: float, lock_ms: int) -> Any:
+async def _long_poll(ctx: RequestContext, request: share_fetch.ShareFetchRequest, session: ShareSession,
+                     group_id: str, member_id: str, answers: dict[tuple[uuid.UUID, int], share_fetch.PartitionData],
+                     deadline: float, lock_ms: int) -> share_fetch.ShareFetchResponse:
     services = ctx.services
     while not services.stopping:
         now = time.monotonic()
@@ -250,19 +272,19 @@ async def _long_poll(ctx: RequestContext, request: Any, session: ShareSession, g
             break  # the session was replaced or closed meanwhile
         if _fetch(ctx, request, session, group_id, member_id, answers):
             break
-    return ctx.respond(error_code=ErrorCode.none, acquisition_lock_timeout=lock_ms, responses=_by_topic(answers),
-                       node_endpoints=[])
+    return {"error_code": ErrorCode.none, "acquisition_lock_timeout": lock_ms, "responses": _by_topic(answers),
+            "node_endpoints": []}
 
 
-def _fetch(ctx: RequestContext, request: Any, session: ShareSession, group_id: str, member_id: str,
-           answers: dict[tuple[uuid.UUID, int], dict[str, Any]]) -> bool:
+def _fetch(ctx: RequestContext, request: share_fetch.ShareFetchRequest, session: ShareSession, group_id: str,
+           member_id: str, answers: dict[tuple[uuid.UUID, int], share_fetch.PartitionData]) -> bool:
     """Acquire records from the session's partitions into `answers`; whether anything
     (records or an error) is worth answering now."""
     services = ctx.services
     records_left = max(request.max_records, 1)
     # ShareFetch v2's acquire mode 1, record-limit: exactly max_records at most (mode 0,
     # batch-optimized, rounds up to whole batches).
-    record_limit = getattr(request, "share_acquire_mode", 0) == RECORD_LIMIT
+    record_limit = request.share_acquire_mode == RECORD_LIMIT
     bytes_left = min(request.max_bytes, services.config.fetch_max_bytes)
     node_id = services.node_id
     news = False
@@ -303,24 +325,25 @@ def _fetch(ctx: RequestContext, request: Any, session: ShareSession, group_id: s
     return news
 
 
-def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
+def handle_share_acknowledge(ctx: RequestContext, request: share_acknowledge.ShareAcknowledgeRequest
+                             ) -> share_acknowledge.ShareAcknowledgeResponse:
     group_id, member_id = request.group_id or "", request.member_id or ""
     epoch = request.share_session_epoch
     refusal = _refusal(ctx, group_id, member_id)
     if refusal is not None:
-        return refusal
+        return _acknowledge_refused(*refusal)
     shares, sessions = ctx.services.shares, ctx.services.share_sessions
     if epoch == INITIAL_EPOCH:
-        return _refused(ctx, ErrorCode.invalid_share_session_epoch)
+        return _acknowledge_refused(ErrorCode.invalid_share_session_epoch)
     try:
         session = sessions.current(group_id, member_id, epoch)
     except KafkaError as exc:
-        return _refused(ctx, exc.code, exc.message)
+        return _acknowledge_refused(exc.code, exc.message)
     if epoch != FINAL_EPOCH:
         sessions.advance(session)
     node_id = ctx.services.node_id
     results = _acknowledge(ctx, group_id, member_id, request.topics)
-    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    topics: dict[uuid.UUID, list[share_acknowledge.PartitionData]] = {}
     for (topic_id, index), (code, message) in results.items():
         topics.setdefault(topic_id, []).append({"partition_index": index, "error_code": code,
                                                 "error_message": message,
@@ -328,9 +351,9 @@ def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     if epoch == FINAL_EPOCH:
         shares.release_member(group_id, member_id, [(group_id, t, p) for t, p in session.partitions])
         sessions.close(session)
-    return ctx.respond(error_code=ErrorCode.none, acquisition_lock_timeout=_lock_timeout_ms(ctx, group_id),
-                       responses=[{"topic_id": t, "partitions": ps} for t, ps in topics.items()],
-                       node_endpoints=[])
+    return {"error_code": ErrorCode.none, "acquisition_lock_timeout": _lock_timeout_ms(ctx, group_id),
+            "responses": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()],
+            "node_endpoints": []}
 
 
 # --- the share-group offsets APIs ----------------------------------------------------------
@@ -338,13 +361,14 @@ def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
 _NOT_HOSTED = "This server does not host this topic-partition."
 
 
-def handle_describe_offsets(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_offsets(ctx: RequestContext, request: describe_offsets.DescribeShareGroupOffsetsRequest
+                            ) -> describe_offsets.DescribeShareGroupOffsetsResponse:
     """DescribeShareGroupOffsets: each share-partition's start offset (and, from v1, its
     lag). Named topics that do not exist are UNKNOWN_TOPIC_OR_PARTITION; a group that
     does not exist answers no topics, as Kafka does."""
     shares, logs = ctx.services.shares, ctx.services.logs
     names = {t.topic_id: name for name, t in logs.topics.items()}
-    groups = []
+    groups: list[describe_offsets.DescribeShareGroupOffsetsResponseGroup] = []
     for wanted in request.groups:
         group_id = wanted.group_id
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -364,10 +388,10 @@ def handle_describe_offsets(ctx: RequestContext, request: Any) -> Any:
                     asked[-1][1].append(partition)
         else:
             asked = [(t.topic_name, list(t.partitions)) for t in wanted.topics]
-        topics = []
+        topics: list[describe_offsets.DescribeShareGroupOffsetsResponseTopic] = []
         for name, partitions in asked:
             topic = logs.topic(name)
-            answers = []
+            answers: list[describe_offsets.DescribeShareGroupOffsetsResponsePartition] = []
             for p in partitions:
                 code, start, lag = ErrorCode.none, -1, -1
                 if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
@@ -381,19 +405,21 @@ def handle_describe_offsets(ctx: RequestContext, request: Any) -> Any:
                                 "error_message": _NOT_HOSTED if code is ErrorCode.unknown_topic_or_partition else None})
             topics.append({"topic_name": name, "topic_id": topic.topic_id if topic else None, "partitions": answers})
         groups.append({"group_id": group_id, "topics": topics, "error_code": ErrorCode.none})
-    return ctx.respond(groups=groups)
+    return {"groups": groups}
 
 
-def handle_alter_offsets(ctx: RequestContext, request: Any) -> Any:
+def handle_alter_offsets(ctx: RequestContext, request: alter_offsets.AlterShareGroupOffsetsRequest
+                         ) -> alter_offsets.AlterShareGroupOffsetsResponse:
     """AlterShareGroupOffsets: new start offsets for an empty share group's partitions."""
     shares, logs = ctx.services.shares, ctx.services.logs
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed, responses=[])
-    answers, starts = [], []
+        return {"error_code": ErrorCode.group_authorization_failed, "responses": []}
+    answers: list[alter_offsets.AlterShareGroupOffsetsResponseTopic] = []
+    starts: list[tuple[uuid.UUID, int, int]] = []
     for t in request.topics:
         topic = logs.topic(t.topic_name)
         readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, t.topic_name)
-        partitions = []
+        partitions: list[alter_offsets.AlterShareGroupOffsetsResponsePartition] = []
         for p in t.partitions:
             code = ErrorCode.none
             if not readable:
@@ -409,17 +435,19 @@ def handle_alter_offsets(ctx: RequestContext, request: Any) -> Any:
     try:
         shares.alter_offsets(request.group_id, starts)
     except KafkaError as exc:
-        return ctx.respond(error_code=exc.code, error_message=exc.message, responses=[])
-    return ctx.respond(error_code=ErrorCode.none, responses=answers)
+        return {"error_code": exc.code, "error_message": exc.message, "responses": []}
+    return {"error_code": ErrorCode.none, "responses": answers}
 
 
-def handle_delete_offsets(ctx: RequestContext, request: Any) -> Any:
+def handle_delete_offsets(ctx: RequestContext, request: delete_offsets.DeleteShareGroupOffsetsRequest
+                          ) -> delete_offsets.DeleteShareGroupOffsetsResponse:
     """DeleteShareGroupOffsets: an empty share group forgets the state of these topics."""
     shares, logs = ctx.services.shares, ctx.services.logs
     if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, request.group_id):
-        return ctx.respond(error_code=ErrorCode.group_authorization_failed, responses=[])
+        return {"error_code": ErrorCode.group_authorization_failed, "responses": []}
     had_state = bool(shares.offsets_of(request.group_id))
-    answers, topic_ids = [], []
+    answers: list[delete_offsets.DeleteShareGroupOffsetsResponseTopic] = []
+    topic_ids: list[uuid.UUID] = []
     for t in request.topics:
         topic = logs.topic(t.topic_name)
         code = ErrorCode.none
@@ -434,7 +462,7 @@ def handle_delete_offsets(ctx: RequestContext, request: Any) -> Any:
     try:
         shares.delete_offsets(request.group_id, topic_ids)
     except KafkaError as exc:
-        return ctx.respond(error_code=exc.code, error_message=exc.message, responses=[])
+        return {"error_code": exc.code, "error_message": exc.message, "responses": []}
     if not had_state:
         answers = []  # Kafka answers no topic at all for a group without share-partitions
-    return ctx.respond(error_code=ErrorCode.none, responses=answers)
+    return {"error_code": ErrorCode.none, "responses": answers}

@@ -11,7 +11,8 @@ MISSING_INTERNAL_TOPICS status's detail otherwise.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ottla.coordinator.streams_group import StreamsGroup
 from ottla.coordinator.streams_group_records import (
@@ -33,10 +34,14 @@ from .authorized_operations import authorized_operations
 from .context import RequestContext
 from .groups import AUTHORIZED_OPERATIONS_OMITTED
 
+if TYPE_CHECKING:
+    from ottla.protocol.views import streams_group_describe as describe
+    from ottla.protocol.views import streams_group_heartbeat as heartbeat
+
 log = get_logger("ottla.streams_groups")
 
 
-def _tasks(tasks: Any) -> Tasks | None:
+def _tasks(tasks: Iterable[heartbeat.TaskIds] | None) -> Tasks | None:
     if tasks is None:
         return None
     out: dict[str, frozenset[int]] = {}
@@ -45,11 +50,11 @@ def _tasks(tasks: Any) -> Tasks | None:
     return out
 
 
-def _topic_info(t: Any) -> TopicInfo:
+def _topic_info(t: heartbeat.TopicInfo) -> TopicInfo:
     return TopicInfo(t.name, t.partitions, t.replication_factor, tuple((c.key, c.value) for c in t.topic_configs))
 
 
-def _topology(topology: Any) -> Topology | None:
+def _topology(topology: heartbeat.Topology | None) -> Topology | None:
     if topology is None:
         return None
     return Topology(topology.epoch, tuple(
@@ -61,7 +66,7 @@ def _topology(topology: Any) -> Topology | None:
         for s in topology.subtopologies))
 
 
-def _task_ids(tasks: Tasks) -> list[dict[str, Any]]:
+def _task_ids(tasks: Tasks) -> list[heartbeat.TaskIdsResponse]:
     return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items()) if ps]
 
 
@@ -95,12 +100,13 @@ def _create_internal_topics(ctx: RequestContext, result: StreamsHeartbeatResult)
                        for code, text in result.statuses]
 
 
-def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
-    def refused(code: ErrorCode) -> Any:
-        return ctx.respond(error_code=code, member_id="", member_epoch=0, heartbeat_interval=0,
-                           acceptable_recovery_lag=0, task_offset_interval=0, status=[], active_tasks=None,
-                           standby_tasks=None, warmup_tasks=None, endpoint_information_epoch=0,
-                           partitions_by_user_endpoint=None)
+def handle_heartbeat(ctx: RequestContext, request: heartbeat.StreamsGroupHeartbeatRequest
+                     ) -> heartbeat.StreamsGroupHeartbeatResponse:
+    def refused(code: ErrorCode) -> heartbeat.StreamsGroupHeartbeatResponse:
+        return {"error_code": code, "member_id": "", "member_epoch": 0, "heartbeat_interval": 0,
+                "acceptable_recovery_lag": 0, "task_offset_interval": 0, "status": [], "active_tasks": None,
+                "standby_tasks": None, "warmup_tasks": None, "endpoint_information_epoch": 0,
+                "partitions_by_user_endpoint": None}
 
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         return refused(ErrorCode.group_authorization_failed)
@@ -141,30 +147,30 @@ def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     assignment = result.assignment
     # Kafka 4.3.1 never sets the acceptable recovery lag or the task offset interval
     # (its coordinator leaves both 0; the Streams client keeps its own configs).
-    return ctx.respond(
-        error_code=result.error, error_message=result.message, member_id=result.member_id,
-        member_epoch=result.member_epoch, heartbeat_interval=result.heartbeat_interval_ms,
-        acceptable_recovery_lag=0, task_offset_interval=0,
-        status=[] if result.error is not ErrorCode.none else [
+    return {
+        "error_code": result.error, "error_message": result.message, "member_id": result.member_id,
+        "member_epoch": result.member_epoch, "heartbeat_interval": result.heartbeat_interval_ms,
+        "acceptable_recovery_lag": 0, "task_offset_interval": 0,
+        "status": [] if result.error is not ErrorCode.none else [
             {"status_code": code, "status_detail": detail} for code, detail in result.statuses],
-        active_tasks=None if assignment is None else _task_ids(assignment.active),
-        standby_tasks=None if assignment is None else _task_ids(assignment.standby),
-        warmup_tasks=None if assignment is None else _task_ids(assignment.warmup),
-        endpoint_information_epoch=0, partitions_by_user_endpoint=None)
+        "active_tasks": None if assignment is None else _task_ids(assignment.active),
+        "standby_tasks": None if assignment is None else _task_ids(assignment.standby),
+        "warmup_tasks": None if assignment is None else _task_ids(assignment.warmup),
+        "endpoint_information_epoch": 0, "partitions_by_user_endpoint": None}
 
 
-def _described_tasks(a: TaskAssignment) -> dict[str, Any]:
+def _described_tasks(a: TaskAssignment) -> describe.Assignment:
     return {"active_tasks": _task_ids(a.active), "standby_tasks": _task_ids(a.standby),
             "warmup_tasks": _task_ids(a.warmup)}
 
 
-def _described_topic(t: TopicInfo) -> dict[str, Any]:
+def _described_topic(t: TopicInfo) -> describe.TopicInfo:
     return {"name": t.name, "partitions": t.partitions, "replication_factor": t.replication_factor,
             "topic_configs": [{"key": k, "value": v} for k, v in t.configs]}
 
 
-def _described(group: StreamsGroup) -> dict[str, Any]:
-    topology = None
+def _described(group: StreamsGroup) -> describe.DescribedGroup:
+    topology: describe.Topology | None = None
     if group.topology is not None:
         topology = {"epoch": group.topology.epoch, "subtopologies": [{
             "subtopology_id": s.subtopology_id,
@@ -173,7 +179,7 @@ def _described(group: StreamsGroup) -> dict[str, Any]:
             "state_changelog_topics": [_described_topic(t) for t in s.state_changelog_topics],
             "repartition_source_topics": [_described_topic(t) for t in s.repartition_source_topics],
         } for s in group.topology.subtopologies]}
-    members = []
+    members: list[describe.Member] = []
     for m in group.members.values():
         meta = m.metadata
         members.append({
@@ -193,9 +199,10 @@ def _described(group: StreamsGroup) -> dict[str, Any]:
             "members": members, "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def handle_describe(ctx: RequestContext, request: Any) -> Any:
+def handle_describe(ctx: RequestContext, request: describe.StreamsGroupDescribeRequest
+                    ) -> describe.StreamsGroupDescribeResponse:
     coordinator = ctx.services.groups
-    described = []
+    described: list[describe.DescribedGroup] = []
     for group_id in request.group_ids:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
             code, message = ErrorCode.group_authorization_failed, None
@@ -211,4 +218,4 @@ def handle_describe(ctx: RequestContext, request: Any) -> Any:
         described.append({"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
                           "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-    return ctx.respond(groups=described)
+    return {"groups": described}

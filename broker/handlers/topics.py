@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.views import ZERO_UUID
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 from ..config_entries import ConfigSource
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 log = get_logger("ottla.topics")
 
-ZERO_UUID = uuid.UUID(int=0)
 DEFAULT = -1  # num_partitions / replication_factor: "use the broker's default"
 
 

@@ -21,14 +21,32 @@ codec.request_class loads it.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, fields
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..apis import Api
 from ..kio_schema import EntityField, EntityTupleField, classify_field
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
+
+# kio reads the all-zero UUID (a topic id not given) as None, which a view types as
+# `uuid.UUID | None`; the broker keys topics by UUID, and the zero one names none.
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class RecordsInFile(Protocol):
+    """Records a response leaves in their file (storage.FileSlice, Fetch's answer): the
+    encoder writes their length and passes the range on as a chunk of its own, which the
+    connection sends from the file (broker/network/file_sender.py). A response
+    view's records are bytes or these."""
+
+    fd: int
+    position: int
+    size: int
+
+    def __len__(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

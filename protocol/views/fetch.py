@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Protocol, TypedDict
 
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.views import RecordsInFile
 
 
 class ReplicaState(Protocol):
@@ -83,7 +84,7 @@ class PartitionData(TypedDict, total=False):
     snapshot_id: SnapshotId  # v12+
     aborted_transactions: Iterable[AbortedTransaction] | None
     preferred_read_replica: int  # v11+
-    records: bytes | None
+    records: bytes | RecordsInFile | None
 
 
 class FetchableTopicResponse(TypedDict, total=False):

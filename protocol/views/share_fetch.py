@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Protocol, TypedDict
 
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.views import RecordsInFile
 
 
 class AcknowledgementBatch(Protocol):
@@ -65,7 +66,7 @@ class PartitionData(TypedDict, total=False):
     acknowledge_error_code: int
     acknowledge_error_message: str | None
     current_leader: LeaderIdAndEpoch
-    records: bytes
+    records: bytes | RecordsInFile
     acquired_records: Iterable[AcquiredRecords]
 
 
