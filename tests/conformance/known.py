@@ -70,8 +70,6 @@ KNOWN: list[Known] = [
           lambda d: (d.ottla, d.kafka) == (1, 2)),
     Known("classic-member-in-consumer-group", 11, r"error_code|member_id", step=r"classic-join-into-consumer-group"),
     Known("streams-topology-size", 88, r".*", step=r"join-oversized-topology"),
-    Known("streams-group-first-epoch", None, r"(.*\.)?(member_epoch|group_epoch|assignment_epoch)",
-          lambda d: isinstance(d.ottla, int) and d.kafka == d.ottla + 1, step=r"(join|describe).*"),
 ]
 
 
