@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .group import GroupConfig
-from .share_config import ShareConfig
-from .share_coordinator import share_group_configs
+from .share_config import ShareConfig, share_group_configs
 
 # Kafka's ConfigDef types, as DescribeConfigs numbers them.
 BOOLEAN, STRING, INT = 1, 2, 3
