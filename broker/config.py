@@ -23,9 +23,19 @@ from ottla.coordinator.group import GroupConfig
 from ottla.coordinator.share_config import ShareConfig
 from ottla.storage.log_config import TOPIC_CONFIGS, LogConfig
 
+from .config_values import (
+    assignors,
+    at_least,
+    authorizer,
+    boolean,
+    checked_connection_overrides,
+    http_listener,
+    one_dir,
+    one_of,
+    tcp_port,
+)
 from .development_defaults import DEVELOPMENT_DEFAULTS
 from .development_defaults import SOURCE as DEVELOPMENT_SOURCE
-from .security.authorizer import AUTHORIZER_CLASSES
 from .security.security_config import (
     ListenerSecurity,
     SecurityConfigError,
@@ -33,93 +43,6 @@ from .security.security_config import (
     is_security_property,
     listener_security,
 )
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def _one_of(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, got {text!r}")
-        return value
-
-    return parse
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise ValueError(f"{value} is not a TCP port")
-    return value
-
-
-def _http_listener(text: str) -> tuple[str, int]:
-    """schema.registry.listeners: one http://host:port, as Confluent's `listeners` (one listener)."""
-    scheme, _, address = text.strip().partition("://")
-    host, _, port = address.rstrip("/").rpartition(":")
-    if scheme.lower() != "http" or not host or "," in text:
-        raise ValueError(f"expected one listener http://host:port, got {text!r}")
-    return host.strip("[]"), _port(port)
-
-
-def _assignors(text: str) -> tuple[str, ...]:
-    """group.consumer.assignors: Kafka takes short names or the assignors' class names."""
-    known = {"uniform": "uniform", "range": "range",
-             "org.apache.kafka.coordinator.group.assignor.uniformassignor": "uniform",
-             "org.apache.kafka.coordinator.group.assignor.rangeassignor": "range"}
-    names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    if not names or any(n not in known for n in names):
-        raise ValueError(f"expected a list of uniform and range, got {text!r}")
-    return tuple(dict.fromkeys(known[n] for n in names))
-
-
-def _one_dir(text: str) -> str:
-    # Kafka spreads partitions over several log.dirs; a single node keeps one.
-    dirs = [d.strip() for d in text.split(",") if d.strip()]
-    if len(dirs) != 1:
-        raise ValueError(f"Ottla keeps its data in one directory, got {text!r}")
-    return dirs[0]
-
-
-def _authorizer(text: str) -> str:
-    value = text.strip()
-    if value and value not in AUTHORIZER_CLASSES:
-        raise ValueError(f"{value} is not an authorizer Ottla has; use {AUTHORIZER_CLASSES[0]}")
-    return value
-
-
-def _at_least(least: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < least:
-            raise ValueError(f"must be at least {least}")
-        return value
-    return parse
-
-
-def connection_overrides(text: str) -> dict[str, int]:
-    """max.connections.per.ip.overrides, "host:count,host:count" (Kafka's map syntax; an
-    IPv6 address before its last colon), as {host: count}. ValueError if malformed."""
-    overrides: dict[str, int] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        host, sep, count = item.rpartition(":")
-        if not sep or not host.strip() or not count.strip().isdigit():
-            raise ValueError(f"expected host:count, got {item!r}")
-        overrides[host.strip()] = int(count)
-    return overrides
-
-
-def _connection_overrides(text: str) -> str:
-    connection_overrides(text)  # checked here; network/connection_quotas.py reads it
-    return text
 
 
 class ConfigError(ValueError):
@@ -140,7 +63,7 @@ class Property:
 
 PROPERTIES: tuple[Property, ...] = (
     Property("num.partitions", "num_partitions", int, "partitions of an auto-created topic"),
-    Property("auto.create.topics.enable", "auto_create_topics_enable", _bool,
+    Property("auto.create.topics.enable", "auto_create_topics_enable", boolean,
              "create a topic when a client asks for its metadata"),
     Property("socket.request.max.bytes", "socket_request_max_bytes", int, "largest request frame accepted"),
     Property("queued.max.request.bytes", "queued_max_request_bytes", int,
@@ -173,7 +96,7 @@ PROPERTIES: tuple[Property, ...] = (
              "KIP-848 consumer groups: how often members send a heartbeat"),
     Property("group.consumer.max.size", "group_consumer_max_size", int,
              "KIP-848 consumer groups: most members in one group"),
-    Property("group.consumer.assignors", "group_consumer_assignors", _assignors,
+    Property("group.consumer.assignors", "group_consumer_assignors", assignors,
              "KIP-848 consumer groups: the server-side assignors, the default first (uniform, range)"),
     Property("group.share.record.lock.duration.ms", "group_share_record_lock_duration_ms", int,
              "share groups: how long acquired records stay locked to a member (default of the group config)"),
@@ -218,37 +141,37 @@ PROPERTIES: tuple[Property, ...] = (
              "forget an idle producer's sequences after this long (unless its transaction is open)"),
     Property("transactional.id.expiration.ms", "transactional_id_expiration_ms", int,
              "forget a transactional id unused for this long"),
-    Property("fsync.on.ack", "fsync", _bool,
+    Property("fsync.on.ack", "fsync", boolean,
              "Ottla's own: fsync before acknowledging, concurrent producers sharing one fsync"),
-    Property("log.dirs", "data_dir", _one_dir, "the directory partitions are stored in (one)"),
-    Property("log.dir", "data_dir", _one_dir, "the same as log.dirs, as in Kafka"),
+    Property("log.dirs", "data_dir", one_dir, "the directory partitions are stored in (one)"),
+    Property("log.dir", "data_dir", one_dir, "the same as log.dirs, as in Kafka"),
     # Ottla's own: Kafka configures its logging through log4j and has no admin endpoint.
-    Property("log.level", "log_level", _one_of("debug", "info", "warning", "error"), "Ottla's own log level"),
-    Property("log.format", "log_format", _one_of("console", "json"),
+    Property("log.level", "log_level", one_of("debug", "info", "warning", "error"), "Ottla's own log level"),
+    Property("log.format", "log_format", one_of("console", "json"),
              "Ottla's log lines: console for people, json for machines"),
-    Property("admin.port", "admin_port", _port,
+    Property("admin.port", "admin_port", tcp_port,
              "port of the admin HTTP endpoint (/healthz, /metrics, /faults); off if unset"),
     Property("admin.host", "admin_host", str, "interface of the admin endpoint (127.0.0.1 unless set)"),
     Property("admin.token", "admin_token", str,
              "a secret every change through the admin endpoint must carry (Authorization: Bearer)"),
-    Property("admin.console.remote", "admin_console_remote", _bool,
+    Property("admin.console.remote", "admin_console_remote", boolean,
              "serve the web console to other machines on a broker without SASL listeners or ACLs"),
-    Property("schema.registry.listeners", "schema_registry_listener", _http_listener,
+    Property("schema.registry.listeners", "schema_registry_listener", http_listener,
              "Ottla's own: serve Confluent's Schema Registry API at http://host:port (off if unset)"),
-    Property("authorizer.class.name", "authorizer_class_name", _authorizer,
+    Property("authorizer.class.name", "authorizer_class_name", authorizer,
              "org.apache.kafka.metadata.authorizer.StandardAuthorizer switches ACLs on (empty: off)"),
     Property("super.users", "super_users", str, "principals allowed everything: User:admin;User:ops"),
-    Property("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool,
+    Property("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", boolean,
              "allow a request on a resource no ACL names (refused by default)"),
-    Property("max.connections", "max_connections", _at_least(0),
+    Property("max.connections", "max_connections", at_least(0),
              "most connections served at once; past it new ones wait until one closes"),
-    Property("max.connections.per.ip", "max_connections_per_ip", _at_least(0),
+    Property("max.connections.per.ip", "max_connections_per_ip", at_least(0),
              "most connections from one address; past it a new one is closed once accepted"),
-    Property("max.connections.per.ip.overrides", "max_connections_per_ip_overrides", _connection_overrides,
+    Property("max.connections.per.ip.overrides", "max_connections_per_ip_overrides", checked_connection_overrides,
              "per address or host name, a bound other than max.connections.per.ip: host:count,host:count"),
-    Property("max.broker.partitions", "max_broker_partitions", _at_least(1),
+    Property("max.broker.partitions", "max_broker_partitions", at_least(1),
              "Ottla's own (KIP-578's name): most partitions clients may create, internal topics aside"),
-    Property("max.transactional.ids", "max_transactional_ids", _at_least(1),
+    Property("max.transactional.ids", "max_transactional_ids", at_least(1),
              "Ottla's own: most transactional ids kept; a new one past it is refused (POLICY_VIOLATION)"),
 )
 BY_KAFKA_NAME = {p.kafka_name: p for p in PROPERTIES}
@@ -307,7 +230,7 @@ def _parse_endpoints(key: str, text: str) -> dict[str, tuple[str, int]]:
         if not sep or not colon:
             raise ConfigError(key, f"invalid value for {key}: expected NAME://HOST:PORT, got {item!r}")
         try:
-            port = _port(port_text)
+            port = tcp_port(port_text)
         except ValueError as exc:
             raise ConfigError(key, f"invalid value for {key}: {exc}") from None
         name = name.upper()

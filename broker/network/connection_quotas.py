@@ -21,7 +21,8 @@ import socket
 from collections import Counter, deque
 from typing import Protocol
 
-from ..config import BrokerConfig, ConfigError, connection_overrides
+from ..config import BrokerConfig, ConfigError
+from ..config_values import connection_overrides
 from ..logging import get_logger
 
 log = get_logger("ottla.connection")
