@@ -18,19 +18,38 @@ something else.
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 
 
 class ShortSlice(OSError):
     """The file ended before the slice did: it was truncated after the slice was taken."""
 
 
+def slice_limit() -> int:
+    """Slices that may hold a descriptor at once: a quarter of what the open-files budget
+    (storage/open_files.py) leaves for connections and everything else. A client that
+    asks for many large ranges (one partition listed hundreds of times) and then stops
+    reading keeps its slices until the connection goes: past this, ranges are read into
+    memory as before (LogSegment.read), and accepting connections, rolling segments and
+    flushing still find descriptors."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(64, max(1024, soft // 4) // 4)
+
+
 class FileSlice:
     __slots__ = ("fd", "position", "size")
+    live = 0  # slices holding a descriptor, in the whole process
 
     def __init__(self, fd: int, position: int, size: int) -> None:
         self.fd = -1  # for __del__, should dup fail
+        if FileSlice.live >= slice_limit():
+            raise OSError(errno.EMFILE, "the descriptors for answers sent from files are all in use")
         self.fd = os.dup(fd)
+        FileSlice.live += 1
         self.position = position
         self.size = size
 
@@ -53,6 +72,7 @@ class FileSlice:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+            FileSlice.live -= 1
 
     def __del__(self) -> None:
         # An answer dropped unsent (a throttled fetch, a long poll that looks again, a

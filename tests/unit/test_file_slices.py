@@ -101,3 +101,21 @@ def test_a_read_in_place_with_no_descriptor_left_is_read_into_memory(tmp_path, m
     monkeypatch.setattr(file_slice.os, "dup", no_descriptor_left)
     records = log.read(0, 1 << 20, False, True, in_place=True).records
     assert records == _expected(log, 0, 1 << 20, True)
+
+
+def test_slices_past_the_process_budget_are_read_into_memory(tmp_path, monkeypatch):
+    """A client listing one large partition many times and never reading its answers
+    holds a descriptor per slice: past the budget, ranges come back as bytes."""
+    log = PartitionLog.create(str(tmp_path / "p-0"), "p", 0, LogConfig(segment_bytes=8 << 20))
+    data = build_batch([encode_record(None, b"x" * 100_000)], timestamp=1_000)
+    log.append_batch(data, BatchHeader.parse(data))
+    limit = FileSlice.live + 3
+    monkeypatch.setattr(file_slice, "slice_limit", lambda: limit)
+    held = [log.read(0, 1 << 20, False, True, in_place=True).records for _ in range(5)]
+    assert [isinstance(r, FileSlice) for r in held] == [True, True, True, False, False]
+    assert all(bytes(r) == data for r in held)  # type: ignore[arg-type]
+    before = FileSlice.live
+    for r in held:
+        if isinstance(r, FileSlice):
+            r.close()
+    assert FileSlice.live == before - 3
