@@ -44,7 +44,12 @@ def duration_ms(text: str) -> int | None:
     if match is None or text in ("P", "PT") or text.endswith("T"):
         return None
     days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+    total = ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000
+    # Hundreds of digits make an infinite float: no duration Java's Duration can hold
+    # (nor its milliseconds a long), so not one, as Kafka refuses it.
+    if not total < 2**63:
+        return None
+    return int(total)
 
 
 class OutOfBounds(ValueError):

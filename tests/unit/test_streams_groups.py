@@ -453,6 +453,11 @@ def test_group_configs_are_checked_with_kafkas_bounds_and_messages():
     assert check(tight, {"streams.session.timeout.ms": "20000"}) is None
     with pytest.raises(KafkaError, match="streams.session.timeout.ms must be greater than streams.heartbeat"):
         check(tight, {"streams.session.timeout.ms": "20000", "streams.heartbeat.interval.ms": "20000"})
+    # A duration of hundreds of digits is no duration (Kafka: INVALID_CONFIG), not a crash
+    # of the handler (the float it made was infinite).
+    for huge in ("by_duration:PT" + "9" * 400 + "S", "by_duration:P" + "9" * 400 + "D"):
+        assert (fault(share_auto_offset_reset=huge) or "").startswith(
+            "Invalid value by_duration:P"), huge
 
 
 def test_a_full_group_refuses_a_new_member_as_kafka_does(tmp_path):
