@@ -29,7 +29,8 @@ from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager
 
 from .assignors import Assignment
-from .group import Group
+from .group import Group, GroupConfig
+from .group_resource_configs import definitions, effective
 from .loading import replay
 from .share_config import ShareConfig, duration_ms, share_group_configs
 from .share_group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareMember, metadata_hash, simple_assignment
@@ -111,22 +112,25 @@ class ShareCoordinator:
     # --- settings ------------------------------------------------------------------------
 
     def settings(self, group_id: str) -> GroupSettings:
-        defined = share_group_configs(self.config)
+        # A number: the group's own within the broker's bounds of now, as other groups'
+        # (effective: Kafka's GroupConfig.evaluate). The others: its own if valid.
         overrides = self.group_configs(group_id)
+        defined = definitions(GroupConfig(), self.config)
+        choices = share_group_configs(self.config)
 
         def value(name: str) -> object:
-            default, parse = defined[name]
+            default, parse = choices[name]
             try:
                 return parse(overrides.get(name, default))
             except ValueError:
                 return parse(default)
 
         return GroupSettings(
-            int(value("share.session.timeout.ms")),  # type: ignore[call-overload]
-            int(value("share.heartbeat.interval.ms")),  # type: ignore[call-overload]
-            int(value("share.record.lock.duration.ms")),  # type: ignore[call-overload]
-            int(value("share.delivery.count.limit")),  # type: ignore[call-overload]
-            int(value("share.partition.max.record.locks")),  # type: ignore[call-overload]
+            effective(defined, overrides, "share.session.timeout.ms"),
+            effective(defined, overrides, "share.heartbeat.interval.ms"),
+            effective(defined, overrides, "share.record.lock.duration.ms"),
+            effective(defined, overrides, "share.delivery.count.limit"),
+            effective(defined, overrides, "share.partition.max.record.locks"),
             str(value("share.auto.offset.reset")),
             value("share.isolation.level") == "read_committed",
             bool(value("share.renew.acknowledge.enable")),

@@ -274,3 +274,22 @@ def test_batches_are_acquired_whole_within_the_records_in_flight(tmp_path, monke
     upper = h.log.high_watermark
     monkeypatch.setattr(module, "BATCH_OVERRUN", 50)
     assert acquire("a", max_locks=10) == [(0, 49, 1)] and len(h.sp.states) == 50
+
+
+def test_a_groups_own_numbers_are_kept_within_the_brokers_bounds_of_now(tmp_path):
+    """A share group's config set when the broker's bounds were wider runs at the bound,
+    as consumer and streams groups' do (Kafka's GroupConfig.evaluate), and a value that
+    is no number runs at the broker's setting."""
+    from ottla.coordinator.share_config import ShareConfig
+    from ottla.coordinator.share_coordinator import ShareCoordinator
+    from ottla.storage.log_config import LogConfig
+    from ottla.storage.log_manager import LogManager
+
+    own = {"g": {"share.record.lock.duration.ms": "90000", "share.delivery.count.limit": "1",
+                 "share.session.timeout.ms": "x"}}
+    shares = ShareCoordinator(LogManager(str(tmp_path), LogConfig()), lambda: None, ShareConfig(), {}, lambda _: False,
+                              lambda group_id: own.get(group_id, {}), write_group=lambda *_: None)
+    settings = shares.settings("g")
+    assert (settings.record_lock_duration_ms, settings.delivery_count_limit, settings.session_timeout_ms) == \
+        (60_000, 2, 45_000)
+    assert shares.settings("other").record_lock_duration_ms == 30_000
