@@ -64,6 +64,9 @@ NO_PRODUCER_EPOCH = -1
 # At this epoch a producer gets a new id instead of another bump (Kafka: Short.MAX - 1).
 MAX_EPOCH = 2**15 - 2
 INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+# After __transaction_state could not be created, how long FindCoordinator answers
+# COORDINATOR_NOT_AVAILABLE before the disk is asked again.
+_CREATION_RETRY_S = 1.0
 
 
 log = get_logger("ottla.transactions")
@@ -90,6 +93,7 @@ class TransactionCoordinator:
         # `__transaction_state` partitions not loaded yet (see `open`).
         self._loading: set[int] = set()
         self._opened = False
+        self._creation_retry_at = 0.0  # (monotonic) ensure_topic's next try after a failure
         self._encoded: tuple[bytes, TxnRecord] | None = None  # the value `_persist` is writing, and its record
 
     def _now_ms(self) -> int:
@@ -115,10 +119,13 @@ class TransactionCoordinator:
         disk refused): the coordinator is not available."""
         if self.logs.topic(TOPIC) is not None:
             return True
+        if time.monotonic() < self._creation_retry_at:
+            return False  # it failed a moment ago: clients ask again, the disk is not asked each time
         try:
             # Kafka's settings for its internal topics: compacted, 100 MiB segments.
             self.logs.create_topic(TOPIC, self.num_partitions, INTERNAL_TOPIC_CONFIGS)
         except (OSError, KafkaError) as exc:
+            self._creation_retry_at = time.monotonic() + _CREATION_RETRY_S
             log.warning("could not create the transaction state topic", topic=TOPIC, error=str(exc))
             return False
         log.info("topic created", topic=TOPIC, partitions=self.num_partitions, configs=INTERNAL_TOPIC_CONFIGS)

@@ -319,7 +319,16 @@ class LogManager:
         configs = dict(configs or {})
         config = self.default_config.with_topic_configs(configs)
         topic = Topic(name, uuid.uuid4(), config, configs=configs)
-        self._add_partition_logs(topic, partitions)
+        try:
+            self._add_partition_logs(topic, partitions)
+        except BaseException:
+            # The disk refused partway (full, read-only): the partitions made so far go
+            # too, or a restart would load the topic with fewer partitions than it has.
+            for log in topic.partitions:
+                log.close_files()
+            for index in range(partitions):
+                shutil.rmtree(os.path.join(self.data_dir, f"{name}-{index}"), ignore_errors=True)
+            raise
         self._register(topic)
         if configs:
             self._save_topic_configs()

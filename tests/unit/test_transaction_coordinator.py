@@ -308,3 +308,39 @@ def test_a_failed_complete_record_is_written_again_without_rewriting_the_markers
     retries[-1][1]()
     assert coordinator.describe("app").state is S.COMPLETE_COMMIT
     assert _markers(coordinator, 0) == [pid]
+
+
+def test_a_transaction_state_topic_the_disk_refuses_leaves_nothing_and_is_not_retried_at_once(tmp_path, monkeypatch):
+    """__transaction_state is created at the first transactional FindCoordinator. A disk
+    that refuses partway leaves no partition directory behind (a restart would load a
+    topic of fewer partitions), and clients asking again within the retry pause do not
+    make the broker write (and log) each time."""
+    from ottla.coordinator import transactions as transactions_module
+    from ottla.storage import log_manager as log_manager_module
+
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    coordinator = TransactionCoordinator(logs, ProducerIdAllocator(str(tmp_path)), MarkerWriter(logs),
+                                         num_partitions=5)
+    coordinator.open()
+    real_create = log_manager_module.PartitionLog.create
+    tries = []
+
+    def full_disk_at_the_third(path, topic, partition, config):
+        tries.append(partition)
+        if partition == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_create(path, topic, partition, config)
+
+    monkeypatch.setattr(log_manager_module.PartitionLog, "create", staticmethod(full_disk_at_the_third))
+    now = [100.0]
+    monkeypatch.setattr(transactions_module.time, "monotonic", lambda: now[0])
+    assert coordinator.ensure_topic() is False
+    assert [name for name in tmp_path.iterdir() if name.name.startswith("__transaction_state")] == []
+    assert logs.topic("__transaction_state") is None
+    assert coordinator.ensure_topic() is False
+    assert tries == [0, 1, 2]  # not asked again within the pause
+    now[0] += 2
+    monkeypatch.setattr(log_manager_module.PartitionLog, "create", staticmethod(real_create))
+    assert coordinator.ensure_topic() is True
+    assert len(logs.topic("__transaction_state").partitions) == 5
