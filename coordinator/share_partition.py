@@ -331,8 +331,13 @@ class SharePartition:
         states_get, ran_out = self.states.get, set(expired)
         for b in batches:
             offsets = range(b.first_offset, b.last_offset + 1)
-            # More offsets than are locked cannot all be held: answered at once, however many.
-            holders = set(map(self.locks.get, offsets)) if len(offsets) <= len(self.locks) else {None}
+            # More offsets than are locked cannot all be held, nor a batch whose ends are not
+            # locked: answered at once. The batches that pass lie within what is locked,
+            # one after another, so checking them all costs at most the locks.
+            locks_get = self.locks.get
+            holders = (set(map(locks_get, offsets))
+                       if len(offsets) <= len(self.locks) and locks_get(b.first_offset) is not None
+                       and locks_get(b.last_offset) is not None else {None})
             if any(lock is None or lock.member_id != member_id for lock in holders) or not ran_out.isdisjoint(
                     offsets):
                 raise KafkaError(ErrorCode.invalid_record_state,
