@@ -1,6 +1,6 @@
 """The Ottla process, in rooms that import only downwards (tests/unit/test_import_graph.py):
-server.py and cli.py put the broker and the `ottla` command together; network/ is the
-Kafka protocol front, handlers/ the APIs, admin/ the admin endpoint, metrics, faults and
-web console, tools/ the commands beside the broker, testing/ the test launcher and pytest
-plugin, security/ TLS, SASL and ACLs; the modules here are the configuration and what
-handlers use."""
+server.py puts the broker together; network/ is the Kafka protocol front, handlers/ the
+APIs, security/ TLS, SASL and ACLs; the modules here are the configuration, metrics,
+faults and what handlers use. The products beside the broker are packages of their own:
+the `ottla` command and its tools (tools/), the admin endpoint and web console
+(console/), the schema registry (schema_registry/) and the test fixtures (testing/)."""

@@ -3,7 +3,7 @@ the web console, and the schema registry): aiohttp's server on the broker's even
 started and stopped one way, with one set of limits on what a client may send, and the
 address checks their loopback rules share.
 
-What each server answers, and who may ask, stays with it (admin/admin_http.py,
+What each server answers, and who may ask, stays with it (console/admin_http.py,
 schema_registry/rest.py); what is here is what no client should be able to change: how
 long it may take to send its headers and its body, how many headers and how long each.
 """

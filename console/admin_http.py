@@ -118,7 +118,7 @@ class AdminServer:
         self.host = ""
         self._site = HttpSite("admin")
         # The schema registry parses, in its worker, the schemas a console page noted it
-        # needs (web_console/schema_decoding.py); whether there were any.
+        # needs (console/schema_decoding.py); whether there were any.
         self._parse_console_schemas = parse_console_schemas
 
     @property

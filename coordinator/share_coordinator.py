@@ -26,7 +26,7 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 from ottla.protocol.records import keys_and_values
 from ottla.storage.log import PartitionLog
-from ottla.storage.log_manager import LogManager
+from ottla.storage.log_manager import LogManager, topic_id_text
 
 from .assignors import Assignment
 from .group import Group, GroupConfig
@@ -143,7 +143,7 @@ class ShareCoordinator:
             self.create_state_topic()
         topic = self.logs.topic(TOPIC)
         assert topic is not None
-        index = partition_for(f"{key[0]}:{_topic_id_text(key[1])}:{key[2]}", len(topic.partitions))
+        index = partition_for(f"{key[0]}:{topic_id_text(key[1])}:{key[2]}", len(topic.partitions))
         return index, topic.partitions[index]
 
     def _write(self, key: SharePartitionKey, result: CoordinatorResult[T]) -> T:
@@ -531,12 +531,6 @@ class ShareCoordinator:
 
 def _record(kind: int, group_id: str, value: bytes, member_id: str | None = None) -> tuple[bytes, bytes | None]:
     return encode_group_key(ShareGroupKey(kind, group_id, member_id)), value
-
-
-def _topic_id_text(topic_id: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 without padding."""
-    import base64
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
 def _split(data: bytes) -> list[tuple[BatchHeader, memoryview]]:

@@ -32,7 +32,7 @@
  *   are frozen, slotted and have no __post_init__). member_offset(cls, name) gives the
  *   slots' places.
  * error_codes(plan, entity) -> the error codes other than NONE in a response, as
- *   admin/metrics.py's _count_errors finds them (its plan, with nested plans in place of
+ *   broker/metrics.py's _count_errors finds them (its plan, with nested plans in place of
  *   the nested classes), or None: the metrics of every request served.
  */
 #define PY_SSIZE_T_CLEAN

@@ -43,7 +43,6 @@ HEADER_SIZE = HEADER.size  # 61
 # baseOffset + batchLength: the part of the header needed to walk a log.
 LOG_OVERHEAD = 12
 OFFSET_AND_LENGTH = struct.Struct(">qi")
-BASE_OFFSET_AND_EPOCH = struct.Struct(">q")
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAGIC_OFFSET = 16

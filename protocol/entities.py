@@ -251,17 +251,3 @@ def _check_names(cls: type, values: dict[str, Any]) -> None:
     unknown = sorted(set(values) - field_names_of_any_version(cls))
     if unknown:
         raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no field {', '.join(unknown)} in any version")
-
-
-def nested_class(cls: type, field_name: str) -> type | None:
-    """The kio class of an entity-valued field, or None if this version lacks the field."""
-    for f in fields(cls):
-        if f.name == field_name:
-            kind = classify_field(f)
-            if isinstance(kind, (EntityField, EntityTupleField)):
-                return kind.type_
-    return None
-
-
-def has_field(cls: type, field_name: str) -> bool:
-    return any(f.name == field_name for f in fields(cls))

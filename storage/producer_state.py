@@ -334,11 +334,6 @@ class ProducerStateManager:
             return offset
         return None
 
-    def delete_snapshots(self) -> None:
-        for offset in self.snapshot_offsets():
-            os.unlink(self.snapshot_path(offset))
-            self.directory_stamp = directory_changed()
-
 
 def _parse_snapshot(data: bytes) -> list[ProducerEntry] | None:
     if len(data) < _SNAPSHOT_HEAD.size + _SNAPSHOT_COUNT.size:

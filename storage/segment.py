@@ -145,11 +145,6 @@ class LogSegment:
         asking for it reads the time index."""
         return self._max_timestamp_and_offset()[0]
 
-    @property
-    def offset_of_max_timestamp(self) -> int:
-        """The last offset of the (first) batch holding the max timestamp."""
-        return self._max_timestamp_and_offset()[1]
-
     def _max_timestamp_and_offset(self) -> tuple[int, int]:
         if self._max_timestamp is None:
             entry = self.time_index.last_entry()

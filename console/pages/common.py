@@ -24,7 +24,7 @@ PARTITIONS_PER_PAGE = 100
 
 
 class ConsoleBroker(Protocol):
-    """What the console reads of the broker (server.Broker, as web_console/view.py lets
+    """What the console reads of the broker (server.Broker, as console/view.py lets
     the request's principal see it: the questions below are view.py's, each a Kafka API's
     check)."""
 
@@ -54,7 +54,7 @@ class ConsoleBroker(Protocol):
 
     def describable(self, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """Of these partitions, those the viewer may see (a signed-in principal: those of
-        topics it may DESCRIBE, web_console/view.py; the broker itself: all)."""
+        topics it may DESCRIBE, console/view.py; the broker itself: all)."""
         ...
 
 

@@ -514,10 +514,10 @@ def test_dev_security_refuses_no_credentials_a_wrong_password_and_a_client_witho
     10 s), a wrong password (Kafka's SASL error), and a client that does not trust the
     CA it wrote (the certificate is not publicly trusted).
 
-    Checked by breaking it: with the SASL check before a request (broker/connection.py,
+    Checked by breaking it: with the SASL check before a request (broker/network/connection.py,
     `if self._sasl and ... needs_authentication`) made `if False`, the TLS client without
     credentials gets its Metadata answered and the test fails; with the SCRAM proof's
-    `raise failure` (broker/sasl.py, _client_final) made `pass`, the wrong password is
+    `raise failure` (broker/security/sasl.py, _client_final) made `pass`, the wrong password is
     accepted by the broker (the client then rejects the server's signature instead),
     and the 'invalid credentials' check fails."""
     broker = BrokerProcess(str(tmp_path / "data"), args=["--dev-security"]).start()
