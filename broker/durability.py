@@ -96,7 +96,7 @@ class RollFlush:
     async def wait_idle(self) -> None:
         """Return once every roll reported so far is flushed (or its flush failed)."""
         while self._running is not None:
-            await asyncio.shield(self._running)
+            await asyncio.wait({self._running})  # raises nothing: stop() must go on
 
     async def _run(self) -> None:
         try:
