@@ -10,18 +10,23 @@ producers share one fsync instead of paying one each.
 The partition logs report each append here (through the broker's on_append callback);
 the fsyncs run in a worker thread on duplicated descriptors, so the event loop keeps
 serving and a segment deleted meanwhile cannot pull a descriptor from under them. The
-periodic recovery checkpoint flushes the same way (`flush_in_background`).
+periodic recovery checkpoint flushes the same way (`flush_in_background`), and so does
+a segment roll in the default mode (`RollFlush`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager
+
+from .logging import get_logger
+
+_log = get_logger("ottla.durability")
 
 
 class GroupCommit:
@@ -62,22 +67,78 @@ class GroupCommit:
             self._running = None
 
 
-async def flush_in_background(logs: Iterable[PartitionLog]) -> None:
-    """fsync what each log wrote since its last flush, in a worker thread, then move
-    their flushed offsets (the recovery points) on. The descriptors are duplicated
-    (see the module's docstring) a group at a time, about FLUSH_GROUP_FILES of them:
-    after a crash every partition is unflushed, and duplicating them all at once ran a
-    broker with 10,000 partitions, or a low descriptor limit, out of descriptors."""
-    pending = [log for log in logs if log.flushed_offset < log.log_end_offset or log.directories_unsynced()]
+class RollFlush:
+    """Kafka's flush of a rolled segment, in the default mode: UnifiedLog.roll schedules
+    a "flush-log" task that fsyncs the new producer state snapshot and every segment
+    below the new one (log, offset, time and transaction indexes) with the partition's
+    directory, then moves the recovery point to the new segment's base offset. Here the
+    partition logs report each roll (PartitionLog.on_roll) and the fsyncs run in the
+    fsync thread like every other flush, so the event loop keeps serving. The recovery
+    point file is written at the next checkpoint, as in Kafka. (Ottla's snapshot at a roll
+    is fsynced when written; its directory entry is synced here.) With --fsync there is
+    nothing to add: every write is flushed before it is acknowledged."""
+
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+        self._due: dict[PartitionLog, int] = {}  # log -> flush everything below this offset
+        self._running: asyncio.Task[None] | None = None
+        self.rounds = 0  # flush rounds run, each covering every roll reported before it
+
+    def rolled(self, log: PartitionLog, base_offset: int) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # off the event loop (no broker serving): the next checkpoint flushes
+        self._due[log] = max(base_offset, self._due.get(log, 0))
+        if self._running is None:
+            self._running = loop.create_task(self._run())
+
+    async def wait_idle(self) -> None:
+        """Return once every roll reported so far is flushed (or its flush failed)."""
+        while self._running is not None:
+            await asyncio.wait({self._running})  # raises nothing: stop() must go on
+
+    async def _run(self) -> None:
+        try:
+            while self._due:
+                # A partition deleted since its roll is flushed no more.
+                due = {log: offset for log, offset in self._due.items()
+                       if self.logs.partition(log.topic, log.partition) is log}
+                self._due = {}
+                try:
+                    await flush_in_background(due, below=due)
+                except OSError as exc:
+                    # The periodic checkpoint flushes again; a storage error is the
+                    # produce path's to report, not this background task's.
+                    _log.warning("flush of rolled segments failed", partitions=len(due), error=str(exc))
+                self.rounds += 1
+        finally:
+            self._running = None
+
+
+async def flush_in_background(logs: Iterable[PartitionLog], below: Mapping[PartitionLog, int] | None = None) -> None:
+    """fsync what each log wrote since its last flush (or, for the logs `below` names,
+    only in its segments below that offset: a rolled segment's flush), in a worker
+    thread, then move their flushed offsets (the recovery points) on. The descriptors
+    are duplicated (see the module's docstring) a group at a time, about
+    FLUSH_GROUP_FILES of them: after a crash every partition is unflushed, and
+    duplicating them all at once ran a broker with 10,000 partitions, or a low
+    descriptor limit, out of descriptors."""
+    limits = below or {}
+    if below is None:
+        pending = [log for log in logs if log.flushed_offset < log.log_end_offset or log.directories_unsynced()]
+    else:
+        pending = [log for log in logs if log.flushed_offset < limits[log]]
     while pending:
         work: list[tuple[PartitionLog, int, tuple[int, int]]] = []
         fds: list[int] = []
         try:
             while pending and len(fds) < FLUSH_GROUP_FILES:
                 log = pending.pop()
-                end = log.log_end_offset
+                limit = limits.get(log)
+                end = log.log_end_offset if limit is None else limit
                 stamps = log.directory_stamps()
-                fds += log.unflushed_files()
+                fds += log.unflushed_files(limit)
                 work.append((log, end, stamps))
         except BaseException:
             for fd in fds:

@@ -30,7 +30,7 @@ from ottla.storage.log_manager import LoadReport, LogManager, Topic, write_snaps
 
 from .client_quotas import ClientQuotas
 from .config import BrokerConfig, listener_text
-from .durability import GroupCommit, flush_in_background
+from .durability import GroupCommit, RollFlush, flush_in_background
 from .dynamic_config import DynamicBrokerConfigs
 from .faults import Faults
 from .fetch_sessions import FetchSessionCache
@@ -108,6 +108,10 @@ class Broker:
         self.logs.on_flushed = self.watchers.notify  # --fsync: records readable once fsynced
         # With --fsync, responses wait for an fsync shared by all recent writes.
         self.group_commit = GroupCommit(self.logs) if config.fsync else None
+        # Without it, a rolled segment is flushed at once, as Kafka flushes it.
+        self.roll_flush = None if config.fsync else RollFlush(self.logs)
+        if self.roll_flush is not None:
+            self.logs.on_roll = self.roll_flush.rolled
         self.metrics = Metrics()
         self.faults = Faults(self.logs, self.metrics)
         self.dispatcher = Dispatcher(self.faults, self.metrics, self.group_commit)
@@ -452,6 +456,8 @@ class Broker:
             await neighbour.stop()
         if self.services is not None:
             self.services.transactions.close()
+        if self.roll_flush is not None:
+            await self.roll_flush.wait_idle()  # its fsyncs run on: not under the logs' close
         self.logs.close()
         log.info("stopped", seconds=round(time.monotonic() - started, 3))
         self._stopped.set()

@@ -84,6 +84,9 @@ class PartitionLog:
         # on_flushed(topic, partition) is called when they do (waking long-polling fetches).
         self.visible_when_flushed = False
         self.on_flushed: Callable[[str, int], None] | None = None
+        # Called as on_roll(log, base_offset) after a roll: the broker flushes everything
+        # below the new segment in a worker thread, as Kafka's roll schedules "flush-log".
+        self.on_roll: Callable[[PartitionLog, int], None] | None = None
         # Fault injection's disk (LogManager.set_write_check): called as
         # write_check(topic, partition) before every write; the OSError it raises fails
         # the write as the disk's own would, before a byte is written. None: no fault set.
@@ -349,6 +352,8 @@ class PartitionLog:
         except OSError as exc:
             _log.warning("producer state snapshot not written", topic=self.topic, partition=self.partition,
                          error=str(exc))
+        if self.on_roll is not None:
+            self.on_roll(self, segment.base_offset)
         return segment
 
     # --- durability ------------------------------------------------------------------------
@@ -365,16 +370,19 @@ class PartitionLog:
     def directories_unsynced(self) -> bool:
         return self.directories.unsynced(self.directory_stamps())
 
-    def unflushed_files(self) -> list[int]:
+    def unflushed_files(self, below: int | None = None) -> list[int]:
         """Descriptors (duplicated: the caller closes them) of every file written since the
-        last flush, and of the directories whose entries changed since (a new segment: its
-        fsynced data is lost with its name), for an fsync that may run in another thread."""
+        last flush (in the segments below offset `below` only, if given: a rolled
+        segment's flush leaves the new active one), and of the directories whose entries
+        changed since (a new segment: its fsynced data is lost with its name), for an
+        fsync that may run in another thread."""
         fds: list[int] = []
         # Segments are flushed oldest first, so the unflushed ones are a suffix: the one
         # holding the recovery point and every later one.
         first = max(self._segment_index(self.flushed_offset), 0)
+        end = len(self._segments) if below is None else self._segment_index(below - 1) + 1
         try:
-            for segment in self._segments[first:]:
+            for segment in self._segments[first:end]:
                 for fd in segment.file_descriptors():
                     fds.append(os.dup(fd))
             fds += self.directories.descriptors(self.directory_stamps())
@@ -401,7 +409,9 @@ class PartitionLog:
         moved = offset > self.flushed_offset
         self.flushed_offset = max(self.flushed_offset, offset)
         self.directories.synced(directory_stamps)
-        self.unflushed_messages = 0
+        # Kafka's count (log end offset - recovery point): a rolled segment's flush, or
+        # appends during the fsync, leave the records after `offset` to flush.messages.
+        self.unflushed_messages = max(self.log_end_offset - self.flushed_offset, 0)
         self.last_flush_ms = time.time() * 1000
         if moved and self.visible_when_flushed and self.on_flushed is not None:
             self.on_flushed(self.topic, self.partition)

@@ -141,6 +141,9 @@ class LogManager:
         # on_flushed(topic, partition) is called.
         self.fsync_on_ack = False
         self.on_flushed: Callable[[str, int], None] | None = None
+        # Given to every partition log (PartitionLog.on_roll): the broker's flush of a
+        # rolled segment.
+        self.on_roll: Callable[[PartitionLog, int], None] | None = None
 
     # --- start-up ------------------------------------------------------------------------
 
@@ -267,6 +270,7 @@ class LogManager:
         log.write_check = self.write_check
         log.visible_when_flushed = self.fsync_on_ack
         log.on_flushed = self.on_flushed
+        log.on_roll = self.on_roll
 
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic

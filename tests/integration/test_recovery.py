@@ -228,6 +228,38 @@ def test_with_fsync_a_produce_is_acknowledged_only_after_its_segments_are_fsynce
         begin = answered + 1
 
 
+def test_without_fsync_a_rolled_segment_is_fsynced_at_once(tmp_path, topic_name):
+    """Kafka's roll schedules a flush of everything below the new segment ("flush-log"):
+    without --fsync too, a power loss then takes at most the active segment. strace
+    shows the first segment's log and offset index and the partition's directory fsynced
+    while the broker runs, though the periodic checkpoint (an hour here) has not come.
+    Seen failing (no fsync of them within the minute) with PartitionLog.roll's on_roll
+    call taken out."""
+    trace_path = str(tmp_path / "broker.strace")
+    broker = _TracedBroker(str(tmp_path / "data"), trace_path, {
+        "fsync.on.ack": "false", "log.flush.offset.checkpoint.interval.ms": "3600000"})
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, topic_name, 1, {"segment.bytes": "8192"})
+        produce_all(idempotent_producer(broker.bootstrap, **{"batch.size": 2000}),
+                    [(topic_name, 0, None, b"r" * 1000) for _ in range(30)])
+        partition = os.path.join(broker.data_dir, f"{topic_name}-0")
+        first = os.path.join(partition, "00000000000000000000")
+        wanted = {first + ".log", first + ".index", partition}
+        deadline = time.monotonic() + 60
+        while True:
+            synced = {target for event, name, target in _trace_events(open(trace_path).read())
+                      if event == "done" and name in ("fsync", "fdatasync")}
+            if wanted <= synced:
+                break
+            assert time.monotonic() < deadline, f"the rolled segment's {sorted(wanted - synced)} not fsynced"
+            time.sleep(0.2)
+        assert len(glob.glob(os.path.join(partition, "*.log"))) > 1
+        assert broker.stop() == 0
+    finally:
+        broker.cleanup()
+
+
 def test_recovery_after_kill_9_checks_only_what_followed_the_last_checkpoint(fresh_broker, topic_name):
     broker = fresh_broker(log_flush_offset_checkpoint_interval_ms=300)
     create_topic(broker.bootstrap, topic_name, 1)

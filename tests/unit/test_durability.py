@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from ottla.broker.durability import GroupCommit
+from ottla.broker.durability import GroupCommit, RollFlush
 from ottla.protocol.batch import BatchHeader, build_batch, encode_record
 from ottla.storage.checkpoints import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, read_checkpoint
 from ottla.storage.log_config import LogConfig
@@ -124,3 +124,41 @@ async def test_with_fsync_records_are_readable_once_fsynced(tmp_path):
     flushed = log.read(0, 1 << 20, read_committed=False, min_one=True)
     assert flushed.records is not None and flushed.high_watermark == 1
     assert woken == [("t", 0)]
+
+
+async def test_a_rolled_segment_is_flushed_at_once_and_the_recovery_point_moves_past_it(tmp_path, monkeypatch):
+    # Kafka's roll schedules a flush of everything below the new segment (its log and
+    # indexes, the partition's directory, the producer snapshot): a power loss then
+    # takes at most the active segment, not all written since the periodic checkpoint.
+    synced: set[tuple[int, int]] = set()
+    fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        status = os.fstat(fd)
+        synced.add((status.st_dev, status.st_ino))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+    flusher = RollFlush(logs)
+    logs.on_roll = flusher.rolled
+    log = logs.create_topic("t", 1, {"segment.bytes": "2000"}).partitions[0]
+    while len(log.segments) < 2:
+        data = build_batch([encode_record(None, b"v" * 300)], timestamp=0, producer_id=7, producer_epoch=0,
+                           base_sequence=log.log_end_offset)
+        log.append_batch(data, BatchHeader.parse(data))  # the last one is the new segment's first
+    rolled, active = log.segments
+    await flusher.wait_idle()
+
+    def inode(name: str) -> tuple[int, int]:
+        status = os.stat(os.path.join(log.directory, name))
+        return status.st_dev, status.st_ino
+
+    old_files = {inode(f"{rolled.base_offset:020d}{suffix}") for suffix in (".log", ".index", ".timeindex")}
+    assert old_files <= synced, "the rolled segment's log and indexes were not fsynced"
+    assert inode("") in synced, "the partition's directory (the new segment's name) was not fsynced"
+    assert inode(f"{active.base_offset:020d}.snapshot") in synced
+    assert inode(f"{active.base_offset:020d}.log") not in synced, "the active segment is the periodic flush's"
+    assert log.flushed_offset == active.base_offset and log.unflushed_messages == 1
+    assert logs.checkpoint_offsets().recovery_points == {("t", 0): active.base_offset}
