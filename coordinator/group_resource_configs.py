@@ -11,6 +11,7 @@ within the broker's bounds as they are now (they may have moved since it was set
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -158,3 +159,12 @@ class GroupSettings:
 
     def __call__(self, group_id: str, name: str) -> int:
         return effective(self.defined, self.group_configs(group_id), name)
+
+
+@functools.cache
+def share_group_definitions(share: ShareConfig) -> tuple[dict[str, GroupConfigDefinition],
+                                                         dict[str, tuple[str, Callable[[str], object]]]]:
+    """The GROUP configs' definitions and the share.* ones' parsers for these broker
+    settings, built once rather than at every ShareFetch and ShareAcknowledge that reads
+    a share group's settings (ShareCoordinator.settings)."""
+    return definitions(GroupConfig(), share), share_group_configs(share)

@@ -29,10 +29,10 @@ from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager, topic_id_text
 
 from .assignors import Assignment
-from .group import Group, GroupConfig
-from .group_resource_configs import definitions, effective
+from .group import Group
+from .group_resource_configs import effective, share_group_definitions
 from .loading import replay
-from .share_config import ShareConfig, duration_ms, share_group_configs
+from .share_config import ShareConfig, duration_ms
 from .share_group import LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareMember, metadata_hash, simple_assignment
 from .share_group_records import (
     CURRENT_MEMBER_ASSIGNMENT,
@@ -92,6 +92,7 @@ class HeartbeatResult:
     assignment: Assignment | None = None
 
 
+
 @dataclass
 class ShareCoordinator:
     logs: LogManager
@@ -115,8 +116,7 @@ class ShareCoordinator:
         # A number: the group's own within the broker's bounds of now, as other groups'
         # (effective: Kafka's GroupConfig.evaluate). The others: its own if valid.
         overrides = self.group_configs(group_id)
-        defined = definitions(GroupConfig(), self.config)
-        choices = share_group_configs(self.config)
+        defined, choices = share_group_definitions(self.config)
 
         def value(name: str) -> object:
             default, parse = choices[name]

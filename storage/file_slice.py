@@ -43,10 +43,13 @@ def slice_limit() -> int:
 class FileSlice:
     __slots__ = ("fd", "position", "size")
     live = 0  # slices holding a descriptor, in the whole process
+    # slice_limit() as of the last look at the process's descriptor limit (LogManager.load,
+    # after the broker raised it): not asked of the kernel at every slice of every Fetch.
+    limit = slice_limit()
 
     def __init__(self, fd: int, position: int, size: int) -> None:
         self.fd = -1  # for __del__, should dup fail
-        if FileSlice.live >= slice_limit():
+        if FileSlice.live >= FileSlice.limit:
             raise OSError(errno.EMFILE, "the descriptors for answers sent from files are all in use")
         self.fd = os.dup(fd)
         FileSlice.live += 1

@@ -38,6 +38,7 @@ from .checkpoints import (
 )
 from .compaction import CleanPlan
 from .directories import fsync_directory, replace_durably
+from .file_slice import FileSlice, slice_limit
 from .log import PartitionLog
 from .log_config import LogConfig
 from .open_files import OPEN_FILES, budget_from_limit
@@ -158,6 +159,7 @@ class LogManager:
         # The process's descriptor limit is known now (the broker raises it first): no
         # more segments keep their files open than it allows, however many are on disk.
         OPEN_FILES.budget = budget_from_limit()
+        FileSlice.limit = slice_limit()
         if not os.path.isdir(self.data_dir):
             os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
             fsync_directory(os.path.dirname(self.data_dir))  # as Kafka's LogManager does

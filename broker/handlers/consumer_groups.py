@@ -35,10 +35,9 @@ def _assignment(topics: Iterable[heartbeat.TopicPartitions] | None) -> Assignmen
 def handle_heartbeat(ctx: RequestContext, request: heartbeat.ConsumerGroupHeartbeatRequest
                      ) -> heartbeat.ConsumerGroupHeartbeatResponse:
     names = request.subscribed_topic_names
-    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-        return {"error_code": ErrorCode.group_authorization_failed, "member_epoch": 0, "heartbeat_interval": 0}
-    if names is not None and not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
-        return {"error_code": ErrorCode.topic_authorization_failed, "member_epoch": 0, "heartbeat_interval": 0}
+    refused = ctx.membership_refused(request.group_id, names)
+    if refused is not None:
+        return {"error_code": refused, "member_epoch": 0, "heartbeat_interval": 0}
     authorizer = ctx.services.authorizer
     principal, host = ctx.session.principal, ctx.host
     topic_filter = None if authorizer is None else (

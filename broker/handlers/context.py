@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ottla.protocol.codec import RequestHeader, response_class
 from ottla.protocol.entities import builder
+from ottla.protocol.errors import ErrorCode
 
 from ..security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from ..security.sasl import Session
@@ -65,6 +66,16 @@ class RequestContext:
         if authorizer is None:
             return True
         return authorizer.authorize(self.session.principal, self.host, operation, resource_type, name)
+
+    def membership_refused(self, group_id: str, topic_names: Iterable[str] | None) -> ErrorCode | None:
+        """A KIP-848 or share group heartbeat's ACL check, as Kafka's: READ on the group,
+        then DESCRIBE on every topic it names; the error code of the first refused."""
+        if not self.allowed(Operation.READ, ResourceType.GROUP, group_id):
+            return ErrorCode.group_authorization_failed
+        if topic_names is not None and not all(
+                self.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name) for name in topic_names):
+            return ErrorCode.topic_authorization_failed
+        return None
 
     def allowed_on_cluster(self, operation: Operation) -> bool:
         return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -49,10 +49,9 @@ RECORD_LIMIT = 1  # ShareFetch's share_acquire_mode
 def handle_heartbeat(ctx: RequestContext, request: heartbeat.ShareGroupHeartbeatRequest
                      ) -> heartbeat.ShareGroupHeartbeatResponse:
     names = request.subscribed_topic_names
-    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-        return {"error_code": ErrorCode.group_authorization_failed, "member_epoch": 0, "heartbeat_interval": 0}
-    if names is not None and not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, n) for n in names):
-        return {"error_code": ErrorCode.topic_authorization_failed, "member_epoch": 0, "heartbeat_interval": 0}
+    refused = ctx.membership_refused(request.group_id, names)
+    if refused is not None:
+        return {"error_code": refused, "member_epoch": 0, "heartbeat_interval": 0}
     try:
         result = ctx.services.shares.heartbeat(
             request.group_id, request.member_id, request.member_epoch, request.rack_id,

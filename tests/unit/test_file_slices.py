@@ -109,8 +109,7 @@ def test_slices_past_the_process_budget_are_read_into_memory(tmp_path, monkeypat
     log = PartitionLog.create(str(tmp_path / "p-0"), "p", 0, LogConfig(segment_bytes=8 << 20))
     data = build_batch([encode_record(None, b"x" * 100_000)], timestamp=1_000)
     log.append_batch(data, BatchHeader.parse(data))
-    limit = FileSlice.live + 3
-    monkeypatch.setattr(file_slice, "slice_limit", lambda: limit)
+    monkeypatch.setattr(FileSlice, "limit", FileSlice.live + 3)
     held = [log.read(0, 1 << 20, False, True, in_place=True).records for _ in range(5)]
     assert [isinstance(r, FileSlice) for r in held] == [True, True, True, False, False]
     assert all(bytes(r) == data for r in held)  # type: ignore[arg-type]
