@@ -61,13 +61,18 @@ def big_file(tmp_path_factory):
     return str(path)
 
 
-def test_produce_consume_and_dump_log_show_progress_on_a_terminal_only(broker, topic_name, big_file, tmp_path):
+def test_produce_consume_and_dump_log_show_progress_on_a_terminal_only(fresh_broker, topic_name, big_file, tmp_path):
+    # The line is first drawn a quarter second into a command: the terminal runs have
+    # their first Produce and first Fetch held back half a second (the admin endpoint's
+    # delay fault), so that a fast machine cannot finish before it and draw nothing.
+    broker = fresh_broker(admin_port=0)
     bootstrap = ["--bootstrap-server", broker.bootstrap]
     produce = ["produce", *bootstrap, "--topic", topic_name, "--partition", "0"]
 
     code, err, _ = run(produce, stdin_path=big_file, stderr_tty=False, tmp_path=tmp_path)
     assert code == 0 and err == f"Produced {LINES} record(s) to {topic_name}.\n"  # piped: nothing more
 
+    broker.admin.add_fault(kind="delay", api="Produce", count=1, delay_ms=500)
     code, err, _ = run(produce, stdin_path=big_file, stderr_tty=True, tmp_path=tmp_path)
     assert code == 0
     assert f"\rproducing to {topic_name}: " in err and " MiB of " in err and "%" in err and " records" in err
@@ -78,6 +83,7 @@ def test_produce_consume_and_dump_log_show_progress_on_a_terminal_only(broker, t
     assert code == 0 and err == f"Processed a total of {2 * LINES} messages\n"
     assert out.count(b"\n") == 2 * LINES
 
+    broker.admin.add_fault(kind="delay", api="Fetch", count=1, delay_ms=500)
     code, err, out = run(consume, stderr_tty=True, tmp_path=tmp_path)
     assert code == 0 and out.count(b"\n") == 2 * LINES
     assert f"\rconsuming {topic_name}: " in err and f" of {2 * LINES:,} records (" in err
