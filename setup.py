@@ -1,5 +1,5 @@
 """The one thing pyproject.toml cannot say without an experimental table: the optional C
-extensions. protocol/_records.c walks a produced batch's records; protocol/_codec.c
+extensions. protocol/_records.c checks a produced batch (header, CRC, records); protocol/_codec.c
 decodes request headers, checks request bodies and encodes responses. Where they cannot
 be built (no C compiler) the install goes on without them and protocol/records.py and
 protocol/codec.py fall back to Python. Everything else is in pyproject.toml."""

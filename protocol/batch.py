@@ -66,6 +66,7 @@ COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
 INT32_MAX = 2**31 - 1
 
 
@@ -192,6 +193,19 @@ def validate_produced_batch(records: bytes | memoryview, max_message_bytes: int)
     if attributes & COMPRESSION_MASK > 4:
         raise InvalidBatch(f"unknown compression codec {attributes & COMPRESSION_MASK}", corrupt=False)
     return header
+
+
+def timestamp_outside(header: BatchHeader, now_ms: int, before_max_ms: int, after_max_ms: int) -> int | None:
+    """The first of the batch's base and max timestamps outside [now - before_max_ms,
+    now + after_max_ms] (message.timestamp.before/after.max.ms; -1 is no timestamp),
+    None if both are within. Kafka checks each record; a producer's batch spans
+    milliseconds."""
+    low = now_ms - before_max_ms
+    high = now_ms + after_max_ms
+    for timestamp in (header.base_timestamp, header.max_timestamp):
+        if timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
+            return timestamp
+    return None
 
 
 class BatchTooLarge(Exception):

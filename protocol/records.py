@@ -40,17 +40,33 @@ message when C finds a batch invalid.
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .batch import DEFAULT_MAX_DECOMPRESSED, HEADER_SIZE, BatchHeader, InvalidBatch, iter_records
+from .batch import (
+    DEFAULT_MAX_DECOMPRESSED,
+    HEADER_SIZE,
+    BatchHeader,
+    BatchTooLarge,
+    InvalidBatch,
+    iter_records,
+    timestamp_outside,
+    validate_produced_batch,
+)
 from .compression import DecompressionError, decompress
 
 try:
+    from ._records import accept_produced as _accept_produced_in_c
     from ._records import keys_and_values as _keys_and_values_in_c
+    from ._records import set_header_type as _set_header_type
     from ._records import walk as _walk_in_c
     from ._records import walk_listing as _walk_listing_in_c
 except ImportError:  # installed without a C compiler: the Python walk alone
-    _walk_in_c = _walk_listing_in_c = _keys_and_values_in_c = None
+    _walk_in_c = _walk_listing_in_c = _keys_and_values_in_c = _accept_produced_in_c = None
+else:
+    _set_header_type(BatchHeader)
 
 # How many records without a key a refusal lists (see above).
 MAX_LISTED_RECORD_ERRORS = 1000
@@ -276,3 +292,47 @@ def keys_and_values(batch: bytes | memoryview) -> list[tuple[int, bytes | None, 
 
 def _bytes(field: bytes | memoryview | None) -> bytes | None:
     return None if field is None else bytes(field)
+
+
+# --- the Produce handler's check in one call ----------------------------------------------
+
+# accept_produced(batch, max_message_bytes, segment_bytes, keys_required,
+# check_timestamps, before_max_ms, after_max_ms) -> BatchHeader | None
+AcceptProduced = Callable[[bytes | None, int, int, bool, bool, int, int], BatchHeader | None]
+
+
+def accept_produced_in_python(batch: bytes | memoryview | None, max_message_bytes: int, segment_bytes: int,
+                              keys_required: bool, check_timestamps: bool, before_max_ms: int,
+                              after_max_ms: int) -> BatchHeader | None:
+    """The twin of `_records.accept_produced`, from the Python checks it stands in for:
+    the batch's header when every check the Produce handler makes of a batch passes
+    (validate_produced_batch, segment.bytes, the CreateTime bounds against the clock,
+    and, uncompressed, the record walk, keyed with `keys_required`), None when any
+    fails. The handler then runs those checks itself, for the refusal's error and
+    message; a compressed batch's records are left to it too (they decompress first)."""
+    if batch is None:
+        return None
+    try:
+        header = validate_produced_batch(batch, max_message_bytes)
+    except (InvalidBatch, BatchTooLarge):
+        return None
+    if header.size > segment_bytes:
+        return None
+    if check_timestamps and timestamp_outside(header, int(time.time() * 1000), before_max_ms,
+                                              after_max_ms) is not None:
+        return None
+    if not header.compression:
+        try:
+            summary = walk_records_in_python(batch, HEADER_SIZE, header.size, header.record_count, keys_required)
+        except InvalidRecords:
+            return None
+        if summary.missing_keys:
+            return None
+    return header
+
+
+# What the Produce handler calls (None: it makes the checks itself, the reference):
+# the C check, unless OTTLA_PURE_PYTHON=1 (compiled_codec.PURE_PYTHON_VARIABLE) asks
+# for the Python path throughout.
+accept_produced: AcceptProduced | None = (
+    _accept_produced_in_c if os.environ.get("OTTLA_PURE_PYTHON", "") in ("", "0") else None)

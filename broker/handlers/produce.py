@@ -28,19 +28,21 @@ from typing import TYPE_CHECKING, final
 from ottla.coordinator.internal_topics import ClientAction, check_client_action
 from ottla.protocol.batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
     TRANSACTIONAL_FLAG,
     BatchHeader,
     BatchTooLarge,
     InvalidBatch,
     recompressed,
+    timestamp_outside,
     validate_produced_batch,
     with_log_append_time,
 )
 from ottla.protocol.compression import EXPANSION_LIMIT, GZIP, LZ4, ZSTD, DecompressionError
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.protocol.records import InvalidRecords, validate_records
+from ottla.protocol.records import InvalidRecords, accept_produced, validate_records
 from ottla.storage.log import PartitionLog
-from ottla.storage.log_config import CREATE_TIME, LOG_APPEND_TIME
+from ottla.storage.log_config import COMPACT, CREATE_TIME, LOG_APPEND_TIME
 
 from ..client_quotas import PRODUCER_BYTE_RATE
 from ..logging import get_logger
@@ -64,7 +66,6 @@ INLINE_RECORDS = 100_000
 INLINE_DECOMPRESSED_BYTES = 1024 * 1024
 # compression.type -> the codec batches are stored in (producer: as they come).
 _STORED_CODEC = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-NO_TIMESTAMP = -1
 # The enum members every Produce names, read once: on Python 3.11 reading a member off
 # its class goes through EnumType.__getattr__'s slot, some hundreds of instructions each.
 _WRITE, _TOPIC, _TRANSACTIONAL_ID = Operation.WRITE, ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
@@ -140,7 +141,7 @@ async def _append_after_checks(ctx: RequestContext, request: ProduceRequest, che
             _replace(checked, c, error)
         else:
             c.records_checked = True
-    return _append_all(ctx, request, checked)
+    return _append_all(ctx, request, checked, after_await=True)
 
 
 def _replace(checked: CheckedTopics, old: _Checked, new: PartitionProduceResponse) -> None:
@@ -150,7 +151,10 @@ def _replace(checked: CheckedTopics, old: _Checked, new: PartitionProduceRespons
                 partitions[i] = new
 
 
-def _append_all(ctx: RequestContext, request: ProduceRequest, checked: CheckedTopics) -> ProduceResponse | None:
+def _append_all(ctx: RequestContext, request: ProduceRequest, checked: CheckedTopics,
+                after_await: bool = False) -> ProduceResponse | None:
+    """Append every checked batch; `after_await`: the checks awaited a thread, so
+    partitions may have been deleted meanwhile."""
     transactional_id = request.transactional_id
     if transactional_id is not None and ctx.header.api_version >= 12:
         _add_to_transaction(ctx, transactional_id, checked)
@@ -158,7 +162,7 @@ def _append_all(ctx: RequestContext, request: ProduceRequest, checked: CheckedTo
     for topic, partitions in checked:
         answers: list[PartitionProduceResponse] = []
         for c in partitions:
-            answers.append(_append(ctx, c, transactional_id) if type(c) is _Checked else c)
+            answers.append(_append(ctx, c, transactional_id, after_await) if type(c) is _Checked else c)
         responses.append({"name": topic, "partition_responses": answers})
     # producer_byte_rate: the request's records count, appended or not (as in Kafka).
     produced = 0
@@ -206,23 +210,34 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
         return _error(partition, ErrorCode.not_enough_replicas, log_start_offset=partition_log.log_start_offset,
                       message=f"The size of the current ISR Set(1) is insufficient to satisfy the min.isr requirement "
                       f"of {config.min_insync_replicas} for partition {topic}-{partition}")
-    try:
-        if not records:
-            raise InvalidBatch("no record batch", corrupt=False)  # Kafka: INVALID_RECORD
-        header = validate_produced_batch(records, config.max_message_bytes)
-        if header.size > config.segment_bytes:
-            return _error(partition, ErrorCode.record_list_too_large,
-                          f"batch of {header.size} bytes exceeds segment.bytes ({config.segment_bytes})")
-        if config.message_timestamp_type == CREATE_TIME:
-            _check_timestamps(header, config, partition)
-    except InvalidBatch as exc:
-        return _refused_batch(ctx, topic, partition, exc)
-    except BatchTooLarge as exc:
-        return _error(partition, ErrorCode.message_too_large, str(exc))
-    except KafkaError as exc:
-        log.info("produce refused", topic=topic, partition=partition, error=exc.code.name, reason=exc.message,
-                 client_id=ctx.header.client_id)
-        return _error(partition, exc.code, exc.message, log_start_offset=partition_log.log_start_offset)
+    if not records:  # Kafka: INVALID_RECORD
+        return _refused_batch(ctx, topic, partition, InvalidBatch("no record batch", corrupt=False))
+    header = None
+    if accept_produced is not None:
+        # The common case in one C call (protocol/_records.c): every check below, and an
+        # uncompressed batch's records; None if any fails, and the checks below say which.
+        header = accept_produced(records, config.max_message_bytes, config.segment_bytes,
+                                 COMPACT in config.cleanup_policy, config.message_timestamp_type == CREATE_TIME,
+                                 config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
+        if (header is not None and not header.attributes & COMPRESSION_MASK
+                and _STORED_CODEC.get(config.compression_type, 0) == 0):
+            return _Checked(topic, partition, partition_log, records, header, records_checked=True)
+    if header is None:
+        try:
+            header = validate_produced_batch(records, config.max_message_bytes)
+            if header.size > config.segment_bytes:
+                return _error(partition, ErrorCode.record_list_too_large,
+                              f"batch of {header.size} bytes exceeds segment.bytes ({config.segment_bytes})")
+            if config.message_timestamp_type == CREATE_TIME:
+                _check_timestamps(header, config)
+        except InvalidBatch as exc:
+            return _refused_batch(ctx, topic, partition, exc)
+        except BatchTooLarge as exc:
+            return _error(partition, ErrorCode.message_too_large, str(exc))
+        except KafkaError as exc:
+            log.info("produce refused", topic=topic, partition=partition, error=exc.code.name, reason=exc.message,
+                     client_id=ctx.header.client_id)
+            return _error(partition, exc.code, exc.message, log_start_offset=partition_log.log_start_offset)
     checked = _Checked(topic, partition, partition_log, records, header, records_checked=False)
     compression = header.compression
     if header.record_count > INLINE_RECORDS or (compression and header.size > INLINE_DECOMPRESSED_BYTES):
@@ -279,8 +294,9 @@ def _check_records(c: _Checked, client_id: str | None, peer: str,
     return None
 
 
-def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> PartitionProduceResponse:
-    if ctx.services.logs.partition(c.topic, c.partition) is not c.log:
+def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None,
+            after_await: bool) -> PartitionProduceResponse:
+    if after_await and ctx.services.logs.partition(c.topic, c.partition) is not c.log:
         # Deleted (or deleted and created again) while its records were being checked.
         return _error(c.partition, ErrorCode.unknown_topic_or_partition)
     header = c.header
@@ -297,7 +313,17 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None) -> P
         if header.attributes & TRANSACTIONAL_FLAG:
             if transactional_id is None:
                 raise InvalidBatch("transactional batch in a request without a transactional id", corrupt=False)
-            _verify(ctx, transactional_id, header, c.topic, c.partition)
+            try:
+                # KIP-890 part 1: the partition must be in the producer's ongoing transaction.
+                ctx.services.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
+                                                 c.topic, c.partition)
+            except KafkaError as exc:
+                # A partition outside it is INVALID_TXN_STATE for Produce v3-10; from v11
+                # on, whose clients know the generic abortable error, Kafka answers
+                # TRANSACTION_ABORTABLE (the producer aborts and carries on).
+                if exc.code is ErrorCode.invalid_txn_state and ctx.version >= 11:
+                    raise KafkaError(ErrorCode.transaction_abortable, exc.message) from None
+                raise
         log_start_offset = partition_log.log_start_offset
         result = partition_log.append_batch(c.batch, header)
     except InvalidBatch as exc:
@@ -355,32 +381,18 @@ def _add_to_transaction(ctx: RequestContext, transactional_id: str, checked: Che
                 _replace(checked, c, _error(c.partition, answer, message))
 
 
-def _verify(ctx: RequestContext, transactional_id: str, header: BatchHeader, topic: str, partition: int) -> None:
-    """The batch's partition must be in its producer's ongoing transaction (KIP-890 part
-    1). A partition outside it is INVALID_TXN_STATE for Produce v3-10; from v11 on,
-    whose clients know the generic abortable error, Kafka answers TRANSACTION_ABORTABLE
-    (the producer aborts and carries on instead of failing for good)."""
-    try:
-        ctx.services.transactions.verify(transactional_id, header.producer_id, header.producer_epoch, topic,
-                                         partition)
-    except KafkaError as exc:
-        if exc.code is ErrorCode.invalid_txn_state and ctx.version >= 11:
-            raise KafkaError(ErrorCode.transaction_abortable, exc.message) from None
-        raise
-
-
-def _check_timestamps(header: BatchHeader, config: LogConfig, partition: int) -> None:
+def _check_timestamps(header: BatchHeader, config: LogConfig) -> None:
     """message.timestamp.before/after.max.ms against the broker's clock, on the batch's
-    first and largest timestamps (Kafka checks each record; a producer's batch spans
-    milliseconds)."""
+    first and largest timestamps (batch.timestamp_outside)."""
     now = int(time.time() * 1000)
     low = now - config.message_timestamp_before_max_ms
     high = now + config.message_timestamp_after_max_ms
-    for timestamp in (header.base_timestamp, header.max_timestamp):
-        if timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
-            raise KafkaError(ErrorCode.invalid_timestamp,
-                             f"Timestamp {timestamp} of message with offset 0 is out of range. The timestamp should "
-                             f"be within [{max(low, 0)}, {high}]")
+    timestamp = timestamp_outside(header, now, config.message_timestamp_before_max_ms,
+                                  config.message_timestamp_after_max_ms)
+    if timestamp is not None:
+        raise KafkaError(ErrorCode.invalid_timestamp,
+                         f"Timestamp {timestamp} of message with offset 0 is out of range. The timestamp should "
+                         f"be within [{max(low, 0)}, {high}]")
 
 
 def _refused_batch(ctx: RequestContext, topic: str, partition: int, exc: InvalidBatch) -> PartitionProduceResponse:
