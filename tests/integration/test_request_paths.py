@@ -26,6 +26,8 @@ from tests.wire import WireClient, request
 from .test_malformed_requests import LIES
 
 TOPIC = "paths"
+COMPACTED = "paths-compacted"
+SMALL = "paths-small-batches"
 PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
 
 
@@ -105,6 +107,57 @@ def test_answers_are_byte_identical(brokers: tuple[BrokerProcess, BrokerProcess]
         assert c == p, f"request {i}: the compiled path answered {c[:64]!r}..., the Python path {p[:64]!r}..."
     # Fetch answers carry the records produced above (Fetch v4 is the first Fetch).
     assert b"v11" in compiled[-1]
+
+
+def _produce_batches() -> list[tuple[str, bytes]]:
+    """(topic, batch) for Produce: good ones (plain, idempotent, gzip),
+    their retries (duplicates, sequence gaps), and every kind of bad one the handler's
+    checks refuse, in C on one broker and in Python on the other."""
+    from ottla.protocol.batch import CONTROL_FLAG, BatchHeader, recompressed
+    from tests.unit.test_produced_batch_check import _patched, _raw_batch
+    from tests.unit.test_records import DAMAGED, GOOD
+
+    ts = 1_700_000_000_000
+    good = build_batch(GOOD, timestamp=ts)
+    keyed = build_batch([encode_record(b"k", b"v")], timestamp=ts)
+    idempotent = [build_batch([encode_record(b"k", b"i%d" % seq)], timestamp=ts, producer_id=1000, producer_epoch=0,
+                              base_sequence=seq) for seq in range(3)]
+    batches = [(TOPIC, good), (TOPIC, idempotent[0]), (TOPIC, idempotent[1]), (TOPIC, idempotent[1]),
+               (TOPIC, idempotent[0]), (TOPIC, _patched(idempotent[2], ">i", 53, 7)),
+               (TOPIC, _patched(idempotent[2], ">h", 51, 1)), (TOPIC, idempotent[2]),
+               (TOPIC, recompressed(good, BatchHeader.parse(good), 1, None, 1 << 24)),
+               (TOPIC, _patched(good, ">I", 17, 1, crc=False)), (TOPIC, _patched(good, ">b", 16, 1, crc=False)),
+               (TOPIC, _patched(good, ">h", 21, CONTROL_FLAG)), (TOPIC, _patched(good, ">i", 57, 0)),
+               (TOPIC, _patched(good, ">i", 23, 4)), (TOPIC, _patched(idempotent[0], ">i", 53, -1)),
+               (TOPIC, _patched(good, ">h", 21, 6)), (TOPIC, good[:-1]), (TOPIC, good + good), (TOPIC, good[:30]),
+               (TOPIC, b""), (COMPACTED, good), (COMPACTED, keyed), (SMALL, good), (SMALL, keyed)]
+    batches += [(TOPIC, _raw_batch(section, count, timestamp=ts)) for _name, section, count, _message in DAMAGED]
+    return batches
+
+
+def test_produce_answers_are_byte_identical_for_good_and_bad_batches(
+        brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """The Produce handler's checks run in one C call on the compiled broker, in Python
+    on the other (tests/unit/test_produced_batch_check.py compares the two checks): the
+    same batches, appended, duplicated, out of sequence or refused, get the same answers,
+    errors, messages and offsets."""
+    for broker in brokers:
+        create_topic(broker.bootstrap, COMPACTED, 1, {"cleanup.policy": "compact"})
+        create_topic(broker.bootstrap, SMALL, 1, {"max.message.bytes": "120"})
+    answers = []
+    for broker in brokers:
+        with WireClient(broker.bootstrap) as client:
+            answers.append([_raw_call(client, _frame(request(
+                PRODUCE, 9, transactional_id=None, acks=-1, timeout=30000,
+                topic_data=[{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]), cid))
+                for cid, (topic, batch) in enumerate(_produce_batches())])
+    compiled, python = answers
+    for i, (c, p) in enumerate(zip(compiled, python, strict=True)):
+        assert c == p, f"batch {i}: the compiled path answered {c!r}, the Python path {p!r}"
+    # Appended, refused as corrupt, refused as invalid, and a keyless record's own error.
+    text = b"".join(compiled)
+    assert b"CRC mismatch" in text and b"Found invalid record structure" in text
+    assert b"Compacted topic cannot accept message without key" in text
 
 
 def test_lying_requests_close_the_connection_on_both(brokers: tuple[BrokerProcess, BrokerProcess]) -> None:

@@ -6,14 +6,17 @@ error and message, so the C call may only ever accept what those checks accept."
 
 from __future__ import annotations
 
+import os
 import random
 import struct
+import subprocess
+import sys
 import time
 
 import crc32c
 import pytest
 
-from ottla.protocol import records
+from ottla.protocol import compiled_codec
 from ottla.protocol.batch import (
     CONTROL_FLAG,
     HEADER_SIZE,
@@ -190,5 +193,13 @@ def test_the_crc_is_the_crc32c_packages():
         assert c_crc(data) == crc32c.crc32c(data)
 
 
-def test_the_handler_takes_the_compiled_check_unless_told_otherwise():
-    assert records.accept_produced is _c()
+@pytest.mark.parametrize("pure_python,expected", [("0", "compiled"), ("1", "python")], ids=["compiled", "python"])
+def test_the_handler_takes_the_compiled_check_unless_told_otherwise(pure_python: str, expected: str) -> None:
+    _c()  # built, or the module is skipped
+    program = ("from ottla.protocol import _records, records\n"
+               "print('compiled' if records.accept_produced is _records.accept_produced else "
+               "'python' if records.accept_produced is None else 'neither')")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, compiled_codec.PURE_PYTHON_VARIABLE: pure_python})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [expected]
