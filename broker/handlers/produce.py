@@ -95,11 +95,14 @@ def handle(ctx: RequestContext, request: ProduceRequest
     """The response, or an awaitable of it when some records are checked in a thread;
     None for acks=0, which is answered nothing."""
     acks = request.acks
+    # Without an authorizer every client may do anything: ctx.allowed is not called
+    # (a call a partition and one a transactional request, on every Produce).
+    restricted = ctx.services.authorizer is not None
     # Kafka refuses the whole request when it carries transactional batches without a
     # transactional id, or one the client may not write.
     if (request.transactional_id is None and _has_transactional_batch(request)) or (
-            request.transactional_id is not None and not ctx.allowed(_WRITE, _TRANSACTIONAL_ID,
-                                                                     request.transactional_id)):
+            restricted and request.transactional_id is not None
+            and not ctx.allowed(_WRITE, _TRANSACTIONAL_ID, request.transactional_id)):
         responses: list[TopicProduceResponse] = [
             {"name": t.name, "partition_responses": [_error(p.index, ErrorCode.transactional_id_authorization_failed)
                                                      for p in t.partition_data]}
@@ -121,7 +124,7 @@ def handle(ctx: RequestContext, request: ProduceRequest
         topic = topic_data.name
         partitions: list[_Checked | PartitionProduceResponse] = []
         for p in topic_data.partition_data:
-            c = _check(ctx, topic, p.index, p.records, acks)
+            c = _check(ctx, topic, p.index, p.records, acks, restricted)
             partitions.append(c)
             if type(c) is _Checked and not c.records_checked:
                 in_thread.append(c)
@@ -187,11 +190,11 @@ def _has_transactional_batch(request: ProduceRequest) -> bool:
 
 
 def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | None,
-           acks: int) -> _Checked | PartitionProduceResponse:
+           acks: int, restricted: bool) -> _Checked | PartitionProduceResponse:
     """What can be checked at once: the partition, the batch's header and CRC, and its
     records when they are small."""
     # Authorization first: a client that may not write to a topic does not learn whether it exists.
-    if not ctx.allowed(_WRITE, _TOPIC, topic):
+    if restricted and not ctx.allowed(_WRITE, _TOPIC, topic):
         return _error(partition, ErrorCode.topic_authorization_failed)
     logs = ctx.services.logs
     partition_log = logs.partition(topic, partition)
@@ -219,7 +222,7 @@ def _check(ctx: RequestContext, topic: str, partition: int, records: bytes | Non
         header = accept_produced(records, config.max_message_bytes, config.segment_bytes,
                                  COMPACT in config.cleanup_policy, config.message_timestamp_type == CREATE_TIME,
                                  config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
-        if (header is not None and not header.attributes & COMPRESSION_MASK
+        if (header is not None and not header.attributes & COMPRESSION_MASK and header.record_count <= INLINE_RECORDS
                 and _STORED_CODEC.get(config.compression_type, 0) == 0):
             return _Checked(topic, partition, partition_log, records, header, records_checked=True)
     if header is None:
