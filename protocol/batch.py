@@ -217,10 +217,12 @@ def with_offset_and_epoch(batch: bytes | memoryview, base_offset: int, leader_ep
     """The batch as chunks for os.writev, with baseOffset and partitionLeaderEpoch
     replaced. Neither is covered by the CRC, so the batch stays valid; the record bytes
     are not copied."""
-    view = batch if isinstance(batch, memoryview) else memoryview(batch)
-    prefix = struct.pack(">qii", base_offset, len(view) - LOG_OVERHEAD, leader_epoch)
     # The prefix replaces the fields before magic: baseOffset, batchLength, leader epoch.
-    return [prefix, view[MAGIC_OFFSET:]]
+    return [_OFFSET_LENGTH_EPOCH.pack(base_offset, len(batch) - LOG_OVERHEAD, leader_epoch),
+            memoryview(batch)[MAGIC_OFFSET:]]
+
+
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 
 
 # maxTimestamp's place in the header: after attributes, lastOffsetDelta, baseTimestamp.

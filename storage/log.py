@@ -262,7 +262,7 @@ class PartitionLog:
         producer id. A coordinator's own transactional records (offsets committed in a
         transaction) carry no sequence: only the producer's epoch is checked."""
         track_sequence = True
-        has_producer_id = header.has_producer_id
+        has_producer_id = header.producer_id >= 0
         if has_producer_id:
             if from_coordinator:
                 self.producer_state.check_epoch(header)
@@ -282,7 +282,8 @@ class PartitionLog:
         self._write(records, header, base_offset)
         if has_producer_id:
             self.producer_state.record(header, base_offset, track_sequence=track_sequence)
-        return AppendResult(base_offset, base_offset + header.last_offset_delta)
+        # Built as a tuple: the named tuple's own __new__ (with its defaults) is a Python call.
+        return tuple.__new__(AppendResult, (base_offset, base_offset + header.last_offset_delta, False, -1))
 
     def append_marker(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker) -> int:
         """Write a COMMIT or ABORT control batch for a producer and close its transaction
@@ -315,12 +316,18 @@ class PartitionLog:
     def _write(self, records: bytes | memoryview, header: BatchHeader, base_offset: int) -> None:
         size = len(records)
         last_offset = base_offset + header.last_offset_delta
+        max_timestamp = header.max_timestamp
+        config = self.config
+        active = self._segments[-1]
         try:
-            self._maybe_roll(size, header.max_timestamp)
+            # A full active segment, or one older than segment.ms, rolls first.
+            if active.size and (active.size + size > config.segment_bytes
+                                or max_timestamp - active.first_timestamp > config.segment_ms):
+                active = self.roll()
             if self.write_check is not None:
                 self.write_check(self.topic, self.partition)
-            self._segments[-1].append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
-                               last_offset, header.max_timestamp, self.config.index_interval_bytes)
+            active.append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
+                          last_offset, max_timestamp, config.index_interval_bytes)
         except OSError as exc:
             raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {exc}") from exc
         self.log_end_offset = last_offset + 1
@@ -329,14 +336,6 @@ class PartitionLog:
             self.flush()
         if self.on_append is not None:
             self.on_append(self.topic, self.partition)
-
-    def _maybe_roll(self, incoming: int, timestamp: int) -> None:
-        active = self._segments[-1]
-        if active.size == 0:
-            return
-        if (active.size + incoming > self.config.segment_bytes
-                or timestamp - active.first_timestamp > self.config.segment_ms):
-            self.roll()
 
     def roll(self) -> LogSegment:
         """Close the active segment for writing and start a new one at the log end."""

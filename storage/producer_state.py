@@ -39,7 +39,14 @@ from typing import NamedTuple
 
 import crc32c
 
-from ottla.protocol.batch import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from ottla.protocol.batch import (
+    CONTROL_FLAG,
+    INT32_MAX,
+    NO_PRODUCER_EPOCH,
+    NO_SEQUENCE,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+)
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 from .directories import directory_changed
@@ -72,14 +79,6 @@ class ProducerEntry:
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
-
-    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        if epoch != self.epoch:
-            return None
-        for batch in self.batches:
-            if batch.first_seq == first_seq and batch.last_seq == last_seq:
-                return batch
-        return None
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -121,10 +120,13 @@ class ProducerStateManager:
         if entry is None:
             return APPEND, None
         epoch, first_seq = header.producer_epoch, header.base_sequence
-        if entry.batches:
-            duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
-            if duplicate is not None:
-                return DUPLICATE, duplicate
+        # Read off the header's fields, not its properties, and the cached batches looked
+        # at only within the epoch: this runs for every batch with a producer id.
+        if entry.batches and epoch == entry.epoch:
+            last_seq = header.last_sequence
+            for batch in entry.batches:
+                if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                    return DUPLICATE, batch
         if epoch < entry.epoch:
             raise KafkaError(
                 ErrorCode.invalid_producer_epoch,
@@ -147,7 +149,7 @@ class ProducerStateManager:
                 f"Out of order sequence number for {self._where(pid, offset)}: {first_seq} (incoming seq. number), "
                 f"{entry.last_seq} (current end sequence number)",
             )
-        if not header.is_transactional and entry.current_txn_first_offset >= 0:
+        if not header.attributes & TRANSACTIONAL_FLAG and entry.current_txn_first_offset >= 0:
             raise KafkaError(
                 ErrorCode.invalid_txn_state,
                 f"Expected transactional write from {self._where(pid, offset)}",
@@ -181,14 +183,15 @@ class ProducerStateManager:
             entry.epoch = header.producer_epoch
             entry.batches.clear()
         entry.last_timestamp = header.max_timestamp
-        if header.is_control:
+        attributes = header.attributes
+        if attributes & CONTROL_FLAG:
             return  # the marker's effect is `complete_txn`'s business
         if track_sequence:
-            entry.batches.append(
-                BatchMetadata(header.base_sequence, header.last_sequence, base_offset,
-                              base_offset + header.last_offset_delta, header.max_timestamp)
-            )
-        if header.is_transactional and entry.current_txn_first_offset < 0:
+            # Built as a tuple: a named tuple's own __new__ is a Python call.
+            entry.batches.append(tuple.__new__(BatchMetadata, (
+                header.base_sequence, header.last_sequence, base_offset, base_offset + header.last_offset_delta,
+                header.max_timestamp)))
+        if attributes & TRANSACTIONAL_FLAG and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = base_offset
             self.ongoing_txns[pid] = base_offset
 

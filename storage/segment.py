@@ -183,6 +183,14 @@ class LogSegment:
             os.ftruncate(self.fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {size} bytes")
         self.size += size
+        current = self._max_timestamp
+        if position and self.bytes_since_index_entry <= index_interval_bytes and current is not None:
+            # Most batches: no index entry, nothing that can fail, and no call
+            # (_index_batch's rule, for a batch that gets no entry).
+            if max_timestamp > current[0]:
+                self._max_timestamp = (max_timestamp, last_offset)
+            self.bytes_since_index_entry += size
+            return position
         # What _index_batch changes, to put back if its index writes fail; the indexes
         # change only when this batch gets an entry (most batches do not).
         before = self.bytes_since_index_entry, self._max_timestamp, self.first_timestamp
