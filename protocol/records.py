@@ -35,7 +35,11 @@ get an answer a hundred times its size).
 The walk is the produce hot path. It runs in C (`_records.c`, built as an optional
 extension, many times faster than the Python walk below) and falls
 back to the Python walk where no C compiler was at hand; the Python walk also gives the
-message when C finds a batch invalid.
+message when C finds a batch invalid. The Produce handler goes further: one C call
+(`accept_produced`) makes every check it makes of a partition's batch, header, CRC,
+limits, timestamps and this walk, and answers the parsed header; its Python twin,
+`accept_produced_in_python`, is built from the Python checks, which stay the reference
+(OTTLA_PURE_PYTHON=1 runs them alone).
 """
 
 from __future__ import annotations
