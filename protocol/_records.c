@@ -296,16 +296,21 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
 }
 #endif
 
-static uint32_t crc32c(const unsigned char *p, size_t n)
+static uint32_t crc32c_table(const unsigned char *p, size_t n)
 {
     uint32_t crc = 0xFFFFFFFFu;
-#ifdef HAVE_SSE42_CRC
-    if (have_sse42)
-        return crc32c_sse42(crc, p, n) ^ 0xFFFFFFFFu;
-#endif
     while (n--)
         crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return crc ^ 0xFFFFFFFFu;
+}
+
+static uint32_t crc32c(const unsigned char *p, size_t n)
+{
+#ifdef HAVE_SSE42_CRC
+    if (have_sse42)
+        return crc32c_sse42(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+#endif
+    return crc32c_table(p, n);
 }
 
 static inline uint64_t be_u64(const unsigned char *p)
@@ -476,12 +481,16 @@ refused:
     Py_RETURN_NONE;
 }
 
-static PyObject *crc32c_function(PyObject *self, PyObject *buffer)
+/* crc32c(buffer, table=False): for the tests, which compare both ways of computing it
+ * with the crc32c package's. */
+static PyObject *crc32c_function(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0)
+    int table = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &table))
         return NULL;
-    uint32_t crc = crc32c((const unsigned char *)view.buf, (size_t)view.len);
+    const unsigned char *p = (const unsigned char *)view.buf;
+    uint32_t crc = table ? crc32c_table(p, (size_t)view.len) : crc32c(p, (size_t)view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(crc);
 }
@@ -497,7 +506,8 @@ static PyMethodDef methods[] = {
      "accept_produced(batch, max_message_bytes, segment_bytes, keys_required, check_timestamps, before_max_ms, "
      "after_max_ms) -> the BatchHeader if the Produce handler's checks all pass, else None"},
     {"set_header_type", set_header_type, METH_O, "set_header_type(BatchHeader): the class accept_produced answers"},
-    {"crc32c", crc32c_function, METH_O, "crc32c(buffer) -> the CRC-32C of its bytes (the tests compare it)"},
+    {"crc32c", crc32c_function, METH_VARARGS,
+     "crc32c(buffer, table=False) -> the CRC-32C of its bytes, computed as accept_produced does or by the table"},
     {NULL, NULL, 0, NULL},
 };
 

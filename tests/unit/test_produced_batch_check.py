@@ -190,7 +190,7 @@ def test_the_crc_is_the_crc32c_packages():
     rng = random.Random(7)
     for size in [*range(0, 70), 1000, 4096, 100_000]:
         data = rng.randbytes(size)
-        assert c_crc(data) == crc32c.crc32c(data)
+        assert c_crc(data) == c_crc(data, True) == crc32c.crc32c(data)
 
 
 @pytest.mark.parametrize("pure_python,expected", [("0", "compiled"), ("1", "python")], ids=["compiled", "python"])
