@@ -38,6 +38,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .request_instructions import _control, _total
+
 START_TIMEOUT = 900.0
 # The loop's turns (libuv waits in epoll_pwait), the requests read, the answers and
 # appends written, and what would show a wait (a futex: a worker thread; an fsync).
@@ -99,8 +101,8 @@ class Window:
         self.counts: dict[str, float] = {}
         self._perf: subprocess.Popen[str] | None = None
         self._perf_out = os.path.join(work, "perf.txt")
-        self._control: Any = None
-        self._ack: Any = None
+        self._perf_control: Any = None
+        self._perf_ack: Any = None
 
     def prepare(self) -> None:
         """Before the workload's warm-up: perf attached, its counting off until `start`."""
@@ -113,18 +115,18 @@ class Window:
         self._perf = subprocess.Popen(["perf", "stat", "-x", ",", "-e", events, "-p", str(self.pid), "-D", "-1",
                                        "--control", f"fifo:{control},{ack}", "-o", self._perf_out],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
-        self._control = open(control, "w")
-        self._ack = open(ack)
+        self._perf_control = open(control, "w")
+        self._perf_ack = open(ack)
 
     def _perf_command(self, command: str) -> None:
-        assert self._control is not None and self._ack is not None
-        self._control.write(f"{command}\n")
-        self._control.flush()
-        self._ack.readline()
+        assert self._perf_control is not None and self._perf_ack is not None
+        self._perf_control.write(f"{command}\n")
+        self._perf_control.flush()
+        self._perf_ack.readline()
 
     def start(self) -> None:
         if self.measure == "callgrind":
-            _callgrind_control(self.pid, "-z")
+            _control(self.pid, "-z")
         elif self.measure == "cprofile":
             os.kill(self.pid, signal.SIGUSR1)
         else:
@@ -135,10 +137,10 @@ class Window:
         after = _proc_counts(self.pid)
         self.counts = {key: after[key] - self.before[key] for key in after}
         if self.measure == "callgrind":
-            _callgrind_control(self.pid, "-d")
+            _control(self.pid, "-d")
             dumps = [path for path in os.listdir(self.work) if re.fullmatch(r"callgrind\.out\.\d+\.\d+", path)]
             newest = os.path.join(self.work, max(dumps, key=lambda path: int(path.rsplit(".", 1)[1])))
-            self.counts["instructions"] = _callgrind_total(newest)
+            self.counts["instructions"] = _total(newest)
             self.counts["dump"] = newest  # type: ignore[assignment]
         elif self.measure == "cprofile":
             os.kill(self.pid, signal.SIGUSR2)
@@ -146,23 +148,13 @@ class Window:
             self._perf_command("disable")
             self._perf.send_signal(signal.SIGINT)
             self._perf.wait(30)
+            self._perf_control.close()
+            self._perf_ack.close()
             with open(self._perf_out) as f:
                 for line in f:
                     parts = line.strip().split(",")
                     if len(parts) > 2 and parts[2].startswith("syscalls:sys_enter_"):
                         self.counts[parts[2].removeprefix("syscalls:sys_enter_")] = float(parts[0] or 0)
-
-
-def _callgrind_control(pid: int, flag: str) -> None:
-    subprocess.run(["callgrind_control", flag, str(pid)], check=True, capture_output=True, timeout=300)
-
-
-def _callgrind_total(path: str) -> int:
-    with open(path, errors="replace") as f:
-        for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise RuntimeError(f"no total in {path}")
 
 
 # --- the broker ---------------------------------------------------------------------------
