@@ -161,7 +161,10 @@ def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float
         time.sleep(0.2)
 
 
-def run_producers(peer: Peer, pgid: int, args: argparse.Namespace) -> ProducersResult:
+def run_producers(peer: Peer, pgid: int, args: argparse.Namespace,
+                  window: tuple[Callable[[], None], Callable[[], None]] | None = None) -> ProducersResult:
+    """`window`: called as the measured window opens and as it closes (bench/workload_cpu.py
+    counts the broker's work in it)."""
     topic = f"many-producers-{uuid.uuid4().hex[:8]}"
     create_topic(peer.bootstrap, topic, args.partitions)
     wait_for_leaders(peer.bootstrap, topic, args.partitions)
@@ -181,9 +184,13 @@ def run_producers(peer: Peer, pgid: int, args: argparse.Namespace) -> ProducersR
         start_at.value = started = time.monotonic()
         go.set()
         time.sleep(args.warmup)
+        if window is not None:
+            window[0]()
         cpu_before = group_cpu_seconds(pgid)
         time.sleep(max(0.0, started + args.warmup + args.duration - time.monotonic()))
         broker_cpu = (group_cpu_seconds(pgid) - cpu_before) / args.duration
+        if window is not None:
+            window[1]()
         outcomes = [_next_event(events, deadline + args.warmup + args.duration)[1] for _ in processes]
     finally:
         peak, last = sampler.stop()

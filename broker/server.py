@@ -102,7 +102,11 @@ class Broker:
         self.listeners = self.kafka_listeners.bound
         self.connections = self.kafka_listeners.connections
         self.watchers = PartitionWatchers()
-        self.logs = LogManager(config.data_dir, config.log, on_append=self._appended,
+        # Told of every append: a long-polling Fetch waits for one, and with --fsync the
+        # group commit too. Without it the watchers are called straight: one Python call
+        # per append fewer (bench/RESULTS.md, "The costs of many round trips").
+        self.logs = LogManager(config.data_dir, config.log,
+                               on_append=self._appended if config.fsync else self.watchers.notify,
                                max_partitions=config.max_broker_partitions)
         self.logs.fsync_on_ack = config.fsync
         self.logs.on_flushed = self.watchers.notify  # --fsync: records readable once fsynced
@@ -220,9 +224,11 @@ class Broker:
         return self.services
 
     def _appended(self, topic: str, partition: int) -> None:
+        """An append, with --fsync: a long-polling Fetch may wait for it, and the group
+        commit covers its partition at its next fsync."""
         self.watchers.notify(topic, partition)
-        if self.group_commit is not None:
-            self.group_commit.appended(topic, partition)
+        assert self.group_commit is not None
+        self.group_commit.appended(topic, partition)
 
     @property
     def node_id(self) -> int:
