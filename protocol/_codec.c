@@ -31,6 +31,10 @@
  *   directly as object.__setattr__ sets them in the dataclass's __init__ (kio's classes
  *   are frozen, slotted and have no __post_init__). member_offset(cls, name) gives the
  *   slots' places.
+ * accept_file_chunks(cls): the one type besides buffers a bytes or records value may
+ *   hold, passed on as a chunk of its own: storage.FileSlice, which storage/file_slice.py
+ *   names here (protocol imports nothing of storage). Any other value that is not a
+ *   buffer is a handler's bug: TypeError at once, not a failure later in the write.
  * error_codes(plan, entity) -> the error codes other than NONE in a response, as
  *   broker/metrics.py's _count_errors finds them (its plan, with nested plans in place of
  *   the nested classes), or None: the metrics of every request served.
@@ -49,6 +53,8 @@
 static PyObject *flexible_lookup, *header_type, *malformed_error, *length_error, *struct_error;
 /* compiled_codec.decode_plan, and what it gave for each request class: {cls: plan or None} */
 static PyObject *decode_plan_of, *decode_plans;
+/* storage.FileSlice, once accept_file_chunks named it */
+static PyObject *file_chunk_type;
 
 /* A big-endian unsigned integer of `size` bytes (Kafka's fixed-size fields); the caller
  * casts it to the signed type it reads. */
@@ -1113,6 +1119,11 @@ static int encode_value(Writer *w, PyObject *step, PyObject *value, int flexible
         if (w->keep_large && !PyObject_CheckBuffer(value)) {
             /* records left in their file (storage.FileSlice): their length, then the
              * slice itself as a chunk of its own, which the connection sends from the file */
+            if (file_chunk_type == NULL || !PyObject_TypeCheck(value, (PyTypeObject *)file_chunk_type)) {
+                PyErr_Format(PyExc_TypeError, "a bytes field holds %.100s, neither a buffer nor a FileSlice",
+                             Py_TYPE(value)->tp_name);
+                return -1;
+            }
             Py_ssize_t n = PyObject_Length(value);
             if (n < 0 || put_length(w, n, flexible, 4) < 0 || flush(w) < 0 || PyList_Append(w->chunks, value) < 0)
                 return -1;
@@ -1517,6 +1528,17 @@ static PyObject *error_codes(PyObject *self, PyObject *args)
     return found != NULL ? found : Py_NewRef(Py_None);
 }
 
+static PyObject *accept_file_chunks(PyObject *self, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "accept_file_chunks takes a class");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(file_chunk_type, cls);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(flexible, header_type, malformed_error, length_error): what the functions below need"},
@@ -1533,6 +1555,8 @@ static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS, "build(plan, values) -> the entity, as entities.compiled_builder(cls)(values)"},
     {"error_codes", error_codes, METH_VARARGS,
      "error_codes(plan, entity) -> the true error codes in entity, in order, or None if there is none"},
+    {"accept_file_chunks", accept_file_chunks, METH_O,
+     "accept_file_chunks(cls): the one non-buffer type a bytes or records value may hold (storage.FileSlice)"},
     {NULL, NULL, 0, NULL},
 };
 

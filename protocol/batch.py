@@ -143,11 +143,14 @@ def crc_is_valid(batch: bytes | memoryview, header: BatchHeader) -> bool:
     return compute_crc(batch) == header.crc
 
 
-def validate_produced_batch(records: bytes | memoryview, max_message_bytes: int) -> BatchHeader:
+def validate_produced_batch(records: bytes | memoryview, max_message_bytes: int,
+                            crc: int | None = None) -> BatchHeader:
     """Check one batch received in a Produce request, from its header alone.
 
     Produce v3+ carries exactly one v2 batch per partition. Raises InvalidBatch or
-    BatchTooLarge; returns the parsed header."""
+    BatchTooLarge; returns the parsed header. `crc`: the batch's compute_crc when it was
+    computed beforehand (a large batch's, in a worker thread); the checks and their
+    order are the same either way."""
     size = len(records)
     # Bytes that end before the batch they announce hold no batch at all for Kafka
     # (INVALID_RECORD: "at least one record batch"); a length too small to be a batch
@@ -168,8 +171,10 @@ def validate_produced_batch(records: bytes | memoryview, max_message_bytes: int)
         raise InvalidBatch("produce requests carry exactly one record batch per partition", corrupt=False)
     if size > max_message_bytes:
         raise BatchTooLarge(size, max_message_bytes)
-    if compute_crc(records) != header.crc:
-        raise InvalidBatch(f"CRC mismatch: header says {header.crc}, bytes give {compute_crc(records)}", corrupt=True)
+    if crc is None:
+        crc = compute_crc(records)
+    if crc != header.crc:
+        raise InvalidBatch(f"CRC mismatch: header says {header.crc}, bytes give {crc}", corrupt=True)
     # Kafka's LogValidator.validateBatch, with its messages. The records themselves are
     # checked by protocol.records.validate_records.
     if header.record_count <= 0:

@@ -22,6 +22,8 @@ import errno
 import os
 import resource
 
+from ottla.protocol import compiled_codec
+
 
 class ShortSlice(OSError):
     """The file ended before the slice did: it was truncated after the slice was taken."""
@@ -81,3 +83,10 @@ class FileSlice:
         # An answer dropped unsent (a throttled fetch, a long poll that looks again, a
         # connection gone) lets go of its descriptors with it.
         self.close()
+
+
+# The compiled response encoder passes a FileSlice on as a chunk of its own, and refuses
+# any other value that is not a buffer (protocol/_codec.c; protocol imports nothing of
+# storage, so it is told the class here).
+if compiled_codec.compiled is not None:
+    compiled_codec.compiled.accept_file_chunks(FileSlice)

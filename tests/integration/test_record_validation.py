@@ -6,6 +6,7 @@ error (Produce v8+)."""
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 
@@ -17,6 +18,8 @@ from tests.clients import consume_partitions, create_topic, idempotent_producer,
 from tests.wire import WireClient, request
 
 PRODUCE, LIST_OFFSETS = 0, 2
+MiB = 1024 * 1024
+RECORD_CRC_THREADS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "launchers", "record_crc_threads.py")
 
 
 def _produce(client: WireClient, topic: str, batch: bytes, version: int = 9):
@@ -78,3 +81,25 @@ def test_a_keyless_record_on_a_compacted_topic_gets_a_per_record_error(broker, t
         keyed = build_batch([encode_record(b"k%d" % i, b"v", offset_delta=i) for i in range(3)],
                             timestamp=int(time.time() * 1000))
         assert _produce(client, topic_name, keyed).error_code == ErrorCode.none
+
+
+def test_a_large_batch_has_its_crc_checked_in_a_worker_thread(fresh_broker, topic_name, tmp_path):
+    """A batch of more than 1 MiB has its CRC-32C computed off the event loop (a few ms
+    for 8 MiB on this machine), and a damaged one is still CORRUPT_MESSAGE with nothing
+    appended. Four records of 1 MiB: their walk stays on the loop, only the CRC moves."""
+    threads_file = tmp_path / "crc-threads"
+    broker = fresh_broker(env={"OTTLA_TEST_CRC_THREADS_FILE": str(threads_file)}, launcher=RECORD_CRC_THREADS)
+    create_topic(broker.bootstrap, topic_name, 1, config={"max.message.bytes": str(8 * MiB)})
+    good = build_batch([encode_record(b"k%d" % i, bytes(MiB), offset_delta=i) for i in range(4)],
+                       timestamp=int(time.time() * 1000))
+    damaged = bytearray(good)
+    damaged[-1] ^= 1
+    with WireClient(broker.bootstrap) as client:
+        answer = _produce(client, topic_name, bytes(damaged))
+        assert answer.error_code == ErrorCode.corrupt_message and "CRC mismatch" in answer.error_message
+        assert answer.base_offset == -1
+        # Nothing of the damaged batch was appended: the good one is at offset 0.
+        answer = _produce(client, topic_name, good)
+        assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 0)
+    names = threads_file.read_text().split()
+    assert len(names) == 2 and all(name.startswith("ottla-worker") for name in names), names

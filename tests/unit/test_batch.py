@@ -106,6 +106,18 @@ def test_validation_refuses_bad_batches(captured):
         validate_produced_batch(captured, 100)
 
 
+def test_a_crc_computed_beforehand_is_checked_where_the_batch_s_own_would_be(captured):
+    # A large batch's CRC is computed in a worker thread and handed in: a damaged batch
+    # whose damage also breaks a later rule (here the control flag) is still CORRUPT_MESSAGE
+    # first, and an undamaged one passes.
+    assert validate_produced_batch(captured, 10_000, compute_crc(captured)) == validate_produced_batch(captured, 10_000)
+    damaged = bytearray(captured)
+    damaged[22] |= 0x20  # attributes: the control flag, which clients may not write
+    with pytest.raises(InvalidBatch) as crc:
+        validate_produced_batch(bytes(damaged), 10_000, compute_crc(damaged))
+    assert crc.value.corrupt and "CRC mismatch" in str(crc.value)
+
+
 def test_control_batch_for_a_commit_marker():
     batch = marker_batch(EndTxnMarker(ControlType.COMMIT, 2), producer_id=3000, producer_epoch=1, timestamp=5)
     header = BatchHeader.parse(batch)

@@ -100,6 +100,39 @@ def test_responses_frame_as_the_python_path() -> None:
     assert len(small) == 1 and isinstance(small[0], bytes)
 
 
+def test_a_records_value_that_is_not_a_buffer_is_a_file_slice_or_refused(tmp_path, monkeypatch) -> None:
+    """A FileSlice (Fetch's records left in their file) leaves as a chunk of its own; any
+    other value that is not a buffer is a handler's bug, refused at once by the encoder
+    rather than found later by the connection's write."""
+    import os
+
+    from kio.schema.fetch.v12.response import FetchResponse
+
+    from ottla.storage.file_slice import FileSlice
+
+    from . import test_compiled_writers
+
+    plan = compiled_codec.encode_plan(FetchResponse)
+    path = tmp_path / "segment"
+    path.write_bytes(LARGE_RECORDS)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        in_file = FileSlice(fd, 0, len(LARGE_RECORDS))
+    finally:
+        os.close(fd)
+    monkeypatch.setitem(test_compiled_writers.SAMPLES, "records", in_file)
+    assert any(chunk is in_file for chunk in C.encode_response(1, True, plan, _instance(FetchResponse, False)))
+    in_file.close()
+
+    class Sized:  # what a handler's bug could put there: sized, but no buffer and no file
+        def __len__(self) -> int:
+            return len(LARGE_RECORDS)
+
+    monkeypatch.setitem(test_compiled_writers.SAMPLES, "records", Sized())
+    with pytest.raises(TypeError, match="neither a buffer nor a FileSlice"):
+        C.encode_response(1, True, plan, _instance(FetchResponse, False))
+
+
 def test_out_of_range_values_are_refused_as_struct_refuses_them() -> None:
     """A value its Kafka type cannot hold (a handler's bug) raises struct.error on both
     paths, never wraps around."""
