@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.protocol.batch import BatchHeader, records_batch
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 from ottla.protocol.records import keys_and_values
@@ -201,8 +201,7 @@ class TransactionCoordinator:
                                f"{TOPIC}-{partition}")
         state_log = self.logs.partition(TOPIC, partition)
         assert state_log is not None
-        batch = build_batch([encode_record(key, value, offset_delta=i) for i, (key, value) in enumerate(records)],
-                            timestamp=self._now_ms())
+        batch = records_batch(records, timestamp=self._now_ms())
         try:
             return state_log.append_batch(batch, BatchHeader.parse(batch)).base_offset
         except KafkaError as exc:
