@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import Any
 
 from ottla.protocol.varint import read_uvarint, write_uvarint
 
@@ -90,16 +91,35 @@ TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
 }
 
 
-def transition(current: TxnRecord, target: TxnState, now_ms: int, **changes: object) -> TxnRecord:
+def transition(current: TxnRecord, target: TxnState, now_ms: int, **changes: Any) -> TxnRecord:
     """The record that follows `current` in state `target`, with `changes`; `current`
     is left as it is. IllegalTransition if `target` may not follow its state."""
     if target not in TRANSITIONS[current.state]:
         raise IllegalTransition(f"{current.state.kafka_name} -> {target.kafka_name}")
-    return replace(current, state=target, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
+    if not changes.keys() <= _CHANGEABLE:
+        raise TypeError(f"TxnRecord has no field {sorted(changes.keys() - _CHANGEABLE)}")
+    # Built field by field rather than by dataclasses.replace, which reads the class's
+    # fields at every call (a transition is made at every change of a transaction).
+    get = changes.get
+    return TxnRecord(get("producer_id", current.producer_id),
+                     get("producer_epoch", current.producer_epoch),
+                     get("timeout_ms", current.timeout_ms),
+                     target,
+                     get("partitions", current.partitions),
+                     now_ms,
+                     get("start_ms", current.start_ms),
+                     get("previous_producer_id", current.previous_producer_id),
+                     get("next_producer_id", current.next_producer_id),
+                     get("client_transaction_version", current.client_transaction_version))
 
 
 class IllegalTransition(Exception):
     pass
+
+
+# What a transition may change besides the state and the time of the update it sets.
+_CHANGEABLE = frozenset(field.name for field in fields(TxnRecord)) - {"state", "last_update_ms"}
+
 
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode: over UTF-16 code units, wrapped to int32."""

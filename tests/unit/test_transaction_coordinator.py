@@ -60,6 +60,17 @@ def test_every_transition_is_allowed_or_refused(current, target):
     assert set(TRANSITIONS) == set(S)
 
 
+def test_a_transition_changes_what_it_is_told_and_nothing_else():
+    record = TxnRecord(3000, 2, 60000, S.ONGOING, frozenset({("orders", 0)}), 100, 90, 2999, -1, 2)
+    changes = {"producer_id": 4000, "producer_epoch": 0, "timeout_ms": 5000, "partitions": frozenset(),
+               "start_ms": 95, "previous_producer_id": 3000, "next_producer_id": 4001, "client_transaction_version": 0}
+    for name, value in changes.items():
+        assert transition(record, S.PREPARE_COMMIT, 200, **{name: value}) == replace(
+            record, state=S.PREPARE_COMMIT, last_update_ms=200, **{name: value}), name
+    with pytest.raises(TypeError):  # a misspelt field is no silent no-op
+        transition(record, S.PREPARE_COMMIT, 200, partition=frozenset())
+
+
 def test_log_records_round_trip():
     record = TxnRecord(3000, 2, 60000, S.ONGOING, frozenset({("orders", 0), ("orders", 3), ("audit", 1)}),
                        1669693174442, 1669693174400, previous_producer_id=2999, client_transaction_version=2)
