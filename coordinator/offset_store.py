@@ -47,8 +47,8 @@ from .offsets_log import (
     OffsetKey,
     decode_key,
     decode_offset_value,
-    encode_offset_key,
     encode_offset_value,
+    offset_key_bytes,
 )
 from .share_group_records import ShareGroupKey
 from .share_group_records import decode_key as decode_share_group_key
@@ -249,7 +249,7 @@ class OffsetStore:
 
     @staticmethod
     def _commit_records(group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> Records:
-        return [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(o)) for (t, p), o in offsets.items()]
+        return [(offset_key_bytes(group_id, t, p), encode_offset_value(o)) for (t, p), o in offsets.items()]
 
     def commit(self, group_id: str,
                offsets: dict[TopicPartition, CommittedOffset]) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
@@ -310,7 +310,7 @@ class OffsetStore:
         that have a committed offset."""
         offsets = self.groups.get(group_id)
         doomed = [tp for tp in partitions if offsets is not None and tp in offsets.committed]
-        return CoordinatorResult([(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed], None)
+        return CoordinatorResult([(offset_key_bytes(group_id, t, p), None) for t, p in doomed], None)
 
     def delete_group(self, group_id: str, group_tombstones: Records) -> CoordinatorResult[None]:
         """The write of a DeleteGroups: one batch with a tombstone for each committed
@@ -318,7 +318,7 @@ class OffsetStore:
         last)."""
         offsets = self.groups.get(group_id)
         committed = offsets.committed if offsets is not None else {}
-        tombstones: Records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in committed]
+        tombstones: Records = [(offset_key_bytes(group_id, t, p), None) for t, p in committed]
         return CoordinatorResult(tombstones + group_tombstones, None)
 
 

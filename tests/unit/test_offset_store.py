@@ -9,7 +9,17 @@ import pytest
 
 from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.offset_store import OffsetStore
-from ottla.coordinator.offsets_log import TOPIC, CommittedOffset, GroupKey, encode_group_key
+from ottla.coordinator.offsets_log import (
+    TOPIC,
+    CommittedOffset,
+    GroupKey,
+    OffsetKey,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_offset_key,
+    encode_offset_value,
+)
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
@@ -141,3 +151,15 @@ def test_group_records_are_handed_back_in_order_and_deletions_tombstone_the_offs
     store, _, replayed = data.open()
     assert replayed[-1] == (GroupKey("g"), None)
     assert store.fetch("g", None, False) == {}
+
+
+def test_offset_records_are_kafkas_offset_commit_key_v1_and_value_v3():
+    # Field by field as Kafka's OffsetCommitKey and OffsetCommitValue schemas lay them out.
+    key = encode_offset_key(OffsetKey("group-a", "orders", 2))
+    assert key == bytes.fromhex("0001" "0007") + b"group-a" + bytes.fromhex("0006") + b"orders" + bytes.fromhex(
+        "00000002")
+    value = encode_offset_value(CommittedOffset(42, 7, "météo", 1_700_000_000_000))
+    assert value == (bytes.fromhex("0003" "000000000000002a" "00000007" "0007") + "météo".encode()
+                     + (1_700_000_000_000).to_bytes(8, "big"))
+    assert decode_key(key) == OffsetKey("group-a", "orders", 2)
+    assert decode_offset_value(value) == CommittedOffset(42, 7, "météo", 1_700_000_000_000)
