@@ -32,6 +32,10 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _HEAD = struct.Struct(">qhib")  # producer id, epoch, timeout, status
 _TAIL = struct.Struct(">qq")  # last update, start
+_VALUE_HEAD = struct.Struct(">hqhib")  # version, then _HEAD's fields
+_NULL_ARRAY = b"\x00"  # a compact array's length + 1: 0 is null
+_EMPTY_ARRAY = b"\x01"
+_NO_TAGS = b"\x00"
 
 
 class TxnState(enum.IntEnum):
@@ -141,7 +145,9 @@ def partition_for(key: str, partitions: int) -> int:
 # --- encoding ---------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
 def encode_key(transactional_id: str) -> bytes:
+    """Cached: a transactional id's key is written at every change of its state."""
     raw = transactional_id.encode()
     return _I16.pack(KEY_VERSION) + _I16.pack(len(raw)) + raw
 
@@ -152,20 +158,24 @@ def _compact_string(text: str) -> bytes:
 
 
 def encode_value(record: TxnRecord) -> bytes:
-    out = bytearray(_I16.pack(VALUE_VERSION))
-    out += _HEAD.pack(record.producer_id, record.producer_epoch, record.timeout_ms, record.state)
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in sorted(record.partitions):
-        by_topic.setdefault(topic, []).append(partition)
-    # Kafka writes an Empty transaction's partitions as a null array, not an empty one.
-    out += write_uvarint(0 if record.state is TxnState.EMPTY and not by_topic else len(by_topic) + 1)
-    for topic, partitions in by_topic.items():
-        out += _compact_string(topic)
-        out += write_uvarint(len(partitions) + 1)
-        for p in partitions:
-            out += _I32.pack(p)
-        out += b"\x00"  # no tagged fields in the entry
-    out += _TAIL.pack(record.last_update_ms, record.start_ms)
+    partitions = record.partitions
+    if not partitions:
+        # Kafka writes an Empty transaction's partitions as a null array, not an empty one.
+        array = _NULL_ARRAY if record.state is TxnState.EMPTY else _EMPTY_ARRAY
+    else:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        parts = [write_uvarint(len(by_topic) + 1)]
+        for topic, numbers in by_topic.items():
+            # The entry: its topic, its partition ids, no tagged fields.
+            parts += (_compact_string(topic), write_uvarint(len(numbers) + 1),
+                      struct.pack(f">{len(numbers)}i", *numbers), _NO_TAGS)
+        array = b"".join(parts)
+    tail = _TAIL.pack(record.last_update_ms, record.start_ms)
+    if record.previous_producer_id == -1 and record.next_producer_id == -1 and record.client_transaction_version == 0:
+        return b"".join((_VALUE_HEAD.pack(VALUE_VERSION, record.producer_id, record.producer_epoch, record.timeout_ms,
+                                          record.state), array, tail, _NO_TAGS))
     tags = []
     if record.previous_producer_id != -1:
         tags.append((0, _I64.pack(record.previous_producer_id)))
@@ -173,10 +183,11 @@ def encode_value(record: TxnRecord) -> bytes:
         tags.append((1, _I64.pack(record.next_producer_id)))
     if record.client_transaction_version != 0:
         tags.append((2, _I16.pack(record.client_transaction_version)))
-    out += write_uvarint(len(tags))
+    out = [_VALUE_HEAD.pack(VALUE_VERSION, record.producer_id, record.producer_epoch, record.timeout_ms, record.state),
+           array, tail, write_uvarint(len(tags))]
     for tag, data in tags:
-        out += write_uvarint(tag) + write_uvarint(len(data)) + data
-    return bytes(out)
+        out += (write_uvarint(tag), write_uvarint(len(data)), data)
+    return b"".join(out)
 
 
 # --- decoding ---------------------------------------------------------------------------

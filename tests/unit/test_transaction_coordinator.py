@@ -79,6 +79,15 @@ def test_log_records_round_trip():
     assert encode_key("TEST-1")[:2] == b"\x00\x00"
 
 
+def test_no_partitions_are_a_null_array_when_empty_and_an_empty_one_otherwise():
+    # As Kafka writes TransactionPartitions: null for an Empty transaction.
+    partitions_at = 2 + 8 + 2 + 4 + 1  # version, producer id, epoch, timeout, status
+    for state in S:
+        encoded = encode_value(TxnRecord(3000, 2, 60000, state))
+        assert encoded[partitions_at] == (0 if state is S.EMPTY else 1), state.kafka_name
+        assert decode_value(encoded) == TxnRecord(3000, 2, 60000, state)
+
+
 def test_partition_of_a_transactional_id_follows_java_string_hash_code():
     assert java_string_hash("") == 0
     assert java_string_hash("hello") == 99162322  # Java's "hello".hashCode()
