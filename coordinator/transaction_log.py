@@ -145,9 +145,7 @@ def partition_for(key: str, partitions: int) -> int:
 # --- encoding ---------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=4096)
 def encode_key(transactional_id: str) -> bytes:
-    """Cached: a transactional id's key is written at every change of its state."""
     raw = transactional_id.encode()
     return _I16.pack(KEY_VERSION) + _I16.pack(len(raw)) + raw
 
@@ -157,21 +155,36 @@ def _compact_string(text: str) -> bytes:
     return write_uvarint(len(raw) + 1) + raw
 
 
+def _partitions_array(partitions: frozenset[tuple[str, int]]) -> bytes:
+    """TransactionPartitions of a non-empty set, by topic."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    parts = [write_uvarint(len(by_topic) + 1)]
+    for topic, numbers in by_topic.items():
+        # The entry: its topic, its partition ids, no tagged fields.
+        parts += (_compact_string(topic), write_uvarint(len(numbers) + 1), struct.pack(f">{len(numbers)}i", *numbers),
+                  _NO_TAGS)
+    return b"".join(parts)
+
+
+# The set a transaction has is written again unchanged when it ends (PrepareCommit or
+# PrepareAbort), and the same small sets recur transaction after transaction of a
+# producer: their arrays are cached, up to this many partitions a set (the cache's
+# memory stays small whatever sets clients make).
+_CACHED_SET_SIZE = 16
+_cached_partitions_array = lru_cache(maxsize=1024)(_partitions_array)
+
+
 def encode_value(record: TxnRecord) -> bytes:
     partitions = record.partitions
     if not partitions:
         # Kafka writes an Empty transaction's partitions as a null array, not an empty one.
         array = _NULL_ARRAY if record.state is TxnState.EMPTY else _EMPTY_ARRAY
+    elif len(partitions) <= _CACHED_SET_SIZE:
+        array = _cached_partitions_array(partitions)
     else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(partitions):
-            by_topic.setdefault(topic, []).append(partition)
-        parts = [write_uvarint(len(by_topic) + 1)]
-        for topic, numbers in by_topic.items():
-            # The entry: its topic, its partition ids, no tagged fields.
-            parts += (_compact_string(topic), write_uvarint(len(numbers) + 1),
-                      struct.pack(f">{len(numbers)}i", *numbers), _NO_TAGS)
-        array = b"".join(parts)
+        array = _partitions_array(partitions)
     tail = _TAIL.pack(record.last_update_ms, record.start_ms)
     if record.previous_producer_id == -1 and record.next_producer_id == -1 and record.client_transaction_version == 0:
         return b"".join((_VALUE_HEAD.pack(VALUE_VERSION, record.producer_id, record.producer_epoch, record.timeout_ms,

@@ -88,6 +88,14 @@ def test_no_partitions_are_a_null_array_when_empty_and_an_empty_one_otherwise():
         assert decode_value(encoded) == TxnRecord(3000, 2, 60000, state)
 
 
+def test_sets_of_partitions_round_trip_whether_their_encoding_is_cached_or_not():
+    for size in (1, 2, 16, 17, 40):
+        partitions = frozenset((f"topic-{i % 3}", i) for i in range(size))
+        record = TxnRecord(3000, 2, 60000, S.ONGOING, partitions, 100, 90)
+        assert encode_value(record) == encode_value(record)  # the second from the cache, if any
+        assert decode_value(encode_value(record)) == record, size
+
+
 def test_partition_of_a_transactional_id_follows_java_string_hash_code():
     assert java_string_hash("") == 0
     assert java_string_hash("hello") == 99162322  # Java's "hello".hashCode()
