@@ -116,6 +116,10 @@ class OffsetStore:
         self.max_metadata_bytes = max_metadata_bytes
         self.wall_clock = wall_clock
         self.groups: dict[str, GroupOffsets] = {}
+        # producer id -> the groups that may hold offsets of its open transaction (some
+        # may not anymore: a group's deletion clears them), so that a marker looks at
+        # those groups rather than at every group. Kept by the replay, as `groups`.
+        self._pending_groups: dict[int, set[str]] = {}
         # `__consumer_offsets` partitions not loaded yet (see `open`).
         self._loading: set[int] = set()
         self._opened = False
@@ -208,6 +212,7 @@ class OffsetStore:
                 return
             if producer_id >= 0:
                 self._offsets(group_id).pending_txn.setdefault(producer_id, {})[tp] = StoredOffset(value, offset)
+                self._pending_groups.setdefault(producer_id, set()).add(group_id)
             else:
                 self._offsets(group_id).committed[tp] = StoredOffset(value, offset)
             self.offsets_replayed(group_id)
@@ -270,10 +275,18 @@ class OffsetStore:
         """A transaction of `producer_id` ended in `__consumer_offsets` partition
         `partition` (Kafka's replayEndTransactionMarker): its offsets there take effect
         (commit) or vanish (abort)."""
-        for group_id, offsets in list(self.groups.items()):
-            pending = offsets.pending_txn.get(producer_id)
-            if pending is None or self.partition_for(group_id) != partition:
+        candidates = self._pending_groups.get(producer_id)
+        if candidates is None:
+            return
+        for group_id in list(candidates):
+            offsets = self.groups.get(group_id)
+            pending = None if offsets is None else offsets.pending_txn.get(producer_id)
+            if offsets is None or pending is None:
+                candidates.discard(group_id)  # its offsets went with the group's deletion
                 continue
+            if self.partition_for(group_id) != partition:
+                continue
+            candidates.discard(group_id)
             del offsets.pending_txn[producer_id]
             if committed:
                 for tp, offset in pending.items():
@@ -283,6 +296,8 @@ class OffsetStore:
                         offsets.committed[tp] = offset
             if not offsets.committed and not offsets.pending_txn:
                 del self.groups[group_id]
+        if not candidates:
+            del self._pending_groups[producer_id]
 
     # --- reads and deletions -------------------------------------------------------------
 

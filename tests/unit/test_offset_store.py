@@ -100,6 +100,24 @@ def test_a_transactional_commit_waits_for_its_marker(data):
     assert committed(store, "g", require_stable=True) == (10, ErrorCode.none)
 
 
+def test_a_marker_settles_only_the_offsets_in_its_own_partition(data):
+    # One transaction commits offsets for three groups: "g" and "b" share a partition of
+    # __consumer_offsets, "h" has another. Each marker settles its partition's groups
+    # only; the others wait for theirs. A restart replays the same.
+    store, markers, _ = data.open()
+    assert store.partition_for("g") == store.partition_for("b") != store.partition_for("h")
+    for group in ("g", "b", "h"):
+        store.write(group, store.commit(group, {TP: CommittedOffset(10)}), 7, 0)
+    end_txn(store, markers, "g", 7, commit=True)
+    assert [committed(store, group, require_stable=True) for group in ("g", "b", "h")] == [
+        (10, ErrorCode.none), (10, ErrorCode.none), (None, ErrorCode.unstable_offset_commit)]
+    end_txn(store, markers, "h", 7, commit=False)
+    settled = [(10, ErrorCode.none), (10, ErrorCode.none), (None, ErrorCode.none)]
+    assert [committed(store, group, require_stable=True) for group in ("g", "b", "h")] == settled
+    store, markers, _ = data.open()
+    assert [committed(store, group, require_stable=True) for group in ("g", "b", "h")] == settled
+
+
 def test_a_plain_commit_written_after_a_transactional_one_wins(data):
     store, markers, _ = data.open()
     store.write("g", store.commit("g", {TP: CommittedOffset(20)}), 7, 0)
