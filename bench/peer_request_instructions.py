@@ -20,12 +20,7 @@ is left out of its rounds.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -36,76 +31,41 @@ CONSUMER_GROUP_HEARTBEAT = 68
 
 def measure(peer: str, rounds: int, warmup: int, say: Any = print) -> dict[str, tuple[float, int]]:
     """(median, least) instructions per request by name, over the measured rounds."""
-    from confluent_kafka.admin import AdminClient
-
     from tests.clients import create_topic
-    from tests.reference.kafka import free_port
     from tests.wire import request
 
-    work = tempfile.mkdtemp(prefix="peer-request-instructions-")
-    out_dir = os.path.join(work, "callgrind")
-    os.makedirs(out_dir)
-    port = free_port()
-    if peer == "noida-db":
-        import noida_db  # the console script is a wrapper around this package's native binary
-
-        program = [os.path.join(os.path.dirname(noida_db.__file__), "noida-db"), "start", "--data-dir",
-                   os.path.join(work, "data"), "--host", "127.0.0.1", "--only", "kafka", "--kafka-port", str(port)]
-    else:
-        program = [sys.executable, "-m", "ottla.tools.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                   "--data-dir", os.path.join(work, "data")]
-    log = open(os.path.join(work, "broker.log"), "w")
-    process = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.out.%p",
-                                "--dump-line=no", *program], stdout=log, stderr=subprocess.STDOUT, cwd=work)
     names = {key: name for name, key in request_instructions.REQUESTS.items()}
     counts: dict[str, list[int]] = {name: [] for name in request_instructions.REQUESTS}
-    measuring = False
-    previous: int | None = None  # the api key of the request the next dump closes
     call = request_instructions._call
+    with request_instructions.broker_under_callgrind(peer) as (process, bootstrap, out_dir):
+        measuring = False
+        previous: int | None = None  # the api key of the request the next dump closes
 
-    def dumped_call(client: Any, entity: Any) -> Any:
-        nonlocal previous
-        key = type(entity).__api_key__
-        if key == CONSUMER_GROUP_HEARTBEAT and peer == "noida-db":
-            return SimpleNamespace(error_code=0, member_id="", member_epoch=1)
-        request_instructions._control(process.pid, "-d")
-        if previous is not None and measuring:
-            counts[names[previous]].append(request_instructions._newest_total(out_dir))
-        previous = key
-        return call(client, entity)
+        def dumped_call(client: Any, entity: Any) -> Any:
+            nonlocal previous
+            key = type(entity).__api_key__
+            if key == CONSUMER_GROUP_HEARTBEAT and peer == "noida-db":
+                return SimpleNamespace(error_code=0, member_id="", member_epoch=1)
+            request_instructions._control(process.pid, "-d")
+            if previous is not None and measuring:
+                counts[names[previous]].append(request_instructions._newest_total(out_dir))
+            previous = key
+            return call(client, entity)
 
-    request_instructions._call = dumped_call  # Rounds sends every request through it
-    bootstrap = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + request_instructions.START_TIMEOUT
-        while True:
-            try:
-                AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5)
-                break
-            except Exception:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"{peer} under callgrind did not start") from None
-                time.sleep(1)
-        create_topic(bootstrap, request_instructions.TOPIC, 1)
-        client = request_instructions.Rounds(bootstrap)
-        client.join_classic_group()
-        for i in range(warmup + rounds):
-            measuring = i >= warmup
-            client.round()
-            say(f"round {i + 1}/{warmup + rounds} ({'measured' if measuring else 'warm-up'})")
-        # Its dump closes the last measured round's last interval.
-        dumped_call(client.client, request(18, 3, client_software_name="bench", client_software_version="1"))
-        client.client.close()
-    finally:
-        request_instructions._call = call
-        process.terminate()
+        request_instructions._call = dumped_call  # Rounds sends every request through it
         try:
-            process.wait(120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-        subprocess.run(["rm", "-rf", work], check=False)
+            create_topic(bootstrap, request_instructions.TOPIC, 1)
+            client = request_instructions.Rounds(bootstrap)
+            client.join_classic_group()
+            for i in range(warmup + rounds):
+                measuring = i >= warmup
+                client.round()
+                say(f"round {i + 1}/{warmup + rounds} ({'measured' if measuring else 'warm-up'})")
+            # Its dump closes the last measured round's last interval.
+            dumped_call(client.client, request(18, 3, client_software_name="bench", client_software_version="1"))
+            client.client.close()
+        finally:
+            request_instructions._call = call
     return {name: (statistics.median(values), min(values)) for name, values in counts.items() if values}
 
 
