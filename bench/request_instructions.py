@@ -33,6 +33,7 @@ same around as long a span with no request (the idle threads' share, subtracted)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import re
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -257,16 +259,15 @@ def _control(pid: int, *flags: str) -> None:
     subprocess.run(["callgrind_control", *flags, str(pid)], check=True, capture_output=True, timeout=120)
 
 
-def measure_produce_from_outside(peer: str, rounds: int, warmup: int, say: Any = print) -> tuple[float, float]:
-    """(median instructions per idempotent Produce of one record, median per the same
-    span idle), the counters zeroed and dumped from outside (callgrind_control, over
-    vgdb) around BURST requests, and around as long a span with none."""
+@contextlib.contextmanager
+def broker_under_callgrind(peer: str) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
+    """`peer` (noida-db, or Ottla as shipped) started under callgrind on a free port, in a
+    directory of its own, for its counters to be zeroed and dumped from outside:
+    (its process, its bootstrap address, where callgrind writes its dumps). Stopped and
+    removed at the end."""
     from confluent_kafka.admin import AdminClient
 
-    from ottla.protocol.batch import build_batch, encode_record
-    from tests.clients import create_topic
     from tests.reference.kafka import free_port
-    from tests.wire import request
 
     work = tempfile.mkdtemp(prefix="request-instructions-")
     out_dir = os.path.join(work, "callgrind")
@@ -295,6 +296,27 @@ def measure_produce_from_outside(peer: str, rounds: int, warmup: int, say: Any =
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError(f"{peer} under callgrind did not start") from None
                 time.sleep(1)
+        yield process, bootstrap, out_dir
+    finally:
+        process.terminate()
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+        subprocess.run(["rm", "-rf", work], check=False)
+
+
+def measure_produce_from_outside(peer: str, rounds: int, warmup: int, say: Any = print) -> tuple[float, float]:
+    """(median instructions per idempotent Produce of one record, median per the same
+    span idle), the counters zeroed and dumped from outside (callgrind_control, over
+    vgdb) around BURST requests, and around as long a span with none."""
+    from ottla.protocol.batch import build_batch, encode_record
+    from tests.clients import create_topic
+    from tests.wire import request
+
+    with broker_under_callgrind(peer) as (process, bootstrap, out_dir):
         create_topic(bootstrap, TOPIC, 1)
         client = Rounds(bootstrap).client
         init = _call(client, request(22, 4, transactional_id=None, transaction_timeout=60_000, producer_id=-1,
@@ -332,15 +354,6 @@ def measure_produce_from_outside(peer: str, rounds: int, warmup: int, say: Any =
             say(f"{peer} burst {i + 1 - warmup}/{rounds}: {busy[-1]:,.0f} instructions a Produce, idle "
                 f"{idle[-1]:,.0f} a Produce's share of as long a span")
         client.close()
-    finally:
-        process.terminate()
-        try:
-            process.wait(120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-        subprocess.run(["rm", "-rf", work], check=False)
     return statistics.median(busy), statistics.median(idle)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
 
-from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, build_batch, encode_record
+from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, records_batch
 from ottla.protocol.control import ControlType, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import keys_and_values
@@ -47,8 +47,8 @@ from .offsets_log import (
     OffsetKey,
     decode_key,
     decode_offset_value,
-    encode_offset_key,
     encode_offset_value,
+    offset_key_bytes,
 )
 from .share_group_records import ShareGroupKey
 from .share_group_records import decode_key as decode_share_group_key
@@ -116,6 +116,10 @@ class OffsetStore:
         self.max_metadata_bytes = max_metadata_bytes
         self.wall_clock = wall_clock
         self.groups: dict[str, GroupOffsets] = {}
+        # producer id -> the groups that may hold offsets of its open transaction (some
+        # may not anymore: a group's deletion clears them), so that a marker looks at
+        # those groups rather than at every group. Kept by the replay, as `groups`.
+        self._pending_groups: dict[int, set[str]] = {}
         # `__consumer_offsets` partitions not loaded yet (see `open`).
         self._loading: set[int] = set()
         self._opened = False
@@ -140,11 +144,8 @@ class OffsetStore:
         producer's epoch in that partition (stale epochs are refused). A refused append
         raises the error a coordinator answers (writes.append_error)."""
         now = int(self.wall_clock() * 1000)
-        batch = build_batch(
-            [encode_record(k, v, offset_delta=i) for i, (k, v) in enumerate(records)],
-            timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
-            attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0,
-        )
+        batch = records_batch(records, timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
+                              attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
         try:
             result = self._log(group_id).append_batch(batch, BatchHeader.parse(batch), from_coordinator=True)
         except KafkaError as exc:
@@ -211,6 +212,7 @@ class OffsetStore:
                 return
             if producer_id >= 0:
                 self._offsets(group_id).pending_txn.setdefault(producer_id, {})[tp] = StoredOffset(value, offset)
+                self._pending_groups.setdefault(producer_id, set()).add(group_id)
             else:
                 self._offsets(group_id).committed[tp] = StoredOffset(value, offset)
             self.offsets_replayed(group_id)
@@ -252,7 +254,7 @@ class OffsetStore:
 
     @staticmethod
     def _commit_records(group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> Records:
-        return [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(o)) for (t, p), o in offsets.items()]
+        return [(offset_key_bytes(group_id, t, p), encode_offset_value(o)) for (t, p), o in offsets.items()]
 
     def commit(self, group_id: str,
                offsets: dict[TopicPartition, CommittedOffset]) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
@@ -273,10 +275,18 @@ class OffsetStore:
         """A transaction of `producer_id` ended in `__consumer_offsets` partition
         `partition` (Kafka's replayEndTransactionMarker): its offsets there take effect
         (commit) or vanish (abort)."""
-        for group_id, offsets in list(self.groups.items()):
-            pending = offsets.pending_txn.get(producer_id)
-            if pending is None or self.partition_for(group_id) != partition:
+        candidates = self._pending_groups.get(producer_id)
+        if candidates is None:
+            return
+        for group_id in list(candidates):
+            offsets = self.groups.get(group_id)
+            pending = None if offsets is None else offsets.pending_txn.get(producer_id)
+            if offsets is None or pending is None:
+                candidates.discard(group_id)  # its offsets went with the group's deletion
                 continue
+            if self.partition_for(group_id) != partition:
+                continue
+            candidates.discard(group_id)
             del offsets.pending_txn[producer_id]
             if committed:
                 for tp, offset in pending.items():
@@ -286,6 +296,8 @@ class OffsetStore:
                         offsets.committed[tp] = offset
             if not offsets.committed and not offsets.pending_txn:
                 del self.groups[group_id]
+        if not candidates:
+            del self._pending_groups[producer_id]
 
     # --- reads and deletions -------------------------------------------------------------
 
@@ -313,7 +325,7 @@ class OffsetStore:
         that have a committed offset."""
         offsets = self.groups.get(group_id)
         doomed = [tp for tp in partitions if offsets is not None and tp in offsets.committed]
-        return CoordinatorResult([(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed], None)
+        return CoordinatorResult([(offset_key_bytes(group_id, t, p), None) for t, p in doomed], None)
 
     def delete_group(self, group_id: str, group_tombstones: Records) -> CoordinatorResult[None]:
         """The write of a DeleteGroups: one batch with a tombstone for each committed
@@ -321,7 +333,7 @@ class OffsetStore:
         last)."""
         offsets = self.groups.get(group_id)
         committed = offsets.committed if offsets is not None else {}
-        tombstones: Records = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in committed]
+        tombstones: Records = [(offset_key_bytes(group_id, t, p), None) for t, p in committed]
         return CoordinatorResult(tombstones + group_tombstones, None)
 
 

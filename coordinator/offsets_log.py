@@ -33,6 +33,9 @@ GROUP_VALUE_VERSION = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_I16_I16 = struct.Struct(">hh")
+# OffsetCommitValue v3 up to its metadata: version, offset, leader epoch, metadata's length.
+_OFFSET_VALUE_HEAD = struct.Struct(">hqih")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,15 @@ class _Writer:
 
 
 def encode_offset_key(key: OffsetKey) -> bytes:
-    return bytes(_Writer().i16(OFFSET_KEY_VERSION).string(key.group).string(key.topic).i32(key.partition).out)
+    return offset_key_bytes(key.group, key.topic, key.partition)
+
+
+def offset_key_bytes(group: str, topic: str, partition: int) -> bytes:
+    """`encode_offset_key` of OffsetKey(group, topic, partition), in a few packs (one is
+    written at every commit of every partition)."""
+    raw_group, raw_topic = group.encode(), topic.encode()
+    return b"".join((_I16_I16.pack(OFFSET_KEY_VERSION, len(raw_group)), raw_group, _I16.pack(len(raw_topic)),
+                     raw_topic, _I32.pack(partition)))
 
 
 def encode_group_key(key: GroupKey) -> bytes:
@@ -119,8 +130,14 @@ def encode_group_key(key: GroupKey) -> bytes:
 
 
 def encode_offset_value(value: CommittedOffset) -> bytes:
-    w = _Writer().i16(OFFSET_VALUE_VERSION).i64(value.offset).i32(value.leader_epoch)
-    return bytes(w.string(value.metadata).i64(value.commit_timestamp).out)
+    # In a few packs rather than through _Writer: one is written at every commit.
+    metadata = value.metadata
+    if metadata is None:
+        return _OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, -1) + _I64.pack(
+            value.commit_timestamp)
+    raw = metadata.encode()
+    return b"".join((_OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, len(raw)), raw,
+                     _I64.pack(value.commit_timestamp)))
 
 
 def encode_group_value(value: GroupRecord) -> bytes:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import Any
 
 from ottla.protocol.varint import read_uvarint, write_uvarint
 
@@ -31,6 +32,10 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _HEAD = struct.Struct(">qhib")  # producer id, epoch, timeout, status
 _TAIL = struct.Struct(">qq")  # last update, start
+_VALUE_HEAD = struct.Struct(">hqhib")  # version, then _HEAD's fields
+_NULL_ARRAY = b"\x00"  # a compact array's length + 1: 0 is null
+_EMPTY_ARRAY = b"\x01"
+_NO_TAGS = b"\x00"
 
 
 class TxnState(enum.IntEnum):
@@ -90,16 +95,35 @@ TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
 }
 
 
-def transition(current: TxnRecord, target: TxnState, now_ms: int, **changes: object) -> TxnRecord:
+def transition(current: TxnRecord, target: TxnState, now_ms: int, **changes: Any) -> TxnRecord:
     """The record that follows `current` in state `target`, with `changes`; `current`
     is left as it is. IllegalTransition if `target` may not follow its state."""
     if target not in TRANSITIONS[current.state]:
         raise IllegalTransition(f"{current.state.kafka_name} -> {target.kafka_name}")
-    return replace(current, state=target, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
+    if not changes.keys() <= _CHANGEABLE:
+        raise TypeError(f"TxnRecord has no field {sorted(changes.keys() - _CHANGEABLE)}")
+    # Built field by field rather than by dataclasses.replace, which reads the class's
+    # fields at every call (a transition is made at every change of a transaction).
+    get = changes.get
+    return TxnRecord(get("producer_id", current.producer_id),
+                     get("producer_epoch", current.producer_epoch),
+                     get("timeout_ms", current.timeout_ms),
+                     target,
+                     get("partitions", current.partitions),
+                     now_ms,
+                     get("start_ms", current.start_ms),
+                     get("previous_producer_id", current.previous_producer_id),
+                     get("next_producer_id", current.next_producer_id),
+                     get("client_transaction_version", current.client_transaction_version))
 
 
 class IllegalTransition(Exception):
     pass
+
+
+# What a transition may change besides the state and the time of the update it sets.
+_CHANGEABLE = frozenset(field.name for field in fields(TxnRecord)) - {"state", "last_update_ms"}
+
 
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode: over UTF-16 code units, wrapped to int32."""
@@ -131,21 +155,40 @@ def _compact_string(text: str) -> bytes:
     return write_uvarint(len(raw) + 1) + raw
 
 
-def encode_value(record: TxnRecord) -> bytes:
-    out = bytearray(_I16.pack(VALUE_VERSION))
-    out += _HEAD.pack(record.producer_id, record.producer_epoch, record.timeout_ms, record.state)
+def _partitions_array(partitions: frozenset[tuple[str, int]]) -> bytes:
+    """TransactionPartitions of a non-empty set, by topic."""
     by_topic: dict[str, list[int]] = {}
-    for topic, partition in sorted(record.partitions):
+    for topic, partition in sorted(partitions):
         by_topic.setdefault(topic, []).append(partition)
-    # Kafka writes an Empty transaction's partitions as a null array, not an empty one.
-    out += write_uvarint(0 if record.state is TxnState.EMPTY and not by_topic else len(by_topic) + 1)
-    for topic, partitions in by_topic.items():
-        out += _compact_string(topic)
-        out += write_uvarint(len(partitions) + 1)
-        for p in partitions:
-            out += _I32.pack(p)
-        out += b"\x00"  # no tagged fields in the entry
-    out += _TAIL.pack(record.last_update_ms, record.start_ms)
+    parts = [write_uvarint(len(by_topic) + 1)]
+    for topic, numbers in by_topic.items():
+        # The entry: its topic, its partition ids, no tagged fields.
+        parts += (_compact_string(topic), write_uvarint(len(numbers) + 1), struct.pack(f">{len(numbers)}i", *numbers),
+                  _NO_TAGS)
+    return b"".join(parts)
+
+
+# The set a transaction has is written again unchanged when it ends (PrepareCommit or
+# PrepareAbort), and the same small sets recur transaction after transaction of a
+# producer: their arrays are cached, up to this many partitions a set (the cache's
+# memory stays small whatever sets clients make).
+_CACHED_SET_SIZE = 16
+_cached_partitions_array = lru_cache(maxsize=1024)(_partitions_array)
+
+
+def encode_value(record: TxnRecord) -> bytes:
+    partitions = record.partitions
+    if not partitions:
+        # Kafka writes an Empty transaction's partitions as a null array, not an empty one.
+        array = _NULL_ARRAY if record.state is TxnState.EMPTY else _EMPTY_ARRAY
+    elif len(partitions) <= _CACHED_SET_SIZE:
+        array = _cached_partitions_array(partitions)
+    else:
+        array = _partitions_array(partitions)
+    tail = _TAIL.pack(record.last_update_ms, record.start_ms)
+    if record.previous_producer_id == -1 and record.next_producer_id == -1 and record.client_transaction_version == 0:
+        return b"".join((_VALUE_HEAD.pack(VALUE_VERSION, record.producer_id, record.producer_epoch, record.timeout_ms,
+                                          record.state), array, tail, _NO_TAGS))
     tags = []
     if record.previous_producer_id != -1:
         tags.append((0, _I64.pack(record.previous_producer_id)))
@@ -153,10 +196,11 @@ def encode_value(record: TxnRecord) -> bytes:
         tags.append((1, _I64.pack(record.next_producer_id)))
     if record.client_transaction_version != 0:
         tags.append((2, _I16.pack(record.client_transaction_version)))
-    out += write_uvarint(len(tags))
+    out = [_VALUE_HEAD.pack(VALUE_VERSION, record.producer_id, record.producer_epoch, record.timeout_ms, record.state),
+           array, tail, write_uvarint(len(tags))]
     for tag, data in tags:
-        out += write_uvarint(tag) + write_uvarint(len(data)) + data
-    return bytes(out)
+        out += (write_uvarint(tag), write_uvarint(len(data)), data)
+    return b"".join(out)
 
 
 # --- decoding ---------------------------------------------------------------------------

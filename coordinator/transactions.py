@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from ottla.protocol.batch import BatchHeader, build_batch, encode_record
+from ottla.protocol.batch import BatchHeader, records_batch
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 from ottla.protocol.records import keys_and_values
@@ -94,7 +94,8 @@ class TransactionCoordinator:
         self._loading: set[int] = set()
         self._opened = False
         self._creation_retry_at = 0.0  # (monotonic) ensure_topic's next try after a failure
-        self._encoded: tuple[bytes, TxnRecord] | None = None  # the value `_persist` is writing, and its record
+        # The value `_persist` is writing, its record and its transactional id.
+        self._encoded: tuple[bytes, TxnRecord, str] | None = None
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -174,13 +175,16 @@ class TransactionCoordinator:
         """Apply one record of `__transaction_state`: the state of its transactional id,
         or its end for a tombstone. The one way `transactions` changes, at start-up and
         after every append (`_write`)."""
+        encoded = self._encoded
+        if encoded is not None and value is encoded[0]:
+            # The record `_persist` just encoded for its transactional id: decoding the
+            # key and the value gives them back (the codec's round trip), so they are
+            # taken as they are.
+            self.transactions[encoded[2]] = encoded[1]
+            return
         txn_id = decode_key(key)
         if value is None:
             self.transactions.pop(txn_id, None)
-        elif self._encoded is not None and value is self._encoded[0]:
-            # The record `_persist` just encoded: decoding it gives it back (the codec's
-            # round trip), so it is taken as it is.
-            self.transactions[txn_id] = self._encoded[1]
         else:
             self.transactions[txn_id] = decode_value(value)
 
@@ -201,8 +205,7 @@ class TransactionCoordinator:
                                f"{TOPIC}-{partition}")
         state_log = self.logs.partition(TOPIC, partition)
         assert state_log is not None
-        batch = build_batch([encode_record(key, value, offset_delta=i) for i, (key, value) in enumerate(records)],
-                            timestamp=self._now_ms())
+        batch = records_batch(records, timestamp=self._now_ms())
         try:
             return state_log.append_batch(batch, BatchHeader.parse(batch)).base_offset
         except KafkaError as exc:
@@ -217,7 +220,7 @@ class TransactionCoordinator:
     def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
         """Make `record` (made by `transition`, or the first of a transactional id) the
         state of `txn_id`: written and replayed. Returns the state replayed."""
-        self._encoded = (encode_value(record), record)
+        self._encoded = (encode_value(record), record, txn_id)
         try:
             self._write(txn_id, self._encoded[0])
         finally:

@@ -298,6 +298,14 @@ def build_batch(
 # --- records ---------------------------------------------------------------------------
 
 
+# The signed varint of every value from -64 to 63 is one byte: looked up (index value +
+# 64) rather than encoded, since most record fields (deltas, key and value lengths, the
+# header count, -1 for null) are that small.
+_SMALL_VARINT = tuple(write_varint(n) for n in range(-64, 64))
+_NULL = _SMALL_VARINT[-1 + 64]
+_NO_HEADERS = _SMALL_VARINT[64]
+
+
 def encode_record(
     key: bytes | None,
     value: bytes | None,
@@ -306,20 +314,67 @@ def encode_record(
     timestamp_delta: int = 0,
     headers: list[tuple[str, bytes | None]] = (),  # type: ignore[assignment]
 ) -> bytes:
-    body = bytearray(b"\x00")  # record attributes (unused)
-    body += write_varint(timestamp_delta)
-    body += write_varint(offset_delta)
+    small = _SMALL_VARINT
+    parts = [
+        b"\x00",  # record attributes (unused)
+        small[timestamp_delta + 64] if -64 <= timestamp_delta < 64 else write_varint(timestamp_delta),
+        small[offset_delta + 64] if -64 <= offset_delta < 64 else write_varint(offset_delta),
+    ]
     for field in (key, value):
         if field is None:
-            body += write_varint(-1)
+            parts.append(_NULL)
         else:
-            body += write_varint(len(field)) + field
-    body += write_varint(len(headers))
-    for name, hvalue in headers:
-        raw = name.encode()
-        body += write_varint(len(raw)) + raw
-        body += write_varint(-1) if hvalue is None else write_varint(len(hvalue)) + hvalue
-    return write_varint(len(body)) + bytes(body)
+            size = len(field)
+            parts.append(small[size + 64] if size < 64 else write_varint(size))
+            parts.append(field)
+    if not headers:
+        parts.append(_NO_HEADERS)
+    else:
+        parts.append(write_varint(len(headers)))
+        for name, hvalue in headers:
+            raw = name.encode()
+            parts.append(write_varint(len(raw)) + raw)
+            parts.append(_NULL if hvalue is None else write_varint(len(hvalue)) + hvalue)
+    body = b"".join(parts)
+    size = len(body)
+    return (small[size + 64] if size < 64 else write_varint(size)) + body
+
+
+def records_batch(
+    records: list[tuple[bytes, bytes | None]],
+    *,
+    timestamp: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    attributes: int = 0,
+) -> bytes:
+    """What `build_batch` makes of `encode_record(key, value, offset_delta=i)` for each
+    (key, value) of `records` (no headers, one timestamp): a coordinator's batch of its
+    own records, encoded in one call (a coordinator writes one at every state change)."""
+    small = _SMALL_VARINT
+    parts: list[bytes] = []
+    for i, (key, value) in enumerate(records):
+        key_size = len(key)
+        # Attributes 0, timestamp delta 0, the offset delta, the key.
+        head = b"\x00\x00" + (small[i + 64] if i < 64 else write_varint(i)) + (
+            small[key_size + 64] if key_size < 64 else write_varint(key_size))
+        if value is None:
+            size = len(head) + key_size + 2  # a null value and no headers
+            parts += (small[size + 64] if size < 64 else write_varint(size), head, key, _NULL + _NO_HEADERS)
+        else:
+            value_size = len(value)
+            value_length = small[value_size + 64] if value_size < 64 else write_varint(value_size)
+            size = len(head) + key_size + len(value_length) + value_size + 1
+            parts += (small[size + 64] if size < 64 else write_varint(size), head, key, value_length, value,
+                      _NO_HEADERS)
+    count = len(records)
+    after_crc = _AFTER_CRC.pack(attributes, count - 1, timestamp, timestamp, producer_id, producer_epoch, NO_SEQUENCE,
+                                count) + b"".join(parts)
+    return _BEFORE_CRC.pack(0, len(after_crc) + 9, 0, CURRENT_MAGIC, crc32c.crc32c(after_crc)) + after_crc
+
+
+_AFTER_CRC = struct.Struct(">hiqqqhii")
+_BEFORE_CRC = struct.Struct(">qiibI")
 
 
 @dataclass(frozen=True, slots=True)

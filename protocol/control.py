@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .batch import (
     CONTROL_FLAG,
@@ -38,15 +39,22 @@ class EndTxnMarker:
     coordinator_epoch: int
 
 
+@lru_cache(maxsize=64)
+def _marker_record(kind: ControlType, coordinator_epoch: int) -> bytes:
+    # One of a few (COMMIT or ABORT, at the coordinator's epoch): encoded once, not at
+    # every marker of every transaction. Keyed by the fields, which hash in C (the
+    # dataclass's __hash__ and __eq__ are Python calls).
+    return encode_record(
+        _KEY.pack(CURRENT_VERSION, kind),
+        _VALUE.pack(CURRENT_VERSION, coordinator_epoch),
+    )
+
+
 def marker_batch(
     marker: EndTxnMarker, *, producer_id: int, producer_epoch: int, timestamp: int
 ) -> bytes:
-    record = encode_record(
-        _KEY.pack(CURRENT_VERSION, marker.type),
-        _VALUE.pack(CURRENT_VERSION, marker.coordinator_epoch),
-    )
     return build_batch(
-        [record],
+        [_marker_record(marker.type, marker.coordinator_epoch)],
         timestamp=timestamp,
         producer_id=producer_id,
         producer_epoch=producer_epoch,

@@ -101,8 +101,12 @@ def _add_partitions(ctx: RequestContext, txn_id: str, producer_id: int, epoch: i
     if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
         codes = dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
         return _by_topic(topics, codes)
-    refused = {tp for tp in wanted if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, tp[0])}
-    unknown = {tp for tp in wanted if services.logs.partition(*tp) is None}
+    # WRITE asked once a topic, and only of an authorizer there is.
+    refused_topics = () if services.authorizer is None else {
+        t.name for t in topics if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, t.name)}
+    refused = {tp for tp in wanted if tp[0] in refused_topics}
+    partition = services.logs.partition
+    unknown = {tp for tp in wanted if partition(*tp) is None}
     if refused:
         codes = {tp: ErrorCode.topic_authorization_failed if tp in refused else ErrorCode.operation_not_attempted
                  for tp in wanted}

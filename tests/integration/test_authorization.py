@@ -212,6 +212,26 @@ def test_broker_to_broker_add_partitions_to_txn_needs_cluster_action(acl_broker,
         assert served.error_code == ErrorCode.none and len(served.results_by_transaction) == 1
 
 
+def test_add_partitions_to_txn_refuses_the_topics_a_producer_may_not_write_and_adds_none(acl_broker, topic_name):
+    """bob may write his transactional id and one of two topics: as Kafka, the other
+    topic's partitions are TOPIC_AUTHORIZATION_FAILED, the allowed one's
+    OPERATION_NOT_ATTEMPTED (nothing is added). Seen failing with WRITE on a topic
+    taken as allowed (every partition answered INVALID_PRODUCER_ID_MAPPING, bob having no producer)."""
+    denied = f"{topic_name}-denied"
+    _create_topic(acl_broker, topic_name)
+    _create_topic(acl_broker, denied, partitions=2)
+    _create_acls(_allow("User:bob", AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, "bob-txn-2"),
+                 _allow("User:bob", AclOperation.WRITE, ResourceType.TOPIC, topic_name), broker=acl_broker)
+    with USERS.wire_client(acl_broker, "bob") as bob:
+        answer = bob.call(request(ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id="bob-txn-2",
+                                  v3_and_below_producer_id=1, v3_and_below_producer_epoch=0, v3_and_below_topics=[
+                                      {"name": topic_name, "partitions": [0]}, {"name": denied, "partitions": [0, 1]}]))
+    codes = {(t.name, p.partition_index): p.partition_error_code
+             for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition}
+    refused = ErrorCode.topic_authorization_failed
+    assert codes == {(topic_name, 0): ErrorCode.operation_not_attempted, (denied, 0): refused, (denied, 1): refused}
+
+
 CONSUMER_GROUP_DESCRIBE = 69
 
 

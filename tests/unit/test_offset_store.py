@@ -9,7 +9,17 @@ import pytest
 
 from ottla.coordinator.markers import MarkerWriter
 from ottla.coordinator.offset_store import OffsetStore
-from ottla.coordinator.offsets_log import TOPIC, CommittedOffset, GroupKey, encode_group_key
+from ottla.coordinator.offsets_log import (
+    TOPIC,
+    CommittedOffset,
+    GroupKey,
+    OffsetKey,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_offset_key,
+    encode_offset_value,
+)
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
@@ -90,6 +100,24 @@ def test_a_transactional_commit_waits_for_its_marker(data):
     assert committed(store, "g", require_stable=True) == (10, ErrorCode.none)
 
 
+def test_a_marker_settles_only_the_offsets_in_its_own_partition(data):
+    # One transaction commits offsets for three groups: "g" and "b" share a partition of
+    # __consumer_offsets, "h" has another. Each marker settles its partition's groups
+    # only; the others wait for theirs. A restart replays the same.
+    store, markers, _ = data.open()
+    assert store.partition_for("g") == store.partition_for("b") != store.partition_for("h")
+    for group in ("g", "b", "h"):
+        store.write(group, store.commit(group, {TP: CommittedOffset(10)}), 7, 0)
+    end_txn(store, markers, "g", 7, commit=True)
+    assert [committed(store, group, require_stable=True) for group in ("g", "b", "h")] == [
+        (10, ErrorCode.none), (10, ErrorCode.none), (None, ErrorCode.unstable_offset_commit)]
+    end_txn(store, markers, "h", 7, commit=False)
+    settled = [(10, ErrorCode.none), (10, ErrorCode.none), (None, ErrorCode.none)]
+    assert [committed(store, group, require_stable=True) for group in ("g", "b", "h")] == settled
+    store, markers, _ = data.open()
+    assert [committed(store, group, require_stable=True) for group in ("g", "b", "h")] == settled
+
+
 def test_a_plain_commit_written_after_a_transactional_one_wins(data):
     store, markers, _ = data.open()
     store.write("g", store.commit("g", {TP: CommittedOffset(20)}), 7, 0)
@@ -141,3 +169,15 @@ def test_group_records_are_handed_back_in_order_and_deletions_tombstone_the_offs
     store, _, replayed = data.open()
     assert replayed[-1] == (GroupKey("g"), None)
     assert store.fetch("g", None, False) == {}
+
+
+def test_offset_records_are_kafkas_offset_commit_key_v1_and_value_v3():
+    # Field by field as Kafka's OffsetCommitKey and OffsetCommitValue schemas lay them out.
+    key = encode_offset_key(OffsetKey("group-a", "orders", 2))
+    assert key == bytes.fromhex("0001" "0007") + b"group-a" + bytes.fromhex("0006") + b"orders" + bytes.fromhex(
+        "00000002")
+    value = encode_offset_value(CommittedOffset(42, 7, "météo", 1_700_000_000_000))
+    assert value == (bytes.fromhex("0003" "000000000000002a" "00000007" "0007") + "météo".encode()
+                     + (1_700_000_000_000).to_bytes(8, "big"))
+    assert decode_key(key) == OffsetKey("group-a", "orders", 2)
+    assert decode_offset_value(value) == CommittedOffset(42, 7, "météo", 1_700_000_000_000)

@@ -12,7 +12,7 @@ import crc32c
 import pytest
 
 from ottla.protocol import records
-from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records, recompressed
+from ottla.protocol.batch import BatchHeader, build_batch, encode_record, iter_records, recompressed, records_batch
 from ottla.protocol.records import InvalidRecords, validate_records, walk_records, walk_records_in_python
 from ottla.protocol.varint import write_varint
 
@@ -73,6 +73,33 @@ def test_well_formed_records_pass_and_agree_with_the_full_decoder():
     assert summary.count == 3 and summary.missing_keys == (1,)
     batch = build_batch(GOOD, timestamp=0)
     assert [r.key for r in iter_records(batch)] == [b"k", None, b""]
+
+
+# Around the sizes where a varint takes a second byte (a signed one from 64, so one
+# record body of 64 bytes or more has a two-byte length).
+_SIZES = [0, 1, 20, 40, 56, 57, 58, 62, 63, 64, 65, 127, 128, 8191, 8192, 70_000]
+
+
+def test_records_encode_across_the_one_byte_varint_boundary():
+    for size in _SIZES:
+        for key, value in ((b"k" * size, b"v"), (b"k", b"v" * size), (b"k" * size, None), (None, b"v" * size)):
+            encoded = [encode_record(key, value, offset_delta=d, timestamp_delta=d * 3 - 100) for d in (0, 63, 64)]
+            batch = build_batch(encoded, timestamp=1_000)
+            decoded = list(iter_records(batch))
+            assert [(r.key, r.value, r.offset, r.timestamp) for r in decoded] == [
+                (key, value, d, 1_000 + d * 3 - 100) for d in (0, 63, 64)], size
+
+
+def test_a_coordinators_batch_is_the_records_it_holds_built_one_by_one():
+    # records_batch encodes every record in one call; it must make the batch the
+    # general path makes, and one every reader decodes back.
+    for size in _SIZES:
+        records = [(b"key" * (size // 3 + 1), b"v" * size), (b"k" * size, None), (b"", b"")] * 23  # offsets past 63
+        batch = records_batch(records, timestamp=5, producer_id=7, producer_epoch=2, attributes=0x10)
+        assert batch == build_batch([encode_record(k, v, offset_delta=i) for i, (k, v) in enumerate(records)],
+                                    timestamp=5, producer_id=7, producer_epoch=2, attributes=0x10), size
+        assert [(r.key, r.value, r.offset) for r in iter_records(batch)] == [
+            (k, v, i) for i, (k, v) in enumerate(records)]
 
 
 @pytest.mark.parametrize("name,section,count,message", DAMAGED, ids=[d[0] for d in DAMAGED])

@@ -60,12 +60,40 @@ def test_every_transition_is_allowed_or_refused(current, target):
     assert set(TRANSITIONS) == set(S)
 
 
+def test_a_transition_changes_what_it_is_told_and_nothing_else():
+    record = TxnRecord(3000, 2, 60000, S.ONGOING, frozenset({("orders", 0)}), 100, 90, 2999, -1, 2)
+    changes = {"producer_id": 4000, "producer_epoch": 0, "timeout_ms": 5000, "partitions": frozenset(),
+               "start_ms": 95, "previous_producer_id": 3000, "next_producer_id": 4001, "client_transaction_version": 0}
+    for name, value in changes.items():
+        assert transition(record, S.PREPARE_COMMIT, 200, **{name: value}) == replace(
+            record, state=S.PREPARE_COMMIT, last_update_ms=200, **{name: value}), name
+    with pytest.raises(TypeError):  # a misspelt field is no silent no-op
+        transition(record, S.PREPARE_COMMIT, 200, partition=frozenset())
+
+
 def test_log_records_round_trip():
     record = TxnRecord(3000, 2, 60000, S.ONGOING, frozenset({("orders", 0), ("orders", 3), ("audit", 1)}),
                        1669693174442, 1669693174400, previous_producer_id=2999, client_transaction_version=2)
     assert decode_value(encode_value(record)) == record
     assert decode_key(encode_key("TEST-1")) == "TEST-1"
     assert encode_key("TEST-1")[:2] == b"\x00\x00"
+
+
+def test_no_partitions_are_a_null_array_when_empty_and_an_empty_one_otherwise():
+    # As Kafka writes TransactionPartitions: null for an Empty transaction.
+    partitions_at = 2 + 8 + 2 + 4 + 1  # version, producer id, epoch, timeout, status
+    for state in S:
+        encoded = encode_value(TxnRecord(3000, 2, 60000, state))
+        assert encoded[partitions_at] == (0 if state is S.EMPTY else 1), state.kafka_name
+        assert decode_value(encoded) == TxnRecord(3000, 2, 60000, state)
+
+
+def test_sets_of_partitions_round_trip_whether_their_encoding_is_cached_or_not():
+    for size in (1, 2, 16, 17, 40):
+        partitions = frozenset((f"topic-{i % 3}", i) for i in range(size))
+        record = TxnRecord(3000, 2, 60000, S.ONGOING, partitions, 100, 90)
+        assert encode_value(record) == encode_value(record)  # the second from the cache, if any
+        assert decode_value(encode_value(record)) == record, size
 
 
 def test_partition_of_a_transactional_id_follows_java_string_hash_code():
