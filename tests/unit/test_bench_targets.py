@@ -13,7 +13,7 @@ from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
 from bench.many_partitions import PartitionStarts, Start
 from bench.peers import CONTROL, KAFKA
 from bench.report import OTTLA, Run
-from bench.request_instructions import TARGET_REQUESTS, InstructionCounts
+from bench.request_instructions import TARGET_REQUESTS, InstructionCounts, instruction_lines
 from bench.round_trips import REQUESTS, RoundTrips, session_ratio
 from bench.starts import BrokerStarts
 from bench.targets import (
@@ -360,3 +360,13 @@ def test_the_1000_partition_group_consumer_s_memory_has_a_row_of_its_own_and_eve
     group = rows["kafka rss group-consumer"]
     assert (round(group.figure, 3), group.verdict, group.issue) == (round(48 / 440, 3), MET, "45")
     assert all(t.issue for t in targets(run) if t.kind != "A/A")
+
+
+def test_the_instructions_table_sets_noida_db_s_figure_beside_ottla_s_and_says_why_one_is_missing():
+    counts = _instructions({"Produce": 180_000, "Heartbeat": 75_000, "ApiVersions": 150_000}, {"Produce": 30_000},
+                           {"Heartbeat": "no answer counted"})
+    lines = instruction_lines(counts)
+    assert "| Produce | 216,000 | 180,000 | 30,000 | 6.00x |" in lines
+    assert "| ApiVersions | 180,000 | 150,000 | - | - |" in lines
+    assert lines[-1] == "noida-db: no answer counted (Heartbeat)"
+    assert instruction_lines(None) == []
