@@ -14,9 +14,10 @@ valid, ends the run with exit code 1.
 Runs of their own follow: the CI loop, one integration test step by step on Ottla, Kafka
 and noida-db (bench.ci_loop), SASL_SSL against PLAINTEXT (bench.security), one request at
 a time next to Kafka and noida-db (bench.round_trips), the instructions each request costs
-Ottla and noida-db under callgrind (bench.request_instructions, `--instruction-rounds`),
-start-to-ready next to Kafka, clean and after kill -9, with 1,000 partitions, and a first
-start on an empty data directory (bench.starts), start-up after a long coordinator history
+Ottla, each `--baseline` revision and noida-db under callgrind (bench.instruction_counts,
+`--instruction-rounds`), start-to-ready next to Kafka, clean and after kill -9, with 1,000
+partitions, and a first start on an empty data directory (bench.starts), start-up after a
+long coordinator history
 (bench.coordinator_load), 10,000 partitions starting clean and after kill -9
 (bench.many_partitions), 1,000 producer connections next to Kafka and noida-db and one group
 consumer of 1,000 partitions against 1, Ottla's and Kafka's (bench.many_clients: its producers and its
@@ -46,9 +47,22 @@ from collections.abc import Callable
 from .ci_loop import ci_loop_lines, run_ci_loop
 from .client import WORKLOADS, Workload
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
+from .instruction_counts import InstructionCounts, instruction_lines, instructions_problem, run_instructions
 from .many_clients import many_clients_lines, run_many_clients
 from .many_partitions import many_partitions_lines, run_many_partitions
-from .peers import CONTROL, KAFKA, Ottla, Peer, baseline_peer, cpu_halves, peak_resident, peers, reset_peak_resident
+from .peers import (
+    BASELINE_PREFIX,
+    CONTROL,
+    KAFKA,
+    Ottla,
+    Peer,
+    baseline_peer,
+    baseline_python,
+    cpu_halves,
+    peak_resident,
+    peers,
+    reset_peak_resident,
+)
 from .report import (
     OTTLA,
     RUN_HEADING,
@@ -60,7 +74,6 @@ from .report import (
     tables,
     write_results,
 )
-from .request_instructions import InstructionCounts, instruction_lines, instructions_problem, run_instructions
 from .round_trips import SESSIONS, round_trip_lines, run_round_trips
 from .scale import GIB, free_disk_problem, run_scale
 from .security import run_security, security_lines
@@ -211,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the brokers on one half of the CPUs, the client on the other)")
     parser.add_argument("--baseline", default="", metavar="REV,REV",
                         help="also run Ottla of these git revisions as peers, ottla@REV (each built once into "
-                             ".cache/bench-baseline/): what a change did, against the run's A/A spread")
+                             ".cache/bench-baseline/): what a change did, against the run's A/A spread; the "
+                             "instructions run counts each one's too (before and after)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md nor bench/runs/")
     args = parser.parse_args(argv)
     only = [name for name in args.only.split(",") if name] or [*WORKLOADS, *EXTRAS]
@@ -237,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             contenders.append((name, factory))
     contenders += [baseline_peer(revision) for revision in args.baseline.split(",") if revision]
+    # (ottla@REV, its Python): the instructions run counts each earlier revision's too.
+    baselines = [(f"{BASELINE_PREFIX}{short}", python) for short, python in
+                 (baseline_python(revision) for revision in args.baseline.split(",") if revision)]
     workloads = [WORKLOADS[name] for name in WORKLOADS if name in only]
     run = Run([name for name, _ in contenders], [w.name for w in workloads])
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
@@ -288,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 try:
                     run.instructions = run_instructions(args.instruction_rounds, INSTRUCTION_WARMUP, count_noida,
-                                                        lambda line: print(line, flush=True))
+                                                        lambda line: print(line, flush=True), baselines)
                 except Exception as exc:
                     # Under callgrind, Ottla's broker and the counting are the tool's as much as Ottla's:
                     # the rows say why, and the rest of a long run is not lost.

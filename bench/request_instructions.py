@@ -41,7 +41,6 @@ import argparse
 import glob
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -93,8 +92,15 @@ def _launch() -> int:
 
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # bench/client.py is no `client`
-    from ottla.broker.network.connection import Connection
-    from ottla.tools.cli import main
+    # An earlier revision's tree (`python -m bench --baseline REV`) may have either at its older place.
+    try:
+        from ottla.broker.network.connection import Connection
+    except ImportError:
+        from ottla.broker.connection import Connection  # type: ignore[no-redef]
+    try:
+        from ottla.tools.cli import main
+    except ImportError:
+        from ottla.broker.cli import main  # type: ignore[no-redef]
 
     dump_at = ctypes.CDLL(os.environ["OTTLA_CALLGRIND_HELPER"]).dump_at
     dump_at.argtypes = [ctypes.c_char_p]
@@ -110,7 +116,9 @@ def _launch() -> int:
     return main()
 
 
-def _broker_class() -> Any:
+def _broker_class(python: str | None = None) -> Any:
+    """BrokerProcess under callgrind with this file as its launcher, run by `python` (an
+    earlier revision's installation, bench.peers.baseline_python) or by this one."""
     from ottla.testing import BrokerProcess
 
     class CallgrindBroker(BrokerProcess):
@@ -120,8 +128,9 @@ def _broker_class() -> Any:
             self.out_dir = out_dir
 
         def command(self) -> list[str]:
+            own = super().command()
             return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={self.out_dir}/callgrind.out.%p",
-                    "--dump-line=no", "--compress-strings=no", *super().command()]
+                    "--dump-line=no", "--compress-strings=no", python or own[0], *own[1:]]
 
     return CallgrindBroker
 
@@ -458,15 +467,16 @@ def _dumps(out_dir: str) -> list[tuple[int, int]]:
     return intervals
 
 
-def measure(rounds: int, warmup: int, say: Any = print) -> dict[str, tuple[float, int]]:
-    """(median, least) instructions per request by name, over the measured rounds."""
+def measure(rounds: int, warmup: int, say: Any = print, python: str | None = None) -> dict[str, tuple[float, int]]:
+    """(median, least) instructions per request by name, over the measured rounds; with
+    `python`, of the broker that installation runs (an earlier revision's)."""
     from tests.clients import create_topic
     from tests.wire import request
 
     work = tempfile.mkdtemp(prefix="request-instructions-")
     out_dir = os.path.join(work, "callgrind")
     os.makedirs(out_dir)
-    broker = _broker_class()(os.path.join(work, "data"), out_dir)
+    broker = _broker_class(python)(os.path.join(work, "data"), out_dir)
     started = time.monotonic()
     broker.start(timeout=START_TIMEOUT)
     say(f"the broker under callgrind ready after {time.monotonic() - started:.0f} s")
@@ -492,63 +502,6 @@ def measure(rounds: int, warmup: int, say: Any = print) -> dict[str, tuple[float
             counts[names[key]].append(total)
     subprocess.run(["rm", "-rf", work], check=False)
     return {name: (statistics.median(values), min(values)) for name, values in counts.items() if values}
-
-
-@dataclass
-class InstructionCounts:
-    """What `python -m bench` keeps of its instructions run (issue 45)."""
-    rounds: int
-    ottla: dict[str, tuple[float, int]]  # request -> (median, least) over the rounds, dumped as each arrives
-    peer: dict[str, int] = field(default_factory=dict)  # noida-db's, counted from outside (PeerCounts.least)
-    peer_missing: dict[str, str] = field(default_factory=dict)  # request -> why noida-db has no figure
-    peer_method: str = "counted from outside, least of the rounds"
-    ottla_missing: str = ""  # why Ottla has no figures (valgrind missing), if it has none
-
-
-def instructions_problem() -> str:
-    """Why the instructions cannot be counted on this machine, or ''."""
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        return "valgrind is not installed (apt-get install valgrind)"
-    if shutil.which("cc") is None or not os.path.exists("/usr/include/valgrind/callgrind.h"):
-        return "no C compiler or no valgrind/callgrind.h (apt-get install gcc valgrind)"
-    return ""
-
-
-def run_instructions(rounds: int, warmup: int, peer: bool, say: Callable[[str], None]) -> InstructionCounts:
-    """Ottla's instructions per request (measure), and noida-db's of TARGET_REQUESTS
-    (measure_requests_from_outside) where `peer`: a peer that cannot be counted gets the
-    reason, not a figure."""
-    result = InstructionCounts(rounds, measure(rounds, warmup, lambda line: say(f"instructions: Ottla {line}")))
-    if not peer:
-        result.peer_missing = dict.fromkeys(TARGET_REQUESTS, "noida-db not in this run's peers")
-        return result
-    try:
-        counted = measure_requests_from_outside("noida-db", rounds, warmup, lambda line: say(f"instructions: {line}"))
-    except Exception as exc:  # noida-db missing, or refusing a request of the round: no figures, the reason
-        why = f"noida-db could not be counted: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        result.peer_missing = dict.fromkeys(TARGET_REQUESTS, why)
-        return result
-    result.peer, result.peer_missing = counted.least, counted.missing
-    result.peer_method = (f"counted from outside, least of {rounds} less the least empty interval, "
-                          f"{counted.empty:,}")
-    return result
-
-
-def instruction_lines(counts: InstructionCounts | None) -> list[str]:
-    if counts is None:
-        return []
-    lines = [f"Instructions per request (bench/request_instructions.py; callgrind Ir, {counts.rounds} rounds): "
-             "Ottla's dumped as each request arrives, the median and the least of the rounds; noida-db's "
-             f"{counts.peer_method}", "",
-             "| request | Ottla, median | Ottla, least | noida-db | Ottla/noida-db |", "|---|---:|---:|---:|---:|"]
-    for name, (median, least) in counts.ottla.items():
-        theirs = counts.peer.get(name)
-        lines.append(f"| {name} | {median:,.0f} | {least:,} | "
-                     + ("-" if theirs is None else f"{theirs:,}") + " | "
-                     + (f"{least / theirs:.2f}x" if theirs else "-") + " |")
-    whys = sorted(set(counts.peer_missing.values()))
-    return lines + ([""] + [f"noida-db: {why} ({', '.join(n for n, w in counts.peer_missing.items() if w == why)})"
-                            for why in whys] if whys else [])
 
 
 def main() -> None:

@@ -9,11 +9,12 @@ import pytest
 
 from bench.ci_loop import STEPS, CiLoop
 from bench.compare import A_A_ROW, AGREE, DIFFER, OTHER_VERDICT, SAME_VERDICT, compare, noise_band
+from bench.instruction_counts import InstructionCounts, instruction_lines
 from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
 from bench.many_partitions import PartitionStarts, Start
 from bench.peers import CONTROL, KAFKA
 from bench.report import OTTLA, Run
-from bench.request_instructions import TARGET_REQUESTS, InstructionCounts, instruction_lines
+from bench.request_instructions import TARGET_REQUESTS
 from bench.round_trips import REQUESTS, RoundTrips, session_ratio
 from bench.starts import BrokerStarts
 from bench.targets import (
@@ -370,3 +371,11 @@ def test_the_instructions_table_sets_noida_db_s_figure_beside_ottla_s_and_says_w
     assert "| ApiVersions | 180,000 | 150,000 | - | - |" in lines
     assert lines[-1] == "noida-db: no answer counted (Heartbeat)"
     assert instruction_lines(None) == []
+
+
+def test_with_a_baseline_the_instructions_table_is_before_and_after():
+    counts = _instructions({"Produce": 180_000}, {})
+    counts.baselines["ottla@51e045e"] = {"Produce": (260_000.0, 240_000)}
+    lines = instruction_lines(counts)
+    assert "ottla@51e045e, least | change |" in lines[2]
+    assert "| Produce | 216,000 | 180,000 | 240,000 | -25.0% | - | - |" in lines
