@@ -1,9 +1,9 @@
-"""Benchmark: Ottla against noida-db, tansu and librdkafka's mock cluster, driven by the
-confluent-kafka client, and Ottla's own scale run.
+"""Benchmark: Ottla against Apache Kafka 4.3.1, noida-db, tansu and librdkafka's mock
+cluster, driven by the confluent-kafka client, and Ottla's own scale run.
 
     python -m bench [--rounds 5] [--messages 200000] [--size 100] [--timeout 120]
-                    [--only NAME,NAME] [--peers noida-db,ottla-2,tansu,mock] [--scale-gib 5]
-                    [--no-pin] [--no-write]
+                    [--only NAME,NAME] [--peers kafka,noida-db,ottla-2,tansu,mock] [--scale-gib 5]
+                    [--instruction-rounds 20] [--baseline REV] [--no-pin] [--no-write]
 
 - `bench.__main__` runs the interleaved rounds, then the scale run.
 - `bench.peers` starts and stops the brokers.
@@ -12,8 +12,10 @@ confluent-kafka client, and Ottla's own scale run.
   consume, read_committed consume), `bench.parallel` the parallel producers,
   `bench.latency` the fixed-rate latency measurement.
 - `bench.scale`: start-up times and memory with 1,000 partitions and gigabytes of data.
-- `bench.round_trips`, `bench.coordinator_load`, `bench.many_partitions`,
-  `bench.many_clients`, `bench.security`: the runs of their own after the rounds.
-- `bench.report` prints the tables, judges the targets and writes RESULTS.md;
+- `bench.ci_loop`, `bench.round_trips`, `bench.request_instructions`, `bench.starts`,
+  `bench.coordinator_load`, `bench.many_partitions`, `bench.many_clients`,
+  `bench.security`: the runs of their own after the rounds.
+- `bench.report` prints the tables and writes RESULTS.md; `bench.targets` and
+  `bench.kafka_targets` judge the targets, by the rules of `bench.verdicts`;
   `bench.compare` sets two runs' targets side by side.
 """

@@ -13,8 +13,11 @@ valid, ends the run with exit code 1.
 
 Runs of their own follow: the CI loop, one integration test step by step on Ottla, Kafka
 and noida-db (bench.ci_loop), SASL_SSL against PLAINTEXT (bench.security), one request at
-a time next to Kafka and noida-db (bench.round_trips), start-to-ready next to Kafka,
-clean and after kill -9, with 1,000 partitions (bench.starts), start-up after a long coordinator history
+a time next to Kafka and noida-db (bench.round_trips), the instructions each request costs
+Ottla, each `--baseline` revision and noida-db under callgrind (bench.instruction_counts,
+`--instruction-rounds`), start-to-ready next to Kafka, clean and after kill -9, with 1,000
+partitions, and a first start on an empty data directory (bench.starts), start-up after a
+long coordinator history
 (bench.coordinator_load), 10,000 partitions starting clean and after kill -9
 (bench.many_partitions), 1,000 producer connections next to Kafka and noida-db and one group
 consumer of 1,000 partitions against 1, Ottla's and Kafka's (bench.many_clients: its producers and its
@@ -23,9 +26,10 @@ consumer) and, last, the scale run (bench.scale); `--only NAME` runs one alone a
 take min(--rounds, 3) rounds: each round is several fresh brokers.
 
 Ottla's and Kafka's peak resident memory (VmHWM) is read after each workload. At the end, one
-targets table judges every target of issues 6, 15 and 31 that ran; it goes into the run's
-section of bench/RESULTS.md, and the targets with their figures into
-bench/runs/<start>.json, which `python -m bench.compare` sets beside an earlier run's.
+targets table judges every target of issues 3, 6, 15, 31, 39 and 45 that ran, each row
+naming its issue (bench/targets.py); it goes into the run's section of bench/RESULTS.md,
+and the targets with their figures into bench/runs/<start>.json, which
+`python -m bench.compare` sets beside an earlier run's.
 """
 
 from __future__ import annotations
@@ -43,9 +47,22 @@ from collections.abc import Callable
 from .ci_loop import ci_loop_lines, run_ci_loop
 from .client import WORKLOADS, Workload
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
+from .instruction_counts import InstructionCounts, instruction_lines, instructions_problem, run_instructions
 from .many_clients import many_clients_lines, run_many_clients
 from .many_partitions import many_partitions_lines, run_many_partitions
-from .peers import CONTROL, KAFKA, Ottla, Peer, baseline_peer, cpu_halves, peak_resident, peers, reset_peak_resident
+from .peers import (
+    BASELINE_PREFIX,
+    CONTROL,
+    KAFKA,
+    Ottla,
+    Peer,
+    baseline_peer,
+    baseline_python,
+    cpu_halves,
+    peak_resident,
+    peers,
+    reset_peak_resident,
+)
 from .report import (
     OTTLA,
     RUN_HEADING,
@@ -60,8 +77,8 @@ from .report import (
 from .round_trips import SESSIONS, round_trip_lines, run_round_trips
 from .scale import GIB, free_disk_problem, run_scale
 from .security import run_security, security_lines
+from .starts import EMPTY_RUNS, MANY_RECORDS, empty_start_lines, run_starts, starts_lines, time_empty_starts
 from .starts import MANY_PARTITIONS as MANY_STARTS
-from .starts import MANY_RECORDS, run_starts, starts_lines
 from .targets import memory_lines, targets_record, targets_table
 from .workloads import Measurement
 
@@ -73,14 +90,16 @@ SCALE = "scale"
 SECURITY = "security"
 COORDINATOR_LOAD = "coordinator-load"
 ROUND_TRIPS = "round-trips"
+INSTRUCTIONS = "instructions"
+INSTRUCTION_WARMUP = 3  # rounds before the measured ones, each broker
 STARTS = "starts"
 MANY_PARTITIONS = "many-partitions"
 MANY_PRODUCERS = "many-producers"
 GROUP_CONSUMER = "group-consumer"
 CI_LOOP = "ci-loop"
 CI_LOOP_PEERS = ("kafka", "noida-db")  # of --peers, the ones the CI loop runs beside Ottla
-EXTRAS = (CI_LOOP, SECURITY, ROUND_TRIPS, STARTS, COORDINATOR_LOAD, MANY_PARTITIONS, MANY_PRODUCERS, GROUP_CONSUMER,
-          SCALE)  # runs of their own, in the order they run
+EXTRAS = (CI_LOOP, SECURITY, ROUND_TRIPS, INSTRUCTIONS, STARTS, COORDINATOR_LOAD, MANY_PARTITIONS, MANY_PRODUCERS,
+          GROUP_CONSUMER, SCALE)  # runs of their own, in the order they run
 EXTRA_ROUNDS = 3  # at most, for many-partitions and many-clients: the issue's minimum
 
 
@@ -197,12 +216,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="GiB of data for the scale run (default %(default)s)")
     parser.add_argument("--round-trip-sessions", type=int, default=SESSIONS,
                         help="sessions of the round trips, each with fresh brokers (default %(default)s)")
+    parser.add_argument("--instruction-rounds", type=int, default=20,
+                        help="measured rounds of the instructions per request, Ottla's and noida-db's, after "
+                             f"{INSTRUCTION_WARMUP} warm-up; the least is the figure (default %(default)s)")
     parser.add_argument("--no-pin", dest="pin", action="store_false",
                         help="leave the round trips' brokers and client where the scheduler puts them (default: "
                              "the brokers on one half of the CPUs, the client on the other)")
     parser.add_argument("--baseline", default="", metavar="REV,REV",
                         help="also run Ottla of these git revisions as peers, ottla@REV (each built once into "
-                             ".cache/bench-baseline/): what a change did, against the run's A/A spread")
+                             ".cache/bench-baseline/): what a change did, against the run's A/A spread; the "
+                             "instructions run counts each one's too (before and after)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/RESULTS.md nor bench/runs/")
     args = parser.parse_args(argv)
     only = [name for name in args.only.split(",") if name] or [*WORKLOADS, *EXTRAS]
@@ -212,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown += [name for name in chosen if name not in available]
     if unknown:
         parser.error(f"unknown: {', '.join(unknown)}")
-    if args.rounds < 1 or args.messages < 1 or args.size < 2 or args.scale_gib <= 0:
-        parser.error("--rounds, --messages and --scale-gib must be positive, --size at least 2")
+    if args.rounds < 1 or args.messages < 1 or args.size < 2 or args.scale_gib <= 0 or args.instruction_rounds < 1:
+        parser.error("--rounds, --messages, --instruction-rounds and --scale-gib must be positive, --size at least 2")
 
     started = datetime.datetime.now(datetime.UTC)
     clock = time.monotonic()
@@ -228,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             contenders.append((name, factory))
     contenders += [baseline_peer(revision) for revision in args.baseline.split(",") if revision]
+    # (ottla@REV, its Python): the instructions run counts each earlier revision's too.
+    baselines = [(f"{BASELINE_PREFIX}{short}", python) for short, python in
+                 (baseline_python(revision) for revision in args.baseline.split(",") if revision)]
     workloads = [WORKLOADS[name] for name in WORKLOADS if name in only]
     run = Run([name for name, _ in contenders], [w.name for w in workloads])
     plan = [f"{args.rounds} rounds of {', '.join(run.workloads)} on {', '.join(run.brokers)}"] if workloads else []
@@ -237,8 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     plan += ["SASL_SSL against PLAINTEXT"] if SECURITY in only else []
     plan += ["start-up after a long coordinator history"] if COORDINATOR_LOAD in only else []
     plan += ["one request at a time, Ottla, Kafka and noida-db"] if ROUND_TRIPS in only else []
+    count_noida = "noida-db" in [name for name, _ in contenders]
+    plan += [f"{args.instruction_rounds} rounds of instructions per request, Ottla"
+             + (" and noida-db" if count_noida else "")] if INSTRUCTIONS in only else []
     extra_rounds = min(args.rounds, EXTRA_ROUNDS)
-    plan += [f"{extra_rounds} rounds of start-to-ready, Ottla and Kafka"] if STARTS in only else []
+    plan += [f"{extra_rounds} rounds of start-to-ready, Ottla and Kafka, and {EMPTY_RUNS} empty starts"] \
+        if STARTS in only else []
     plan += [f"{extra_rounds} rounds of 10,000 partitions starting, Ottla alone and next to Kafka"] \
         if MANY_PARTITIONS in only else []
     plan += [f"{extra_rounds} rounds of 1,000 producer connections"] if MANY_PRODUCERS in only else []
@@ -267,9 +297,27 @@ def main(argv: list[str] | None = None) -> int:
                                                   sessions=args.round_trip_sessions)
             except Exception as exc:
                 raise OttlaFailed(f"round trips: {exc}") from exc
+        if INSTRUCTIONS in only:
+            problem = instructions_problem()
+            if problem:
+                notes.append(f"instructions per request not counted: {problem}")
+                run.instructions = InstructionCounts(args.instruction_rounds, {}, ottla_missing=problem)
+            else:
+                try:
+                    run.instructions = run_instructions(args.instruction_rounds, INSTRUCTION_WARMUP, count_noida,
+                                                        lambda line: print(line, flush=True), baselines)
+                except Exception as exc:
+                    # Under callgrind, Ottla's broker and the counting are the tool's as much as Ottla's:
+                    # the rows say why, and the rest of a long run is not lost.
+                    why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    print(f"instructions: Ottla could not be counted: {why}", flush=True)
+                    notes.append(f"instructions per request not counted: {why}")
+                    run.instructions = InstructionCounts(args.instruction_rounds, {}, ottla_missing=why)
         if STARTS in only:
             try:
                 run.starts = run_starts(extra_rounds, lambda line: print(line, flush=True))
+                run.starts_empty = time_empty_starts(EMPTY_RUNS)
+                print(*empty_start_lines(run.starts_empty), flush=True)
             except Exception as exc:
                 raise OttlaFailed(f"starts: {exc}") from exc
         if COORDINATOR_LOAD in only:
@@ -317,12 +365,15 @@ def main(argv: list[str] | None = None) -> int:
         security_lines(run.security),
         coordinator_load_lines(run.coordinator_load),
         round_trip_lines(run.round_trips),
+        instruction_lines(run.instructions),
         starts_lines(run.starts),
+        empty_start_lines(run.starts_empty),
         starts_lines(run.starts_many),
         many_partitions_lines(run.many_partitions),
         many_clients_lines(run.many_clients),
         memory_lines(run),
-        ["Targets (issues 6, 15 and 31):", "", target_table] if target_table else [],
+        ["Targets (each row names the issue whose bar it is; bench/targets.py):", "", target_table]
+        if target_table else [],
         [f"Note: {note}" for note in notes],
     ]
     body = [line for section in sections if section for line in [*section, ""]][:-1]

@@ -158,7 +158,7 @@ def run_ci_loop(rounds: int, contenders: list[tuple[str, Callable[[], object]]],
     return result
 
 
-def _median(result: CiLoop, broker: str, step: str | None) -> float | None:
+def median_seconds(result: CiLoop, broker: str, step: str | None) -> float | None:
     """The median of a step's seconds (the whole test's with None) over the rounds that did it."""
     rounds = [t for t in result.times.get(broker, []) if (len(t) == len(STEPS) if step is None else step in t)]
     if not rounds:
@@ -173,6 +173,13 @@ def _fastest(result: CiLoop, broker: str, step: str | None) -> float | None:
     return min((sum(t.values()) if step is None else t[step] for t in rounds), default=None)
 
 
+def is_client_bound(result: CiLoop, step: str) -> bool:
+    """Whether every broker that did `step` took about the same median time (within
+    CLIENT_BOUND_SPREAD of the fastest): then the time is the client's, not the broker's."""
+    known = [m for b in result.brokers if (m := median_seconds(result, b, step)) is not None]
+    return len(known) > 1 and max(known) <= min(known) * (1 + CLIENT_BOUND_SPREAD)
+
+
 def ci_loop_lines(result: CiLoop | None, ottla: str = "Ottla", kafka: str = "kafka") -> list[str]:
     """The table of medians per step and broker, with the verdicts against Kafka."""
     if result is None:
@@ -183,13 +190,12 @@ def ci_loop_lines(result: CiLoop | None, ottla: str = "Ottla", kafka: str = "kaf
              "| Step | " + " | ".join(brokers) + f" | {ottla}'s fastest | Ottla/Kafka | Verdict |",
              "|---|" + "---:|" * len(brokers) + "---:|---:|---|"]
     for step in [*STEPS, None]:
-        medians = {b: _median(result, b, step) for b in brokers}
+        medians = {b: median_seconds(result, b, step) for b in brokers}
         figures = " | ".join("n/a" if medians[b] is None else f"{medians[b]:.3f}" for b in brokers)
         ours, theirs = medians.get(ottla), medians.get(kafka)
         fastest = _fastest(result, ottla, step)
         ratio = f"{ours / theirs:.2f}" if ours is not None and theirs else "n/a"
-        known = [m for m in medians.values() if m is not None]
-        client_bound = step is not None and len(known) > 1 and max(known) <= min(known) * (1 + CLIENT_BOUND_SPREAD)
+        client_bound = step is not None and is_client_bound(result, step)
         if ours is None or theirs is None:
             verdict = "n/a"
         elif step is None:

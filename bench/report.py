@@ -64,6 +64,12 @@ class Run:
     control_memory: dict[str, list[int]] = field(default_factory=dict)  # the same, ottla-2's (the A/A control)
     starts: Any = None  # bench.starts' BrokerStarts per broker, when it ran (1,000 partitions)
     starts_many: Any = None  # the same with 10,000 partitions, run with many-partitions
+    starts_empty: list[float] | None = None  # seconds, exec to ready on an empty data directory, per start
+    instructions: Any = None  # bench.request_instructions' InstructionCounts, when it ran
+    # The second core (issue 45): the broker's CPU seconds per workload, (on the event
+    # loop's thread, in its other threads), Ottla's, for the module that measures them to
+    # fill; bench/targets.py reports each workload's.
+    cpu: dict[str, tuple[float, float]] | None = None
 
     def __post_init__(self) -> None:
         for broker in self.brokers:

@@ -27,13 +27,17 @@ BURST such requests (one at a time) and dumps them after the last answer, then d
 same around as long a span with no request (the idle threads' share, subtracted).
 `--peer ottla` counts Ottla's the same way, for the comparison.
 
-    python -m bench.request_instructions [--rounds 20] [--warmup 5] [--peer noida-db|ottla]
+`--peer noida-db --requests` counts each request of TARGET_REQUESTS instead, one at a
+time in the rounds' sequence (measure_requests_from_outside): issue 45's bar is each at
+most INSTRUCTIONS_OF_PEER times noida-db's. `python -m bench --only instructions` runs
+Ottla's rounds and noida-db's requests (run_instructions) and judges them.
+
+    python -m bench.request_instructions [--rounds 20] [--warmup 5] [--peer noida-db|ottla [--requests]]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import glob
 import os
 import re
@@ -42,7 +46,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,6 +65,14 @@ REQUESTS = {"ApiVersions": 18, "Metadata": 3, "FindCoordinator": 10, "InitProduc
             "Produce": 0, "AddOffsetsToTxn": 25, "TxnOffsetCommit": 28, "EndTxn": 26, "Fetch": 1, "Heartbeat": 12,
             "OffsetCommit": 8, "OffsetFetch": 9, "ConsumerGroupHeartbeat": 68}
 BURST = 100  # Produce requests between a zero and a dump, from outside
+# Issue 45's targets: these requests at most INSTRUCTIONS_OF_PEER times noida-db's, and the
+# pipeline's floor (FLOOR_REQUEST, about 90k when the issue was filed) halved.
+TARGET_REQUESTS = ("Produce", "Fetch", "Metadata", "Heartbeat", "AddPartitionsToTxn", "EndTxn", "TxnOffsetCommit")
+INSTRUCTIONS_OF_PEER = 2.0
+FLOOR_REQUEST = "Heartbeat"
+FLOOR_TARGET = 45_000
+EMPTY_INTERVALS = 5  # zero-then-dump with no request: what counting from outside costs by itself
+Measure = Callable[[str, Callable[[], Any]], Any]  # (request name, send it) -> the answer
 RETRIABLE = {14, 15, 16, 51}  # coordinator loading / not available / not coordinator, concurrent transactions
 
 
@@ -78,8 +92,15 @@ def _launch() -> int:
 
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # bench/client.py is no `client`
-    from ottla.broker.network.connection import Connection
-    from ottla.tools.cli import main
+    # An earlier revision's tree (`python -m bench --baseline REV`) may have either at its older place.
+    try:
+        from ottla.broker.network.connection import Connection
+    except ImportError:
+        from ottla.broker.connection import Connection  # type: ignore[no-redef]
+    try:
+        from ottla.tools.cli import main
+    except ImportError:
+        from ottla.broker.cli import main  # type: ignore[no-redef]
 
     dump_at = ctypes.CDLL(os.environ["OTTLA_CALLGRIND_HELPER"]).dump_at
     dump_at.argtypes = [ctypes.c_char_p]
@@ -95,7 +116,9 @@ def _launch() -> int:
     return main()
 
 
-def _broker_class() -> Any:
+def _broker_class(python: str | None = None) -> Any:
+    """BrokerProcess under callgrind with this file as its launcher, run by `python` (an
+    earlier revision's installation, bench.peers.baseline_python) or by this one."""
     from ottla.testing import BrokerProcess
 
     class CallgrindBroker(BrokerProcess):
@@ -105,8 +128,9 @@ def _broker_class() -> Any:
             self.out_dir = out_dir
 
         def command(self) -> list[str]:
+            own = super().command()
             return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={self.out_dir}/callgrind.out.%p",
-                    "--dump-line=no", "--compress-strings=no", *super().command()]
+                    "--dump-line=no", "--compress-strings=no", python or own[0], *own[1:]]
 
     return CallgrindBroker
 
@@ -193,24 +217,35 @@ class Rounds:
         _check("EndTxn", _call(c, request(26, 3, transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch,
                                           committed=True)))
 
-    def round(self) -> None:
+    def round(self, measure: Measure | None = None, everything: bool = True) -> None:
+        """One request of each API of REQUESTS, in order; `measure` (name, send) sends
+        those of TARGET_REQUESTS, to count them from outside. With `everything` false,
+        only what TARGET_REQUESTS need (a peer without KIP-848 groups: noida-db)."""
         from ottla.protocol.batch import TRANSACTIONAL_FLAG, build_batch, encode_record
         from tests.wire import request
 
         c = self.client
-        _check("ApiVersions", _call(c, request(18, 3, client_software_name="bench", client_software_version="1")))
-        _call(c, request(3, 12, topics=[{"name": TOPIC, "topic_id": None}], allow_auto_topic_creation=False,
-                         include_topic_authorized_operations=False))
-        _call(c, request(10, 4, key_type=1, coordinator_keys=[TXN_ID]))
+
+        def call(name: str, entity: Any) -> Any:
+            if measure is None or name not in TARGET_REQUESTS:
+                return _call(c, entity)
+            return measure(name, lambda: _call(c, entity))
+
+        if everything:
+            _check("ApiVersions", _call(c, request(18, 3, client_software_name="bench", client_software_version="1")))
+        call("Metadata", request(3, 12, topics=[{"name": TOPIC, "topic_id": None}], allow_auto_topic_creation=False,
+                                 include_topic_authorized_operations=False))
+        if everything:
+            _call(c, request(10, 4, key_type=1, coordinator_keys=[TXN_ID]))
         pid, epoch = _init_producer(c)
-        added = _call(c, request(24, 3, v3_and_below_transactional_id=TXN_ID, v3_and_below_producer_id=pid,
-                                 v3_and_below_producer_epoch=epoch,
-                                 v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}]))
+        added = call("AddPartitionsToTxn", request(24, 3, v3_and_below_transactional_id=TXN_ID,
+                                                   v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+                                                   v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}]))
         _check("AddPartitionsToTxn", added, added.results_by_topic_v3_and_below[0].results_by_partition[0]
                .partition_error_code)
         batch = build_batch([encode_record(None, b"r" * 100)], timestamp=int(time.time() * 1000), producer_id=pid,
                             producer_epoch=epoch, base_sequence=0, attributes=TRANSACTIONAL_FLAG)
-        produced = _call(c, request(0, 9, transactional_id=TXN_ID, acks=-1, timeout=30000, topic_data=[
+        produced = call("Produce", request(0, 9, transactional_id=TXN_ID, acks=-1, timeout=30000, topic_data=[
             {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]))
         result = produced.responses[0].partition_responses[0]
         _check("Produce", result)
@@ -218,19 +253,23 @@ class Rounds:
                                                    producer_epoch=epoch, group_id=TXN_GROUP)))
         partitions = [{"partition_index": 0, "committed_offset": result.base_offset, "committed_leader_epoch": -1,
                        "committed_metadata": ""}]
-        committed = _call(c, request(28, 3, transactional_id=TXN_ID, group_id=TXN_GROUP, producer_id=pid,
-                                     producer_epoch=epoch, generation_id=-1, member_id="", group_instance_id=None,
-                                     topics=[{"name": TOPIC, "partitions": partitions}]))
+        committed = call("TxnOffsetCommit", request(28, 3, transactional_id=TXN_ID, group_id=TXN_GROUP,
+                                                    producer_id=pid, producer_epoch=epoch, generation_id=-1,
+                                                    member_id="", group_instance_id=None,
+                                                    topics=[{"name": TOPIC, "partitions": partitions}]))
         _check("TxnOffsetCommit", committed, committed.topics[0].partitions[0].error_code)
-        _check("EndTxn", _call(c, request(26, 3, transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch,
-                                          committed=True)))
-        _call(c, request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-                         session_id=0, session_epoch=-1, topics=[{"topic": TOPIC, "partitions": [
-                             {"partition": 0, "fetch_offset": result.base_offset + 2, "partition_max_bytes": 1 << 20,
-                              "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}],
-                         forgotten_topics_data=[], rack_id=""))
-        _check("Heartbeat", _call(c, request(12, 4, group_id=CLASSIC_GROUP, generation_id=self.generation,
-                                             member_id=self.member, group_instance_id=None)))
+        _check("EndTxn", call("EndTxn", request(26, 3, transactional_id=TXN_ID, producer_id=pid,
+                                                producer_epoch=epoch, committed=True)))
+        call("Fetch", request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                              session_id=0, session_epoch=-1, topics=[{"topic": TOPIC, "partitions": [
+                                  {"partition": 0, "fetch_offset": result.base_offset + 2,
+                                   "partition_max_bytes": 1 << 20, "current_leader_epoch": -1,
+                                   "last_fetched_epoch": -1, "log_start_offset": -1}]}],
+                              forgotten_topics_data=[], rack_id=""))
+        _check("Heartbeat", call("Heartbeat", request(12, 4, group_id=CLASSIC_GROUP, generation_id=self.generation,
+                                                      member_id=self.member, group_instance_id=None)))
+        if not everything:
+            return
         offset_commit = _call(c, request(8, 8, group_id=CLASSIC_GROUP, generation_id_or_member_epoch=self.generation,
                                          member_id=self.member, group_instance_id=None,
                                          topics=[{"name": TOPIC, "partitions": partitions}]))
@@ -259,14 +298,13 @@ def _control(pid: int, *flags: str) -> None:
     subprocess.run(["callgrind_control", *flags, str(pid)], check=True, capture_output=True, timeout=120)
 
 
-@contextlib.contextmanager
-def broker_under_callgrind(peer: str) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
-    """`peer` (noida-db, or Ottla as shipped) started under callgrind on a free port, in a
-    directory of its own, for its counters to be zeroed and dumped from outside:
-    (its process, its bootstrap address, where callgrind writes its dumps). Stopped and
-    removed at the end."""
+@contextmanager
+def _outside_broker(peer: str) -> Iterator[tuple[int, str, str]]:
+    """`peer` (noida-db's native binary, or Ottla) started under callgrind, with a topic
+    TOPIC of one partition: (its pid, its bootstrap, the directory callgrind dumps to)."""
     from confluent_kafka.admin import AdminClient
 
+    from tests.clients import create_topic
     from tests.reference.kafka import free_port
 
     work = tempfile.mkdtemp(prefix="request-instructions-")
@@ -296,7 +334,8 @@ def broker_under_callgrind(peer: str) -> Iterator[tuple[subprocess.Popen[bytes],
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError(f"{peer} under callgrind did not start") from None
                 time.sleep(1)
-        yield process, bootstrap, out_dir
+        create_topic(bootstrap, TOPIC, 1)
+        yield process.pid, bootstrap, out_dir
     finally:
         process.terminate()
         try:
@@ -313,11 +352,9 @@ def measure_produce_from_outside(peer: str, rounds: int, warmup: int, say: Any =
     span idle), the counters zeroed and dumped from outside (callgrind_control, over
     vgdb) around BURST requests, and around as long a span with none."""
     from ottla.protocol.batch import build_batch, encode_record
-    from tests.clients import create_topic
     from tests.wire import request
 
-    with broker_under_callgrind(peer) as (process, bootstrap, out_dir):
-        create_topic(bootstrap, TOPIC, 1)
+    with _outside_broker(peer) as (pid, bootstrap, out_dir):
         client = Rounds(bootstrap).client
         init = _call(client, request(22, 4, transactional_id=None, transaction_timeout=60_000, producer_id=-1,
                                      producer_epoch=-1))
@@ -340,21 +377,67 @@ def measure_produce_from_outside(peer: str, rounds: int, warmup: int, say: Any =
                 for _ in range(BURST):
                     produce()
                 continue
-            _control(process.pid, "-z")
+            _control(pid, "-z")
             began = time.monotonic()
             for _ in range(BURST):
                 produce()
             span = time.monotonic() - began
-            _control(process.pid, "-d")
+            _control(pid, "-d")
             busy.append(_newest_total(out_dir) / BURST)
-            _control(process.pid, "-z")
+            _control(pid, "-z")
             time.sleep(span)
-            _control(process.pid, "-d")
+            _control(pid, "-d")
             idle.append(_newest_total(out_dir) / BURST)
             say(f"{peer} burst {i + 1 - warmup}/{rounds}: {busy[-1]:,.0f} instructions a Produce, idle "
                 f"{idle[-1]:,.0f} a Produce's share of as long a span")
         client.close()
     return statistics.median(busy), statistics.median(idle)
+
+
+@dataclass
+class PeerCounts:
+    """A peer's instructions per request of TARGET_REQUESTS, counted from outside."""
+    least: dict[str, int]  # request -> the least over the rounds, less the least empty interval
+    empty: int  # the least of EMPTY_INTERVALS zero-then-dump intervals with no request
+    missing: dict[str, str] = field(default_factory=dict)  # request -> why it has no figure
+
+
+def measure_requests_from_outside(peer: str, rounds: int, warmup: int, say: Callable[[str], None] = print
+                                  ) -> PeerCounts:
+    """Each request of TARGET_REQUESTS in Rounds.round's sequence, on `peer` under
+    callgrind: the counters zeroed (callgrind_control -z) right before the request is
+    sent and dumped (-d) once its answer is read, so an interval holds that request and
+    whatever else the process ran meanwhile (its idle threads, vgdb's own attach). The
+    least over the rounds, less the least of EMPTY_INTERVALS intervals with no request:
+    the figure issue 45 sets noida-db's at (a native binary, which no launcher can make
+    dump as each request arrives, as Ottla's does)."""
+    counts: dict[str, list[int]] = {name: [] for name in TARGET_REQUESTS}
+    with _outside_broker(peer) as (pid, bootstrap, out_dir):
+
+        def counted(name: str, send: Callable[[], Any]) -> Any:
+            _control(pid, "-z")
+            answer = send()
+            _control(pid, "-d")
+            if measuring:
+                counts[name].append(_newest_total(out_dir))
+            return answer
+
+        empty = []
+        for _ in range(EMPTY_INTERVALS):
+            _control(pid, "-z")
+            _control(pid, "-d")
+            empty.append(_newest_total(out_dir))
+        client = Rounds(bootstrap)
+        client.join_classic_group()
+        measuring = False
+        for i in range(warmup + rounds):
+            measuring = i >= warmup
+            client.round(counted, everything=False)
+            say(f"{peer} from outside, round {i + 1}/{warmup + rounds} ({'measured' if measuring else 'warm-up'})")
+        client.client.close()
+    floor = min(empty)
+    return PeerCounts({name: max(0, min(values) - floor) for name, values in counts.items() if values}, floor,
+                      {name: "no answer counted" for name, values in counts.items() if not values})
 
 
 def _newest_total(out_dir: str) -> int:
@@ -384,15 +467,16 @@ def _dumps(out_dir: str) -> list[tuple[int, int]]:
     return intervals
 
 
-def measure(rounds: int, warmup: int, say: Any = print) -> dict[str, tuple[float, int]]:
-    """(median, least) instructions per request by name, over the measured rounds."""
+def measure(rounds: int, warmup: int, say: Any = print, python: str | None = None) -> dict[str, tuple[float, int]]:
+    """(median, least) instructions per request by name, over the measured rounds; with
+    `python`, of the broker that installation runs (an earlier revision's)."""
     from tests.clients import create_topic
     from tests.wire import request
 
     work = tempfile.mkdtemp(prefix="request-instructions-")
     out_dir = os.path.join(work, "callgrind")
     os.makedirs(out_dir)
-    broker = _broker_class()(os.path.join(work, "data"), out_dir)
+    broker = _broker_class(python)(os.path.join(work, "data"), out_dir)
     started = time.monotonic()
     broker.start(timeout=START_TIMEOUT)
     say(f"the broker under callgrind ready after {time.monotonic() - started:.0f} s")
@@ -426,7 +510,17 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--peer", choices=["noida-db", "ottla"],
                         help="count a Produce of one record from outside, on this broker")
+    parser.add_argument("--requests", action="store_true",
+                        help=f"with --peer: each of {', '.join(TARGET_REQUESTS)} counted from outside, one at a time")
     args = parser.parse_args()
+    if args.peer and args.requests:
+        counted = measure_requests_from_outside(args.peer, args.rounds, args.warmup,
+                                                lambda line: print(line, flush=True))
+        print(f"\n{args.peer}: instructions per request counted from outside, least of {args.rounds} less the least "
+              f"empty interval ({counted.empty:,})")
+        for name, least in counted.least.items():
+            print(f"| {name} | {least:,} |")
+        return
     if args.peer:
         produce, idle = measure_produce_from_outside(args.peer, args.rounds, args.warmup,
                                                      lambda line: print(line, flush=True))

@@ -37,6 +37,21 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from .workloads import BenchProducer, Job, Measurement, create_topic, remaining
 
 POLL_SECONDS = 0.05  # short: a consumer with nothing to do sees the end within this
+SHARE_GROUP_HEARTBEAT = 76  # the API a broker serving share groups lists in ApiVersions
+
+
+def _serves_share_groups(bootstrap: str) -> bool:
+    """Whether the broker lists ShareGroupHeartbeat in its ApiVersions: a broker that does
+    not (noida-db, tansu, the mock) would leave the consumers polling until the workload's
+    timeout, minutes of a run for an answer known at once."""
+    from tests.wire import WireClient, request
+
+    client = WireClient(bootstrap)
+    try:
+        answer = client.call(request(18, 3, client_software_name="bench", client_software_version="1"))
+    finally:
+        client.close()
+    return any(key.api_key == SHARE_GROUP_HEARTBEAT for key in answer.api_keys)
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,8 @@ def _consumer_process(job: Job, group: str, index: int, total: multiprocessing.s
 
 def share_consume(consumers: int) -> Callable[[Job], Measurement]:
     def run(job: Job) -> Measurement:
+        if not _serves_share_groups(job.bootstrap):
+            raise RuntimeError("the broker does not serve share groups (no ShareGroupHeartbeat in its ApiVersions)")
         create_topic(job, job.topic)
         group = f"bench-share-{uuid.uuid4().hex[:8]}"
         _set_earliest(job, group)

@@ -7,14 +7,28 @@ from types import SimpleNamespace
 
 import pytest
 
+from bench.ci_loop import STEPS, CiLoop
 from bench.compare import A_A_ROW, AGREE, DIFFER, OTHER_VERDICT, SAME_VERDICT, compare, noise_band
+from bench.instruction_counts import InstructionCounts, instruction_lines
 from bench.many_clients import ConsumerResult, ManyClients, ProducersResult
 from bench.many_partitions import PartitionStarts, Start
 from bench.peers import CONTROL, KAFKA
 from bench.report import OTTLA, Run
+from bench.request_instructions import TARGET_REQUESTS
 from bench.round_trips import REQUESTS, RoundTrips, session_ratio
 from bench.starts import BrokerStarts
-from bench.targets import MET, MISSED, NOT_JUDGED, REPORTED, WITHIN_NOISE, aa_spread, judged, targets, targets_record
+from bench.targets import (
+    ABSOLUTE,
+    MET,
+    MISSED,
+    NOT_JUDGED,
+    REPORTED,
+    WITHIN_NOISE,
+    aa_spread,
+    judged,
+    targets,
+    targets_record,
+)
 from bench.workloads import Measurement
 
 MIB = 1 << 20
@@ -134,7 +148,11 @@ def test_memory_has_one_row_naming_the_worst_workload():
     assert (round(rows["group-consumer"].figure, 2), rows["group-consumer"].verdict) == (0.91, MET)
     close = ManyClients(1_000, 1_000, 1_000_000, producers={OTTLA: [produced(92_000, 55)],
                                                               "noida-db": [produced(100_000, 500)]})
-    assert _by_key(_run(many_clients=close))["many-producers"].verdict == MET  # 0.92x: issue 31's bar is 0.9x
+    # 0.92x met issue 31's bar of 0.9x; issue 45's is 1.0x.
+    assert _by_key(_run(many_clients=close))["many-producers"].verdict == MISSED
+    above = ManyClients(1_000, 1_000, 1_000_000, producers={OTTLA: [produced(101_000, 55)],
+                                                              "noida-db": [produced(100_000, 500)]})
+    assert _by_key(_run(many_clients=above))["many-producers"].verdict == MET
     memory = rows["rss"]
     assert memory.verdict == MISSED and "group-consumer (1,000 partitions)" in memory.measured
     assert _by_key(_run())["rss"].verdict == MET  # 70 MiB at most
@@ -149,7 +167,8 @@ def test_the_coordinator_load_is_judged_on_the_time_to_ready():
 def test_two_runs_agree_within_the_band_and_a_change_of_peer_is_not_compared():
     first = targets_record(_run())
     second = targets_record(_run())
-    assert all(row[4] in (AGREE, SAME_VERDICT) for row in compare(first, second))
+    # (The second core's row has no figure until its module fills Run.cpu.)
+    assert all(row[4] in (AGREE, SAME_VERDICT) for row in compare(first, second) if row[0] != "second core")
     for target in second["targets"]:
         if target["key"] == "idempotent-produce":
             target["figure"] *= 1.06
@@ -238,3 +257,125 @@ def test_start_memory_and_round_trips_against_kafka_each_get_a_row():
     assert _by_key(run)["kafka rss"].verdict == WITHIN_NOISE and "±12%" in _by_key(run)["kafka rss"].measured
     assert rows["kafka round-trip Metadata"].verdict == MET  # 120 against 200 us
     assert rows["kafka round-trip Produce"].verdict == MISSED  # 300 against 200 us
+
+
+# --- issue 45 -----------------------------------------------------------------------------
+
+
+def _instructions(ottla_least: dict[str, int], noida: dict[str, int], missing: dict[str, str] | None = None
+                  ) -> InstructionCounts:
+    return InstructionCounts(20, {name: (least * 1.2, least) for name, least in ottla_least.items()}, noida,
+                             missing or {})
+
+
+def test_each_request_s_instructions_are_judged_at_2x_noida_db_s_and_the_floor_at_45k():
+    ours = dict.fromkeys(TARGET_REQUESTS, 100_000) | {"Produce": 180_000, "Heartbeat": 44_000}
+    theirs = dict.fromkeys(TARGET_REQUESTS, 50_000) | {"Produce": 80_000}
+    rows = _by_key(_run(instructions=_instructions(ours, theirs)))
+    produce, fetch = rows["instructions Produce"], rows["instructions Fetch"]
+    assert (produce.figure, produce.verdict, produce.issue) == (2.25, MISSED, "45")
+    assert (fetch.figure, fetch.verdict, fetch.against) == (2.0, MET, "noida-db")  # at the bar: met
+    floor = rows["instructions floor"]
+    assert (floor.figure, floor.verdict, floor.kind) == (44_000, MET, ABSOLUTE)
+    ours["Heartbeat"] = 46_000
+    assert _by_key(_run(instructions=_instructions(ours, theirs)))["instructions floor"].verdict == MISSED
+
+
+def test_a_request_noida_db_could_not_be_counted_for_says_so_and_is_not_judged():
+    ours = dict.fromkeys(TARGET_REQUESTS, 100_000)
+    counts = _instructions(ours, {"Produce": 30_000}, dict.fromkeys(TARGET_REQUESTS[1:], "refused: error 35"))
+    rows = _by_key(_run(instructions=counts))
+    assert rows["instructions Produce"].verdict == MISSED
+    metadata = rows["instructions Metadata"]
+    assert metadata.verdict == NOT_JUDGED and "refused: error 35" in metadata.measured and metadata.figure is None
+    # valgrind missing: every row says why, none is judged.
+    bare = InstructionCounts(20, {}, ottla_missing="valgrind is not installed")
+    rows = _by_key(_run(instructions=bare))
+    assert {rows[f"instructions {name}"].verdict for name in TARGET_REQUESTS} == {NOT_JUDGED}
+    assert "valgrind is not installed" in rows["instructions floor"].measured
+
+
+def test_every_throughput_workload_is_judged_against_the_best_native_peer_and_txn_10_against_noida_db():
+    run = _run()
+    run.workloads.append("share-consume")
+    for broker in run.brokers:
+        run.rounds[broker]["share-consume"] = {}
+    run.rounds[OTTLA]["share-consume"][0] = _rate(100)
+    run.failures["noida-db"]["share-consume"] = "failed in round 1: no share groups"
+    rows = _by_key(run)
+    native = rows["native idempotent-produce"]  # noida-db 100 against Ottla's 96, 94, 100: the mock is no native peer
+    assert (native.against, round(native.figure, 2), native.verdict, native.issue) == ("noida-db", 0.96, MISSED, "45")
+    assert rows["native txn-produce-1000"].issue == "31, 45"
+    share = rows["native share-consume"]
+    assert share.verdict == NOT_JUDGED and "no share groups" in share.measured
+    assert "noida-db txn-produce-10" not in rows
+    run.workloads.append("txn-produce-10")
+    for broker in run.brokers:
+        run.rounds[broker]["txn-produce-10"] = {r: _rate(rate) for r, rate in enumerate([5_000, 5_000, 5_000])}
+    for r, rate in enumerate([4_000, 4_100, 3_900]):
+        run.rounds[OTTLA]["txn-produce-10"][r] = _rate(rate)
+    txn = _by_key(run)["noida-db txn-produce-10"]
+    assert (round(txn.figure, 2), txn.verdict, txn.against) == (0.8, MISSED, "noida-db")
+
+
+def test_an_empty_start_is_judged_on_its_median_under_half_a_second():
+    fast = _by_key(_run(starts_empty=[0.31, 0.29, 0.9]))["empty start"]
+    assert (fast.figure, fast.verdict, fast.issue) == (0.31, MET, "45")
+    assert _by_key(_run(starts_empty=[0.6, 0.4, 0.55]))["empty start"].verdict == MISSED
+
+
+def test_each_ci_loop_step_is_judged_against_kafka_and_a_client_bound_miss_is_not_judged():
+    ottla = {step: 0.1 for step in STEPS} | {"produce 100": 0.55, "create topic": 0.4}
+    kafka = {step: 0.2 for step in STEPS} | {"produce 100": 0.5}
+    loop = CiLoop([OTTLA, KAFKA], {OTTLA: [ottla], KAFKA: [kafka]})
+    rows = _by_key(_run(ci_loop=loop))
+    assert (rows["ci-loop one transaction"].verdict, rows["ci-loop one transaction"].issue) == (MET, "39, 45")
+    assert rows["ci-loop create topic"].verdict == MISSED  # 0.4 against 0.2 s
+    # 0.55 against 0.5 s, every broker within 25 %: librdkafka's time, not the broker's.
+    assert rows["ci-loop produce 100"].verdict.startswith("client-bound")
+    whole = rows["ci-loop whole test"]  # 1.55 against 1.7 s: 0.91x, over issue 39's 0.8x
+    assert (whole.verdict, whole.issue) == (MISSED, "39")
+    failed = CiLoop([OTTLA, KAFKA], {OTTLA: [ottla]}, {KAFKA: "round 1: the broker did not start"})
+    assert "did not start" in _by_key(_run(ci_loop=failed))["ci-loop create topic"].measured
+
+
+def test_the_second_core_has_a_row_to_fill_and_reports_each_workload_s_cpu_split():
+    row = _by_key(_run())["second core"]
+    assert row.verdict == NOT_JUDGED and row.issue == "45" and "not measured" in row.measured
+    rows = _by_key(_run(cpu={"idempotent-produce": (1.5, 0.5)}))
+    split = rows["second core idempotent-produce"]
+    assert (split.verdict, split.figure) == (REPORTED, 0.25) and "other threads 0.50 s (25%)" in split.measured
+    assert "second core" not in rows
+
+
+def test_the_1000_partition_group_consumer_s_memory_has_a_row_of_its_own_and_every_row_names_its_issue():
+    def read(rss: float, partitions: int) -> ConsumerResult:
+        return ConsumerResult(partitions, 1_000_000, 1.0, 4.0, rss, rss, 1.0, 0.1)
+
+    clients = ManyClients(1_000, 1_000, 1_000_000, consumer={
+        (OTTLA, 1): [read(45, 1)], (OTTLA, 1_000): [read(48, 1_000)],
+        (KAFKA, 1): [read(420, 1)], (KAFKA, 1_000): [read(440, 1_000)]})
+    run = _kafka_run([100] * 3, [100] * 3)
+    run.many_clients = clients
+    rows = _by_key(run)
+    group = rows["kafka rss group-consumer"]
+    assert (round(group.figure, 3), group.verdict, group.issue) == (round(48 / 440, 3), MET, "45")
+    assert all(t.issue for t in targets(run) if t.kind != "A/A")
+
+
+def test_the_instructions_table_sets_noida_db_s_figure_beside_ottla_s_and_says_why_one_is_missing():
+    counts = _instructions({"Produce": 180_000, "Heartbeat": 75_000, "ApiVersions": 150_000}, {"Produce": 30_000},
+                           {"Heartbeat": "no answer counted"})
+    lines = instruction_lines(counts)
+    assert "| Produce | 216,000 | 180,000 | 30,000 | 6.00x |" in lines
+    assert "| ApiVersions | 180,000 | 150,000 | - | - |" in lines
+    assert lines[-1] == "noida-db: no answer counted (Heartbeat)"
+    assert instruction_lines(None) == []
+
+
+def test_with_a_baseline_the_instructions_table_is_before_and_after():
+    counts = _instructions({"Produce": 180_000}, {})
+    counts.baselines["ottla@51e045e"] = {"Produce": (260_000.0, 240_000)}
+    lines = instruction_lines(counts)
+    assert "ottla@51e045e, least | change |" in lines[2]
+    assert "| Produce | 216,000 | 180,000 | 240,000 | -25.0% | - | - |" in lines
