@@ -44,6 +44,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from . import cpu_split
 from .ci_loop import ci_loop_lines, run_ci_loop
 from .client import WORKLOADS, Workload
 from .coordinator_load import coordinator_load_lines, run_coordinator_load
@@ -160,6 +161,7 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
             topic = topics.setdefault(workload.topic, f"bench-{workload.topic}-{uuid.uuid4().hex[:8]}")
             if name in (OTTLA, KAFKA, CONTROL):
                 reset_peak_resident(peer.pid)
+            cpu_before = cpu_split.sample(peer.pid) if name == OTTLA else None
             try:
                 m = run_client(workload, peer.bootstrap, topic, args)
             except WorkloadFailed as exc:
@@ -178,6 +180,9 @@ def run_round(name: str, make_peer: Callable[[], Peer], workloads: list[Workload
             run.rounds[name][workload.name][r] = m
             if name == OTTLA:
                 run.memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
+                if cpu_before is not None:  # the second core: how much ran beside the event loop
+                    used = cpu_split.split(cpu_before, cpu_split.sample(peer.pid))
+                    run.add_cpu(workload.name, used.loop, used.other)
             elif name == KAFKA:
                 run.kafka_memory.setdefault(workload.name, []).append(peak_resident(peer.pid))
             elif name == CONTROL:

@@ -70,6 +70,15 @@ class Run:
     # loop's thread, in its other threads), Ottla's, for the module that measures them to
     # fill; bench/targets.py reports each workload's.
     cpu: dict[str, tuple[float, float]] | None = None
+    cpu_rounds: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # workload -> per round
+
+    def add_cpu(self, workload: str, loop_seconds: float, other_seconds: float) -> None:
+        """One round's CPU of Ottla's broker over a workload; `cpu` holds the medians."""
+        taken = self.cpu_rounds.setdefault(workload, [])
+        taken.append((loop_seconds, other_seconds))
+        if self.cpu is None:
+            self.cpu = {}
+        self.cpu[workload] = (statistics.median(t[0] for t in taken), statistics.median(t[1] for t in taken))
 
     def __post_init__(self) -> None:
         for broker in self.brokers:

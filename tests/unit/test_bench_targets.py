@@ -379,3 +379,11 @@ def test_with_a_baseline_the_instructions_table_is_before_and_after():
     lines = instruction_lines(counts)
     assert "ottla@51e045e, least | change |" in lines[2]
     assert "| Produce | 216,000 | 180,000 | 240,000 | -25.0% | - | - |" in lines
+
+
+def test_each_round_s_cpu_split_is_kept_and_the_median_reported():
+    run = _run()
+    for loop_seconds, other_seconds in ((1.0, 0.1), (2.0, 0.5), (3.0, 0.9)):
+        run.add_cpu("idempotent-produce", loop_seconds, other_seconds)
+    assert run.cpu == {"idempotent-produce": (2.0, 0.5)}
+    assert "other threads 0.50 s" in _by_key(run)["second core idempotent-produce"].measured
