@@ -54,10 +54,11 @@ from ..logging import get_logger
 from ..security.sasl import Session
 from ..security.security_config import PLAINTEXT, ListenerSecurity
 from ..services import Services
+from . import compiled_pipeline
 from .connection_quotas import ConnectionQuotas
 from .connection_security import ConnectionSecurity
 from .dispatch import Dispatcher
-from .file_sender import FileSender
+from .file_sender import FileSender, read_slices
 from .frame_intake import FrameIntake
 from .request_memory import RequestMemory
 
@@ -126,6 +127,9 @@ class Connection(asyncio.Protocol):
         self._file_sender: FileSender | None = None
         # Set while the client is throttled by a quota (KIP-219): its next request waits.
         self._muted: asyncio.Future[None] | None = None
+        # _serve_inline's steps in C (compiled_pipeline.py), made once the peer is known: not on a
+        # SASL listener (its gate is Python's) nor with --fsync (nothing is served inline).
+        self._compiled: Any = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -160,6 +164,10 @@ class Connection(asyncio.Protocol):
         self._intake.transport = transport
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._worker = self._loop.create_task(self._work())
+        if compiled_pipeline.compiled is not None and not self._sasl and self.dispatcher.group_commit is None:
+            self._compiled = compiled_pipeline.compiled.Pipeline(
+                compiled_pipeline.ROUTES, self.services, self.peer, self._advertised, self.session,
+                self.dispatcher.faults, self.metrics)
         self.registry.add(self)
         self.metrics.connections_opened += 1
 
@@ -257,9 +265,37 @@ class Connection(asyncio.Protocol):
         a short request's round trip. Order holds: this runs only when the worker has
         nothing queued or in hand, and stops at the first request that has to go to it."""
         dispatcher = self.dispatcher
+        compiled = self._compiled
         for i, frame in enumerate(frames):
-            if (self._drained is not None or self._sending_files()  # the worker waits for the client to read
-                    or not 2 <= len(frame) <= _INLINE_MAX_BYTES
+            if self._drained is not None or self._sending_files():  # the worker waits for the client to read
+                return frames[i:]
+            if compiled is not None:
+                # The steps below, in C; None where they are to run here (compiled_pipeline.py).
+                try:
+                    served = compiled.serve(frame)
+                except Exception:  # a handler bug must not take the broker down
+                    self._compiled_failed(frame)
+                    return []
+                if served is not None:
+                    header, api, body, ctx, response, out = served
+                    self.client_id = header.client_id
+                    if out.__class__ is float:  # a coroutine, begun at `out`: the worker finishes it
+                        self._unfinished = (ctx, tuple.__new__(Request, (header, api, body)),
+                                            dispatcher.served_later(ctx, out, response))
+                        self._intake.serving()
+                        return frames[i + 1:]
+                    if out.__class__ is list:
+                        self._write(out)
+                    elif out is not None and self._is_open():
+                        raise out  # the encoding failed: raised where _send raises it
+                    if ctx.throttle_ms or ctx.deferred is not None or self.session.close_after_response:
+                        self._responded(ctx, api)
+                    if not self._is_open():
+                        return []
+                    if self._muted is not None:
+                        return frames[i + 1:]
+                    continue
+            if (not 2 <= len(frame) <= _INLINE_MAX_BYTES
                     or not dispatcher.can_handle_now(int.from_bytes(frame[_API_KEY_BYTES], "big", signed=True))):
                 return frames[i:]
             request = self._decode(frame)
@@ -387,6 +423,7 @@ class Connection(asyncio.Protocol):
             cls = request_class(header.api_key, header.api_version)
             assert cls is not None, "kio has a schema for every version the API table serves"
             served = _SERVED[header.api_key, header.api_version] = (api, cls)
+            compiled_pipeline.add_route(api, cls, header.api_key, header.api_version)
         api, cls = served
         if self._sasl:  # only a SASL listener refuses requests before authentication
             refusal = self.security.refusal(header, api.name)
@@ -419,12 +456,16 @@ class Connection(asyncio.Protocol):
     def _respond(self, ctx: RequestContext, request: Request, response: Any) -> None:
         if response is not None:
             self._send(request.header.correlation_id, response)
+        self._responded(ctx, request.api)
+
+    def _responded(self, ctx: RequestContext, api: Api) -> None:
+        """After a response: the throttle, the close of a failed authentication, deferred work."""
         if ctx.throttle_ms:
             self._mute(ctx.throttle_ms)
         if self.session.close_after_response:
             self.close()  # a failed authentication: the answer goes out, then the connection
         if ctx.deferred is not None:
-            self._run_deferred(ctx, request.api.name)
+            self._run_deferred(ctx, api.name)
 
     def _mute(self, throttle_ms: int) -> None:
         """A quota throttles the client (client_quotas.py): as Kafka does since
@@ -442,6 +483,12 @@ class Connection(asyncio.Protocol):
                 self._wake()
 
         loop.call_later(throttle_ms / 1000, unmute)
+
+    def _compiled_failed(self, frame: memoryview) -> None:
+        """The handler failed on the compiled path (or its response's building, the metrics)."""
+        header = parse_request_header(frame)
+        self.client_id = header.client_id
+        self._handler_failed(tuple.__new__(Request, (header, SUPPORTED[header.api_key], None)))
 
     def _handler_failed(self, request: Request) -> None:
         log.exception("handler failed", api=request.api.name, version=request.header.api_version,
@@ -463,17 +510,23 @@ class Connection(asyncio.Protocol):
     def _send(self, correlation_id: int, response: object) -> None:
         if self.transport is None or self.transport.is_closing():
             return
-        chunks = encode_response(correlation_id, response)
+        self._write(encode_response(correlation_id, response))
+
+    def _write(self, chunks: list[Any]) -> None:
+        """Send a response's encoded chunks (codec.encode_response's)."""
+        if self.transport is None or self.transport.is_closing():
+            return
         self.metrics.bytes_out += sum(map(len, chunks))
         self.last_active = self._loop.time()
         if len(chunks) > 1 and any(chunk.__class__ is FileSlice for chunk in chunks):
             # A Fetch's records left in their files: sent from there (file_sender.py);
             # TLS encrypts bytes, so over TLS they are read into memory now.
             if self.security.uses_tls:
-                read = self._read_slices(chunks)
-                if read is None:
+                try:
+                    chunks = read_slices(chunks)
+                except OSError as exc:  # a ShortSlice, or the disk failed under the read
+                    self._files_failed(f"reading a fetch's records failed: {exc}")
                     return
-                chunks = read
             else:
                 self._files().send(chunks)
                 return
@@ -483,27 +536,6 @@ class Connection(asyncio.Protocol):
             self.transport.write(chunks[0])  # most responses: one buffer, one send
         else:
             self.transport.writelines(chunks)
-
-    def _read_slices(self, chunks: list[Any]) -> list[Any] | None:
-        """`chunks` with their FileSlices read (for TLS); None, and the connection closed,
-        if one was cut short (its file truncated since it was taken)."""
-        read = []
-        try:
-            for chunk in chunks:
-                if chunk.__class__ is FileSlice:
-                    piece = chunk
-                    try:
-                        chunk = piece.read()
-                    finally:
-                        piece.close()
-                read.append(chunk)
-        except OSError as exc:  # a ShortSlice, or the disk failed under the read
-            for chunk in chunks:
-                if chunk.__class__ is FileSlice:
-                    chunk.close()
-            self._files_failed(f"reading a fetch's records failed: {exc}")
-            return None
-        return read
 
     def _files(self) -> FileSender:
         if self._file_sender is None:

@@ -1,0 +1,462 @@
+/* One request served inline, in C: its Python twin is Connection._serve_inline's
+ * per-frame steps in broker/network/connection.py (_decode, _context), with
+ * Dispatcher.handle_now (broker/network/dispatch.py), Metrics.request_served
+ * (broker/metrics.py) and the encoding of Connection._send. The Python code stays the
+ * specification and the path taken without this extension or with OTTLA_PURE_PYTHON=1;
+ * tests/unit/test_pipeline.py feeds the same frames through both and compares every
+ * response byte for byte, the metrics, and what each refuses.
+ *
+ * configure(parse_header, decode, encode_response, encodings, encode_in_python,
+ *           builders, error_plan_of, error_codes, context_type, context_offsets,
+ *           latency_buckets)
+ *   is called once by connection.py: the functions of protocol/_codec and codec.py,
+ *   codec._encoding ({response class: (flexible header, encode plan)}), context's
+ *   _builders ({(api key, version): builder}), metrics' _nested_error_plan and
+ *   _codec.error_codes, RequestContext and the slot offsets of its seven fields in
+ *   declaration order (services, header, peer, advertised_address, session, deferred,
+ *   throttle_ms), and metrics.LATENCY_BUCKETS.
+ *
+ * Pipeline(routes, services, peer, advertised, session, faults, metrics) is one per
+ * connection; its serve(frame) serves one frame, or answers None having done nothing
+ * (no handler run, nothing counted) wherever the Python path is to serve it: a frame
+ * outside 2..INLINE_MAX bytes, an (api key, version) not in `routes` (filled by
+ * connection.py the first time the Python path serves that pair), an API whose handler
+ * may wait, faults armed, a header or body the decoder refuses or leaves to kio. The
+ * Python path then refuses or serves it exactly as it always does. Otherwise it answers
+ *   (header, api, body, ctx, response, out)
+ * where out is the encoded chunks of the response (None for no response), the
+ * exception the encoding raised (the connection raises it, as _send would), or, for a
+ * handler that answered with a coroutine, the perf_counter time it started at (the
+ * connection hands the coroutine to the worker, as handle_now's _served_later). An
+ * exception of the handler, the response's builder or the metrics propagates, as out of
+ * handle_now.
+ *
+ * routes: {api_key << 16 | version: (api, request class, handler, (api_key, version),
+ *          may_wait)}.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <time.h>
+
+/* connection._INLINE_MAX_BYTES: larger requests go through the worker. */
+#define INLINE_MAX (64 * 1024)
+#define MAX_BUCKETS 32
+
+static PyObject *parse_header, *decode, *encode_response, *encodings, *encode_in_python;
+static PyObject *builders, *error_plan_of, *error_codes, *context_type;
+static Py_ssize_t context_offsets[7];
+static double buckets[MAX_BUCKETS];
+static Py_ssize_t bucket_count = -1;
+static PyObject *s_armed, *s_apis, *s_requests, *s_seconds, *s_buckets, *s_errors, *s_update, *s_entity;
+static PyObject *s_request_served, *one;
+
+static PyObject *configure(PyObject *self, PyObject *args)
+{
+    PyObject *offsets, *bounds;
+    PyObject *a[9];
+    if (!PyArg_ParseTuple(args, "OOOO!OO!OOO!O!O!", &a[0], &a[1], &a[2], &PyDict_Type, &a[3], &a[4],
+                          &PyDict_Type, &a[5], &a[6], &a[7], &PyType_Type, &a[8], &PyTuple_Type, &offsets,
+                          &PyTuple_Type, &bounds))
+        return NULL;
+    if (PyTuple_GET_SIZE(offsets) != 7 || PyTuple_GET_SIZE(bounds) > MAX_BUCKETS) {
+        PyErr_SetString(PyExc_ValueError, "seven slot offsets, and at most 32 latency buckets");
+        return NULL;
+    }
+    Py_ssize_t size = ((PyTypeObject *)a[8])->tp_basicsize;
+    for (int i = 0; i < 7; i++) {
+        Py_ssize_t offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
+        if (offset == -1 && PyErr_Occurred())
+            return NULL;
+        if (offset < (Py_ssize_t)sizeof(PyObject) || offset + (Py_ssize_t)sizeof(PyObject *) > size) {
+            PyErr_SetString(PyExc_ValueError, "a RequestContext slot outside its instances");
+            return NULL;
+        }
+        context_offsets[i] = offset;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bounds); i++) {
+        buckets[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(bounds, i));
+        if (buckets[i] == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
+    bucket_count = PyTuple_GET_SIZE(bounds);
+    PyObject **slots[9] = {&parse_header, &decode, &encode_response, &encodings, &encode_in_python,
+                           &builders, &error_plan_of, &error_codes, &context_type};
+    for (int i = 0; i < 9; i++)
+        Py_XSETREF(*slots[i], Py_NewRef(a[i]));
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *routes, *services, *peer, *advertised, *session, *faults, *metrics, *apis;
+} Pipeline;
+
+static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwargs)
+{
+    PyObject *routes, *services, *peer, *advertised, *session, *faults, *metrics;
+    if (!PyArg_ParseTuple(args, "O!OOOOOO", &PyDict_Type, &routes, &services, &peer, &advertised, &session,
+                          &faults, &metrics))
+        return -1;
+    PyObject *apis = PyObject_GetAttr(metrics, s_apis);
+    if (apis == NULL)
+        return -1;
+    if (!PyDict_Check(apis)) {
+        Py_DECREF(apis);
+        PyErr_SetString(PyExc_TypeError, "metrics.apis is not a dict");
+        return -1;
+    }
+    Py_XSETREF(p->apis, apis);
+    Py_XSETREF(p->routes, Py_NewRef(routes));
+    Py_XSETREF(p->services, Py_NewRef(services));
+    Py_XSETREF(p->peer, Py_NewRef(peer));
+    Py_XSETREF(p->advertised, Py_NewRef(advertised));
+    Py_XSETREF(p->session, Py_NewRef(session));
+    Py_XSETREF(p->faults, Py_NewRef(faults));
+    Py_XSETREF(p->metrics, Py_NewRef(metrics));
+    return 0;
+}
+
+static int pipeline_traverse(Pipeline *p, visitproc visit, void *arg)
+{
+    Py_VISIT(p->routes);
+    Py_VISIT(p->services);
+    Py_VISIT(p->peer);
+    Py_VISIT(p->advertised);
+    Py_VISIT(p->session);
+    Py_VISIT(p->faults);
+    Py_VISIT(p->metrics);
+    Py_VISIT(p->apis);
+    return 0;
+}
+
+static int pipeline_clear(Pipeline *p)
+{
+    Py_CLEAR(p->routes);
+    Py_CLEAR(p->services);
+    Py_CLEAR(p->peer);
+    Py_CLEAR(p->advertised);
+    Py_CLEAR(p->session);
+    Py_CLEAR(p->faults);
+    Py_CLEAR(p->metrics);
+    Py_CLEAR(p->apis);
+    return 0;
+}
+
+static void pipeline_dealloc(Pipeline *p)
+{
+    PyObject_GC_UnTrack(p);
+    pipeline_clear(p);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+/* time.perf_counter's clock (CLOCK_MONOTONIC on Linux), in seconds. */
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The RequestContext of a request, its slots set as its dataclass __init__ sets them. */
+static PyObject *context_of(Pipeline *p, PyObject *header)
+{
+    PyTypeObject *type = (PyTypeObject *)context_type;
+    PyObject *ctx = type->tp_alloc(type, 0);
+    if (ctx == NULL)
+        return NULL;
+    PyObject *values[7] = {p->services, header, p->peer, p->advertised, p->session, Py_None, NULL};
+    values[6] = PyLong_FromLong(0);
+    if (values[6] == NULL) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    for (int i = 0; i < 7; i++) {
+        PyObject **slot = (PyObject **)((char *)ctx + context_offsets[i]);
+        Py_XSETREF(*slot, i == 6 ? values[6] : Py_NewRef(values[i]));
+    }
+    return ctx;
+}
+
+/* Metrics.request_served: the counters of api_key's ApiMetrics, or the Python method
+ * where there is none yet (it makes it). */
+static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject *response)
+{
+    PyObject *api = PyDict_GetItemWithError(p->apis, api_key);  /* borrowed */
+    if (api == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        PyObject *elapsed = PyFloat_FromDouble(seconds);
+        if (elapsed == NULL)
+            return -1;
+        PyObject *done = PyObject_CallMethodObjArgs(p->metrics, s_request_served, api_key, elapsed, response, NULL);
+        Py_DECREF(elapsed);
+        if (done == NULL)
+            return -1;
+        Py_DECREF(done);
+        return 0;
+    }
+    Py_INCREF(api);
+    int failed = -1;
+    PyObject *value = NULL, *sum = NULL, *list = NULL, *plan = NULL, *codes = NULL;
+    /* api.requests += 1 */
+    value = PyObject_GetAttr(api, s_requests);
+    if (value == NULL)
+        goto done;
+    sum = PyNumber_Add(value, one);
+    Py_CLEAR(value);
+    if (sum == NULL || PyObject_SetAttr(api, s_requests, sum) < 0)
+        goto done;
+    Py_CLEAR(sum);
+    /* api.seconds += seconds */
+    value = PyObject_GetAttr(api, s_seconds);
+    if (value == NULL)
+        goto done;
+    double total = PyFloat_AsDouble(value);
+    if (total == -1.0 && PyErr_Occurred())
+        goto done;
+    Py_CLEAR(value);
+    sum = PyFloat_FromDouble(total + seconds);
+    if (sum == NULL || PyObject_SetAttr(api, s_seconds, sum) < 0)
+        goto done;
+    Py_CLEAR(sum);
+    /* api.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1 */
+    Py_ssize_t index = 0;
+    while (index < bucket_count && buckets[index] < seconds)
+        index++;
+    list = PyObject_GetAttr(api, s_buckets);
+    if (list == NULL)
+        goto done;
+    if (!PyList_Check(list) || index >= PyList_GET_SIZE(list)) {
+        PyErr_SetString(PyExc_IndexError, "ApiMetrics.buckets is shorter than the latency buckets");
+        goto done;
+    }
+    sum = PyNumber_Add(PyList_GET_ITEM(list, index), one);
+    if (sum == NULL || PyList_SetItem(list, index, sum) < 0) {
+        sum = NULL;  /* PyList_SetItem took it, or it was never made */
+        goto done;
+    }
+    sum = NULL;
+    /* the error codes in the response, counted as Kafka's ErrorsPerSec */
+    if (response != Py_None) {
+        plan = PyObject_CallOneArg(error_plan_of, (PyObject *)Py_TYPE(response));
+        if (plan == NULL)
+            goto done;
+        PyObject *args[2] = {plan, response};
+        codes = PyObject_Vectorcall(error_codes, args, 2, NULL);
+        if (codes == NULL)
+            goto done;
+        if (codes != Py_None) {
+            value = PyObject_GetAttr(api, s_errors);
+            if (value == NULL)
+                goto done;
+            PyObject *updated = PyObject_CallMethodOneArg(value, s_update, codes);
+            if (updated == NULL)
+                goto done;
+            Py_DECREF(updated);
+        }
+    }
+    failed = 0;
+done:
+    Py_XDECREF(value);
+    Py_XDECREF(sum);
+    Py_XDECREF(list);
+    Py_XDECREF(plan);
+    Py_XDECREF(codes);
+    Py_DECREF(api);
+    return failed;
+}
+
+/* The response's chunks, as codec.encode_response makes them; an exception it raised is
+ * answered as the value (the connection raises it where _send would have). */
+static PyObject *encoded(PyObject *correlation_id, PyObject *response)
+{
+    PyObject *chunks;
+    PyObject *how = PyDict_GetItemWithError(encodings, (PyObject *)Py_TYPE(response));  /* borrowed */
+    if (how != NULL && PyTuple_Check(how) && PyTuple_GET_SIZE(how) == 2) {
+        PyObject *args[4] = {correlation_id, PyTuple_GET_ITEM(how, 0), PyTuple_GET_ITEM(how, 1), response};
+        PyObject *packed = PyTuple_Pack(4, args[0], args[1], args[2], args[3]);  /* _codec.encode_response is METH_VARARGS */
+        if (packed == NULL)
+            return NULL;
+        chunks = PyObject_Call(encode_response, packed, NULL);
+        Py_DECREF(packed);
+    } else if (PyErr_Occurred()) {
+        return NULL;
+    } else {
+        PyObject *args[2] = {correlation_id, response};
+        chunks = PyObject_Vectorcall(encode_in_python, args, 2, NULL);
+    }
+    if (chunks != NULL)
+        return chunks;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (value == NULL) {  /* cannot happen once normalized; kept an error all the same */
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+        PyErr_SetString(PyExc_SystemError, "an encoding failed without an exception");
+        return NULL;
+    }
+    if (traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+}
+
+static PyObject *serve(Pipeline *p, PyObject *frame)
+{
+    if (p->routes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Pipeline not initialised");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t size = view.len;
+    unsigned int key_bits = 0, version_bits = 0;
+    if (size >= 4) {
+        const unsigned char *b = view.buf;
+        key_bits = ((unsigned int)b[0] << 8) | b[1];
+        version_bits = ((unsigned int)b[2] << 8) | b[3];
+    }
+    PyBuffer_Release(&view);
+    if (size < 4 || size > INLINE_MAX)
+        Py_RETURN_NONE;  /* under 4 bytes: no header; the Python path refuses it */
+    PyObject *route_key = PyLong_FromUnsignedLong(((unsigned long)key_bits << 16) | version_bits);
+    if (route_key == NULL)
+        return NULL;
+    PyObject *route = PyDict_GetItemWithError(p->routes, route_key);  /* borrowed */
+    Py_DECREF(route_key);
+    if (route == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 5) {
+        PyErr_SetString(PyExc_TypeError, "a route is (api, request class, handler, (key, version), may wait)");
+        return NULL;
+    }
+    if (PyTuple_GET_ITEM(route, 4) == Py_True)
+        Py_RETURN_NONE;  /* Dispatcher.can_handle_now: a handler that may wait */
+    PyObject *armed = PyObject_GetAttr(p->faults, s_armed);
+    if (armed == NULL)
+        return NULL;
+    int is_armed = PyObject_IsTrue(armed);
+    Py_DECREF(armed);
+    if (is_armed < 0)
+        return NULL;
+    if (is_armed)
+        Py_RETURN_NONE;
+    Py_INCREF(route);
+    PyObject *api = PyTuple_GET_ITEM(route, 0), *cls = PyTuple_GET_ITEM(route, 1);
+    PyObject *handler = PyTuple_GET_ITEM(route, 2), *pair = PyTuple_GET_ITEM(route, 3);
+    PyObject *header = NULL, *body = NULL, *ctx = NULL, *response = NULL, *out = NULL, *result = NULL;
+
+    header = PyObject_CallOneArg(parse_header, frame);
+    if (header == NULL || !PyTuple_Check(header) || PyTuple_GET_SIZE(header) != 5) {
+        PyErr_Clear();  /* refused: the Python path refuses it and says why */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *decode_args[3] = {cls, frame, PyTuple_GET_ITEM(header, 4)};
+    body = PyObject_Vectorcall(decode, decode_args, 3, NULL);
+    if (body == NULL || body == Py_None) {
+        PyErr_Clear();  /* refused, or left to kio's reader: the Python path's */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    ctx = context_of(p, header);
+    if (ctx == NULL)
+        goto done;
+    double started = now();
+    PyObject *handler_args[2] = {ctx, body};
+    response = PyObject_Vectorcall(handler, handler_args, 2, NULL);
+    if (response == NULL)
+        goto done;
+    if (Py_IS_TYPE(response, &PyCoro_Type)) {
+        out = PyFloat_FromDouble(started);
+        if (out == NULL)
+            goto done;
+    } else {
+        if (PyDict_CheckExact(response)) {  /* a response view's values: its entity */
+            PyObject *build = PyDict_GetItemWithError(builders, pair);  /* borrowed */
+            PyObject *entity;
+            if (build != NULL)
+                entity = PyObject_CallOneArg(build, response);
+            else if (PyErr_Occurred())
+                goto done;
+            else
+                entity = PyObject_CallMethodOneArg(ctx, s_entity, response);
+            if (entity == NULL)
+                goto done;
+            Py_SETREF(response, entity);
+        }
+        if (count_served(p, PyTuple_GET_ITEM(pair, 0), now() - started, response) < 0)
+            goto done;
+        if (response == Py_None)
+            out = Py_NewRef(Py_None);
+        else if ((out = encoded(PyTuple_GET_ITEM(header, 2), response)) == NULL)
+            goto done;
+    }
+    result = PyTuple_Pack(6, header, api, body, ctx, response, out);
+done:
+    Py_XDECREF(header);
+    Py_XDECREF(body);
+    Py_XDECREF(ctx);
+    Py_XDECREF(response);
+    Py_XDECREF(out);
+    Py_DECREF(route);
+    return result;
+}
+
+static PyMethodDef pipeline_methods[] = {
+    {"serve", (PyCFunction)serve, METH_O,
+     "serve(frame) -> (header, api, body, ctx, response, out), or None for the Python path to serve it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PipelineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ottla.broker.network._pipeline.Pipeline",
+    .tp_basicsize = sizeof(Pipeline),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The inline request path of one connection (Connection._serve_inline's steps).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)pipeline_init,
+    .tp_dealloc = (destructor)pipeline_dealloc,
+    .tp_traverse = (traverseproc)pipeline_traverse,
+    .tp_clear = (inquiry)pipeline_clear,
+    .tp_methods = pipeline_methods,
+};
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS, "configure(...): what Pipeline.serve calls (see the file's comment)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pipeline", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__pipeline(void)
+{
+    struct { PyObject **name; const char *text; } names[] = {
+        {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_requests, "requests"}, {&s_seconds, "seconds"},
+        {&s_buckets, "buckets"}, {&s_errors, "errors"}, {&s_update, "update"}, {&s_entity, "entity"},
+        {&s_request_served, "request_served"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return NULL;
+    if ((one = PyLong_FromLong(1)) == NULL)
+        return NULL;
+    if (PyType_Ready(&PipelineType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Pipeline", (PyObject *)&PipelineType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
