@@ -16,16 +16,20 @@
  *   declaration order (services, header, peer, advertised_address, session, deferred,
  *   throttle_ms), and metrics.LATENCY_BUCKETS.
  *
- * Pipeline(routes, services, peer, advertised, session, faults, metrics) is one per
- * connection; its serve(frame) serves one frame, or answers None having done nothing
+ * Pipeline(routes, services, peer, advertised, session, faults, metrics, connection,
+ *          transport, loop_time) is one per connection; its serve(frame) serves one frame, or answers None having done nothing
  * (no handler run, nothing counted) wherever the Python path is to serve it: a frame
  * outside 2..INLINE_MAX bytes, an (api key, version) not in `routes` (filled by
  * connection.py the first time the Python path serves that pair), an API whose handler
  * may wait, faults armed, a header or body the decoder refuses or leaves to kio. The
  * Python path then refuses or serves it exactly as it always does. Otherwise it answers
  *   (header, api, body, ctx, response, out)
- * where out is the encoded chunks of the response (None for no response), the
- * exception the encoding raised (the connection raises it, as _send would), or, for a
+ * where out is True for a response sent here (one chunk: Connection._write's steps, the
+ * bytes counted, the connection's last_active set, transport.write), the encoded chunks
+ * of a response for the connection to send (several: large values, file slices), None
+ * for no response or a transport already closing (_send's check, made before encoding),
+ * the exception the encoding or the write raised (the connection raises it, as _send
+ * would), or, for a
  * handler that answered with a coroutine, the perf_counter time it started at (the
  * connection hands the coroutine to the worker, as handle_now's _served_later). An
  * exception of the handler, the response's builder or the metrics propagates, as out of
@@ -49,7 +53,7 @@ static Py_ssize_t context_offsets[7];
 static double buckets[MAX_BUCKETS];
 static Py_ssize_t bucket_count = -1;
 static PyObject *s_armed, *s_apis, *s_requests, *s_seconds, *s_buckets, *s_errors, *s_update, *s_entity;
-static PyObject *s_request_served, *one;
+static PyObject *s_request_served, *one, *s_is_closing, *s_write, *s_bytes_out, *s_last_active;
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
@@ -90,13 +94,14 @@ static PyObject *configure(PyObject *self, PyObject *args)
 typedef struct {
     PyObject_HEAD
     PyObject *routes, *services, *peer, *advertised, *session, *faults, *metrics, *apis;
+    PyObject *connection, *transport, *loop_time;
 } Pipeline;
 
 static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwargs)
 {
-    PyObject *routes, *services, *peer, *advertised, *session, *faults, *metrics;
-    if (!PyArg_ParseTuple(args, "O!OOOOOO", &PyDict_Type, &routes, &services, &peer, &advertised, &session,
-                          &faults, &metrics))
+    PyObject *routes, *services, *peer, *advertised, *session, *faults, *metrics, *connection, *transport, *loop_time;
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyDict_Type, &routes, &services, &peer, &advertised, &session,
+                          &faults, &metrics, &connection, &transport, &loop_time))
         return -1;
     PyObject *apis = PyObject_GetAttr(metrics, s_apis);
     if (apis == NULL)
@@ -114,6 +119,9 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwargs)
     Py_XSETREF(p->session, Py_NewRef(session));
     Py_XSETREF(p->faults, Py_NewRef(faults));
     Py_XSETREF(p->metrics, Py_NewRef(metrics));
+    Py_XSETREF(p->connection, Py_NewRef(connection));
+    Py_XSETREF(p->transport, Py_NewRef(transport));
+    Py_XSETREF(p->loop_time, Py_NewRef(loop_time));
     return 0;
 }
 
@@ -127,6 +135,9 @@ static int pipeline_traverse(Pipeline *p, visitproc visit, void *arg)
     Py_VISIT(p->faults);
     Py_VISIT(p->metrics);
     Py_VISIT(p->apis);
+    Py_VISIT(p->connection);
+    Py_VISIT(p->transport);
+    Py_VISIT(p->loop_time);
     return 0;
 }
 
@@ -140,6 +151,9 @@ static int pipeline_clear(Pipeline *p)
     Py_CLEAR(p->faults);
     Py_CLEAR(p->metrics);
     Py_CLEAR(p->apis);
+    Py_CLEAR(p->connection);
+    Py_CLEAR(p->transport);
+    Py_CLEAR(p->loop_time);
     return 0;
 }
 
@@ -267,6 +281,8 @@ done:
     return failed;
 }
 
+static PyObject *raised(void);
+
 /* The response's chunks, as codec.encode_response makes them; an exception it raised is
  * answered as the value (the connection raises it where _send would have). */
 static PyObject *encoded(PyObject *correlation_id, PyObject *response)
@@ -275,7 +291,8 @@ static PyObject *encoded(PyObject *correlation_id, PyObject *response)
     PyObject *how = PyDict_GetItemWithError(encodings, (PyObject *)Py_TYPE(response));  /* borrowed */
     if (how != NULL && PyTuple_Check(how) && PyTuple_GET_SIZE(how) == 2) {
         PyObject *args[4] = {correlation_id, PyTuple_GET_ITEM(how, 0), PyTuple_GET_ITEM(how, 1), response};
-        PyObject *packed = PyTuple_Pack(4, args[0], args[1], args[2], args[3]);  /* _codec.encode_response is METH_VARARGS */
+        /* _codec.encode_response is METH_VARARGS: its arguments as a tuple */
+        PyObject *packed = PyTuple_Pack(4, args[0], args[1], args[2], args[3]);
         if (packed == NULL)
             return NULL;
         chunks = PyObject_Call(encode_response, packed, NULL);
@@ -288,13 +305,19 @@ static PyObject *encoded(PyObject *correlation_id, PyObject *response)
     }
     if (chunks != NULL)
         return chunks;
+    return raised();
+}
+
+/* The current exception, taken out of the error state, as a value. */
+static PyObject *raised(void)
+{
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
     PyErr_NormalizeException(&type, &value, &traceback);
     if (value == NULL) {  /* cannot happen once normalized; kept an error all the same */
         Py_XDECREF(type);
         Py_XDECREF(traceback);
-        PyErr_SetString(PyExc_SystemError, "an encoding failed without an exception");
+        PyErr_SetString(PyExc_SystemError, "a step failed without an exception");
         return NULL;
     }
     if (traceback != NULL)
@@ -302,6 +325,51 @@ static PyObject *encoded(PyObject *correlation_id, PyObject *response)
     Py_XDECREF(type);
     Py_XDECREF(traceback);
     return value;
+}
+
+/* _send's first step: whether the transport takes no more (1), or takes it (0). */
+static int closing(Pipeline *p)
+{
+    PyObject *answer = PyObject_CallMethodNoArgs(p->transport, s_is_closing);
+    if (answer == NULL)
+        return -1;
+    int is = PyObject_IsTrue(answer);
+    Py_DECREF(answer);
+    return is;
+}
+
+/* Connection._write of a response of one chunk (bytes: no file slice in it): the bytes
+ * counted, the connection's last I/O time, transport.write. True, or the exception a step
+ * raised (the connection raises it, as _write would). */
+static PyObject *sent(Pipeline *p, PyObject *chunk)
+{
+    PyObject *count = NULL, *sum = NULL, *now_ = NULL, *done = NULL;
+    count = PyObject_GetAttr(p->metrics, s_bytes_out);
+    if (count == NULL)
+        goto failed;
+    PyObject *size = PyLong_FromSsize_t(PyBytes_GET_SIZE(chunk));
+    if (size == NULL)
+        goto failed;
+    sum = PyNumber_Add(count, size);
+    Py_DECREF(size);
+    if (sum == NULL || PyObject_SetAttr(p->metrics, s_bytes_out, sum) < 0)
+        goto failed;
+    now_ = PyObject_CallNoArgs(p->loop_time);
+    if (now_ == NULL || PyObject_SetAttr(p->connection, s_last_active, now_) < 0)
+        goto failed;
+    done = PyObject_CallMethodOneArg(p->transport, s_write, chunk);
+    if (done == NULL)
+        goto failed;
+    Py_DECREF(count);
+    Py_DECREF(sum);
+    Py_DECREF(now_);
+    Py_DECREF(done);
+    Py_RETURN_TRUE;
+failed:
+    Py_XDECREF(count);
+    Py_XDECREF(sum);
+    Py_XDECREF(now_);
+    return raised();
 }
 
 static PyObject *serve(Pipeline *p, PyObject *frame)
@@ -394,10 +462,20 @@ static PyObject *serve(Pipeline *p, PyObject *frame)
         }
         if (count_served(p, PyTuple_GET_ITEM(pair, 0), now() - started, response) < 0)
             goto done;
-        if (response == Py_None)
-            out = Py_NewRef(Py_None);
+        int is_closing = response == Py_None ? 1 : closing(p);
+        if (is_closing < 0)
+            goto done;
+        if (is_closing)
+            out = Py_NewRef(Py_None);  /* no response, or no one to send it to: _send sends nothing */
         else if ((out = encoded(PyTuple_GET_ITEM(header, 2), response)) == NULL)
             goto done;
+        else if (PyList_CheckExact(out) && PyList_GET_SIZE(out) == 1 && PyBytes_CheckExact(PyList_GET_ITEM(out, 0))) {
+            PyObject *chunk = Py_NewRef(PyList_GET_ITEM(out, 0));
+            Py_SETREF(out, sent(p, chunk));
+            Py_DECREF(chunk);
+            if (out == NULL)
+                goto done;
+        }
     }
     result = PyTuple_Pack(6, header, api, body, ctx, response, out);
 done:
@@ -442,7 +520,8 @@ PyMODINIT_FUNC PyInit__pipeline(void)
     struct { PyObject **name; const char *text; } names[] = {
         {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_requests, "requests"}, {&s_seconds, "seconds"},
         {&s_buckets, "buckets"}, {&s_errors, "errors"}, {&s_update, "update"}, {&s_entity, "entity"},
-        {&s_request_served, "request_served"},
+        {&s_request_served, "request_served"}, {&s_is_closing, "is_closing"}, {&s_write, "write"},
+        {&s_bytes_out, "bytes_out"}, {&s_last_active, "last_active"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)
