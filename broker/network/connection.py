@@ -127,8 +127,7 @@ class Connection(asyncio.Protocol):
         self._file_sender: FileSender | None = None
         # Set while the client is throttled by a quota (KIP-219): its next request waits.
         self._muted: asyncio.Future[None] | None = None
-        # _serve_inline's steps in C (compiled_pipeline.py), made once the peer is known: not on a
-        # SASL listener (its gate is Python's) nor with --fsync (nothing is served inline).
+        # _serve_inline's steps in C (compiled_pipeline.py): not with SASL nor --fsync.
         self._compiled: Any = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
@@ -167,7 +166,7 @@ class Connection(asyncio.Protocol):
         if compiled_pipeline.compiled is not None and not self._sasl and self.dispatcher.group_commit is None:
             self._compiled = compiled_pipeline.compiled.Pipeline(
                 compiled_pipeline.ROUTES, self.services, self.peer, self._advertised, self.session,
-                self.dispatcher.faults, self.metrics)
+                self.dispatcher.faults, self.metrics, self, transport, self._loop.time)
         self.registry.add(self)
         self.metrics.connections_opened += 1
 
@@ -186,7 +185,15 @@ class Connection(asyncio.Protocol):
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        if frames and self._worker_idle() and not (sasl and self.security.authenticating):
+        # Served here when the worker waits with nothing queued, and nothing holds the next
+        # request back: no request served inline is still unfinished, the client reads what
+        # we send, no quota throttles it, the connection is not closing, and no answer is
+        # being sent from files (the checks inline: this runs at every read).
+        wakeup, sender = self._wakeup, self._file_sender
+        if (frames and wakeup is not None and not wakeup.done() and not intake.frames
+                and self._unfinished is None and self._drained is None and self._muted is None
+                and not self._closing and (sender is None or sender.finished is None)
+                and not (sasl and self.security.authenticating)):
             frames = self._serve_inline(frames)
             if self._unfinished is not None:
                 self._wake()
@@ -207,6 +214,7 @@ class Connection(asyncio.Protocol):
             self.metrics.connection_errors += 1
             log.info("connection lost", peer=self.peer, client_id=self.client_id, error=str(exc) or type(exc).__name__)
         self._closing = True
+        self._compiled = None  # it holds this connection
         self.quotas.left(self, self._host, self._admitted)
         self.registry.discard(self)
         self._intake.drop()
@@ -247,16 +255,6 @@ class Connection(asyncio.Protocol):
 
     # --- serving at once -----------------------------------------------------------------
 
-    def _worker_idle(self) -> bool:
-        """The worker waits with nothing queued, and nothing holds the next request back:
-        no request served inline is still unfinished, the client reads what we send, no
-        quota throttles it, the connection is not closing, and no answer is being sent
-        from files."""
-        wakeup = self._wakeup
-        return (wakeup is not None and not wakeup.done() and not self._intake.frames
-                and self._unfinished is None and self._drained is None and self._muted is None
-                and not self._closing and not self._sending_files())
-
     def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
         """Serve, right here in data_received, the frames whose handling cannot wait on
         anything; returns the rest (from the first that may wait) for the worker.
@@ -267,7 +265,8 @@ class Connection(asyncio.Protocol):
         dispatcher = self.dispatcher
         compiled = self._compiled
         for i, frame in enumerate(frames):
-            if self._drained is not None or self._sending_files():  # the worker waits for the client to read
+            # The worker waits for the client to read (_take checked it before the first).
+            if i and (self._drained is not None or self._sending_files()):
                 return frames[i:]
             if compiled is not None:
                 # The steps below, in C; None where they are to run here (compiled_pipeline.py).
@@ -284,10 +283,10 @@ class Connection(asyncio.Protocol):
                                             dispatcher.served_later(ctx, out, response))
                         self._intake.serving()
                         return frames[i + 1:]
-                    if out.__class__ is list:
+                    if out.__class__ is list:  # several chunks (large values, file slices)
                         self._write(out)
-                    elif out is not None and self._is_open():
-                        raise out  # the encoding failed: raised where _send raises it
+                    elif out is not None and out is not True:
+                        raise out  # the encoding or the write failed: raised where _send raises it
                     if ctx.throttle_ms or ctx.deferred is not None or self.session.close_after_response:
                         self._responded(ctx, api)
                     if not self._is_open():
