@@ -289,7 +289,7 @@ class Connection(asyncio.Protocol):
                         raise out  # the encoding or the write failed: raised where _send raises it
                     if ctx.throttle_ms or ctx.deferred is not None or self.session.close_after_response:
                         self._responded(ctx, api)
-                    if not self._is_open():
+                    if self.transport is None or self.transport.is_closing():  # _is_open(), inline
                         return []
                     if self._muted is not None:
                         return frames[i + 1:]

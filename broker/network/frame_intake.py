@@ -62,7 +62,7 @@ class FrameIntake:
         # While the pool has room every frame may start (RequestMemory.may_start), and
         # nothing in feed changes that: the question is asked only of a full pool.
         memory = self.memory
-        if not self._pooled or not memory.full:
+        if not self._pooled or not 0 < memory.limit <= memory.used:  # RequestMemory.full, inline: every read
             return self.reader.feed(data)
         return self.reader.feed(data, lambda size: memory.may_start(size, self._held))
 
