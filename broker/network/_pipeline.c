@@ -401,22 +401,23 @@ static PyObject *serve(Pipeline *p, PyObject *frame)
             return NULL;
         Py_RETURN_NONE;
     }
-    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 5) {
+    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(route, 3))
+            || PyTuple_GET_SIZE(PyTuple_GET_ITEM(route, 3)) != 2) {
         PyErr_SetString(PyExc_TypeError, "a route is (api, request class, handler, (key, version), may wait)");
         return NULL;
     }
     if (PyTuple_GET_ITEM(route, 4) == Py_True)
         Py_RETURN_NONE;  /* Dispatcher.can_handle_now: a handler that may wait */
+    Py_INCREF(route);  /* held from here on: whatever runs below may change `routes` */
     PyObject *armed = PyObject_GetAttr(p->faults, s_armed);
-    if (armed == NULL)
-        return NULL;
-    int is_armed = PyObject_IsTrue(armed);
-    Py_DECREF(armed);
-    if (is_armed < 0)
-        return NULL;
-    if (is_armed)
-        Py_RETURN_NONE;
-    Py_INCREF(route);
+    int is_armed = armed == NULL ? -1 : PyObject_IsTrue(armed);
+    Py_XDECREF(armed);
+    if (is_armed != 0) {
+        Py_DECREF(route);
+        if (is_armed < 0)
+            return NULL;
+        Py_RETURN_NONE;  /* Dispatcher.can_handle_now: faults set, which may delay the answer */
+    }
     PyObject *api = PyTuple_GET_ITEM(route, 0), *cls = PyTuple_GET_ITEM(route, 1);
     PyObject *handler = PyTuple_GET_ITEM(route, 2), *pair = PyTuple_GET_ITEM(route, 3);
     PyObject *header = NULL, *body = NULL, *ctx = NULL, *response = NULL, *out = NULL, *result = NULL;
