@@ -35,6 +35,14 @@
  * exception of the handler, the response's builder or the metrics propagates, as out of
  * handle_now.
  *
+ * take(data) is Connection.data_received's _take for the commonest read: `data` is one
+ * whole frame (FrameReader.feed's first case), nothing is held or half received, the
+ * request memory has room, and the worker waits with nothing queued (_take's checks);
+ * anything else answers None at once, for _take. The frame is then served as serve
+ * serves it, and take answers None (not served: _take's), True when that was all (the
+ * response sent, nothing for after it: no throttle, deferred work, close or closing
+ * transport), serve's tuple for _take to finish, or the exception the handler raised.
+ *
  * routes: {api_key << 16 | version: (api, request class, handler, (api_key, version),
  *          may_wait)}.
  */
@@ -54,6 +62,9 @@ static double buckets[MAX_BUCKETS];
 static Py_ssize_t bucket_count = -1;
 static PyObject *s_armed, *s_apis, *s_requests, *s_seconds, *s_buckets, *s_errors, *s_update, *s_entity;
 static PyObject *s_request_served, *one, *s_is_closing, *s_write, *s_bytes_out, *s_last_active;
+static PyObject *s_intake, *s_reader, *s_size, *s_prefix, *s_backlog, *s_max_bytes, *s_pooled, *s_memory, *s_limit;
+static PyObject *s_used, *s_held, *s_wakeup, *s_done, *s_frames, *s_unfinished, *s_drained, *s_muted, *s_closing;
+static PyObject *s_file_sender, *s_finished, *s_close_after_response, *s_client_id, *four;
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
@@ -96,6 +107,8 @@ typedef struct {
     PyObject *routes, *services, *peer, *advertised, *session, *faults, *metrics, *apis;
     PyObject *connection, *transport, *loop_time;
 } Pipeline;
+
+static PyObject *serve(Pipeline *p, PyObject *frame);
 
 static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwargs)
 {
@@ -489,7 +502,179 @@ done:
     return result;
 }
 
+/* getattr(owner, name) as a C long: 0 and *value set, or -1 with an exception. */
+static int long_attr(PyObject *owner, PyObject *name, long long *value)
+{
+    PyObject *found = PyObject_GetAttr(owner, name);
+    if (found == NULL)
+        return -1;
+    *value = PyLong_AsLongLong(found);
+    Py_DECREF(found);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Whether getattr(owner, name) is None (1), not None (0), or failed (-1). */
+static int none_attr(PyObject *owner, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(owner, name);
+    if (found == NULL)
+        return -1;
+    int is = found == Py_None;
+    Py_DECREF(found);
+    return is;
+}
+
+/* Whether getattr(owner, name) is true (1), false (0), or failed (-1). */
+static int true_attr(PyObject *owner, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(owner, name);
+    if (found == NULL)
+        return -1;
+    int is = PyObject_IsTrue(found);
+    Py_DECREF(found);
+    return is;
+}
+
+/* Whether len(getattr(owner, name)) is 0 (1), not (0), or failed (-1). */
+static int empty_attr(PyObject *owner, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(owner, name);
+    if (found == NULL)
+        return -1;
+    Py_ssize_t size = PyObject_Length(found);
+    Py_DECREF(found);
+    return size < 0 ? -1 : size == 0;
+}
+
+/* _take's conditions for serving `data` (n bytes, its size prefix saying n - 4) at once:
+ * the frame reader between frames with nothing held (so feed's first case gives the
+ * frame, and settle has nothing to account), the request memory with room, the worker
+ * waiting with nothing queued or unfinished, the client reading, no throttle, the
+ * connection open, no answer being sent from files. 1 if they hold, 0 if not, -1 failed. */
+static int may_take(Pipeline *p, Py_ssize_t size)
+{
+    PyObject *intake = NULL, *reader = NULL, *memory = NULL, *wakeup = NULL, *sender = NULL;
+    int ok = -1, is;
+    long long value, limit;
+    if ((intake = PyObject_GetAttr(p->connection, s_intake)) == NULL
+            || (reader = PyObject_GetAttr(intake, s_reader)) == NULL)
+        goto done;
+#define CHECK(condition) do { is = (condition); if (is <= 0) { ok = is; goto done; } } while (0)
+    if (long_attr(reader, s_size, &value) < 0)
+        goto done;
+    CHECK(value < 0);  /* no frame half received */
+    CHECK(empty_attr(reader, s_prefix));
+    CHECK(empty_attr(reader, s_backlog));
+    if (long_attr(reader, s_max_bytes, &value) < 0)
+        goto done;
+    CHECK(size - 4 <= value);
+    is = true_attr(intake, s_pooled);
+    if (is < 0)
+        goto done;
+    if (is) {  /* RequestMemory.full: 0 < limit <= used */
+        if ((memory = PyObject_GetAttr(intake, s_memory)) == NULL || long_attr(memory, s_limit, &limit) < 0
+                || long_attr(memory, s_used, &value) < 0)
+            goto done;
+        CHECK(!(0 < limit && limit <= value));
+    }
+    if (long_attr(intake, s_held, &value) < 0)
+        goto done;
+    CHECK(value == 0);
+    CHECK(empty_attr(intake, s_frames));
+    if ((wakeup = PyObject_GetAttr(p->connection, s_wakeup)) == NULL)
+        goto done;
+    CHECK(wakeup != Py_None);
+    PyObject *done_ = PyObject_CallMethodNoArgs(wakeup, s_done);
+    if (done_ == NULL)
+        goto done;
+    is = PyObject_IsTrue(done_);
+    Py_DECREF(done_);
+    CHECK(is < 0 ? -1 : !is);
+    CHECK(none_attr(p->connection, s_unfinished));
+    CHECK(none_attr(p->connection, s_drained));
+    CHECK(none_attr(p->connection, s_muted));
+    is = true_attr(p->connection, s_closing);
+    CHECK(is < 0 ? -1 : !is);
+    if ((sender = PyObject_GetAttr(p->connection, s_file_sender)) == NULL)
+        goto done;
+    if (sender != Py_None)
+        CHECK(none_attr(sender, s_finished));
+#undef CHECK
+    ok = 1;
+done:
+    Py_XDECREF(intake);
+    Py_XDECREF(reader);
+    Py_XDECREF(memory);
+    Py_XDECREF(wakeup);
+    Py_XDECREF(sender);
+    return ok;
+}
+
+static PyObject *take(Pipeline *p, PyObject *data)
+{
+    if (p->routes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Pipeline not initialised");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) <= 4)
+        Py_RETURN_NONE;
+    Py_ssize_t size = PyBytes_GET_SIZE(data);
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
+    int32_t prefix = (int32_t)(((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3]);
+    if ((Py_ssize_t)prefix != size - 4)
+        Py_RETURN_NONE;  /* not exactly one whole frame */
+    int may = may_take(p, size);
+    if (may < 0)
+        return NULL;
+    if (!may)
+        Py_RETURN_NONE;
+    PyObject *whole = PyMemoryView_FromObject(data);
+    if (whole == NULL)
+        return NULL;
+    PyObject *after = PySlice_New(four, Py_None, NULL);
+    PyObject *frame = after == NULL ? NULL : PyObject_GetItem(whole, after);
+    Py_DECREF(whole);
+    Py_XDECREF(after);
+    if (frame == NULL)
+        return NULL;
+    PyObject *served = serve(p, frame);
+    Py_DECREF(frame);
+    if (served == NULL)
+        return PyErr_ExceptionMatches(PyExc_Exception) ? raised() : NULL;  /* the handler's, for _take */
+    if (served == Py_None)
+        return served;
+    /* Done with it here when nothing is left for _take: the response sent (or none), no
+     * throttle, no deferred work, no close after it, the transport open. */
+    PyObject *header = PyTuple_GET_ITEM(served, 0), *ctx = PyTuple_GET_ITEM(served, 3);
+    PyObject *out = PyTuple_GET_ITEM(served, 5);
+    PyObject *throttle = *(PyObject **)((char *)ctx + context_offsets[6]);
+    PyObject *deferred = *(PyObject **)((char *)ctx + context_offsets[5]);
+    if ((out != Py_True && out != Py_None) || throttle == NULL || deferred != Py_None)
+        return served;
+    int throttled = PyObject_IsTrue(throttle);  /* _responded's `if ctx.throttle_ms` */
+    if (throttled != 0) {
+        PyErr_Clear();
+        return served;
+    }
+    int close = true_attr(p->session, s_close_after_response);
+    int is_closing = close == 0 ? closing(p) : 0;
+    if (close < 0 || is_closing < 0) {
+        PyErr_Clear();  /* _take asks again, and raises it where it raises */
+        return served;
+    }
+    if (close || is_closing)
+        return served;
+    if (PyObject_SetAttr(p->connection, s_client_id, PyTuple_GET_ITEM(header, 3)) < 0) {
+        PyErr_Clear();
+        return served;
+    }
+    Py_DECREF(served);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef pipeline_methods[] = {
+    {"take", (PyCFunction)take, METH_O,
+     "take(data) -> None, True, serve's tuple or the handler's exception (see the file's comment)"},
     {"serve", (PyCFunction)serve, METH_O,
      "serve(frame) -> (header, api, body, ctx, response, out), or None for the Python path to serve it"},
     {NULL, NULL, 0, NULL},
@@ -522,12 +707,18 @@ PyMODINIT_FUNC PyInit__pipeline(void)
         {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_requests, "requests"}, {&s_seconds, "seconds"},
         {&s_buckets, "buckets"}, {&s_errors, "errors"}, {&s_update, "update"}, {&s_entity, "entity"},
         {&s_request_served, "request_served"}, {&s_is_closing, "is_closing"}, {&s_write, "write"},
-        {&s_bytes_out, "bytes_out"}, {&s_last_active, "last_active"},
+        {&s_bytes_out, "bytes_out"}, {&s_last_active, "last_active"}, {&s_intake, "_intake"},
+        {&s_reader, "reader"}, {&s_size, "_size"}, {&s_prefix, "_prefix"}, {&s_backlog, "backlog"},
+        {&s_max_bytes, "max_bytes"}, {&s_pooled, "_pooled"}, {&s_memory, "memory"}, {&s_limit, "limit"},
+        {&s_used, "used"}, {&s_held, "_held"}, {&s_wakeup, "_wakeup"}, {&s_done, "done"}, {&s_frames, "frames"},
+        {&s_unfinished, "_unfinished"}, {&s_drained, "_drained"}, {&s_muted, "_muted"}, {&s_closing, "_closing"},
+        {&s_file_sender, "_file_sender"}, {&s_finished, "finished"},
+        {&s_close_after_response, "close_after_response"}, {&s_client_id, "client_id"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)
             return NULL;
-    if ((one = PyLong_FromLong(1)) == NULL)
+    if ((one = PyLong_FromLong(1)) == NULL || (four = PyLong_FromLong(4)) == NULL)
         return NULL;
     if (PyType_Ready(&PipelineType) < 0)
         return NULL;

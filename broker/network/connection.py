@@ -46,7 +46,7 @@ from ottla.protocol.codec import (
     parse_request_header,
     request_class,
 )
-from ottla.protocol.framing import FrameError
+from ottla.protocol.framing import SIZE_BYTES, FrameError
 from ottla.storage.file_slice import FileSlice
 
 from ..handlers import RequestContext, api_versions_fallback
@@ -173,28 +173,32 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.metrics.bytes_in += len(data)
         self.last_active = self._loop.time()
-        self._take(data)
+        # One whole frame, the worker idle: split, served and answered in one C call (True:
+        # that was all; else _take's steps, with what it made of the frame: _pipeline.c).
+        served = self._compiled.take(data) if self._compiled is not None else None
+        if served is not True:
+            self._take(data, served)
 
-    def _take(self, data: bytes) -> None:
+    def _take(self, data: bytes, served: Any = None) -> None:
         intake = self._intake
         sasl = self._sasl
         if sasl:
             intake.bound_frames(self.security.frame_bound())
         try:
-            frames = intake.split(data)
+            frames = intake.split(data) if served is None else [memoryview(data)[SIZE_BYTES:]]  # take split it
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
         # Served here when the worker waits with nothing queued, and nothing holds the next
-        # request back: no request served inline is still unfinished, the client reads what
-        # we send, no quota throttles it, the connection is not closing, and no answer is
-        # being sent from files (the checks inline: this runs at every read).
+        # request back: no request served inline is unfinished, the client reads what we
+        # send, no quota throttles it, the connection is open, no answer is sent from files.
         wakeup, sender = self._wakeup, self._file_sender
-        if (frames and wakeup is not None and not wakeup.done() and not intake.frames
+        if frames and (served is not None or (  # served: take found it so before serving it
+                wakeup is not None and not wakeup.done() and not intake.frames
                 and self._unfinished is None and self._drained is None and self._muted is None
                 and not self._closing and (sender is None or sender.finished is None)
-                and not (sasl and self.security.authenticating)):
-            frames = self._serve_inline(frames)
+                and not (sasl and self.security.authenticating))):
+            frames = self._serve_inline(frames, served)
             if self._unfinished is not None:
                 self._wake()
         if frames:
@@ -255,9 +259,10 @@ class Connection(asyncio.Protocol):
 
     # --- serving at once -----------------------------------------------------------------
 
-    def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
+    def _serve_inline(self, frames: list[memoryview], served: Any = None) -> list[memoryview]:
         """Serve, right here in data_received, the frames whose handling cannot wait on
-        anything; returns the rest (from the first that may wait) for the worker.
+        anything; returns the rest (from the first that may wait) for the worker. `served`:
+        the first frame as the C path's take served it (or the exception its handler raised).
 
         Serving them here saves the hop through the worker task, which is a good part of
         a short request's round trip. Order holds: this runs only when the worker has
@@ -271,12 +276,17 @@ class Connection(asyncio.Protocol):
             if compiled is not None:
                 # The steps below, in C; None where they are to run here (compiled_pipeline.py).
                 try:
-                    served = compiled.serve(frame)
-                except Exception:  # a handler bug must not take the broker down
-                    self._compiled_failed(frame)
+                    if served is None:
+                        served = compiled.serve(frame)
+                    elif served.__class__ is not tuple:
+                        raise served  # the handler's, in take
+                except Exception:  # a handler bug must not take the broker down (its header, again)
+                    header = parse_request_header(frame)
+                    self.client_id = header.client_id
+                    self._handler_failed(tuple.__new__(Request, (header, SUPPORTED[header.api_key], None)))
                     return []
                 if served is not None:
-                    header, api, body, ctx, response, out = served
+                    (header, api, body, ctx, response, out), served = served, None
                     self.client_id = header.client_id
                     if out.__class__ is float:  # a coroutine, begun at `out`: the worker finishes it
                         self._unfinished = (ctx, tuple.__new__(Request, (header, api, body)),
@@ -302,7 +312,7 @@ class Connection(asyncio.Protocol):
                 if self._is_open():
                     continue  # answered already (an ApiVersions version we do not speak)
                 return []
-            ctx = self._context(request.header)
+            ctx = RequestContext(self.services, request.header, self.peer, self._advertised, self.session)
             try:
                 response = dispatcher.handle_now(ctx, request.body)
             except Exception:  # a handler bug must not take the broker down
@@ -386,7 +396,7 @@ class Connection(asyncio.Protocol):
         request = self._decode(frame)
         if request is None:
             return self._is_open()
-        ctx = self._context(request.header)
+        ctx = RequestContext(self.services, request.header, self.peer, self._advertised, self.session)
         try:
             response = await self.dispatcher.handle(ctx, request.body, self.close)
         except Exception:  # a handler bug must not take the broker down
@@ -440,9 +450,6 @@ class Connection(asyncio.Protocol):
             return None
         return tuple.__new__(Request, (header, api, body))  # the named tuple, without its Python __new__
 
-    def _context(self, header: RequestHeader) -> RequestContext:
-        return RequestContext(self.services, header, self.peer, self._advertised, self.session)
-
     async def _serve_raw_token(self, frame: memoryview) -> bool:
         answer = await self.security.answer_raw_token(frame, self.peer)
         if answer is None:
@@ -482,12 +489,6 @@ class Connection(asyncio.Protocol):
                 self._wake()
 
         loop.call_later(throttle_ms / 1000, unmute)
-
-    def _compiled_failed(self, frame: memoryview) -> None:
-        """The handler failed on the compiled path (or its response's building, the metrics)."""
-        header = parse_request_header(frame)
-        self.client_id = header.client_id
-        self._handler_failed(tuple.__new__(Request, (header, SUPPORTED[header.api_key], None)))
 
     def _handler_failed(self, request: Request) -> None:
         log.exception("handler failed", api=request.api.name, version=request.header.api_version,

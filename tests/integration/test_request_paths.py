@@ -16,11 +16,14 @@ read serves them all through it, then a frame it must leave to the Python path t
 Break-and-see-it-fail, made once by hand: encoding every response with correlation id
 1 in _pipeline.c failed test_pipelined_answers_are_byte_identical and
 test_answers_are_byte_identical; the error codes of its responses left uncounted there
-failed test_pipelined_answers_are_byte_identical (the two paths' metrics)."""
+failed test_pipelined_answers_are_byte_identical (the two paths' metrics); its take()
+serving a read without the worker idle (the wake-up's checks taken out: the worker
+finishing a long poll) failed test_a_request_behind_a_long_poll_is_answered_after_it."""
 
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -204,3 +207,22 @@ def _counters(broker: BrokerProcess) -> dict[str, float]:
             series, value = line.rsplit(" ", 1)
             samples[series] = float(value)
     return samples
+
+
+def test_a_request_behind_a_long_poll_is_answered_after_it(brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """A Fetch that waits for records (served at once, its answer left to the worker) and a
+    request in a read of its own behind it: answered in the order asked, on both paths."""
+    for broker in brokers:
+        create_topic(broker.bootstrap, "paths-waiting", 1)
+        fetch = request(FETCH, 12, replica_id=-1, max_wait=500, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                        session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[
+                            {"topic": "paths-waiting", "partitions": [
+                                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                                 "partition_max_bytes": 1 << 20}]}])
+        versions = request(API_VERSIONS, 3, client_software_name="paths", client_software_version="1")
+        with WireClient(broker.bootstrap) as client:
+            client.send_raw(_frame(fetch, 1))
+            time.sleep(0.1)  # most likely a read of its own (the order holds either way)
+            client.send_raw(_frame(versions, 2))
+            assert [struct.unpack_from(">i", client.read_frame())[0] for _ in range(2)] == [1, 2]
