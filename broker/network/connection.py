@@ -127,7 +127,7 @@ class Connection(asyncio.Protocol):
         self._file_sender: FileSender | None = None
         # Set while the client is throttled by a quota (KIP-219): its next request waits.
         self._muted: asyncio.Future[None] | None = None
-        # _serve_inline's steps in C (compiled_pipeline.py): not with SASL nor --fsync.
+        # _serve_inline's steps in C (compiled_pipeline.py; it reads the state above by name): no SASL, no --fsync.
         self._compiled: Any = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
@@ -280,7 +280,7 @@ class Connection(asyncio.Protocol):
                         served = compiled.serve(frame)
                     elif served.__class__ is not tuple:
                         raise served  # the handler's, in take
-                except Exception:  # a handler bug must not take the broker down (its header, again)
+                except Exception:  # a handler bug must not take the broker down; logged with its header
                     header = parse_request_header(frame)
                     self.client_id = header.client_id
                     self._handler_failed(tuple.__new__(Request, (header, SUPPORTED[header.api_key], None)))

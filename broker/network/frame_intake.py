@@ -39,6 +39,7 @@ class FrameIntake:
     def __init__(self, max_request_bytes: int, memory: RequestMemory, take_backlog: Callable[[bytes], None]) -> None:
         self.reader = FrameReader(max_request_bytes)
         self._max_request_bytes = max_request_bytes
+        # _pipeline.c's take reads frames, _pooled, _held, memory and reader's state by name.
         self.frames: deque[memoryview] = deque()
         self._max_queued_bytes = max_request_bytes
         self._queued_bytes = 0  # of the frames in `frames`
