@@ -4,14 +4,19 @@ armed) it leaves to the Python path untouched, the handler never called.
 
 The answers of both paths are compared in real brokers
 (tests/integration/test_request_paths.py); here the C code's bounds are tried with
-frames no client sends. Break-and-see-it-fail, made once by hand: taking out serve's
-check of a handler that may wait made test_frames_it_cannot_serve_are_left_to_python
-fail (the JoinGroup served there, not left to the worker)."""
+frames no client sends, and take with reads that are not one whole frame of an idle
+connection. Break-and-see-it-fail, made once by hand: taking out serve's check of a
+handler that may wait made test_frames_it_cannot_serve_are_left_to_python fail (the
+JoinGroup served there, not left to the worker); taking out take's check that the
+intake holds nothing made test_take_serves_one_whole_frame_of_an_idle_connection_and_nothing_else
+fail (_held)."""
 
 from __future__ import annotations
 
 import random
 import struct
+from collections import deque
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,6 +38,10 @@ class Faults:
     armed = False
 
 
+class Session:
+    close_after_response = False
+
+
 class Transport:
     def __init__(self) -> None:
         self.written: list[bytes] = []
@@ -44,8 +53,38 @@ class Transport:
         self.written.append(data)
 
 
+class Waiting:
+    """The worker's wake-up future, not yet set: the worker waits."""
+
+    def done(self) -> bool:
+        return False
+
+
+class Reader:
+    """FrameReader between frames (the attributes take reads)."""
+
+    def __init__(self) -> None:
+        self._size, self._prefix, self.backlog, self.max_bytes = -1, bytearray(), b"", 100 * 1024 * 1024
+
+
+class Intake:
+    def __init__(self) -> None:
+        self.reader, self.frames, self._pooled, self._held, self.memory = Reader(), deque(), False, 0, None
+
+
 class Connection:
-    last_active = 0.0
+    """The state of an idle connection that _pipeline.c's take reads."""
+
+    def __init__(self) -> None:
+        self.last_active = 0.0
+        self.client_id: str | None = None
+        self._intake = Intake()
+        self._wakeup: Any = Waiting()
+        self._unfinished = self._drained = self._muted = self._file_sender = None
+        self._closing = False
+
+
+CONNECTION = Connection()
 
 
 @pytest.fixture
@@ -65,8 +104,8 @@ def served() -> tuple[Any, list[tuple[Any, Any]], Transport, Metrics, dict[int, 
         JOIN_GROUP << 16 | 5: (SUPPORTED[JOIN_GROUP], request_class(JOIN_GROUP, 5), heartbeat, (JOIN_GROUP, 5), True),
     }
     transport, metrics = Transport(), Metrics()
-    serving = pipeline.Pipeline(routes, "services", "1.2.3.4:5", ("host", 9), "session", Faults(), metrics,
-                                Connection(), transport, lambda: 42.0)
+    serving = pipeline.Pipeline(routes, "services", "1.2.3.4:5", ("host", 9), Session(), Faults(), metrics,
+                                CONNECTION, transport, lambda: 42.0)
     return serving, calls, transport, metrics, routes
 
 
@@ -83,7 +122,8 @@ def test_a_frame_is_served_as_the_python_path_serves_it(served) -> None:
     assert api is SUPPORTED[HEARTBEAT] and (body.group_id, body.generation_id, body.member_id) == ("g", 3, "m")
     assert isinstance(ctx, RequestContext) and (ctx.peer, ctx.advertised_address, ctx.deferred) == (
         "1.2.3.4:5", ("host", 9), None)
-    assert ctx.header is header and ctx.throttle_ms == 0 and ctx.services == "services" and ctx.session == "session"
+    assert ctx.header is header and ctx.throttle_ms == 0 and ctx.services == "services"
+    assert isinstance(ctx.session, Session)
     assert transport.written == [b"".join(encode_response_in_python(7, response))]
     assert metrics.apis[HEARTBEAT].requests == 1  # the first of an API by Metrics.request_served...
     serving.serve(memoryview(_heartbeat_frame()))
@@ -121,3 +161,38 @@ def test_frames_it_cannot_serve_are_left_to_python(served) -> None:
 def test_compiled_path_is_the_codecs() -> None:
     """The C pipeline runs exactly where the compiled codec does."""
     assert (compiled_pipeline.compiled is not None) == compiled_codec.ENABLED
+
+
+def test_take_serves_one_whole_frame_of_an_idle_connection_and_nothing_else(served) -> None:
+    serving, calls, transport, _, _ = served
+    connection = CONNECTION
+    connection.__init__()  # type: ignore[misc]
+    frame = _heartbeat_frame(9)
+    whole = struct.pack(">i", len(frame)) + frame
+    assert serving.take(whole) is True and len(calls) == 1 and connection.client_id == "unit"
+    assert struct.unpack_from(">i", transport.written[-1], 4)[0] == 9 and connection.last_active == 42.0
+    # What is not one whole frame: the size prefix lies (by one, either way, or is
+    # negative), the frame is cut, two frames, less than a prefix; a bytearray.
+    rng = random.Random(45)
+    for data in (struct.pack(">i", len(frame) + 1) + frame, struct.pack(">i", len(frame) - 1) + frame,
+                 struct.pack(">i", -len(frame)) + frame, whole[:-1], whole + whole, whole[:4], whole[:3], b"",
+                 bytearray(whole), *(rng.randbytes(rng.randrange(0, 40)) for _ in range(2000))):
+        assert serving.take(data) is None
+    # A connection that is not idle, or a reader or intake holding something.
+    for attribute, value in (("_wakeup", None), ("_unfinished", ()), ("_drained", 1), ("_muted", 1),
+                             ("_closing", True)):
+        connection.__init__()  # type: ignore[misc]
+        setattr(connection, attribute, value)
+        assert serving.take(whole) is None, attribute
+    for owner, attribute, value in (("reader", "_size", 10), ("reader", "_prefix", bytearray(b"\0")),
+                                    ("reader", "backlog", b"x"), ("reader", "max_bytes", len(frame) - 1),
+                                    ("intake", "_held", 1), ("intake", "frames", deque([frame]))):
+        connection.__init__()  # type: ignore[misc]
+        setattr(connection._intake if owner == "intake" else connection._intake.reader, attribute, value)
+        assert serving.take(whole) is None, attribute
+    connection.__init__()  # type: ignore[misc]
+    connection._intake._pooled, connection._intake.memory = True, SimpleNamespace(limit=10, used=10)
+    assert serving.take(whole) is None, "the request memory full"
+    assert len(calls) == 1  # none of them reached the handler
+    connection._intake.memory.used = 9
+    assert serving.take(whole) is True and len(calls) == 2
