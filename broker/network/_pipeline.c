@@ -1,47 +1,50 @@
-/* One request served inline, in C: its Python twin is Connection._serve_inline's
- * per-frame steps in broker/network/connection.py (_decode, _context), with
+/* One request served inline, in C. Its Python twin: Connection._take and _serve_inline's
+ * per-frame steps in broker/network/connection.py (_decode, the RequestContext), with
  * Dispatcher.handle_now (broker/network/dispatch.py), Metrics.request_served
- * (broker/metrics.py) and the encoding of Connection._send. The Python code stays the
- * specification and the path taken without this extension or with OTTLA_PURE_PYTHON=1;
- * tests/unit/test_pipeline.py feeds the same frames through both and compares every
- * response byte for byte, the metrics, and what each refuses.
+ * (broker/metrics.py) and Connection._send and _write. The Python code stays the
+ * specification and the path taken without this extension or with OTTLA_PURE_PYTHON=1
+ * (broker/network/compiled_pipeline.py sets this up). tests/integration/test_request_paths.py
+ * runs a broker on each path and compares every answer byte for byte and the metrics;
+ * tests/unit/test_pipeline.py calls serve and take with frames no client sends.
  *
  * configure(parse_header, decode, encode_response, encodings, encode_in_python,
  *           builders, error_plan_of, error_codes, context_type, context_offsets,
  *           latency_buckets)
- *   is called once by connection.py: the functions of protocol/_codec and codec.py,
- *   codec._encoding ({response class: (flexible header, encode plan)}), context's
- *   _builders ({(api key, version): builder}), metrics' _nested_error_plan and
+ *   is called once by compiled_pipeline.py: the functions of protocol/_codec and
+ *   codec.py, codec._encoding ({response class: (flexible header, encode plan)}),
+ *   context's _builders ({(api key, version): builder}), metrics' _nested_error_plan and
  *   _codec.error_codes, RequestContext and the slot offsets of its seven fields in
  *   declaration order (services, header, peer, advertised_address, session, deferred,
  *   throttle_ms), and metrics.LATENCY_BUCKETS.
  *
  * Pipeline(routes, services, peer, advertised, session, faults, metrics, connection,
- *          transport, loop_time) is one per connection; its serve(frame) serves one frame, or answers None having done nothing
- * (no handler run, nothing counted) wherever the Python path is to serve it: a frame
- * outside 2..INLINE_MAX bytes, an (api key, version) not in `routes` (filled by
- * connection.py the first time the Python path serves that pair), an API whose handler
- * may wait, faults armed, a header or body the decoder refuses or leaves to kio. The
- * Python path then refuses or serves it exactly as it always does. Otherwise it answers
- *   (header, api, body, ctx, response, out)
- * where out is True for a response sent here (one chunk: Connection._write's steps, the
- * bytes counted, the connection's last_active set, transport.write), the encoded chunks
- * of a response for the connection to send (several: large values, file slices), None
- * for no response or a transport already closing (_send's check, made before encoding),
- * the exception the encoding or the write raised (the connection raises it, as _send
- * would), or, for a
- * handler that answered with a coroutine, the perf_counter time it started at (the
- * connection hands the coroutine to the worker, as handle_now's _served_later). An
- * exception of the handler, the response's builder or the metrics propagates, as out of
- * handle_now.
+ *          transport, loop_time)
+ *   is one per connection. Its serve(frame) serves one frame, or answers None having
+ *   done nothing (no handler run, nothing counted) wherever the Python path is to serve
+ *   it: a frame outside 4..INLINE_MAX bytes, an (api key, version) not in `routes`
+ *   (compiled_pipeline.add_route, called the first time the Python path serves that
+ *   pair), an API whose handler may wait, faults armed, a header or body the decoder
+ *   refuses or leaves to kio. The Python path then refuses or serves it exactly as it
+ *   always does. Otherwise it answers
+ *     (header, api, body, ctx, response, out)
+ *   where out is True for a response sent here (one chunk: Connection._write's steps,
+ *   the bytes counted, the connection's last_active set, transport.write), the encoded
+ *   chunks of a response for the connection to send (several: large values, file
+ *   slices), None for no response or a transport already closing (_send's check, made
+ *   before encoding), the exception the encoding or the write raised (the connection
+ *   raises it, as _send would), or, for a handler that answered with a coroutine, the
+ *   perf_counter time it started at (the connection hands the coroutine to the worker,
+ *   as handle_now's served_later). An exception of the handler, the response's builder
+ *   or the metrics propagates, as out of handle_now.
  *
- * take(data) is Connection.data_received's _take for the commonest read: `data` is one
- * whole frame (FrameReader.feed's first case), nothing is held or half received, the
- * request memory has room, and the worker waits with nothing queued (_take's checks);
- * anything else answers None at once, for _take. The frame is then served as serve
- * serves it, and take answers None (not served: _take's), True when that was all (the
- * response sent, nothing for after it: no throttle, deferred work, close or closing
- * transport), serve's tuple for _take to finish, or the exception the handler raised.
+ * take(data) is _take for the commonest read: `data` is one whole frame (FrameReader.feed's
+ *   first case), nothing is held or half received, the request memory has room, and the
+ *   worker waits with nothing queued (_take's checks, read by name from the connection,
+ *   its FrameIntake, FrameReader and RequestMemory); anything else answers None at once,
+ *   for _take. The frame is then served as serve serves it, and take answers None (not
+ *   served: _take's), True when that was all (the response sent, nothing for after it:
+ *   no throttle, deferred work, close or closing transport), serve's tuple for _take to
+ *   finish, or the exception the handler raised.
  *
  * routes: {api_key << 16 | version: (api, request class, handler, (api_key, version),
  *          may_wait)}.
