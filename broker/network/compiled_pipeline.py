@@ -7,10 +7,11 @@ RequestContext, the handler (Dispatcher.handle_now), the response's building, th
 each whatever they do. _pipeline.c makes them one C call that calls back into Python for
 the handler alone (and for what is rare: a response class met for the first time, an
 API's first request); for a read of one whole frame, the commonest, that call also
-splits it and makes _take's checks that the worker is idle (Pipeline.take). Those Python steps stay the specification, and the path taken
-without the compiled codec (no C compiler, OTTLA_PURE_PYTHON=1): the C code answers None,
-having done nothing, wherever the Python steps are to serve a frame, and
-tests/integration/test_request_paths.py compares both paths' answers and metrics.
+splits it and makes _take's checks that the worker is idle (Pipeline.take). Those Python
+steps stay the specification, and the path taken without the compiled codec (no C
+compiler, OTTLA_PURE_PYTHON=1): the C code answers None, having done nothing, wherever
+the Python steps are to serve a frame, and tests/integration/test_request_paths.py
+compares both paths' answers and metrics.
 """
 
 from __future__ import annotations
