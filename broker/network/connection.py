@@ -46,7 +46,7 @@ from ottla.protocol.codec import (
     parse_request_header,
     request_class,
 )
-from ottla.protocol.framing import FrameError
+from ottla.protocol.framing import SIZE_BYTES, FrameError
 from ottla.storage.file_slice import FileSlice
 
 from ..handlers import RequestContext, api_versions_fallback
@@ -54,10 +54,11 @@ from ..logging import get_logger
 from ..security.sasl import Session
 from ..security.security_config import PLAINTEXT, ListenerSecurity
 from ..services import Services
+from . import compiled_pipeline
 from .connection_quotas import ConnectionQuotas
 from .connection_security import ConnectionSecurity
 from .dispatch import Dispatcher
-from .file_sender import FileSender
+from .file_sender import FileSender, read_slices
 from .frame_intake import FrameIntake
 from .request_memory import RequestMemory
 
@@ -126,6 +127,8 @@ class Connection(asyncio.Protocol):
         self._file_sender: FileSender | None = None
         # Set while the client is throttled by a quota (KIP-219): its next request waits.
         self._muted: asyncio.Future[None] | None = None
+        # _serve_inline's steps in C (compiled_pipeline.py; it reads the state above by name): no SASL, no --fsync.
+        self._compiled: Any = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -160,26 +163,42 @@ class Connection(asyncio.Protocol):
         self._intake.transport = transport
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._worker = self._loop.create_task(self._work())
+        if compiled_pipeline.compiled is not None and not self._sasl and self.dispatcher.group_commit is None:
+            self._compiled = compiled_pipeline.compiled.Pipeline(
+                compiled_pipeline.ROUTES, self.services, self.peer, self._advertised, self.session,
+                self.dispatcher.faults, self.metrics, self, transport, self._loop.time)
         self.registry.add(self)
         self.metrics.connections_opened += 1
 
     def data_received(self, data: bytes) -> None:
         self.metrics.bytes_in += len(data)
         self.last_active = self._loop.time()
-        self._take(data)
+        # One whole frame, the worker idle: split, served and answered in one C call (True:
+        # that was all; else _take's steps, with what it made of the frame: _pipeline.c).
+        served = self._compiled.take(data) if self._compiled is not None else None
+        if served is not True:
+            self._take(data, served)
 
-    def _take(self, data: bytes) -> None:
+    def _take(self, data: bytes, served: Any = None) -> None:
         intake = self._intake
         sasl = self._sasl
         if sasl:
             intake.bound_frames(self.security.frame_bound())
         try:
-            frames = intake.split(data)
+            frames = intake.split(data) if served is None else [memoryview(data)[SIZE_BYTES:]]  # take split it
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        if frames and self._worker_idle() and not (sasl and self.security.authenticating):
-            frames = self._serve_inline(frames)
+        # Served here when the worker waits with nothing queued, and nothing holds the next
+        # request back: no request served inline is unfinished, the client reads what we
+        # send, no quota throttles it, the connection is open, no answer is sent from files.
+        wakeup, sender = self._wakeup, self._file_sender
+        if frames and (served is not None or (  # served: take found it so before serving it
+                wakeup is not None and not wakeup.done() and not intake.frames
+                and self._unfinished is None and self._drained is None and self._muted is None
+                and not self._closing and (sender is None or sender.finished is None)
+                and not (sasl and self.security.authenticating))):
+            frames = self._serve_inline(frames, served)
             if self._unfinished is not None:
                 self._wake()
         if frames:
@@ -199,6 +218,7 @@ class Connection(asyncio.Protocol):
             self.metrics.connection_errors += 1
             log.info("connection lost", peer=self.peer, client_id=self.client_id, error=str(exc) or type(exc).__name__)
         self._closing = True
+        self._compiled = None  # it holds this connection
         self.quotas.left(self, self._host, self._admitted)
         self.registry.discard(self)
         self._intake.drop()
@@ -239,27 +259,52 @@ class Connection(asyncio.Protocol):
 
     # --- serving at once -----------------------------------------------------------------
 
-    def _worker_idle(self) -> bool:
-        """The worker waits with nothing queued, and nothing holds the next request back:
-        no request served inline is still unfinished, the client reads what we send, no
-        quota throttles it, the connection is not closing, and no answer is being sent
-        from files."""
-        wakeup = self._wakeup
-        return (wakeup is not None and not wakeup.done() and not self._intake.frames
-                and self._unfinished is None and self._drained is None and self._muted is None
-                and not self._closing and not self._sending_files())
-
-    def _serve_inline(self, frames: list[memoryview]) -> list[memoryview]:
+    def _serve_inline(self, frames: list[memoryview], served: Any = None) -> list[memoryview]:
         """Serve, right here in data_received, the frames whose handling cannot wait on
-        anything; returns the rest (from the first that may wait) for the worker.
+        anything; returns the rest (from the first that may wait) for the worker. `served`:
+        the first frame as the C path's take served it (or the exception its handler raised).
 
         Serving them here saves the hop through the worker task, which is a good part of
         a short request's round trip. Order holds: this runs only when the worker has
         nothing queued or in hand, and stops at the first request that has to go to it."""
         dispatcher = self.dispatcher
+        compiled = self._compiled
         for i, frame in enumerate(frames):
-            if (self._drained is not None or self._sending_files()  # the worker waits for the client to read
-                    or not 2 <= len(frame) <= _INLINE_MAX_BYTES
+            # The worker waits for the client to read (_take checked it before the first).
+            if i and (self._drained is not None or self._sending_files()):
+                return frames[i:]
+            if compiled is not None:
+                # The steps below, in C; None where they are to run here (compiled_pipeline.py).
+                try:
+                    if served is None:
+                        served = compiled.serve(frame)
+                    elif served.__class__ is not tuple:
+                        raise served  # the handler's, in take
+                except Exception:  # a handler bug must not take the broker down; logged with its header
+                    header = parse_request_header(frame)
+                    self.client_id = header.client_id
+                    self._handler_failed(tuple.__new__(Request, (header, SUPPORTED[header.api_key], None)))
+                    return []
+                if served is not None:
+                    (header, api, body, ctx, response, out), served = served, None
+                    self.client_id = header.client_id
+                    if out.__class__ is float:  # a coroutine, begun at `out`: the worker finishes it
+                        self._unfinished = (ctx, tuple.__new__(Request, (header, api, body)),
+                                            dispatcher.served_later(ctx, out, response))
+                        self._intake.serving()
+                        return frames[i + 1:]
+                    if out.__class__ is list:  # several chunks (large values, file slices)
+                        self._write(out)
+                    elif out is not None and out is not True:
+                        raise out  # the encoding or the write failed: raised where _send raises it
+                    if ctx.throttle_ms or ctx.deferred is not None or self.session.close_after_response:
+                        self._responded(ctx, api)
+                    if self.transport is None or self.transport.is_closing():  # _is_open(), inline
+                        return []
+                    if self._muted is not None:
+                        return frames[i + 1:]
+                    continue
+            if (not 2 <= len(frame) <= _INLINE_MAX_BYTES
                     or not dispatcher.can_handle_now(int.from_bytes(frame[_API_KEY_BYTES], "big", signed=True))):
                 return frames[i:]
             request = self._decode(frame)
@@ -267,7 +312,7 @@ class Connection(asyncio.Protocol):
                 if self._is_open():
                     continue  # answered already (an ApiVersions version we do not speak)
                 return []
-            ctx = self._context(request.header)
+            ctx = RequestContext(self.services, request.header, self.peer, self._advertised, self.session)
             try:
                 response = dispatcher.handle_now(ctx, request.body)
             except Exception:  # a handler bug must not take the broker down
@@ -351,7 +396,7 @@ class Connection(asyncio.Protocol):
         request = self._decode(frame)
         if request is None:
             return self._is_open()
-        ctx = self._context(request.header)
+        ctx = RequestContext(self.services, request.header, self.peer, self._advertised, self.session)
         try:
             response = await self.dispatcher.handle(ctx, request.body, self.close)
         except Exception:  # a handler bug must not take the broker down
@@ -387,6 +432,7 @@ class Connection(asyncio.Protocol):
             cls = request_class(header.api_key, header.api_version)
             assert cls is not None, "kio has a schema for every version the API table serves"
             served = _SERVED[header.api_key, header.api_version] = (api, cls)
+            compiled_pipeline.add_route(api, cls, header.api_key, header.api_version)
         api, cls = served
         if self._sasl:  # only a SASL listener refuses requests before authentication
             refusal = self.security.refusal(header, api.name)
@@ -404,9 +450,6 @@ class Connection(asyncio.Protocol):
             return None
         return tuple.__new__(Request, (header, api, body))  # the named tuple, without its Python __new__
 
-    def _context(self, header: RequestHeader) -> RequestContext:
-        return RequestContext(self.services, header, self.peer, self._advertised, self.session)
-
     async def _serve_raw_token(self, frame: memoryview) -> bool:
         answer = await self.security.answer_raw_token(frame, self.peer)
         if answer is None:
@@ -419,12 +462,16 @@ class Connection(asyncio.Protocol):
     def _respond(self, ctx: RequestContext, request: Request, response: Any) -> None:
         if response is not None:
             self._send(request.header.correlation_id, response)
+        self._responded(ctx, request.api)
+
+    def _responded(self, ctx: RequestContext, api: Api) -> None:
+        """After a response: the throttle, the close of a failed authentication, deferred work."""
         if ctx.throttle_ms:
             self._mute(ctx.throttle_ms)
         if self.session.close_after_response:
             self.close()  # a failed authentication: the answer goes out, then the connection
         if ctx.deferred is not None:
-            self._run_deferred(ctx, request.api.name)
+            self._run_deferred(ctx, api.name)
 
     def _mute(self, throttle_ms: int) -> None:
         """A quota throttles the client (client_quotas.py): as Kafka does since
@@ -463,17 +510,23 @@ class Connection(asyncio.Protocol):
     def _send(self, correlation_id: int, response: object) -> None:
         if self.transport is None or self.transport.is_closing():
             return
-        chunks = encode_response(correlation_id, response)
+        self._write(encode_response(correlation_id, response))
+
+    def _write(self, chunks: list[Any]) -> None:
+        """Send a response's encoded chunks (codec.encode_response's)."""
+        if self.transport is None or self.transport.is_closing():
+            return
         self.metrics.bytes_out += sum(map(len, chunks))
         self.last_active = self._loop.time()
         if len(chunks) > 1 and any(chunk.__class__ is FileSlice for chunk in chunks):
             # A Fetch's records left in their files: sent from there (file_sender.py);
             # TLS encrypts bytes, so over TLS they are read into memory now.
             if self.security.uses_tls:
-                read = self._read_slices(chunks)
-                if read is None:
+                try:
+                    chunks = read_slices(chunks)
+                except OSError as exc:  # a ShortSlice, or the disk failed under the read
+                    self._files_failed(f"reading a fetch's records failed: {exc}")
                     return
-                chunks = read
             else:
                 self._files().send(chunks)
                 return
@@ -483,27 +536,6 @@ class Connection(asyncio.Protocol):
             self.transport.write(chunks[0])  # most responses: one buffer, one send
         else:
             self.transport.writelines(chunks)
-
-    def _read_slices(self, chunks: list[Any]) -> list[Any] | None:
-        """`chunks` with their FileSlices read (for TLS); None, and the connection closed,
-        if one was cut short (its file truncated since it was taken)."""
-        read = []
-        try:
-            for chunk in chunks:
-                if chunk.__class__ is FileSlice:
-                    piece = chunk
-                    try:
-                        chunk = piece.read()
-                    finally:
-                        piece.close()
-                read.append(chunk)
-        except OSError as exc:  # a ShortSlice, or the disk failed under the read
-            for chunk in chunks:
-                if chunk.__class__ is FileSlice:
-                    chunk.close()
-            self._files_failed(f"reading a fetch's records failed: {exc}")
-            return None
-        return read
 
     def _files(self) -> FileSender:
         if self._file_sender is None:

@@ -43,13 +43,13 @@ class Dispatcher:
         api_key = ctx.header.api_key
         response = HANDLERS[api_key](ctx, request)
         if isinstance(response, CoroutineType):
-            return self._served_later(ctx, started, response)
+            return self.served_later(ctx, started, response)
         if response.__class__ is dict:
             response = ctx.entity(response)
         self.metrics.request_served(api_key, perf_counter() - started, response)
         return response
 
-    async def _served_later(self, ctx: RequestContext, started: float, pending: Awaitable[Any]) -> Any:
+    async def served_later(self, ctx: RequestContext, started: float, pending: Awaitable[Any]) -> Any:
         response = await pending
         if response.__class__ is dict:
             response = ctx.entity(response)

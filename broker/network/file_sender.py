@@ -30,6 +30,7 @@ import asyncio
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ottla.storage.file_slice import FileSlice
 
@@ -127,3 +128,25 @@ class FileSender:
         finished, self.finished = self.finished, None
         if finished is not None and not finished.done():
             finished.set_result(None)
+
+
+def read_slices(chunks: list[Any]) -> list[Any]:
+    """`chunks` with their FileSlices read into memory (for TLS, which encrypts bytes);
+    OSError, every slice closed, if one was cut short (its file truncated since it was
+    taken) or the disk failed under the read."""
+    read = []
+    try:
+        for chunk in chunks:
+            if chunk.__class__ is FileSlice:
+                piece = chunk
+                try:
+                    chunk = piece.read()
+                finally:
+                    piece.close()
+            read.append(chunk)
+    except OSError:
+        for chunk in chunks:
+            if chunk.__class__ is FileSlice:
+                chunk.close()
+        raise
+    return read

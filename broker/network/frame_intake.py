@@ -39,6 +39,7 @@ class FrameIntake:
     def __init__(self, max_request_bytes: int, memory: RequestMemory, take_backlog: Callable[[bytes], None]) -> None:
         self.reader = FrameReader(max_request_bytes)
         self._max_request_bytes = max_request_bytes
+        # _pipeline.c's take reads frames, _pooled, _held, memory and reader's state by name.
         self.frames: deque[memoryview] = deque()
         self._max_queued_bytes = max_request_bytes
         self._queued_bytes = 0  # of the frames in `frames`
@@ -62,7 +63,7 @@ class FrameIntake:
         # While the pool has room every frame may start (RequestMemory.may_start), and
         # nothing in feed changes that: the question is asked only of a full pool.
         memory = self.memory
-        if not self._pooled or not memory.full:
+        if not self._pooled or not 0 < memory.limit <= memory.used:  # RequestMemory.full, inline: every read
             return self.reader.feed(data)
         return self.reader.feed(data, lambda size: memory.may_start(size, self._held))
 

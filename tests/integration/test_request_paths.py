@@ -8,11 +8,22 @@ class; this shows the broker runs the path it says it runs and that both serve c
 Break-and-see-it-fail, made once by hand: making compiled_codec.ENABLED ignore
 OTTLA_PURE_PYTHON failed test_each_broker_runs_the_path_it_was_given; packing every int64
 as 0 in _codec.c's put_fixed (Produce's base offsets, Fetch's high watermarks) failed
-test_answers_are_byte_identical."""
+test_answers_are_byte_identical.
+
+The inline path in C (broker/network/_pipeline.c) runs in the compiled broker only:
+test_pipelined_answers_are_byte_identical sends many requests in one write, so that one
+read serves them all through it, then a frame it must leave to the Python path to refuse.
+Break-and-see-it-fail, made once by hand: encoding every response with correlation id
+1 in _pipeline.c failed test_pipelined_answers_are_byte_identical and
+test_answers_are_byte_identical; the error codes of its responses left uncounted there
+failed test_pipelined_answers_are_byte_identical (the two paths' metrics); its take()
+serving a read without the worker idle (the wake-up's checks taken out: the worker
+finishing a long poll) failed test_a_request_behind_a_long_poll_is_answered_after_it."""
 
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -29,14 +40,17 @@ TOPIC = "paths"
 COMPACTED = "paths-compacted"
 SMALL = "paths-small-batches"
 PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
+LIST_OFFSETS, OFFSET_FETCH, HEARTBEAT, JOIN_GROUP, DESCRIBE_GROUPS = 2, 9, 12, 11, 15
 
 
 @pytest.fixture(scope="module")
 def brokers() -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
     compiled_extension("_codec")  # a machine with a compiler must have built it
+    compiled_extension("_pipeline", "ottla.broker.network")
     # Explicitly "0": the suite itself may run with OTTLA_PURE_PYTHON=1 in its environment.
-    compiled = BrokerProcess(env={"OTTLA_PURE_PYTHON": "0"}).start()
-    python = BrokerProcess(env={"OTTLA_PURE_PYTHON": "1"})
+    # The admin endpoint: the metrics of both paths are compared too.
+    compiled = BrokerProcess(properties={"admin.port": "0"}, env={"OTTLA_PURE_PYTHON": "0"}).start()
+    python = BrokerProcess(properties={"admin.port": "0"}, env={"OTTLA_PURE_PYTHON": "1"})
     try:
         python.start()
         for broker in (compiled, python):
@@ -178,3 +192,90 @@ def test_a_client_round_trip_on_both(brokers: tuple[BrokerProcess, BrokerProcess
         produce_all(producer, [("paths-client", 0, b"k", b"through %d" % i) for i in range(5)])
         assert read_all(broker.bootstrap, "paths-client", [0], isolation="read_committed")[0] == [
             b"through %d" % i for i in range(5)]
+
+
+def _pipelined() -> list[bytes]:
+    """Requests whose answers hold nothing that differs between two brokers (no member
+    ids, addresses or times): ListOffsets, OffsetFetch, Heartbeat and DescribeGroups of
+    an unknown group (answered with errors, which the metrics count) three times (the
+    first time each is the Python path's, which gives the C path its route), then
+    `_requests()` (a Produce waits for its records' check: what follows is the worker's),
+    and a JoinGroup (its handler may wait) with a Heartbeat behind it."""
+    frames: list[bytes] = []
+    cid = 0
+    more = [
+        request(LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]),
+        request(OFFSET_FETCH, 8, groups=[{"group_id": "paths-group", "topics": [
+            {"name": TOPIC, "partition_indexes": [0]}]}], require_stable=False),
+        request(HEARTBEAT, 4, group_id="paths-group", generation_id=1, member_id="nobody", group_instance_id=None),
+        request(DESCRIBE_GROUPS, 5, groups=["paths-group"], include_authorized_operations=False),
+    ]
+    for _ in range(3):
+        for entity in more:
+            frames.append(_frame(entity, cid))
+            cid += 1
+    for frame in _requests():
+        frames.append(frame[:8] + struct.pack(">i", cid) + frame[12:])
+        cid += 1
+    frames.append(_frame(request(JOIN_GROUP, 5, group_id="", session_timeout=10_000, rebalance_timeout=10_000,
+                                 member_id="", group_instance_id=None, protocol_type="consumer",
+                                 protocols=[{"name": "range", "metadata": b""}]), cid))
+    frames.append(_frame(more[2], cid + 1))
+    return frames
+
+
+def test_pipelined_answers_are_byte_identical(brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """Many requests in one write, then an unknown API key: the same answers in the same
+    order from both paths, then the connection closed by both."""
+    frames = _pipelined()
+    unknown = struct.pack(">hhih", 32000, 0, 99, -1)
+    answers, counted = [], []
+    for broker in brokers:
+        before = _counters(broker)
+        with WireClient(broker.bootstrap) as client:
+            client.send_raw(b"".join(frames) + struct.pack(">i", len(unknown)) + unknown)
+            answers.append([client.read_frame() for _ in frames])
+            assert client.is_closed(), "an unknown API key after the pipelined requests left the connection open"
+        after = _counters(broker)
+        counted.append({series: value - before.get(series, 0) for series, value in after.items()})
+    assert counted[0] == counted[1], "the two paths counted these requests differently"
+    assert counted[0]['ottla_request_errors_total{api="Heartbeat",error="UNKNOWN_MEMBER_ID"}'] == 4
+    compiled, python = answers
+    for i, (c, p) in enumerate(zip(compiled, python, strict=True)):
+        assert c == p, f"request {i}: the compiled path answered {c[:64]!r}..., the Python path {p[:64]!r}..."
+    assert [struct.unpack_from(">i", answer)[0] for answer in compiled] == list(range(len(frames)))
+
+
+# The counters a request moves (Metrics.request_served, and the connection's bytes).
+COUNTERS = ("ottla_requests_total", "ottla_request_errors_total", "ottla_request_duration_seconds_count",
+            "ottla_bytes_in_total", "ottla_bytes_out_total", "ottla_connection_errors_total")
+
+
+def _counters(broker: BrokerProcess) -> dict[str, float]:
+    assert broker.admin is not None
+    samples = {}
+    for line in broker.admin.metrics().splitlines():
+        if line.startswith(COUNTERS):
+            series, value = line.rsplit(" ", 1)
+            samples[series] = float(value)
+    return samples
+
+
+def test_a_request_behind_a_long_poll_is_answered_after_it(brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """A Fetch that waits for records (served at once, its answer left to the worker) and a
+    request in a read of its own behind it: answered in the order asked, on both paths."""
+    for broker in brokers:
+        create_topic(broker.bootstrap, "paths-waiting", 1)
+        fetch = request(FETCH, 12, replica_id=-1, max_wait=500, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                        session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[
+                            {"topic": "paths-waiting", "partitions": [
+                                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                                 "partition_max_bytes": 1 << 20}]}])
+        versions = request(API_VERSIONS, 3, client_software_name="paths", client_software_version="1")
+        with WireClient(broker.bootstrap) as client:
+            client.send_raw(_frame(fetch, 1))
+            time.sleep(0.1)  # most likely a read of its own (the order holds either way)
+            client.send_raw(_frame(versions, 2))
+            assert [struct.unpack_from(">i", client.read_frame())[0] for _ in range(2)] == [1, 2]

@@ -16,14 +16,14 @@ from types import ModuleType
 import pytest
 
 
-def compiled_extension(name: str) -> ModuleType:
-    """`ottla.protocol.<name>`, built from protocol/<name>.c."""
+def compiled_extension(name: str, package: str = "ottla.protocol") -> ModuleType:
+    """`<package>.<name>` (ottla.protocol.<name> is built from protocol/<name>.c)."""
     try:
-        return importlib.import_module(f"ottla.protocol.{name}")
+        return importlib.import_module(f"{package}.{name}")
     except ImportError:
         compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
         if shutil.which(compiler):
-            pytest.fail(f"protocol/{name}.c was not built although {compiler} is here: reinstall "
+            pytest.fail(f"{package}.{name} (a .c file) was not built although {compiler} is here: reinstall "
                         "(make .venv/.installed-test) and read the build's output", pytrace=False)
         pytest.skip(f"no C compiler ({compiler}): this install runs the Python path alone, which the "
                     "rest of the suite tests", allow_module_level=True)

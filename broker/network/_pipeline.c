@@ -1,0 +1,736 @@
+/* One request served inline, in C. Its Python twin: Connection._take and _serve_inline's
+ * per-frame steps in broker/network/connection.py (_decode, the RequestContext), with
+ * Dispatcher.handle_now (broker/network/dispatch.py), Metrics.request_served
+ * (broker/metrics.py) and Connection._send and _write. The Python code stays the
+ * specification and the path taken without this extension or with OTTLA_PURE_PYTHON=1
+ * (broker/network/compiled_pipeline.py sets this up). tests/integration/test_request_paths.py
+ * runs a broker on each path and compares every answer byte for byte and the metrics;
+ * tests/unit/test_pipeline.py calls serve and take with frames no client sends.
+ *
+ * configure(parse_header, decode, encode_response, encodings, encode_in_python,
+ *           builders, error_plan_of, error_codes, context_type, context_offsets,
+ *           latency_buckets)
+ *   is called once by compiled_pipeline.py: the functions of protocol/_codec and
+ *   codec.py, codec._encoding ({response class: (flexible header, encode plan)}),
+ *   context's _builders ({(api key, version): builder}), metrics' _nested_error_plan and
+ *   _codec.error_codes, RequestContext and the slot offsets of its seven fields in
+ *   declaration order (services, header, peer, advertised_address, session, deferred,
+ *   throttle_ms), and metrics.LATENCY_BUCKETS.
+ *
+ * Pipeline(routes, services, peer, advertised, session, faults, metrics, connection,
+ *          transport, loop_time)
+ *   is one per connection. Its serve(frame) serves one frame, or answers None having
+ *   done nothing (no handler run, nothing counted) wherever the Python path is to serve
+ *   it: a frame outside 4..INLINE_MAX bytes, an (api key, version) not in `routes`
+ *   (compiled_pipeline.add_route, called the first time the Python path serves that
+ *   pair), an API whose handler may wait, faults armed, a header or body the decoder
+ *   refuses or leaves to kio. The Python path then refuses or serves it exactly as it
+ *   always does. Otherwise it answers
+ *     (header, api, body, ctx, response, out)
+ *   where out is True for a response sent here (one chunk: Connection._write's steps,
+ *   the bytes counted, the connection's last_active set, transport.write), the encoded
+ *   chunks of a response for the connection to send (several: large values, file
+ *   slices), None for no response or a transport already closing (_send's check, made
+ *   before encoding), the exception the encoding or the write raised (the connection
+ *   raises it, as _send would), or, for a handler that answered with a coroutine, the
+ *   perf_counter time it started at (the connection hands the coroutine to the worker,
+ *   as handle_now's served_later). An exception of the handler, the response's builder
+ *   or the metrics propagates, as out of handle_now.
+ *
+ * take(data) is _take for the commonest read: `data` is one whole frame (FrameReader.feed's
+ *   first case), nothing is held or half received, the request memory has room, and the
+ *   worker waits with nothing queued (_take's checks, read by name from the connection,
+ *   its FrameIntake, FrameReader and RequestMemory); anything else answers None at once,
+ *   for _take. The frame is then served as serve serves it, and take answers None (not
+ *   served: _take's), True when that was all (the response sent, nothing for after it:
+ *   no throttle, deferred work, close or closing transport), serve's tuple for _take to
+ *   finish, or the exception the handler raised.
+ *
+ * routes: {api_key << 16 | version: (api, request class, handler, (api_key, version),
+ *          may_wait)}.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <time.h>
+
+/* connection._INLINE_MAX_BYTES: larger requests go through the worker. */
+#define INLINE_MAX (64 * 1024)
+#define MAX_BUCKETS 32
+
+static PyObject *parse_header, *decode, *encode_response, *encodings, *encode_in_python;
+static PyObject *builders, *error_plan_of, *error_codes, *context_type;
+static Py_ssize_t context_offsets[7];
+static double buckets[MAX_BUCKETS];
+static Py_ssize_t bucket_count = -1;
+static PyObject *s_armed, *s_apis, *s_requests, *s_seconds, *s_buckets, *s_errors, *s_update, *s_entity;
+static PyObject *s_request_served, *one, *s_is_closing, *s_write, *s_bytes_out, *s_last_active;
+static PyObject *s_intake, *s_reader, *s_size, *s_prefix, *s_backlog, *s_max_bytes, *s_pooled, *s_memory, *s_limit;
+static PyObject *s_used, *s_held, *s_wakeup, *s_done, *s_frames, *s_unfinished, *s_drained, *s_muted, *s_closing;
+static PyObject *s_file_sender, *s_finished, *s_close_after_response, *s_client_id, *four;
+
+static PyObject *configure(PyObject *self, PyObject *args)
+{
+    PyObject *offsets, *bounds;
+    PyObject *a[9];
+    if (!PyArg_ParseTuple(args, "OOOO!OO!OOO!O!O!", &a[0], &a[1], &a[2], &PyDict_Type, &a[3], &a[4],
+                          &PyDict_Type, &a[5], &a[6], &a[7], &PyType_Type, &a[8], &PyTuple_Type, &offsets,
+                          &PyTuple_Type, &bounds))
+        return NULL;
+    if (PyTuple_GET_SIZE(offsets) != 7 || PyTuple_GET_SIZE(bounds) > MAX_BUCKETS) {
+        PyErr_SetString(PyExc_ValueError, "seven slot offsets, and at most 32 latency buckets");
+        return NULL;
+    }
+    Py_ssize_t size = ((PyTypeObject *)a[8])->tp_basicsize;
+    for (int i = 0; i < 7; i++) {
+        Py_ssize_t offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
+        if (offset == -1 && PyErr_Occurred())
+            return NULL;
+        if (offset < (Py_ssize_t)sizeof(PyObject) || offset + (Py_ssize_t)sizeof(PyObject *) > size) {
+            PyErr_SetString(PyExc_ValueError, "a RequestContext slot outside its instances");
+            return NULL;
+        }
+        context_offsets[i] = offset;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bounds); i++) {
+        buckets[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(bounds, i));
+        if (buckets[i] == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
+    bucket_count = PyTuple_GET_SIZE(bounds);
+    PyObject **slots[9] = {&parse_header, &decode, &encode_response, &encodings, &encode_in_python,
+                           &builders, &error_plan_of, &error_codes, &context_type};
+    for (int i = 0; i < 9; i++)
+        Py_XSETREF(*slots[i], Py_NewRef(a[i]));
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *routes, *services, *peer, *advertised, *session, *faults, *metrics, *apis;
+    PyObject *connection, *transport, *loop_time;
+} Pipeline;
+
+static PyObject *serve(Pipeline *p, PyObject *frame);
+
+static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwargs)
+{
+    PyObject *routes, *services, *peer, *advertised, *session, *faults, *metrics, *connection, *transport, *loop_time;
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyDict_Type, &routes, &services, &peer, &advertised, &session,
+                          &faults, &metrics, &connection, &transport, &loop_time))
+        return -1;
+    PyObject *apis = PyObject_GetAttr(metrics, s_apis);
+    if (apis == NULL)
+        return -1;
+    if (!PyDict_Check(apis)) {
+        Py_DECREF(apis);
+        PyErr_SetString(PyExc_TypeError, "metrics.apis is not a dict");
+        return -1;
+    }
+    Py_XSETREF(p->apis, apis);
+    Py_XSETREF(p->routes, Py_NewRef(routes));
+    Py_XSETREF(p->services, Py_NewRef(services));
+    Py_XSETREF(p->peer, Py_NewRef(peer));
+    Py_XSETREF(p->advertised, Py_NewRef(advertised));
+    Py_XSETREF(p->session, Py_NewRef(session));
+    Py_XSETREF(p->faults, Py_NewRef(faults));
+    Py_XSETREF(p->metrics, Py_NewRef(metrics));
+    Py_XSETREF(p->connection, Py_NewRef(connection));
+    Py_XSETREF(p->transport, Py_NewRef(transport));
+    Py_XSETREF(p->loop_time, Py_NewRef(loop_time));
+    return 0;
+}
+
+static int pipeline_traverse(Pipeline *p, visitproc visit, void *arg)
+{
+    Py_VISIT(p->routes);
+    Py_VISIT(p->services);
+    Py_VISIT(p->peer);
+    Py_VISIT(p->advertised);
+    Py_VISIT(p->session);
+    Py_VISIT(p->faults);
+    Py_VISIT(p->metrics);
+    Py_VISIT(p->apis);
+    Py_VISIT(p->connection);
+    Py_VISIT(p->transport);
+    Py_VISIT(p->loop_time);
+    return 0;
+}
+
+static int pipeline_clear(Pipeline *p)
+{
+    Py_CLEAR(p->routes);
+    Py_CLEAR(p->services);
+    Py_CLEAR(p->peer);
+    Py_CLEAR(p->advertised);
+    Py_CLEAR(p->session);
+    Py_CLEAR(p->faults);
+    Py_CLEAR(p->metrics);
+    Py_CLEAR(p->apis);
+    Py_CLEAR(p->connection);
+    Py_CLEAR(p->transport);
+    Py_CLEAR(p->loop_time);
+    return 0;
+}
+
+static void pipeline_dealloc(Pipeline *p)
+{
+    PyObject_GC_UnTrack(p);
+    pipeline_clear(p);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+/* time.perf_counter's clock (CLOCK_MONOTONIC on Linux), in seconds. */
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The RequestContext of a request, its slots set as its dataclass __init__ sets them. */
+static PyObject *context_of(Pipeline *p, PyObject *header)
+{
+    PyTypeObject *type = (PyTypeObject *)context_type;
+    PyObject *ctx = type->tp_alloc(type, 0);
+    if (ctx == NULL)
+        return NULL;
+    PyObject *values[7] = {p->services, header, p->peer, p->advertised, p->session, Py_None, NULL};
+    values[6] = PyLong_FromLong(0);
+    if (values[6] == NULL) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    for (int i = 0; i < 7; i++) {
+        PyObject **slot = (PyObject **)((char *)ctx + context_offsets[i]);
+        Py_XSETREF(*slot, i == 6 ? values[6] : Py_NewRef(values[i]));
+    }
+    return ctx;
+}
+
+/* Metrics.request_served: the counters of api_key's ApiMetrics, or the Python method
+ * where there is none yet (it makes it). */
+static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject *response)
+{
+    PyObject *api = PyDict_GetItemWithError(p->apis, api_key);  /* borrowed */
+    if (api == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        PyObject *elapsed = PyFloat_FromDouble(seconds);
+        if (elapsed == NULL)
+            return -1;
+        PyObject *done = PyObject_CallMethodObjArgs(p->metrics, s_request_served, api_key, elapsed, response, NULL);
+        Py_DECREF(elapsed);
+        if (done == NULL)
+            return -1;
+        Py_DECREF(done);
+        return 0;
+    }
+    Py_INCREF(api);
+    int failed = -1;
+    PyObject *value = NULL, *sum = NULL, *list = NULL, *plan = NULL, *codes = NULL;
+    /* api.requests += 1 */
+    value = PyObject_GetAttr(api, s_requests);
+    if (value == NULL)
+        goto done;
+    sum = PyNumber_Add(value, one);
+    Py_CLEAR(value);
+    if (sum == NULL || PyObject_SetAttr(api, s_requests, sum) < 0)
+        goto done;
+    Py_CLEAR(sum);
+    /* api.seconds += seconds */
+    value = PyObject_GetAttr(api, s_seconds);
+    if (value == NULL)
+        goto done;
+    double total = PyFloat_AsDouble(value);
+    if (total == -1.0 && PyErr_Occurred())
+        goto done;
+    Py_CLEAR(value);
+    sum = PyFloat_FromDouble(total + seconds);
+    if (sum == NULL || PyObject_SetAttr(api, s_seconds, sum) < 0)
+        goto done;
+    Py_CLEAR(sum);
+    /* api.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1 */
+    Py_ssize_t index = 0;
+    while (index < bucket_count && buckets[index] < seconds)
+        index++;
+    list = PyObject_GetAttr(api, s_buckets);
+    if (list == NULL)
+        goto done;
+    if (!PyList_Check(list) || index >= PyList_GET_SIZE(list)) {
+        PyErr_SetString(PyExc_IndexError, "ApiMetrics.buckets is shorter than the latency buckets");
+        goto done;
+    }
+    sum = PyNumber_Add(PyList_GET_ITEM(list, index), one);
+    if (sum == NULL || PyList_SetItem(list, index, sum) < 0) {
+        sum = NULL;  /* PyList_SetItem took it, or it was never made */
+        goto done;
+    }
+    sum = NULL;
+    /* the error codes in the response, counted as Kafka's ErrorsPerSec */
+    if (response != Py_None) {
+        plan = PyObject_CallOneArg(error_plan_of, (PyObject *)Py_TYPE(response));
+        if (plan == NULL)
+            goto done;
+        PyObject *args[2] = {plan, response};
+        codes = PyObject_Vectorcall(error_codes, args, 2, NULL);
+        if (codes == NULL)
+            goto done;
+        if (codes != Py_None) {
+            value = PyObject_GetAttr(api, s_errors);
+            if (value == NULL)
+                goto done;
+            PyObject *updated = PyObject_CallMethodOneArg(value, s_update, codes);
+            if (updated == NULL)
+                goto done;
+            Py_DECREF(updated);
+        }
+    }
+    failed = 0;
+done:
+    Py_XDECREF(value);
+    Py_XDECREF(sum);
+    Py_XDECREF(list);
+    Py_XDECREF(plan);
+    Py_XDECREF(codes);
+    Py_DECREF(api);
+    return failed;
+}
+
+static PyObject *raised(void);
+
+/* The response's chunks, as codec.encode_response makes them; an exception it raised is
+ * answered as the value (the connection raises it where _send would have). */
+static PyObject *encoded(PyObject *correlation_id, PyObject *response)
+{
+    PyObject *chunks;
+    PyObject *how = PyDict_GetItemWithError(encodings, (PyObject *)Py_TYPE(response));  /* borrowed */
+    if (how != NULL && PyTuple_Check(how) && PyTuple_GET_SIZE(how) == 2) {
+        PyObject *args[4] = {correlation_id, PyTuple_GET_ITEM(how, 0), PyTuple_GET_ITEM(how, 1), response};
+        /* _codec.encode_response is METH_VARARGS: its arguments as a tuple */
+        PyObject *packed = PyTuple_Pack(4, args[0], args[1], args[2], args[3]);
+        if (packed == NULL)
+            return NULL;
+        chunks = PyObject_Call(encode_response, packed, NULL);
+        Py_DECREF(packed);
+    } else if (PyErr_Occurred()) {
+        return NULL;
+    } else {
+        PyObject *args[2] = {correlation_id, response};
+        chunks = PyObject_Vectorcall(encode_in_python, args, 2, NULL);
+    }
+    if (chunks != NULL)
+        return chunks;
+    return raised();
+}
+
+/* The current exception, taken out of the error state, as a value. */
+static PyObject *raised(void)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (value == NULL) {  /* cannot happen once normalized; kept an error all the same */
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+        PyErr_SetString(PyExc_SystemError, "a step failed without an exception");
+        return NULL;
+    }
+    if (traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+}
+
+/* _send's first step: whether the transport takes no more (1), or takes it (0). */
+static int closing(Pipeline *p)
+{
+    PyObject *answer = PyObject_CallMethodNoArgs(p->transport, s_is_closing);
+    if (answer == NULL)
+        return -1;
+    int is = PyObject_IsTrue(answer);
+    Py_DECREF(answer);
+    return is;
+}
+
+/* Connection._write of a response of one chunk (bytes: no file slice in it): the bytes
+ * counted, the connection's last I/O time, transport.write. True, or the exception a step
+ * raised (the connection raises it, as _write would). */
+static PyObject *sent(Pipeline *p, PyObject *chunk)
+{
+    PyObject *count = NULL, *sum = NULL, *now_ = NULL, *done = NULL;
+    count = PyObject_GetAttr(p->metrics, s_bytes_out);
+    if (count == NULL)
+        goto failed;
+    PyObject *size = PyLong_FromSsize_t(PyBytes_GET_SIZE(chunk));
+    if (size == NULL)
+        goto failed;
+    sum = PyNumber_Add(count, size);
+    Py_DECREF(size);
+    if (sum == NULL || PyObject_SetAttr(p->metrics, s_bytes_out, sum) < 0)
+        goto failed;
+    now_ = PyObject_CallNoArgs(p->loop_time);
+    if (now_ == NULL || PyObject_SetAttr(p->connection, s_last_active, now_) < 0)
+        goto failed;
+    done = PyObject_CallMethodOneArg(p->transport, s_write, chunk);
+    if (done == NULL)
+        goto failed;
+    Py_DECREF(count);
+    Py_DECREF(sum);
+    Py_DECREF(now_);
+    Py_DECREF(done);
+    Py_RETURN_TRUE;
+failed:
+    Py_XDECREF(count);
+    Py_XDECREF(sum);
+    Py_XDECREF(now_);
+    return raised();
+}
+
+static PyObject *serve(Pipeline *p, PyObject *frame)
+{
+    if (p->routes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Pipeline not initialised");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t size = view.len;
+    unsigned int key_bits = 0, version_bits = 0;
+    if (size >= 4) {
+        const unsigned char *b = view.buf;
+        key_bits = ((unsigned int)b[0] << 8) | b[1];
+        version_bits = ((unsigned int)b[2] << 8) | b[3];
+    }
+    PyBuffer_Release(&view);
+    if (size < 4 || size > INLINE_MAX)
+        Py_RETURN_NONE;  /* under 4 bytes: no header; the Python path refuses it */
+    PyObject *route_key = PyLong_FromUnsignedLong(((unsigned long)key_bits << 16) | version_bits);
+    if (route_key == NULL)
+        return NULL;
+    PyObject *route = PyDict_GetItemWithError(p->routes, route_key);  /* borrowed */
+    Py_DECREF(route_key);
+    if (route == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(route, 3))
+            || PyTuple_GET_SIZE(PyTuple_GET_ITEM(route, 3)) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a route is (api, request class, handler, (key, version), may wait)");
+        return NULL;
+    }
+    if (PyTuple_GET_ITEM(route, 4) == Py_True)
+        Py_RETURN_NONE;  /* Dispatcher.can_handle_now: a handler that may wait */
+    Py_INCREF(route);  /* held from here on: whatever runs below may change `routes` */
+    PyObject *armed = PyObject_GetAttr(p->faults, s_armed);
+    int is_armed = armed == NULL ? -1 : PyObject_IsTrue(armed);
+    Py_XDECREF(armed);
+    if (is_armed != 0) {
+        Py_DECREF(route);
+        if (is_armed < 0)
+            return NULL;
+        Py_RETURN_NONE;  /* Dispatcher.can_handle_now: faults set, which may delay the answer */
+    }
+    PyObject *api = PyTuple_GET_ITEM(route, 0), *cls = PyTuple_GET_ITEM(route, 1);
+    PyObject *handler = PyTuple_GET_ITEM(route, 2), *pair = PyTuple_GET_ITEM(route, 3);
+    PyObject *header = NULL, *body = NULL, *ctx = NULL, *response = NULL, *out = NULL, *result = NULL;
+
+    header = PyObject_CallOneArg(parse_header, frame);
+    if (header == NULL || !PyTuple_Check(header) || PyTuple_GET_SIZE(header) != 5) {
+        PyErr_Clear();  /* refused: the Python path refuses it and says why */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *decode_args[3] = {cls, frame, PyTuple_GET_ITEM(header, 4)};
+    body = PyObject_Vectorcall(decode, decode_args, 3, NULL);
+    if (body == NULL || body == Py_None) {
+        PyErr_Clear();  /* refused, or left to kio's reader: the Python path's */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    ctx = context_of(p, header);
+    if (ctx == NULL)
+        goto done;
+    double started = now();
+    PyObject *handler_args[2] = {ctx, body};
+    response = PyObject_Vectorcall(handler, handler_args, 2, NULL);
+    if (response == NULL)
+        goto done;
+    if (Py_IS_TYPE(response, &PyCoro_Type)) {
+        out = PyFloat_FromDouble(started);
+        if (out == NULL)
+            goto done;
+    } else {
+        if (PyDict_CheckExact(response)) {  /* a response view's values: its entity */
+            PyObject *build = PyDict_GetItemWithError(builders, pair);  /* borrowed */
+            PyObject *entity;
+            if (build != NULL)
+                entity = PyObject_CallOneArg(build, response);
+            else if (PyErr_Occurred())
+                goto done;
+            else
+                entity = PyObject_CallMethodOneArg(ctx, s_entity, response);
+            if (entity == NULL)
+                goto done;
+            Py_SETREF(response, entity);
+        }
+        if (count_served(p, PyTuple_GET_ITEM(pair, 0), now() - started, response) < 0)
+            goto done;
+        int is_closing = response == Py_None ? 1 : closing(p);
+        if (is_closing < 0)
+            goto done;
+        if (is_closing)
+            out = Py_NewRef(Py_None);  /* no response, or no one to send it to: _send sends nothing */
+        else if ((out = encoded(PyTuple_GET_ITEM(header, 2), response)) == NULL)
+            goto done;
+        else if (PyList_CheckExact(out) && PyList_GET_SIZE(out) == 1 && PyBytes_CheckExact(PyList_GET_ITEM(out, 0))) {
+            PyObject *chunk = Py_NewRef(PyList_GET_ITEM(out, 0));
+            Py_SETREF(out, sent(p, chunk));
+            Py_DECREF(chunk);
+            if (out == NULL)
+                goto done;
+        }
+    }
+    result = PyTuple_Pack(6, header, api, body, ctx, response, out);
+done:
+    Py_XDECREF(header);
+    Py_XDECREF(body);
+    Py_XDECREF(ctx);
+    Py_XDECREF(response);
+    Py_XDECREF(out);
+    Py_DECREF(route);
+    return result;
+}
+
+/* getattr(owner, name) as a C long: 0 and *value set, or -1 with an exception. */
+static int long_attr(PyObject *owner, PyObject *name, long long *value)
+{
+    PyObject *found = PyObject_GetAttr(owner, name);
+    if (found == NULL)
+        return -1;
+    *value = PyLong_AsLongLong(found);
+    Py_DECREF(found);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Whether getattr(owner, name) is None (1), not None (0), or failed (-1). */
+static int none_attr(PyObject *owner, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(owner, name);
+    if (found == NULL)
+        return -1;
+    int is = found == Py_None;
+    Py_DECREF(found);
+    return is;
+}
+
+/* Whether getattr(owner, name) is true (1), false (0), or failed (-1). */
+static int true_attr(PyObject *owner, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(owner, name);
+    if (found == NULL)
+        return -1;
+    int is = PyObject_IsTrue(found);
+    Py_DECREF(found);
+    return is;
+}
+
+/* Whether len(getattr(owner, name)) is 0 (1), not (0), or failed (-1). */
+static int empty_attr(PyObject *owner, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(owner, name);
+    if (found == NULL)
+        return -1;
+    Py_ssize_t size = PyObject_Length(found);
+    Py_DECREF(found);
+    return size < 0 ? -1 : size == 0;
+}
+
+/* _take's conditions for serving `data` (n bytes, its size prefix saying n - 4) at once:
+ * the frame reader between frames with nothing held (so feed's first case gives the
+ * frame, and settle has nothing to account), the request memory with room, the worker
+ * waiting with nothing queued or unfinished, the client reading, no throttle, the
+ * connection open, no answer being sent from files. 1 if they hold, 0 if not, -1 failed. */
+static int may_take(Pipeline *p, Py_ssize_t size)
+{
+    PyObject *intake = NULL, *reader = NULL, *memory = NULL, *wakeup = NULL, *sender = NULL;
+    int ok = -1, is;
+    long long value, limit;
+    if ((intake = PyObject_GetAttr(p->connection, s_intake)) == NULL
+            || (reader = PyObject_GetAttr(intake, s_reader)) == NULL)
+        goto done;
+#define CHECK(condition) do { is = (condition); if (is <= 0) { ok = is; goto done; } } while (0)
+    if (long_attr(reader, s_size, &value) < 0)
+        goto done;
+    CHECK(value < 0);  /* no frame half received */
+    CHECK(empty_attr(reader, s_prefix));
+    CHECK(empty_attr(reader, s_backlog));
+    if (long_attr(reader, s_max_bytes, &value) < 0)
+        goto done;
+    CHECK(size - 4 <= value);
+    is = true_attr(intake, s_pooled);
+    if (is < 0)
+        goto done;
+    if (is) {  /* RequestMemory.full: 0 < limit <= used */
+        if ((memory = PyObject_GetAttr(intake, s_memory)) == NULL || long_attr(memory, s_limit, &limit) < 0
+                || long_attr(memory, s_used, &value) < 0)
+            goto done;
+        CHECK(!(0 < limit && limit <= value));
+    }
+    if (long_attr(intake, s_held, &value) < 0)
+        goto done;
+    CHECK(value == 0);
+    CHECK(empty_attr(intake, s_frames));
+    if ((wakeup = PyObject_GetAttr(p->connection, s_wakeup)) == NULL)
+        goto done;
+    CHECK(wakeup != Py_None);
+    PyObject *done_ = PyObject_CallMethodNoArgs(wakeup, s_done);
+    if (done_ == NULL)
+        goto done;
+    is = PyObject_IsTrue(done_);
+    Py_DECREF(done_);
+    CHECK(is < 0 ? -1 : !is);
+    CHECK(none_attr(p->connection, s_unfinished));
+    CHECK(none_attr(p->connection, s_drained));
+    CHECK(none_attr(p->connection, s_muted));
+    is = true_attr(p->connection, s_closing);
+    CHECK(is < 0 ? -1 : !is);
+    if ((sender = PyObject_GetAttr(p->connection, s_file_sender)) == NULL)
+        goto done;
+    if (sender != Py_None)
+        CHECK(none_attr(sender, s_finished));
+#undef CHECK
+    ok = 1;
+done:
+    Py_XDECREF(intake);
+    Py_XDECREF(reader);
+    Py_XDECREF(memory);
+    Py_XDECREF(wakeup);
+    Py_XDECREF(sender);
+    return ok;
+}
+
+static PyObject *take(Pipeline *p, PyObject *data)
+{
+    if (p->routes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Pipeline not initialised");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) <= 4)
+        Py_RETURN_NONE;
+    Py_ssize_t size = PyBytes_GET_SIZE(data);
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
+    int32_t prefix = (int32_t)(((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3]);
+    if ((Py_ssize_t)prefix != size - 4)
+        Py_RETURN_NONE;  /* not exactly one whole frame */
+    int may = may_take(p, size);
+    if (may < 0)
+        return NULL;
+    if (!may)
+        Py_RETURN_NONE;
+    PyObject *whole = PyMemoryView_FromObject(data);
+    if (whole == NULL)
+        return NULL;
+    PyObject *after = PySlice_New(four, Py_None, NULL);
+    PyObject *frame = after == NULL ? NULL : PyObject_GetItem(whole, after);
+    Py_DECREF(whole);
+    Py_XDECREF(after);
+    if (frame == NULL)
+        return NULL;
+    PyObject *served = serve(p, frame);
+    Py_DECREF(frame);
+    if (served == NULL)
+        return PyErr_ExceptionMatches(PyExc_Exception) ? raised() : NULL;  /* the handler's, for _take */
+    if (served == Py_None)
+        return served;
+    /* Done with it here when nothing is left for _take: the response sent (or none), no
+     * throttle, no deferred work, no close after it, the transport open. */
+    PyObject *header = PyTuple_GET_ITEM(served, 0), *ctx = PyTuple_GET_ITEM(served, 3);
+    PyObject *out = PyTuple_GET_ITEM(served, 5);
+    PyObject *throttle = *(PyObject **)((char *)ctx + context_offsets[6]);
+    PyObject *deferred = *(PyObject **)((char *)ctx + context_offsets[5]);
+    if ((out != Py_True && out != Py_None) || throttle == NULL || deferred != Py_None)
+        return served;
+    int throttled = PyObject_IsTrue(throttle);  /* _responded's `if ctx.throttle_ms` */
+    if (throttled != 0) {
+        PyErr_Clear();
+        return served;
+    }
+    int close = true_attr(p->session, s_close_after_response);
+    int is_closing = close == 0 ? closing(p) : 0;
+    if (close < 0 || is_closing < 0) {
+        PyErr_Clear();  /* _take asks again, and raises it where it raises */
+        return served;
+    }
+    if (close || is_closing)
+        return served;
+    if (PyObject_SetAttr(p->connection, s_client_id, PyTuple_GET_ITEM(header, 3)) < 0) {
+        PyErr_Clear();
+        return served;
+    }
+    Py_DECREF(served);
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef pipeline_methods[] = {
+    {"take", (PyCFunction)take, METH_O,
+     "take(data) -> None, True, serve's tuple or the handler's exception (see the file's comment)"},
+    {"serve", (PyCFunction)serve, METH_O,
+     "serve(frame) -> (header, api, body, ctx, response, out), or None for the Python path to serve it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PipelineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ottla.broker.network._pipeline.Pipeline",
+    .tp_basicsize = sizeof(Pipeline),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The inline request path of one connection (Connection._serve_inline's steps).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)pipeline_init,
+    .tp_dealloc = (destructor)pipeline_dealloc,
+    .tp_traverse = (traverseproc)pipeline_traverse,
+    .tp_clear = (inquiry)pipeline_clear,
+    .tp_methods = pipeline_methods,
+};
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS, "configure(...): what Pipeline.serve calls (see the file's comment)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pipeline", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__pipeline(void)
+{
+    struct { PyObject **name; const char *text; } names[] = {
+        {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_requests, "requests"}, {&s_seconds, "seconds"},
+        {&s_buckets, "buckets"}, {&s_errors, "errors"}, {&s_update, "update"}, {&s_entity, "entity"},
+        {&s_request_served, "request_served"}, {&s_is_closing, "is_closing"}, {&s_write, "write"},
+        {&s_bytes_out, "bytes_out"}, {&s_last_active, "last_active"}, {&s_intake, "_intake"},
+        {&s_reader, "reader"}, {&s_size, "_size"}, {&s_prefix, "_prefix"}, {&s_backlog, "backlog"},
+        {&s_max_bytes, "max_bytes"}, {&s_pooled, "_pooled"}, {&s_memory, "memory"}, {&s_limit, "limit"},
+        {&s_used, "used"}, {&s_held, "_held"}, {&s_wakeup, "_wakeup"}, {&s_done, "done"}, {&s_frames, "frames"},
+        {&s_unfinished, "_unfinished"}, {&s_drained, "_drained"}, {&s_muted, "_muted"}, {&s_closing, "_closing"},
+        {&s_file_sender, "_file_sender"}, {&s_finished, "finished"},
+        {&s_close_after_response, "close_after_response"}, {&s_client_id, "client_id"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return NULL;
+    if ((one = PyLong_FromLong(1)) == NULL || (four = PyLong_FromLong(4)) == NULL)
+        return NULL;
+    if (PyType_Ready(&PipelineType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Pipeline", (PyObject *)&PipelineType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

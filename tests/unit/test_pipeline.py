@@ -1,0 +1,198 @@
+"""broker/network/_pipeline.c, called directly: what it serves, and that every frame it
+cannot serve whole (truncated, garbage, an unknown pair, a handler that may wait, faults
+armed) it leaves to the Python path untouched, the handler never called.
+
+The answers of both paths are compared in real brokers
+(tests/integration/test_request_paths.py); here the C code's bounds are tried with
+frames no client sends, and take with reads that are not one whole frame of an idle
+connection. Break-and-see-it-fail, made once by hand: taking out serve's check of a
+handler that may wait made test_frames_it_cannot_serve_are_left_to_python fail (the
+JoinGroup served there, not left to the worker); taking out take's check that the
+intake holds nothing made test_take_serves_one_whole_frame_of_an_idle_connection_and_nothing_else
+fail (_held)."""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections import deque
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ottla.broker.handlers import RequestContext
+from ottla.broker.metrics import Metrics
+from ottla.broker.network import compiled_pipeline
+from ottla.protocol import compiled_codec
+from ottla.protocol.apis import SUPPORTED
+from ottla.protocol.codec import encode_request, encode_response_in_python, request_class, response_class
+from ottla.protocol.entities import make
+from tests.unit.extensions import compiled_extension
+from tests.wire import request
+
+HEARTBEAT, JOIN_GROUP = 12, 11
+
+
+class Faults:
+    armed = False
+
+
+class Session:
+    close_after_response = False
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+
+class Waiting:
+    """The worker's wake-up future, not yet set: the worker waits."""
+
+    def done(self) -> bool:
+        return False
+
+
+class Reader:
+    """FrameReader between frames (the attributes take reads)."""
+
+    def __init__(self) -> None:
+        self._size, self._prefix, self.backlog, self.max_bytes = -1, bytearray(), b"", 100 * 1024 * 1024
+
+
+class Intake:
+    def __init__(self) -> None:
+        self.reader, self.frames, self._pooled, self._held, self.memory = Reader(), deque(), False, 0, None
+
+
+class Connection:
+    """The state of an idle connection that _pipeline.c's take reads."""
+
+    def __init__(self) -> None:
+        self.last_active = 0.0
+        self.client_id: str | None = None
+        self._intake = Intake()
+        self._wakeup: Any = Waiting()
+        self._unfinished = self._drained = self._muted = self._file_sender = None
+        self._closing = False
+
+
+CONNECTION = Connection()
+
+
+@pytest.fixture
+def served() -> tuple[Any, list[tuple[Any, Any]], Transport, Metrics, dict[int, Any]]:
+    pipeline = compiled_extension("_pipeline", "ottla.broker.network")
+    if compiled_pipeline.compiled is None:  # OTTLA_PURE_PYTHON=1: the connection does not use it
+        pytest.skip("OTTLA_PURE_PYTHON=1: the broker serves every request through the Python path")
+    calls: list[tuple[Any, Any]] = []
+    answer = make(response_class(HEARTBEAT, 4), throttle_time=0, error_code=0)
+
+    def heartbeat(ctx: Any, body: Any) -> Any:
+        calls.append((ctx, body))
+        return answer
+
+    routes: dict[int, Any] = {
+        HEARTBEAT << 16 | 4: (SUPPORTED[HEARTBEAT], request_class(HEARTBEAT, 4), heartbeat, (HEARTBEAT, 4), False),
+        JOIN_GROUP << 16 | 5: (SUPPORTED[JOIN_GROUP], request_class(JOIN_GROUP, 5), heartbeat, (JOIN_GROUP, 5), True),
+    }
+    transport, metrics = Transport(), Metrics()
+    serving = pipeline.Pipeline(routes, "services", "1.2.3.4:5", ("host", 9), Session(), Faults(), metrics,
+                                CONNECTION, transport, lambda: 42.0)
+    return serving, calls, transport, metrics, routes
+
+
+def _heartbeat_frame(correlation_id: int = 7) -> bytes:
+    entity = request(HEARTBEAT, 4, group_id="g", generation_id=3, member_id="m", group_instance_id=None)
+    return encode_request(correlation_id, "unit", entity)[4:]  # without the size prefix
+
+
+def test_a_frame_is_served_as_the_python_path_serves_it(served) -> None:
+    serving, calls, transport, metrics, _ = served
+    header, api, body, ctx, response, out = serving.serve(memoryview(_heartbeat_frame()))
+    assert out is True and len(calls) == 1
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (HEARTBEAT, 4, 7, "unit")
+    assert api is SUPPORTED[HEARTBEAT] and (body.group_id, body.generation_id, body.member_id) == ("g", 3, "m")
+    assert isinstance(ctx, RequestContext) and (ctx.peer, ctx.advertised_address, ctx.deferred) == (
+        "1.2.3.4:5", ("host", 9), None)
+    assert ctx.header is header and ctx.throttle_ms == 0 and ctx.services == "services"
+    assert isinstance(ctx.session, Session)
+    assert transport.written == [b"".join(encode_response_in_python(7, response))]
+    assert metrics.apis[HEARTBEAT].requests == 1  # the first of an API by Metrics.request_served...
+    serving.serve(memoryview(_heartbeat_frame()))
+    assert metrics.apis[HEARTBEAT].requests == 2  # ...the next here
+    assert sum(metrics.apis[HEARTBEAT].buckets) == 2 and metrics.bytes_out == 2 * len(transport.written[0])
+
+
+def test_frames_it_cannot_serve_are_left_to_python(served) -> None:
+    serving, calls, transport, _, routes = served
+    whole = _heartbeat_frame()
+    for cut in range(len(whole)):
+        assert serving.serve(memoryview(whole[:cut])) is None, f"cut at {cut}"
+    rng = random.Random(45)
+    for _ in range(2000):
+        garbage = struct.pack(">hh", HEARTBEAT, 4) + rng.randbytes(rng.randrange(0, 64))
+        served_ = serving.serve(memoryview(garbage))
+        assert served_ is None or served_[2].group_id is not None
+    calls_before = len(calls)
+    assert serving.serve(memoryview(struct.pack(">hhih", 99, 0, 1, -1))) is None  # no route
+    join = encode_request(1, "unit", request(JOIN_GROUP, 5, group_id="g", session_timeout=1, rebalance_timeout=1,
+                                             member_id="", group_instance_id=None, protocol_type="consumer",
+                                             protocols=[]))[4:]
+    assert serving.serve(memoryview(join)) is None  # its handler may wait: the worker's
+    assert serving.serve(memoryview(whole + b"\x00" * 70_000)) is None  # over the inline bound
+    Faults.armed = True
+    try:
+        assert serving.serve(memoryview(whole)) is None
+    finally:
+        Faults.armed = False
+    assert len(calls) == calls_before
+    del routes[HEARTBEAT << 16 | 4]
+    assert serving.serve(memoryview(whole)) is None
+
+
+def test_compiled_path_is_the_codecs() -> None:
+    """The C pipeline runs exactly where the compiled codec does."""
+    assert (compiled_pipeline.compiled is not None) == compiled_codec.ENABLED
+
+
+def test_take_serves_one_whole_frame_of_an_idle_connection_and_nothing_else(served) -> None:
+    serving, calls, transport, _, _ = served
+    connection = CONNECTION
+    connection.__init__()  # type: ignore[misc]
+    frame = _heartbeat_frame(9)
+    whole = struct.pack(">i", len(frame)) + frame
+    assert serving.take(whole) is True and len(calls) == 1 and connection.client_id == "unit"
+    assert struct.unpack_from(">i", transport.written[-1], 4)[0] == 9 and connection.last_active == 42.0
+    # What is not one whole frame: the size prefix lies (by one, either way, or is
+    # negative), the frame is cut, two frames, less than a prefix; a bytearray.
+    rng = random.Random(45)
+    for data in (struct.pack(">i", len(frame) + 1) + frame, struct.pack(">i", len(frame) - 1) + frame,
+                 struct.pack(">i", -len(frame)) + frame, whole[:-1], whole + whole, whole[:4], whole[:3], b"",
+                 bytearray(whole), *(rng.randbytes(rng.randrange(0, 40)) for _ in range(2000))):
+        assert serving.take(data) is None
+    # A connection that is not idle, or a reader or intake holding something.
+    for attribute, value in (("_wakeup", None), ("_unfinished", ()), ("_drained", 1), ("_muted", 1),
+                             ("_closing", True)):
+        connection.__init__()  # type: ignore[misc]
+        setattr(connection, attribute, value)
+        assert serving.take(whole) is None, attribute
+    for owner, attribute, value in (("reader", "_size", 10), ("reader", "_prefix", bytearray(b"\0")),
+                                    ("reader", "backlog", b"x"), ("reader", "max_bytes", len(frame) - 1),
+                                    ("intake", "_held", 1), ("intake", "frames", deque([frame]))):
+        connection.__init__()  # type: ignore[misc]
+        setattr(connection._intake if owner == "intake" else connection._intake.reader, attribute, value)
+        assert serving.take(whole) is None, attribute
+    connection.__init__()  # type: ignore[misc]
+    connection._intake._pooled, connection._intake.memory = True, SimpleNamespace(limit=10, used=10)
+    assert serving.take(whole) is None, "the request memory full"
+    assert len(calls) == 1  # none of them reached the handler
+    connection._intake.memory.used = 9
+    assert serving.take(whole) is True and len(calls) == 2
