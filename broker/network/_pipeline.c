@@ -60,6 +60,7 @@
 
 static PyObject *parse_header, *decode, *encode_response, *encodings, *encode_in_python;
 static PyObject *builders, *error_plan_of, *error_codes, *context_type;
+static PyObject *plans;  /* {response class: error_plan_of(it)}, filled as classes are met */
 static Py_ssize_t context_offsets[7];
 static double buckets[MAX_BUCKETS];
 static Py_ssize_t bucket_count = -1;
@@ -67,7 +68,8 @@ static PyObject *s_armed, *s_apis, *s_requests, *s_seconds, *s_buckets, *s_error
 static PyObject *s_request_served, *one, *s_is_closing, *s_write, *s_bytes_out, *s_last_active;
 static PyObject *s_intake, *s_reader, *s_size, *s_prefix, *s_backlog, *s_max_bytes, *s_pooled, *s_memory, *s_limit;
 static PyObject *s_used, *s_held, *s_wakeup, *s_done, *s_frames, *s_unfinished, *s_drained, *s_muted, *s_closing;
-static PyObject *s_file_sender, *s_finished, *s_close_after_response, *s_client_id, *four;
+static PyObject *s_file_sender, *s_finished, *s_close_after_response, *s_client_id;
+static PyObject *after_prefix;  /* slice(4, None): a frame's bytes after its size prefix */
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
@@ -102,6 +104,7 @@ static PyObject *configure(PyObject *self, PyObject *args)
                            &builders, &error_plan_of, &error_codes, &context_type};
     for (int i = 0; i < 9; i++)
         Py_XSETREF(*slots[i], Py_NewRef(a[i]));
+    PyDict_Clear(plans);  /* made by the error_plan_of configured before, if any */
     Py_RETURN_NONE;
 }
 
@@ -269,8 +272,15 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
     sum = NULL;
     /* the error codes in the response, counted as Kafka's ErrorsPerSec */
     if (response != Py_None) {
-        plan = PyObject_CallOneArg(error_plan_of, (PyObject *)Py_TYPE(response));
-        if (plan == NULL)
+        /* metrics._nested_error_plan(type(response)), kept here by type: its functools.cache
+         * costs a call and a key's tuple at every response */
+        plan = PyDict_GetItemWithError(plans, (PyObject *)Py_TYPE(response));  /* borrowed */
+        if (plan != NULL)
+            Py_INCREF(plan);
+        else if (PyErr_Occurred())
+            goto done;
+        else if ((plan = PyObject_CallOneArg(error_plan_of, (PyObject *)Py_TYPE(response))) == NULL
+                || PyDict_SetItem(plans, (PyObject *)Py_TYPE(response), plan) < 0)
             goto done;
         PyObject *args[2] = {plan, response};
         codes = PyObject_Vectorcall(error_codes, args, 2, NULL);
@@ -634,10 +644,8 @@ static PyObject *take(Pipeline *p, PyObject *data)
     PyObject *whole = PyMemoryView_FromObject(data);
     if (whole == NULL)
         return NULL;
-    PyObject *after = PySlice_New(four, Py_None, NULL);
-    PyObject *frame = after == NULL ? NULL : PyObject_GetItem(whole, after);
+    PyObject *frame = PyObject_GetItem(whole, after_prefix);
     Py_DECREF(whole);
-    Py_XDECREF(after);
     if (frame == NULL)
         return NULL;
     PyObject *served = serve(p, frame);
@@ -721,7 +729,14 @@ PyMODINIT_FUNC PyInit__pipeline(void)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)
             return NULL;
-    if ((one = PyLong_FromLong(1)) == NULL || (four = PyLong_FromLong(4)) == NULL)
+    if ((one = PyLong_FromLong(1)) == NULL || (plans = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *four = PyLong_FromLong(4);
+    if (four == NULL)
+        return NULL;
+    after_prefix = PySlice_New(four, Py_None, NULL);
+    Py_DECREF(four);
+    if (after_prefix == NULL)
         return NULL;
     if (PyType_Ready(&PipelineType) < 0)
         return NULL;
