@@ -36,7 +36,7 @@ from .group import GroupConfig
 from .writes import CoordinatorResult
 
 # Read once for heartbeat, every member's commonest request: on Python 3.11 a member read
-# off its enum class goes through EnumType.__getattr__'s slot, some 800 instructions.
+# off its enum class goes through EnumType.__getattr__'s slot, hundreds of instructions.
 _PREPARING_REBALANCE = GroupState.PREPARING_REBALANCE
 
 # Writes a result to the group's `__consumer_offsets` partition (records, then the change).
