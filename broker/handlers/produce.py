@@ -203,13 +203,16 @@ def _append_all(ctx: RequestContext, request: ProduceRequest, checked: CheckedTo
             answers.append(_append(ctx, c, transactional_id, after_await) if type(c) is _Checked else c)
         responses.append({"name": topic, "partition_responses": answers})
     # producer_byte_rate: the request's records count, appended or not (as in Kafka).
-    produced = 0
-    for t in request.topic_data:
-        for p in t.partition_data:
-            if p.records is not None:
-                produced += len(p.records)
-    ctx.throttle_ms = ctx.services.quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "",
-                                                      produced)
+    # With no such quota in force (throttle_ms would answer 0) nothing is counted.
+    quotas = ctx.services.quotas
+    if PRODUCER_BYTE_RATE in quotas.byte_rate_keys:
+        produced = 0
+        for t in request.topic_data:
+            for p in t.partition_data:
+                if p.records is not None:
+                    produced += len(p.records)
+        ctx.throttle_ms = quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "",
+                                             produced)
     if request.acks == 0:
         return None  # nothing to say; a throttle still holds the connection
     return {"responses": responses, "throttle_time": ctx.throttle_ms}
