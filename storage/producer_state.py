@@ -121,9 +121,9 @@ class ProducerStateManager:
             return APPEND, None
         epoch, first_seq = header.producer_epoch, header.base_sequence
         # Read off the header's fields, not its properties (last_sequence and the entry's
-        # last_seq are written out below, each a Python call less), and
-        # the cached batches looked at only within the epoch: this runs for every batch
-        # with a producer id.
+        # last_seq are written out below: a property is a Python call), and the cached
+        # batches looked at only within the epoch: this runs for every batch with a
+        # producer id.
         batches = entry.batches
         if batches and epoch == entry.epoch:
             last_seq = (NO_SEQUENCE if first_seq == NO_SEQUENCE
@@ -194,8 +194,8 @@ class ProducerStateManager:
         if attributes & CONTROL_FLAG:
             return  # the marker's effect is `complete_txn`'s business
         if track_sequence:
-            # Built as a tuple: a named tuple's own __new__ is a Python call.
-            # header.last_sequence written out: a property is a Python call.
+            # Built as a tuple (a named tuple's own __new__ is a Python call), and
+            # header.last_sequence written out (so is a property).
             first_seq, delta = header.base_sequence, header.last_offset_delta
             entry.batches.append(tuple.__new__(BatchMetadata, (
                 first_seq, NO_SEQUENCE if first_seq == NO_SEQUENCE else (first_seq + delta) % _SEQUENCE_SPAN,
