@@ -126,8 +126,11 @@ def handle(ctx: RequestContext, request: ProduceRequest, crcs: dict[int, int] | 
             for t in request.topic_data
         ]
         return {"responses": responses}
-    if crcs is None and _has_large_batch(request):
-        return _handle_after_crcs(ctx, request)
+    if crcs is None:  # a batch over INLINE_CRC_BYTES: its CRC-32C in a thread first
+        for t in request.topic_data:
+            for p in t.partition_data:
+                if p.records is not None and len(p.records) > INLINE_CRC_BYTES:
+                    return _handle_after_crcs(ctx, request)
     # Per topic, per partition: an error already, or a batch to append (and the batches
     # whose records are yet to be checked, in a thread).
     checked: CheckedTopics = []
@@ -144,14 +147,6 @@ def handle(ctx: RequestContext, request: ProduceRequest, crcs: dict[int, int] | 
     if in_thread:
         return _append_after_checks(ctx, request, checked, in_thread)
     return _append_all(ctx, request, checked)
-
-
-def _has_large_batch(request: ProduceRequest) -> bool:
-    for t in request.topic_data:
-        for p in t.partition_data:
-            if p.records is not None and len(p.records) > INLINE_CRC_BYTES:
-                return True
-    return False
 
 
 async def _handle_after_crcs(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
