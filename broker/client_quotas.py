@@ -125,7 +125,9 @@ class ClientQuotas:
         for stored in read_json(self.path, []):
             self.quotas[tuple((t, n) for t, n in stored["entity"])] = dict(stored["quotas"])
         self._rates: dict[tuple[str, str | None, str | None], _Rate] = {}
-        self._byte_rate_keys = self._enforced_keys()
+        # The byte-rate keys some quota sets (a Produce with none in force reads this
+        # rather than calling throttle_ms).
+        self.byte_rate_keys = self._enforced_keys()
 
     # --- AlterClientQuotas and DescribeClientQuotas --------------------------------------
 
@@ -166,7 +168,7 @@ class ClientQuotas:
             changed = True
         if changed:
             self._save()
-            self._byte_rate_keys = self._enforced_keys()
+            self.byte_rate_keys = self._enforced_keys()
             self._rates.clear()  # measured against the quotas now in force
         return results
 
@@ -245,7 +247,7 @@ class ClientQuotas:
         """The most bytes the quota lets through in one measuring window, None if no
         quota applies. Kafka caps a Fetch's max bytes at it: a bigger answer would be
         over the quota by itself, answered empty, and asked for again for ever."""
-        if key not in self._byte_rate_keys:
+        if key not in self.byte_rate_keys:
             return None
         found = self._quota_of(key, user, client_id)
         if found is None:
@@ -257,7 +259,7 @@ class ClientQuotas:
         by the user and client id; how long the client is to be throttled, 0 if not.
         Without `count_when_over`, bytes that take the rate over the quota are not
         counted (a throttled Fetch is answered empty)."""
-        if key not in self._byte_rate_keys:
+        if key not in self.byte_rate_keys:
             return 0  # no quota of this kind anywhere: nothing to measure
         found = self._quota_of(key, user, client_id)
         if found is None:

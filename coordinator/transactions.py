@@ -331,12 +331,13 @@ class TransactionCoordinator:
     def verify(self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> None:
         """A transactional Produce is accepted only for a partition of the producer's
         ongoing transaction (Kafka's transaction verification, KIP-890 part 1)."""
-        try:
-            self._require_loaded(txn_id)
-        except KafkaError as exc:
-            # As Kafka answers a produce whose verification met a loading coordinator:
-            # with an error every client retries, older ones included.
-            raise KafkaError(ErrorCode.not_enough_replicas, exc.message) from None
+        if self._loading:  # _require_loaded's first test, read here: a call less a Produce
+            try:
+                self._require_loaded(txn_id)
+            except KafkaError as exc:
+                # As Kafka answers a produce whose verification met a loading coordinator:
+                # with an error every client retries, older ones included.
+                raise KafkaError(ErrorCode.not_enough_replicas, exc.message) from None
         txn = self.transactions.get(txn_id)
         if txn is None or txn.producer_id != producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping,

@@ -81,8 +81,8 @@ class ProducerEntry:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
 
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (last_seq == INT32_MAX and next_seq == 0)
+# Sequences wrap from Int32.MAX to 0 (BatchHeader.last_sequence).
+_SEQUENCE_SPAN = INT32_MAX + 1
 
 
 class Verdict(enum.Enum):
@@ -120,11 +120,15 @@ class ProducerStateManager:
         if entry is None:
             return APPEND, None
         epoch, first_seq = header.producer_epoch, header.base_sequence
-        # Read off the header's fields, not its properties, and the cached batches looked
-        # at only within the epoch: this runs for every batch with a producer id.
-        if entry.batches and epoch == entry.epoch:
-            last_seq = header.last_sequence
-            for batch in entry.batches:
+        # Read off the header's fields, not its properties (last_sequence and the entry's
+        # last_seq are written out below: a property is a Python call), and the cached
+        # batches looked at only within the epoch: this runs for every batch with a
+        # producer id.
+        batches = entry.batches
+        if batches and epoch == entry.epoch:
+            last_seq = (NO_SEQUENCE if first_seq == NO_SEQUENCE
+                        else (first_seq + header.last_offset_delta) % _SEQUENCE_SPAN)
+            for batch in batches:
                 if batch.first_seq == first_seq and batch.last_seq == last_seq:
                     return DUPLICATE, batch
         if epoch < entry.epoch:
@@ -140,7 +144,10 @@ class ProducerStateManager:
                     f"Invalid sequence number for new epoch of {self._where(pid, offset)}: {epoch} (request epoch), "
                     f"{first_seq} (seq. number), {entry.epoch} (current producer epoch)",
                 )
-        elif entry.epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, first_seq):
+        elif entry.epoch != NO_PRODUCER_EPOCH and not (
+                # In sequence: the last one's next, wrapping from Int32.MAX to 0.
+                first_seq == (current := batches[-1].last_seq if batches else NO_SEQUENCE) + 1
+                or (current == INT32_MAX and first_seq == 0)):
             # Ahead of last + 1 (a gap) or behind it and not cached (a retry of a batch
             # already written and forgotten): either way Kafka refuses it. With no batch
             # cached in this epoch (a marker began it) the expected sequence is 0.
@@ -187,10 +194,12 @@ class ProducerStateManager:
         if attributes & CONTROL_FLAG:
             return  # the marker's effect is `complete_txn`'s business
         if track_sequence:
-            # Built as a tuple: a named tuple's own __new__ is a Python call.
+            # Built as a tuple (a named tuple's own __new__ is a Python call), and
+            # header.last_sequence written out (so is a property).
+            first_seq, delta = header.base_sequence, header.last_offset_delta
             entry.batches.append(tuple.__new__(BatchMetadata, (
-                header.base_sequence, header.last_sequence, base_offset, base_offset + header.last_offset_delta,
-                header.max_timestamp)))
+                first_seq, NO_SEQUENCE if first_seq == NO_SEQUENCE else (first_seq + delta) % _SEQUENCE_SPAN,
+                base_offset, base_offset + delta, header.max_timestamp)))
         if attributes & TRANSACTIONAL_FLAG and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = base_offset
             self.ongoing_txns[pid] = base_offset

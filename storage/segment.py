@@ -177,7 +177,14 @@ class LogSegment:
                index_interval_bytes: int) -> int:
         """Write one batch (as chunks for writev) and index it. Returns its position."""
         position = self.size
-        written = os.writev(self.fd, chunks)
+        # The `fd` property written out (a Python call less a batch): reopened if the
+        # budget closed it, and made the most recently used.
+        fd = self._fd
+        if fd is None:
+            fd = self.fd
+        elif self._pooled:
+            OPEN_FILES.touch(self)
+        written = os.writev(fd, chunks)
         if written != size:
             # A short write leaves a torn batch; cut it off so the file stays a clean log.
             os.ftruncate(self.fd, position)

@@ -126,8 +126,11 @@ def handle(ctx: RequestContext, request: ProduceRequest, crcs: dict[int, int] | 
             for t in request.topic_data
         ]
         return {"responses": responses}
-    if crcs is None and _has_large_batch(request):
-        return _handle_after_crcs(ctx, request)
+    if crcs is None:  # a batch over INLINE_CRC_BYTES: its CRC-32C in a thread first
+        for t in request.topic_data:
+            for p in t.partition_data:
+                if p.records is not None and len(p.records) > INLINE_CRC_BYTES:
+                    return _handle_after_crcs(ctx, request)
     # Per topic, per partition: an error already, or a batch to append (and the batches
     # whose records are yet to be checked, in a thread).
     checked: CheckedTopics = []
@@ -144,14 +147,6 @@ def handle(ctx: RequestContext, request: ProduceRequest, crcs: dict[int, int] | 
     if in_thread:
         return _append_after_checks(ctx, request, checked, in_thread)
     return _append_all(ctx, request, checked)
-
-
-def _has_large_batch(request: ProduceRequest) -> bool:
-    for t in request.topic_data:
-        for p in t.partition_data:
-            if p.records is not None and len(p.records) > INLINE_CRC_BYTES:
-                return True
-    return False
 
 
 async def _handle_after_crcs(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
@@ -203,13 +198,16 @@ def _append_all(ctx: RequestContext, request: ProduceRequest, checked: CheckedTo
             answers.append(_append(ctx, c, transactional_id, after_await) if type(c) is _Checked else c)
         responses.append({"name": topic, "partition_responses": answers})
     # producer_byte_rate: the request's records count, appended or not (as in Kafka).
-    produced = 0
-    for t in request.topic_data:
-        for p in t.partition_data:
-            if p.records is not None:
-                produced += len(p.records)
-    ctx.throttle_ms = ctx.services.quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "",
-                                                      produced)
+    # With no such quota in force (throttle_ms would answer 0) nothing is counted.
+    quotas = ctx.services.quotas
+    if PRODUCER_BYTE_RATE in quotas.byte_rate_keys:
+        produced = 0
+        for t in request.topic_data:
+            for p in t.partition_data:
+                if p.records is not None:
+                    produced += len(p.records)
+        ctx.throttle_ms = quotas.throttle_ms(PRODUCER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "",
+                                             produced)
     if request.acks == 0:
         return None  # nothing to say; a throttle still holds the connection
     return {"responses": responses, "throttle_time": ctx.throttle_ms}

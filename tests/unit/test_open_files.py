@@ -29,3 +29,23 @@ def test_only_the_most_recently_used_segments_hold_descriptors(tmp_path, monkeyp
     for segment in segments:
         segment.close()
     assert len(budget) == 0
+
+
+def test_an_append_makes_its_segment_the_most_recently_used(tmp_path, monkeypatch):
+    # segment.append reads its descriptor without the `fd` property: it touches the
+    # budget itself, so the segment written to is the last one closed.
+    budget = open_files.OpenFiles(2)
+    monkeypatch.setattr("ottla.storage.segment.OPEN_FILES", budget)
+    segments = []
+    for i in range(2):
+        directory = tmp_path / f"t-{i}"
+        directory.mkdir()
+        segments.append(LogSegment(str(directory), 0))
+    batch = build_batch([encode_record(None, b"v", offset_delta=0)], timestamp=int(time.time() * 1000))
+    segments[0].append([batch], len(batch), 0, 0, 0, 4096)  # open, and now the most recently used
+    directory = tmp_path / "t-2"
+    directory.mkdir()
+    segments.append(LogSegment(str(directory), 0))  # one too many: the least recently used closes
+    assert segments[0]._fd is not None and segments[1]._fd is None
+    for segment in segments:
+        segment.close()
