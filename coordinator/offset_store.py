@@ -56,7 +56,7 @@ from .streams_group_records import GROUP_METADATA as STREAMS_GROUP_METADATA
 from .streams_group_records import StreamsGroupKey
 from .streams_group_records import decode_key as decode_streams_group_key
 from .transaction_log import partition_for
-from .writes import CoordinatorResult, Records, append_error, write
+from .writes import CoordinatorResult, Records, append_error
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
@@ -157,9 +157,17 @@ class OffsetStore:
     def write(self, group_id: str, result: CoordinatorResult[T], producer_id: int = -1,
               producer_epoch: int = -1) -> T:
         """Append the result's records to the group's partition (in a transactional
-        batch of the producer, if one is given), then replay them (writes.write)."""
-        return write(result, lambda records: self.append(group_id, records, producer_id, producer_epoch),
-                     lambda offset, key, value: self.replay(offset, producer_id, key, value))
+        batch of the producer, if one is given), then replay them, then run its `then`:
+        writes.write's rule, followed here without the two closures that would carry the
+        group and the producer to `append` and `replay` (every commit and rebalance comes
+        this way). An append that fails raises before any replay."""
+        records = result.records
+        if records:
+            offset = self.append(group_id, records, producer_id, producer_epoch)
+            for i, (key, value) in enumerate(records):
+                self.replay(offset + i, producer_id, key, value)
+        result.then()
+        return result.response
 
     def open(self) -> None:
         """Note the `__consumer_offsets` partitions `load` has to read (none when the
