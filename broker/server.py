@@ -191,7 +191,8 @@ class Broker:
             ),
             group_configs.of,
         )
-        markers.listeners.append(groups.on_marker)
+        # The offsets' own listener: GroupCoordinator.on_marker only passes each marker on.
+        markers.listeners.append(groups.offsets.on_marker)
         transactions.open()
         groups.open()
         share_config = ShareConfig(record_lock_duration_ms=config.group_share_record_lock_duration_ms,

@@ -370,7 +370,8 @@ class GroupCoordinator:
         return self.offsets.write(group_id, self.offsets.commit(group_id, offsets), producer_id, producer_epoch)
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
-        """The markers listener: a transaction's end in `__consumer_offsets` is replayed."""
+        """A transaction's end in `__consumer_offsets` is replayed (the broker registers
+        the offset store's `on_marker` itself as the markers' listener)."""
         self.offsets.on_marker(topic, partition, producer_id, committed)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool,

@@ -56,7 +56,7 @@ from .streams_group_records import GROUP_METADATA as STREAMS_GROUP_METADATA
 from .streams_group_records import StreamsGroupKey
 from .streams_group_records import decode_key as decode_streams_group_key
 from .transaction_log import partition_for
-from .writes import CoordinatorResult, Records, append_error, write
+from .writes import CoordinatorResult, Records, append_error
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
@@ -132,11 +132,14 @@ class OffsetStore:
         return partition_for(group_id, partitions)
 
     def _log(self, group_id: str) -> PartitionLog:
-        if self.logs.topic(TOPIC) is None:
+        topic = self.logs.topic(TOPIC)
+        if topic is None:
             self.create_topic()
-        log = self.logs.partition(TOPIC, self.partition_for(group_id))
-        assert log is not None
-        return log
+            topic = self.logs.topic(TOPIC)
+            assert topic is not None
+        # The topic looked up once (partition_for and LogManager.partition would each
+        # look it up again): at every commit.
+        return topic.partitions[partition_for(group_id, len(topic.partitions))]
 
     def append(self, group_id: str, records: Records, producer_id: int = -1, producer_epoch: int = -1) -> int:
         """Append records to the group's partition; returns the first record's offset.
@@ -157,9 +160,17 @@ class OffsetStore:
     def write(self, group_id: str, result: CoordinatorResult[T], producer_id: int = -1,
               producer_epoch: int = -1) -> T:
         """Append the result's records to the group's partition (in a transactional
-        batch of the producer, if one is given), then replay them (writes.write)."""
-        return write(result, lambda records: self.append(group_id, records, producer_id, producer_epoch),
-                     lambda offset, key, value: self.replay(offset, producer_id, key, value))
+        batch of the producer, if one is given), then replay them, then run its `then`:
+        writes.write's rule, followed here without the two closures that would carry the
+        group and the producer to `append` and `replay` (every commit and rebalance comes
+        this way). An append that fails raises before any replay."""
+        records = result.records
+        if records:
+            offset = self.append(group_id, records, producer_id, producer_epoch)
+            for i, (key, value) in enumerate(records):
+                self.replay(offset + i, producer_id, key, value)
+        result.then()
+        return result.response
 
     def open(self) -> None:
         """Note the `__consumer_offsets` partitions `load` has to read (none when the
@@ -241,28 +252,21 @@ class OffsetStore:
 
     # --- commits -------------------------------------------------------------------------
 
-    def _accept(self, offsets: dict[TopicPartition, CommittedOffset]) -> tuple[dict, dict]:
-        codes: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        for tp, o in offsets.items():
-            if len(o.metadata.encode()) > self.max_metadata_bytes:
-                codes[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                codes[tp] = ErrorCode.none
-                accepted[tp] = o
-        return codes, accepted
-
-    @staticmethod
-    def _commit_records(group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> Records:
-        return [(offset_key_bytes(group_id, t, p), encode_offset_value(o)) for (t, p), o in offsets.items()]
-
     def commit(self, group_id: str,
                offsets: dict[TopicPartition, CommittedOffset]) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
         """The write of an OffsetCommit the membership allowed, or of a TxnOffsetCommit
         (see `write`: in a transactional batch of the producer, its offsets are pending
         until the transaction ends); its answer is an error code per partition."""
-        codes, accepted = self._accept(offsets)
-        return CoordinatorResult(self._commit_records(group_id, accepted), codes)
+        # One pass: each partition's answer, and the record of each accepted offset.
+        codes: dict[TopicPartition, ErrorCode] = {}
+        records: Records = []
+        for (topic, partition), o in offsets.items():
+            if len(o.metadata.encode()) > self.max_metadata_bytes:
+                codes[(topic, partition)] = ErrorCode.offset_metadata_too_large
+            else:
+                codes[(topic, partition)] = ErrorCode.none
+                records.append((offset_key_bytes(group_id, topic, partition), encode_offset_value(o)))
+        return CoordinatorResult(records, codes)
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
         """The markers listener: a marker was appended to a partition of a transaction.

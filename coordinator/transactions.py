@@ -57,7 +57,7 @@ from .transaction_log import (
     partition_for,
     transition,
 )
-from .writes import CoordinatorResult, Records, append_error, write
+from .writes import Records, append_error
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -198,31 +198,39 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.coordinator_load_in_progress,
                              f"the __transaction_state partition of {txn_id!r} is still loading")
 
-    def _append(self, txn_id: str, records: Records) -> int:
+    def _append(self, txn_id: str, records: Records, timestamp: int) -> int:
         partition = partition_for(txn_id, self.num_partitions)
-        if not self.ensure_topic():
-            raise append_error(KafkaError(ErrorCode.unknown_topic_or_partition, f"{TOPIC} could not be created"),
-                               f"{TOPIC}-{partition}")
         state_log = self.logs.partition(TOPIC, partition)
-        assert state_log is not None
-        batch = records_batch(records, timestamp=self._now_ms())
+        if state_log is None:  # the first transactional request: the topic is made (or is not)
+            if not self.ensure_topic():
+                raise append_error(KafkaError(ErrorCode.unknown_topic_or_partition, f"{TOPIC} could not be created"),
+                                   f"{TOPIC}-{partition}")
+            state_log = self.logs.partition(TOPIC, partition)
+            assert state_log is not None
+        batch = records_batch(records, timestamp=timestamp)
         try:
             return state_log.append_batch(batch, BatchHeader.parse(batch)).base_offset
         except KafkaError as exc:
             raise append_error(exc, f"{TOPIC}-{partition}") from None
 
-    def _write(self, txn_id: str, value: bytes | None) -> None:
+    def _write(self, txn_id: str, value: bytes | None, timestamp: int) -> None:
         """Append the record of `txn_id` with `value` (None: its tombstone), then replay
-        it (writes.py)."""
-        write(CoordinatorResult([(encode_key(txn_id), value)], None), lambda records: self._append(txn_id, records),
-              lambda _offset, key, value: self.replay(key, value))
+        it: writes.write's rule for one record with no answer and nothing to run after,
+        followed here without its result object and two closures (four of an
+        AddPartitionsToTxn's hundred Python calls). An append that fails raises before
+        the replay, so nothing changes."""
+        key = encode_key(txn_id)
+        self._append(txn_id, [(key, value)], timestamp)
+        self.replay(key, value)
 
     def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
         """Make `record` (made by `transition`, or the first of a transactional id) the
-        state of `txn_id`: written and replayed. Returns the state replayed."""
+        state of `txn_id`: written and replayed. Returns the state replayed. The batch
+        carries the record's update time, taken a moment before (`_now_ms`), as its
+        timestamp."""
         self._encoded = (encode_value(record), record, txn_id)
         try:
-            self._write(txn_id, self._encoded[0])
+            self._write(txn_id, self._encoded[0], record.last_update_ms)
         finally:
             self._encoded = None
         return self.transactions[txn_id]
@@ -535,7 +543,7 @@ class TransactionCoordinator:
 
     def _forget(self, txn_id: str) -> None:
         """Write the tombstone of `txn_id`, then forget it."""
-        self._write(txn_id, None)
+        self._write(txn_id, None, self._now_ms())
 
     # --- admin views ---------------------------------------------------------------------
 

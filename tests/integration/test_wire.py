@@ -250,3 +250,21 @@ def test_api_versions_reports_the_finalized_features_of_what_is_served(broker):
         again = other.call(request(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
     assert again.finalized_features_epoch == body.finalized_features_epoch
     assert old.error_code == ErrorCode.none and len(old.api_keys) == len(body.api_keys)
+
+
+def test_metadata_answers_the_clusters_authorized_operations_in_the_versions_that_have_them(broker, topic_name):
+    # Versions 8 to 10 carry the cluster's authorized operations (KIP-430; KIP-700 moved
+    # them to DescribeCluster from v11): with no authorizer, every operation on a
+    # cluster (CREATE, DESCRIBE, CLUSTER_ACTION, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+    # IDEMPOTENT_WRITE, Kafka's AclOperation codes 5 and 7 to 12: 8096), and Kafka's "not asked" value when not asked.
+    create_topic(broker.bootstrap, topic_name, 1)
+    with WireClient(broker.bootstrap) as client:
+        for version in (8, 9, 10, 11, 12):
+            for asked in (True, False):
+                topic = {"name": topic_name, "topic_id": None} if version >= 10 else {"name": topic_name}
+                fields = {"include_cluster_authorized_operations": asked} if version <= 10 else {}
+                answer = client.call(request(3, version, topics=[topic], allow_auto_topic_creation=False,
+                                             include_topic_authorized_operations=False, **fields))
+                assert [t.name for t in answer.topics] == [topic_name], version
+                if version <= 10:
+                    assert answer.cluster_authorized_operations == (8096 if asked else -(2**31)), version

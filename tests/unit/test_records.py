@@ -77,7 +77,8 @@ def test_well_formed_records_pass_and_agree_with_the_full_decoder():
 
 # Around the sizes where a varint takes a second byte (a signed one from 64, so one
 # record body of 64 bytes or more has a two-byte length).
-_SIZES = [0, 1, 20, 40, 56, 57, 58, 62, 63, 64, 65, 127, 128, 8191, 8192, 70_000]
+_SIZES = [0, 1, 20, 40, 56, 57, 58, 62, 63, 64, 65, 127, 128, 1000, 1010, 1017, 1018, 1019, 1020, 1023, 1024,
+          8191, 8192, 70_000]
 
 
 def test_records_encode_across_the_one_byte_varint_boundary():
