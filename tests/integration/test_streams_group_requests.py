@@ -181,11 +181,8 @@ def _until_coordinator(client: WireClient, group: str) -> None:
 
 
 def _until_group_config(client: WireClient, group: str, name: str, value: str) -> None:
-    """Until DescribeConfigs shows a GROUP config as altered. Kafka's answer to
-    IncrementalAlterConfigs comes once the change is in its metadata log; its group
-    coordinator learns it when the broker's metadata publishers apply it, a moment later
-    (a heartbeat in between is served with the old value: seen here as ASSIGNMENT_DELAYED
-    missing from Kafka's first answer, once in a make conformance)."""
+    """Until DescribeConfigs shows a GROUP config as altered: Kafka's group coordinator
+    applies an alter a moment after answering it (a heartbeat between sees the old value)."""
     import time
 
     for _ in range(300):
