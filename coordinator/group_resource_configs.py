@@ -51,7 +51,7 @@ def definitions(config: GroupConfig, share: ShareConfig = SHARE_DEFAULTS) -> dic
             None if high is None else (f"group.{protocol}.max.{setting}", high))
 
     c, s = config, share
-    shares = share_group_configs(share)
+    shares = share_group_configs()
     out = [
         bounded("consumer", "session.timeout.ms", c.consumer_session_timeout_ms, 1,
                 c.consumer_min_session_timeout_ms, c.consumer_max_session_timeout_ms),
@@ -167,4 +167,4 @@ def share_group_definitions(share: ShareConfig) -> tuple[dict[str, GroupConfigDe
     """The GROUP configs' definitions and the share.* ones' parsers for these broker
     settings, built once rather than at every ShareFetch and ShareAcknowledge that reads
     a share group's settings (ShareCoordinator.settings)."""
-    return definitions(GroupConfig(), share), share_group_configs(share)
+    return definitions(GroupConfig(), share), share_group_configs()

@@ -52,28 +52,10 @@ def duration_ms(text: str) -> int | None:
     return int(total)
 
 
-class OutOfBounds(ValueError):
-    """A group config beyond the broker's bound for it: the message is Kafka's whole."""
-
-
-def _int_in(name: str, low: tuple[str, int], high: tuple[str, int]) -> Callable[[str], object]:
-    """A group config that is an int between two broker settings (name, value)."""
-    def check(value: str) -> object:
-        try:
-            number = int(value)
-        except ValueError:
-            raise ValueError("Not a number of type INT") from None
-        if number < low[1]:
-            raise OutOfBounds(f"{name} must be greater than or equal to {low[0]}")
-        if number > high[1]:
-            raise OutOfBounds(f"{name} must be less than or equal to {high[0]}")
-        return number
-    return check
-
-
-def share_group_configs(config: ShareConfig) -> dict[str, tuple[str, Callable[[str], object]]]:
-    """The GROUP configs of share groups: name -> (default, parse-and-check), with the
-    bounds Kafka's GroupConfig takes from the broker's group.share.* settings."""
+def share_group_configs() -> dict[str, tuple[str, Callable[[str], object]]]:
+    """The share groups' GROUP configs that are not numbers: name -> (default,
+    parse-and-check). The numbers, bounded by the broker's group.share.* settings, are
+    group_resource_configs.definitions' (GroupConfigDefinition, read through effective)."""
 
     def reset(value: str) -> object:
         if value in ("earliest", "latest") or (value.startswith("by_duration:")
@@ -92,28 +74,7 @@ def share_group_configs(config: ShareConfig) -> dict[str, tuple[str, Callable[[s
             raise ValueError("must be true or false")
         return value.lower() == "true"
 
-    c = config
-
-    def bounded(name: str, default: int, low: int, high: int, broker: str) -> tuple[str, Callable[[str], object]]:
-        # Kafka names the broker settings: group.share.min.<broker>, group.share.max.<broker>.
-        return str(default), _int_in(name, (f"group.share.min.{broker}", low), (f"group.share.max.{broker}", high))
-
     return {
-        "share.session.timeout.ms": bounded("share.session.timeout.ms", c.session_timeout_ms,
-                                            c.min_session_timeout_ms, c.max_session_timeout_ms,
-                                            "session.timeout.ms"),
-        "share.heartbeat.interval.ms": bounded("share.heartbeat.interval.ms", c.heartbeat_interval_ms,
-                                               c.min_heartbeat_interval_ms, c.max_heartbeat_interval_ms,
-                                               "heartbeat.interval.ms"),
-        "share.record.lock.duration.ms": bounded("share.record.lock.duration.ms", c.record_lock_duration_ms,
-                                                 c.min_record_lock_duration_ms, c.max_record_lock_duration_ms,
-                                                 "record.lock.duration.ms"),
-        "share.delivery.count.limit": bounded("share.delivery.count.limit", c.delivery_count_limit,
-                                              c.min_delivery_count_limit, c.max_delivery_count_limit,
-                                              "delivery.count.limit"),
-        "share.partition.max.record.locks": bounded("share.partition.max.record.locks",
-                                                    c.partition_max_record_locks, c.min_partition_max_record_locks,
-                                                    c.max_partition_max_record_locks, "partition.max.record.locks"),
         "share.auto.offset.reset": ("latest", reset),
         "share.isolation.level": ("read_uncommitted", isolation),
         "share.renew.acknowledge.enable": ("true", boolean),
