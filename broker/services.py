@@ -12,7 +12,7 @@ handlers (handlers/context.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ottla.coordinator.groups import GroupCoordinator
@@ -84,6 +84,8 @@ class DynamicConfigs(Protocol):
 class Authorization(Protocol):
     """The ACLs (broker/security/authorizer.py's Authorizer), when authorizer.class.name is set."""
 
+    changes: int  # counts every change of the ACLs
+
     def authorize(self, principal: str, host: str, operation: Any, resource_type: Any, name: str) -> bool: ...
     def authorize_any(self, principal: str, host: str, operation: Any, resource_type: Any) -> bool: ...
     def add(self, acls: list[Any]) -> None: ...
@@ -129,6 +131,8 @@ class Services:
     static_config: Settings = None  # type: ignore[assignment]
     # Set once the broker begins its shutdown: a long-polling Fetch stops waiting.
     stopping: bool = False
+    # Metadata answers kept, with what they were made from (handlers/metadata.py).
+    metadata_answers: dict[Any, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.static_config is None:

@@ -128,6 +128,9 @@ class LogManager:
         # (coordinator/internal_topics.py): Kafka's, and what the broker adds (add_internal_topic).
         self.internal_topics: frozenset[str] = INTERNAL_TOPICS
         self._topics_by_id: dict[uuid.UUID, Topic] = {}
+        # Counts every change of the topics or their partitions: the Metadata answers
+        # the broker keeps (broker/handlers/metadata.py) are good while it stands still.
+        self.topics_changed = 0
         self.cluster_id = ""
         self.node_id = 1
         # How far each compacted partition is clean (its first dirty offset).
@@ -277,6 +280,7 @@ class LogManager:
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self._topics_by_id[topic.topic_id] = topic
+        self.topics_changed += 1
 
     # --- topics --------------------------------------------------------------------------
 
@@ -358,7 +362,10 @@ class LogManager:
         """Raise a topic's partition count to `count` (CreatePartitions): new, empty
         partitions, as in Kafka; the existing ones are untouched."""
         topic = self.validate_partition_count(name, count)
-        self._add_partition_logs(topic, count - len(topic.partitions))
+        try:
+            self._add_partition_logs(topic, count - len(topic.partitions))
+        finally:
+            self.topics_changed += 1  # even when the disk refused after some were added
         return topic
 
     def _add_partition_logs(self, topic: Topic, how_many: int) -> None:
@@ -387,6 +394,7 @@ class LogManager:
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
         self._topics_by_id.pop(topic.topic_id, None)
+        self.topics_changed += 1
         if topic.configs:
             self._save_topic_configs()
         doomed = []

@@ -17,7 +17,7 @@ from ottla.storage.log_manager import Topic, validate_topic_name
 from ..security.authorizer import Operation, ResourceType
 from .authorized_operations import OMITTED as AUTHORIZED_OPERATIONS_OMITTED
 from .authorized_operations import authorized_operations
-from .context import RequestContext
+from .context import Built, RequestContext
 
 if TYPE_CHECKING:
     from ottla.protocol.views.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
@@ -31,15 +31,70 @@ if TYPE_CHECKING:
     from ottla.protocol.views.metadata import MetadataRequest, MetadataResponse, MetadataResponseTopic
 
 
-def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+# Answers kept (Services.metadata_answers): at most this many, each of a request naming
+# at most KEPT_TOPICS topics and answering at most KEPT_PARTITIONS partitions, so that
+# what a client can make the broker hold stays small.
+KEPT_ANSWERS = 32
+KEPT_TOPICS = 64
+KEPT_PARTITIONS = 1000
+NO_ERROR = ErrorCode.none  # read once: an enum member read off its class costs ~860 instructions
+
+
+def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Built[MetadataResponse]:
+    """The answer, built; the same answer again, kept, while nothing it was made from
+    has changed. An answer is made from the request (its version, topics and flags), the
+    listener's advertised address, the topics and their partitions (LogManager's
+    topics_changed counts their changes) and, with an authorizer, the principal, its
+    host and the ACLs (Authorizer.changes): a kept answer is looked up by the first
+    ones and good while the counters are where they were when it was made. Only an
+    answer without an error is kept (a created topic, a refused or unknown one: made
+    again every time), and never across principals or hosts, whatever their ACLs."""
+    services = ctx.services
+    authorizer = services.authorizer
+    requested = request.topics
+    version = ctx.header.api_version
+    key = None
+    if requested is None or len(requested) <= KEPT_TOPICS:
+        named: list[tuple[str | None, object]] | None = None
+        if requested is not None:
+            named = []
+            for wanted in requested:
+                named.append((wanted.name, wanted.topic_id))
+        key = (version, ctx.advertised_address, None if named is None else tuple(named),
+               request.allow_auto_topic_creation, request.include_topic_authorized_operations,
+               version <= 10 and request.include_cluster_authorized_operations,
+               None if authorizer is None else (ctx.session.principal, ctx.host))
+    state = (services.logs.topics_changed, 0 if authorizer is None else authorizer.changes)
+    kept = services.metadata_answers
+    if key is not None:
+        found = kept.get(key)
+        if found is not None and found[0] == state:
+            built: Built[MetadataResponse] = found[1]
+            return built
+    answer, keep = _answer(ctx, request)
+    built = ctx.entity(answer)
+    if key is not None and keep:
+        if len(kept) >= KEPT_ANSWERS and key not in kept:
+            del kept[next(iter(kept))]  # the oldest
+        kept[key] = (state, built)
+    return built
+
+
+def _answer(ctx: RequestContext, request: MetadataRequest) -> tuple[MetadataResponse, bool]:
+    """The answer, and whether it may be kept: no topic created, none refused or
+    unknown, at most KEPT_PARTITIONS partitions."""
     services = ctx.services
     logs = services.logs
     requested = request.topics
     topic_ops = request.include_topic_authorized_operations
+    keep = True
+    partitions = 0  # in the answer
     if requested is None or (ctx.version == 0 and not requested):
         # Every topic the client may describe; the others are left out, as Kafka does.
+        described = [t for t in logs.topics.values() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
         topics = [_describe(t, services.node_id, authorized_operations(ctx, ResourceType.TOPIC, t.name, topic_ops))
-                  for t in logs.topics.values() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
+                  for t in described]
+        partitions = sum(len(t.partitions) for t in described)
     else:
         allow_create = request.allow_auto_topic_creation and services.config.auto_create_topics_enable
         topics = []
@@ -52,11 +107,13 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
             if name is not None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
                 topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
                                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                keep = False
                 continue
             if topic is not None and name is None and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC,
                                                                       topic.name):
                 topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": None,
                                "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                keep = False
                 continue
             # An internal topic is created by its coordinator (with its own partition count
             # and settings), never by auto-creation: `__consumer_offsets` on first group use.
@@ -64,6 +121,7 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
             if (topic is None and name is not None and allow_create and not is_internal(name)
                     and (ctx.allowed_on_cluster(Operation.CREATE)
                          or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name))):
+                keep = False
                 try:
                     topic = services.create_topic(name, services.config.num_partitions)
                 except KafkaError as exc:
@@ -73,9 +131,12 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
                 code = ErrorCode.unknown_topic_id if name is None else _unknown_name_error(name)
                 topics.append({"error_code": code, "name": name,
                                "topic_id": topic_id, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                keep = False
                 continue
             topics.append(_describe(topic, services.node_id,
                                     authorized_operations(ctx, ResourceType.TOPIC, topic.name, topic_ops)))
+            partitions += len(topic.partitions)
+    keep = keep and partitions <= KEPT_PARTITIONS
     host, port = ctx.advertised_address
     answer: MetadataResponse = {
         "brokers": [{"node_id": services.node_id, "host": host, "port": port, "rack": None}],
@@ -89,7 +150,7 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
         # check of every version's names (protocol/entities.py) at every request.
         answer["cluster_authorized_operations"] = authorized_operations(
             ctx, ResourceType.CLUSTER, "kafka-cluster", request.include_cluster_authorized_operations)
-    return answer
+    return answer, keep
 
 
 def _unknown_name_error(name: str) -> ErrorCode:
@@ -103,13 +164,13 @@ def _unknown_name_error(name: str) -> ErrorCode:
 
 def _describe(topic: Topic, node_id: int, operations: int) -> MetadataResponseTopic:
     return {
-        "error_code": ErrorCode.none,
+        "error_code": NO_ERROR,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
         "partitions": [
             {
-                "error_code": ErrorCode.none,
+                "error_code": NO_ERROR,
                 "partition_index": log.partition,
                 "leader_id": node_id,
                 "leader_epoch": log.leader_epoch,

@@ -138,6 +138,9 @@ class Authorizer:
         self.path = os.path.join(data_dir, FILE_NAME)
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
+        # Counts every change of the ACLs: the Metadata answers the broker keeps
+        # (broker/handlers/metadata.py) are good while it stands still.
+        self.changes = 0
         self._acls: list[AclBinding] = []
         for item in read_json(self.path, []):
             self._acls.append(AclBinding(ResourceType[item["resource_type"]], item["resource_name"],
@@ -175,6 +178,7 @@ class Authorizer:
         for acl in acls:
             if acl not in self._acls:
                 self._acls.append(acl)
+        self.changes += 1
         self._save()
 
     def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
@@ -183,6 +187,7 @@ class Authorizer:
         gone = {acl for group in deleted for acl in group}
         if gone:
             self._acls = [acl for acl in self._acls if acl not in gone]
+            self.changes += 1
             self._save()
         return deleted
 
