@@ -171,13 +171,17 @@ def _collect(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted],
     # the broker's fetch.max.bytes, except that the first batch found is returned whole
     # even when it alone is larger (min_one below), so no consumer stalls on a batch
     # bigger than its limits.
-    budget = min(request.max_bytes, services.config.fetch_max_bytes)
+    # (Comparisons, not min() and max(): each builtin call costs about 750 instructions.)
+    budget = request.max_bytes
+    broker_max = services.config.fetch_max_bytes
+    if broker_max < budget:
+        budget = broker_max
     quotas = services.quotas
     if CONSUMER_BYTE_RATE in quotas.byte_rate_keys:
         # A consumer_byte_rate quota caps it at what the quota lets through in its window.
         window_bytes = quotas.window_bytes(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "")
-        if window_bytes is not None:
-            budget = min(budget, window_bytes)
+        if window_bytes is not None and window_bytes < budget:
+            budget = window_bytes
     size = 0
     errors = False
     unreadable = () if services.authorizer is None else {
@@ -201,9 +205,10 @@ def _collect(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted],
             add((w, _error(partition, UNKNOWN_TOPIC_OR_PARTITION)))
             errors = True
             continue
+        if budget < max_bytes:
+            max_bytes = budget if budget > 0 else 0
         try:
-            got = logs[partition].read(fetch_offset, min(max_bytes, max(budget, 0)), read_committed, min_one=size == 0,
-                                       in_place=True)
+            got = logs[partition].read(fetch_offset, max_bytes, read_committed, min_one=size == 0, in_place=True)
         except KafkaError as exc:
             # Kafka's read error (OFFSET_OUT_OF_RANGE...) carries no offsets either.
             add((w, _error(partition, exc.code, aborted=None)))
