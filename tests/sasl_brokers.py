@@ -53,10 +53,10 @@ def sasl_plain_properties(user: str, password: str) -> str:
             f'username="{user}" password="{password}";\n')
 
 
-def authenticated_wire_client(bootstrap: str, user: str, password: str) -> WireClient:
-    """A raw connection on which `user` has passed SaslHandshake and SaslAuthenticate
-    (PLAIN); any other answer than NONE fails the test."""
-    client = WireClient(bootstrap)
+def authenticated_wire_client(bootstrap: str, user: str, password: str, source: str | None = None) -> WireClient:
+    """A raw connection (from the address `source`, if given) on which `user` has passed
+    SaslHandshake and SaslAuthenticate (PLAIN); any other answer than NONE fails the test."""
+    client = WireClient(bootstrap, source=source)
     assert client.call(request(SASL_HANDSHAKE, 1, mechanism="PLAIN")).error_code == ErrorCode.none
     answer = client.call(request(SASL_AUTHENTICATE, 2, auth_bytes=f"\0{user}\0{password}".encode()))
     assert answer.error_code == ErrorCode.none
@@ -91,5 +91,5 @@ class PlainUsers:
     def properties(self, user: str) -> str:
         return sasl_plain_properties(user, self.passwords[user])
 
-    def wire_client(self, broker: BrokerProcess, user: str) -> WireClient:
-        return authenticated_wire_client(broker.bootstrap, user, self.passwords[user])
+    def wire_client(self, broker: BrokerProcess, user: str, source: str | None = None) -> WireClient:
+        return authenticated_wire_client(broker.bootstrap, user, self.passwords[user], source)

@@ -36,12 +36,15 @@ def filler_produce_frame(size: int) -> bytes:
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10, receive_buffer: int | None = None) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10, receive_buffer: int | None = None,
+                 source: str | None = None) -> None:
         """`receive_buffer`: SO_RCVBUF, set before connecting (so the window is small
-        from the start): a client that reads slowly holds the broker's answers back."""
+        from the start): a client that reads slowly holds the broker's answers back.
+        `source`: the address to connect from (127.0.0.2: another host to ACLs)."""
         host, port = bootstrap.rsplit(":", 1)
         if receive_buffer is None:
-            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                                 source_address=None if source is None else (source, 0))
         else:
             family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), int(port),
                                                                  type=socket.SOCK_STREAM)[0]

@@ -13,7 +13,9 @@ out of the kept answers' key, test_each_listener_is_answered_with_its_own_addres
 (Authorizer.changes), test_a_kept_answer_follows_the_acls_of_each_principal failed
 (alice's kept list of every topic still without the one her new ACL let her describe);
 with the principal left out of the key, it failed too (bob was answered alice's kept
-list, with her topic in it)."""
+list, with her topic in it), and with the host left out of it,
+test_a_kept_answer_is_for_the_host_it_was_made_for failed (alice from 127.0.0.2
+answered what was kept for her from 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -127,9 +129,20 @@ def test_each_listener_is_answered_with_its_own_address(two_listeners, topic_nam
         assert f"{broker.host}:{broker.port}" == address
 
 
-def _acl(principal: str, name: str) -> AclBinding:
-    return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, principal, "*", AclOperation.DESCRIBE,
+def _acl(principal: str, name: str, host: str = "*") -> AclBinding:
+    return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, principal, host, AclOperation.DESCRIBE,
                       AclPermissionType.ALLOW)
+
+
+def _sees(client: WireClient, name: str) -> bool:
+    """Whether the principal of `client` may describe `name`, asked twice by name and
+    twice for every topic (the answers agree, and a refused name is refused as Kafka does)."""
+    named = _asked_twice(client, names=[name]).topics[0]
+    listed = _partitions(_asked_twice(client), name) is not None
+    assert listed == (named.error_code == ErrorCode.none)
+    if not listed:
+        assert named.error_code == ErrorCode.topic_authorization_failed
+    return listed
 
 
 def test_a_kept_answer_follows_the_acls_of_each_principal(acl_broker, topic_name):
@@ -142,12 +155,7 @@ def test_a_kept_answer_follows_the_acls_of_each_principal(acl_broker, topic_name
     alice, bob = USERS.wire_client(acl_broker, "alice"), USERS.wire_client(acl_broker, "bob")
     try:
         def sees(client: WireClient) -> bool:
-            named = _asked_twice(client, names=[topic_name]).topics[0]
-            listed = _partitions(_asked_twice(client), topic_name) is not None
-            assert listed == (named.error_code == ErrorCode.none)
-            if not listed:
-                assert named.error_code == ErrorCode.topic_authorization_failed
-            return listed
+            return _sees(client, topic_name)
 
         assert not sees(alice) and not sees(bob)
         for future in admin.create_acls([_acl("User:alice", topic_name)]).values():
@@ -169,3 +177,19 @@ def test_a_kept_answer_follows_the_acls_of_each_principal(acl_broker, topic_name
     finally:
         alice.close()
         bob.close()
+
+
+def test_a_kept_answer_is_for_the_host_it_was_made_for(acl_broker, topic_name):
+    """alice may describe the topic from 127.0.0.2 only: asked from 127.0.0.1 first, then
+    from 127.0.0.2, then from 127.0.0.1 again, each host gets its own answer."""
+    admin = USERS.admin(acl_broker)
+    for future in admin.create_topics([NewTopic(topic_name, 1, 1)]).values():
+        future.result(30)
+    for future in admin.create_acls([_acl("User:alice", topic_name, "127.0.0.2")]).values():
+        future.result(10)
+    for source, allowed in (("127.0.0.1", False), ("127.0.0.2", True), ("127.0.0.1", False)):
+        client = USERS.wire_client(acl_broker, "alice", source)
+        try:
+            assert _sees(client, topic_name) == allowed, f"from {source}"
+        finally:
+            client.close()
