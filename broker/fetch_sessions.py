@@ -41,8 +41,7 @@ import random
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ottla.protocol.errors import ErrorCode
 
@@ -70,20 +69,11 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == 2**31 - 1 else epoch + 1
 
 
-class Wanted(NamedTuple):
-    """A partition a Fetch reads, and where from. A tuple: the Fetch handler makes one
-    per partition of every request with `new_wanted`, tuple's own constructor, which
-    runs no Python (a dataclass's __init__, or a named tuple's __new__, is a Python
-    call of 1-2k instructions)."""
-
-    topic: TopicKey
-    partition: int
-    fetch_offset: int
-    max_bytes: int
-
-
-# new_wanted((topic, partition, fetch_offset, max_bytes)) -> Wanted, in C.
-new_wanted = partial(tuple.__new__, Wanted)
+# A partition a Fetch reads, and where from: (topic, partition, fetch_offset, max_bytes).
+# A plain tuple: the Fetch handler makes one per partition of every request, and a
+# tuple display runs no Python (a dataclass's __init__, or a named tuple's __new__, is a
+# Python call of 1-2k instructions).
+Wanted = tuple[TopicKey, int, int, int]
 
 
 @dataclass(slots=True)
@@ -121,17 +111,17 @@ class FetchSession:
     partitions: dict[PartitionKey, CachedPartition] = field(default_factory=dict)
 
     def update(self, wanted: Iterable[Wanted], forgotten: Iterable[PartitionKey]) -> None:
-        for w in wanted:
-            cached = self.partitions.get((w.topic, w.partition))
+        for topic, partition, fetch_offset, max_bytes in wanted:
+            cached = self.partitions.get((topic, partition))
             if cached is None:
-                self.partitions[(w.topic, w.partition)] = CachedPartition(w.fetch_offset, w.max_bytes)
+                self.partitions[(topic, partition)] = CachedPartition(fetch_offset, max_bytes)
             else:
-                cached.fetch_offset, cached.max_bytes = w.fetch_offset, w.max_bytes
+                cached.fetch_offset, cached.max_bytes = fetch_offset, max_bytes
         for key in forgotten:
             self.partitions.pop(key, None)
 
     def wanted(self) -> list[Wanted]:
-        return [Wanted(topic, partition, c.fetch_offset, c.max_bytes)
+        return [(topic, partition, c.fetch_offset, c.max_bytes)
                 for (topic, partition), c in self.partitions.items()]
 
 
@@ -203,7 +193,7 @@ class FetchSessionCache:
             partitions = context.session.partitions
             kept = []
             for w, answer in answers:
-                key = (w.topic, w.partition)
+                key = (w[0], w[1])  # (topic, partition)
                 cached = partitions.get(key)
                 if cached is None or not cached.must_answer(answer):
                     continue
@@ -214,9 +204,9 @@ class FetchSessionCache:
         if context.opens_session:
             session = self._create(len(answers), context.uses_topic_ids, now_ms)
             if session is not None:
-                for w, answer in answers:
-                    session.partitions[(w.topic, w.partition)] = CachedPartition(
-                        w.fetch_offset, w.max_bytes, answer["high_watermark"], answer["log_start_offset"])
+                for (topic, partition, fetch_offset, max_bytes), answer in answers:
+                    session.partitions[(topic, partition)] = CachedPartition(
+                        fetch_offset, max_bytes, answer["high_watermark"], answer["log_start_offset"])
                 self.partitions += len(session.partitions)
                 context.session = session
         return answers

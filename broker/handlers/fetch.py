@@ -36,7 +36,6 @@ from ..fetch_sessions import (
     FetchContext,
     TopicKey,
     Wanted,
-    new_wanted,
 )
 from ..security.authorizer import Operation, ResourceType
 from .context import RequestContext
@@ -79,7 +78,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
     for t in request.topics:
         key = (t.topic_id or ZERO_UUID) if by_id else t.topic
         for p in t.partitions:
-            add(new_wanted((key, p.partition, p.fetch_offset, p.partition_max_bytes)))
+            add((key, p.partition, p.fetch_offset, p.partition_max_bytes))
     context: FetchContext | None = None
     if request.session_id != INVALID_SESSION_ID or request.session_epoch != FINAL_EPOCH:
         # Before v7 the id and epoch read as none and final: such a request, like every
@@ -93,7 +92,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
     logs = ctx.services.logs
     topics: dict[TopicKey, Topic | None] = {}
     for w in wanted:
-        key = w.topic
+        key = w[0]  # the topic's name or id
         if key not in topics:
             if by_id:
                 topics[key] = logs.topic_by_id(key) if isinstance(key, uuid.UUID) else None
@@ -114,8 +113,8 @@ async def _long_poll(ctx: RequestContext, request: FetchRequest, context: FetchC
         answers, size, errors = _collect(ctx, request, wanted, topics)
         if size >= request.min_bytes or errors or deadline <= time.monotonic() or ctx.services.stopping:
             return _answer(ctx, context, answers, size)
-        await ctx.services.waiters.wait([(topic.name, w.partition) for w in wanted
-                                         if (topic := topics[w.topic]) is not None], deadline - time.monotonic())
+        await ctx.services.waiters.wait([(topic.name, partition) for key, partition, _, _ in wanted
+                                         if (topic := topics[key]) is not None], deadline - time.monotonic())
 
 
 def _answer(ctx: RequestContext, context: FetchContext | None, answers: list[tuple[Wanted, PartitionData]],
@@ -144,7 +143,7 @@ def _answer(ctx: RequestContext, context: FetchContext | None, answers: list[tup
     partitions: list[PartitionData] = []
     last: TopicKey | None = None
     for w, answer in answers:
-        topic = w.topic
+        topic = w[0]
         if topic != last:
             partitions = []
             responses.append({"topic": topic, "partitions": partitions} if isinstance(topic, str)

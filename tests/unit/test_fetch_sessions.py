@@ -12,12 +12,12 @@ V12, V13 = 12, 13
 
 
 def wanted(*partitions: int, topic: str = "t", offset: int = 0) -> list[Wanted]:
-    return [Wanted(topic, p, offset, 1 << 20) for p in partitions]
+    return [(topic, p, offset, 1 << 20) for p in partitions]
 
 
 def answer(w: Wanted, *, records: bytes = b"", hw: int = 10, log_start: int = 0,
            error: ErrorCode = ErrorCode.none) -> tuple[Wanted, dict]:
-    return w, {"partition_index": w.partition, "error_code": error, "high_watermark": hw,
+    return w, {"partition_index": w[1], "error_code": error, "high_watermark": hw,
                "log_start_offset": log_start, "records": records}
 
 
@@ -35,19 +35,19 @@ def test_an_incremental_request_reads_the_whole_session_and_answers_only_the_new
     assert session_id != 0
 
     context = cache.context(V12, session_id, 1, [], [], 1)
-    assert context.incremental and [w.partition for w in context.wanted] == [0, 1, 2]
+    assert context.incremental and [w[1] for w in context.wanted] == [0, 1, 2]
     # Nothing moved: nothing is named.
     assert cache.answer(context, [answer(w) for w in context.wanted], 1) == []
 
     # Partition 1 has records, partition 2's high watermark moved.
     context = cache.context(V12, session_id, 2, wanted(1, offset=10), [], 2)
-    assert [(w.partition, w.fetch_offset) for w in context.wanted] == [(0, 0), (1, 10), (2, 0)]
+    assert [w[1:3] for w in context.wanted] == [(0, 0), (1, 10), (2, 0)]
     answers = [answer(context.wanted[0]), answer(context.wanted[1], records=b"x", hw=12),
                answer(context.wanted[2], hw=11)]
-    assert [w.partition for w, _ in cache.answer(context, answers, 2)] == [1, 2]
+    assert [w[1] for w, _ in cache.answer(context, answers, 2)] == [1, 2]
     # The partition that returned records goes last next time.
     context = cache.context(V12, session_id, 3, [], [], 3)
-    assert [w.partition for w in context.wanted] == [0, 2, 1]
+    assert [w[1] for w in context.wanted] == [0, 2, 1]
 
 
 def test_an_error_is_named_every_time_and_once_more_when_it_is_gone():
@@ -119,7 +119,7 @@ def test_the_sessions_together_hold_a_bounded_number_of_partitions():
     assert second != 0 and cache.partitions == 5
     # A session that grows past the bound is closed; the request is answered sessionless.
     context = cache.context(V12, first, 1, wanted(3, 4), [], 1)
-    assert context.session_id == 0 and [w.partition for w in context.wanted] == [3, 4]
+    assert context.session_id == 0 and [w[1] for w in context.wanted] == [3, 4]
     assert first not in cache.sessions and cache.partitions == 2
     # Forgetting frees room.
     cache.context(V12, second, 1, [], [("t", 1)], 2)
