@@ -50,6 +50,18 @@ def test_an_incremental_request_reads_the_whole_session_and_answers_only_the_new
     assert [w[1] for w in context.wanted] == [0, 2, 1]
 
 
+def test_a_moved_log_start_offset_is_named_once():
+    """Records deleted (DeleteRecords, retention) move a partition's log start offset: the
+    next incremental answer names it, the one after does not. (Seen failing with the
+    log start offset's change left out of what an incremental answer names.)"""
+    cache = FetchSessionCache(10)
+    session_id = open_session(cache, wanted(0, 1))
+    for epoch, named in ((1, [1]), (2, [])):
+        context = cache.context(V12, session_id, epoch, [], [], epoch)
+        answers = [answer(context.wanted[0]), answer(context.wanted[1], log_start=5)]
+        assert [w[1] for w, _ in cache.answer(context, answers, epoch)] == named
+
+
 def test_an_error_is_named_every_time_and_once_more_when_it_is_gone():
     cache = FetchSessionCache(10)
     session_id = open_session(cache, wanted(0))
