@@ -37,11 +37,20 @@
  *   as handle_now's served_later). An exception of the handler, the response's builder
  *   or the metrics propagates, as out of handle_now.
  *
+ * configure_take(layout)
+ *   is called once by compiled_pipeline.lay_out_take, as connection.py is imported: for
+ *   the Connection class, FrameIntake, FrameReader, RequestMemory and FileSender, the class
+ *   and the offsets of the slots take reads (and, of the connection's, the last_active and
+ *   client_id it sets), in compiled_pipeline.TAKE_SLOTS's order (the enums below). take
+ *   reads them there, with no look-up by name, and each object only once it has checked
+ *   its class: a Pipeline is made for a Connection alone, and a slot holding an object of
+ *   another class than laid out is refused (TypeError), never read at those offsets.
+ *
  * take(data) is _take for the commonest read: `data` is one whole frame (FrameReader.feed's
  *   first case), nothing is held or half received, the request memory has room, and the
- *   worker waits with nothing queued (_take's checks, read by name from the connection,
- *   its FrameIntake, FrameReader and RequestMemory); anything else answers None at once,
- *   for _take. The frame is then served as serve serves it, and take answers None (not
+ *   worker waits with nothing queued (_take's checks, read at the slots of the connection,
+ *   its FrameIntake, FrameReader, RequestMemory and FileSender); anything else answers None
+ *   at once, for _take. The frame is then served as serve serves it, and take answers None (not
  *   served: _take's), True when that was all (the response sent, nothing for after it:
  *   no throttle, deferred work, close or closing transport), serve's tuple for _take to
  *   finish, or the exception the handler raised.
@@ -52,6 +61,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 /* connection._INLINE_MAX_BYTES: larger requests go through the worker. */
@@ -65,11 +75,74 @@ static Py_ssize_t context_offsets[7];
 static double buckets[MAX_BUCKETS];
 static Py_ssize_t bucket_count = -1;
 static PyObject *s_armed, *s_apis, *s_requests, *s_seconds, *s_buckets, *s_errors, *s_update, *s_entity;
-static PyObject *s_request_served, *one, *s_is_closing, *s_write, *s_bytes_out, *s_last_active;
-static PyObject *s_intake, *s_reader, *s_size, *s_prefix, *s_backlog, *s_max_bytes, *s_pooled, *s_memory, *s_limit;
-static PyObject *s_used, *s_held, *s_wakeup, *s_done, *s_frames, *s_unfinished, *s_drained, *s_muted, *s_closing;
-static PyObject *s_file_sender, *s_finished, *s_close_after_response, *s_client_id;
+static PyObject *s_request_served, *one, *s_is_closing, *s_write, *s_bytes_out, *s_done, *s_close_after_response;
 static PyObject *after_prefix;  /* slice(4, None): a frame's bytes after its size prefix */
+
+/* The state take reads (and the two fields it writes), at the offsets of their slots:
+ * configure_take's layout, in this order, from compiled_pipeline.TAKE_SLOTS. */
+enum { C_INTAKE, C_WAKEUP, C_UNFINISHED, C_DRAINED, C_MUTED, C_CLOSING, C_FILE_SENDER, C_LAST_ACTIVE, C_CLIENT_ID,
+       C_COUNT };
+enum { I_READER, I_MEMORY, I_POOLED, I_HELD, I_FRAMES, I_COUNT };
+enum { R_SIZE, R_PREFIX, R_BACKLOG, R_MAX_BYTES, R_COUNT };
+enum { M_LIMIT, M_USED, M_COUNT };
+enum { S_FINISHED, S_COUNT };
+static PyTypeObject *connection_type, *intake_type, *reader_type, *memory_type, *sender_type;
+static Py_ssize_t connection_at[C_COUNT], intake_at[I_COUNT], reader_at[R_COUNT], memory_at[M_COUNT],
+    sender_at[S_COUNT];
+#define SLOT(owner, offset) (*(PyObject **)((char *)(owner) + (offset)))
+
+/* One (class, (offset, ...)) of the layout: the class in *type, the offsets in `at`, each
+ * checked to lie inside the class's instances (member_offset answers -1 for a name that is
+ * no slot of it). Borrowed: configure_take keeps the classes once all are checked. */
+static int lay_out(PyObject *entry, PyTypeObject **type, Py_ssize_t *at, Py_ssize_t count)
+{
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyType_Check(PyTuple_GET_ITEM(entry, 0))
+            || !PyTuple_Check(PyTuple_GET_ITEM(entry, 1)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 1)) != count) {
+        PyErr_Format(PyExc_ValueError, "configure_take: (class, %zd slot offsets) expected", count);
+        return -1;
+    }
+    PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(entry, 0);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(entry, 1), i));
+        if (offset == -1 && PyErr_Occurred())
+            return -1;
+        if (offset < (Py_ssize_t)sizeof(PyObject) || offset + (Py_ssize_t)sizeof(PyObject *) > cls->tp_basicsize) {
+            PyErr_Format(PyExc_ValueError, "configure_take: slot %zd of %s lies outside its instances", i,
+                         cls->tp_name);
+            return -1;
+        }
+        at[i] = offset;
+    }
+    *type = cls;
+    return 0;
+}
+
+static PyObject *configure_take(PyObject *self, PyObject *layout)
+{
+    if (!PyTuple_Check(layout) || PyTuple_GET_SIZE(layout) != 5) {
+        PyErr_SetString(PyExc_ValueError, "configure_take: the connection's, intake's, reader's, memory's and "
+                                          "file sender's layouts expected");
+        return NULL;
+    }
+    /* All checked before any is kept: a layout refused leaves the one before in place. */
+    PyTypeObject *types[5];
+    Py_ssize_t c_at[C_COUNT], i_at[I_COUNT], r_at[R_COUNT], m_at[M_COUNT], s_at[S_COUNT];
+    if (lay_out(PyTuple_GET_ITEM(layout, 0), &types[0], c_at, C_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(layout, 1), &types[1], i_at, I_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(layout, 2), &types[2], r_at, R_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(layout, 3), &types[3], m_at, M_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(layout, 4), &types[4], s_at, S_COUNT) < 0)
+        return NULL;
+    PyTypeObject **kept[5] = {&connection_type, &intake_type, &reader_type, &memory_type, &sender_type};
+    for (int i = 0; i < 5; i++)
+        Py_XSETREF(*kept[i], (PyTypeObject *)Py_NewRef(types[i]));
+    memcpy(connection_at, c_at, sizeof c_at);
+    memcpy(intake_at, i_at, sizeof i_at);
+    memcpy(reader_at, r_at, sizeof r_at);
+    memcpy(memory_at, m_at, sizeof m_at);
+    memcpy(sender_at, s_at, sizeof s_at);
+    Py_RETURN_NONE;
+}
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
@@ -122,6 +195,10 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyDict_Type, &routes, &services, &peer, &advertised, &session,
                           &faults, &metrics, &connection, &transport, &loop_time))
         return -1;
+    if (connection_type == NULL || !PyObject_TypeCheck(connection, connection_type)) {
+        PyErr_SetString(PyExc_TypeError, "Pipeline: the connection is not of the class configure_take laid out");
+        return -1;
+    }
     PyObject *apis = PyObject_GetAttr(metrics, s_apis);
     if (apis == NULL)
         return -1;
@@ -381,8 +458,9 @@ static PyObject *sent(Pipeline *p, PyObject *chunk)
     if (sum == NULL || PyObject_SetAttr(p->metrics, s_bytes_out, sum) < 0)
         goto failed;
     now_ = PyObject_CallNoArgs(p->loop_time);
-    if (now_ == NULL || PyObject_SetAttr(p->connection, s_last_active, now_) < 0)
+    if (now_ == NULL)
         goto failed;
+    Py_XSETREF(SLOT(p->connection, connection_at[C_LAST_ACTIVE]), Py_NewRef(now_));
     done = PyObject_CallMethodOneArg(p->transport, s_write, chunk);
     if (done == NULL)
         goto failed;
@@ -515,26 +593,61 @@ done:
     return result;
 }
 
-/* getattr(owner, name) as a C long: 0 and *value set, or -1 with an exception. */
-static int long_attr(PyObject *owner, PyObject *name, long long *value)
+/* The slot at `offset` of `owner` (borrowed), or NULL with AttributeError if it was never set. */
+static PyObject *slot(PyObject *owner, Py_ssize_t offset)
 {
-    PyObject *found = PyObject_GetAttr(owner, name);
+    PyObject *value = SLOT(owner, offset);
+    if (value == NULL)
+        PyErr_Format(PyExc_AttributeError, "a slot of %s that take reads is not set", Py_TYPE(owner)->tp_name);
+    return value;
+}
+
+/* The slot at `offset` of `owner` if it holds an instance of `type` (the class whose layout
+ * configure_take was given), or NULL with an exception: the other slots are read at that
+ * class's offsets. */
+static PyObject *typed_slot(PyObject *owner, Py_ssize_t offset, PyTypeObject *type)
+{
+    PyObject *value = slot(owner, offset);
+    if (value != NULL && !PyObject_TypeCheck(value, type)) {
+        PyErr_Format(PyExc_TypeError, "take reads a %s where a %s was laid out", Py_TYPE(value)->tp_name,
+                     type->tp_name);
+        return NULL;
+    }
+    return value;
+}
+
+/* The slot as a C long: 0 and *value set, or -1 with an exception. */
+static int long_slot(PyObject *owner, Py_ssize_t offset, long long *value)
+{
+    PyObject *found = slot(owner, offset);
     if (found == NULL)
         return -1;
     *value = PyLong_AsLongLong(found);
-    Py_DECREF(found);
     return *value == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* Whether getattr(owner, name) is None (1), not None (0), or failed (-1). */
-static int none_attr(PyObject *owner, PyObject *name)
+/* Whether the slot holds None (1), something else (0), or is unset (-1). */
+static int none_slot(PyObject *owner, Py_ssize_t offset)
 {
-    PyObject *found = PyObject_GetAttr(owner, name);
+    PyObject *found = slot(owner, offset);
+    return found == NULL ? -1 : found == Py_None;
+}
+
+/* Whether the slot's value is true (1), false (0), or failed (-1). */
+static int true_slot(PyObject *owner, Py_ssize_t offset)
+{
+    PyObject *found = slot(owner, offset);
+    return found == NULL ? -1 : PyObject_IsTrue(found);
+}
+
+/* Whether len() of the slot's value is 0 (1), not (0), or failed (-1). */
+static int empty_slot(PyObject *owner, Py_ssize_t offset)
+{
+    PyObject *found = slot(owner, offset);
     if (found == NULL)
         return -1;
-    int is = found == Py_None;
-    Py_DECREF(found);
-    return is;
+    Py_ssize_t size = PyObject_Length(found);
+    return size < 0 ? -1 : size == 0;
 }
 
 /* Whether getattr(owner, name) is true (1), false (0), or failed (-1). */
@@ -548,79 +661,66 @@ static int true_attr(PyObject *owner, PyObject *name)
     return is;
 }
 
-/* Whether len(getattr(owner, name)) is 0 (1), not (0), or failed (-1). */
-static int empty_attr(PyObject *owner, PyObject *name)
-{
-    PyObject *found = PyObject_GetAttr(owner, name);
-    if (found == NULL)
-        return -1;
-    Py_ssize_t size = PyObject_Length(found);
-    Py_DECREF(found);
-    return size < 0 ? -1 : size == 0;
-}
-
 /* _take's conditions for serving `data` (n bytes, its size prefix saying n - 4) at once:
  * the frame reader between frames with nothing held (so feed's first case gives the
  * frame, and settle has nothing to account), the request memory with room, the worker
  * waiting with nothing queued or unfinished, the client reading, no throttle, the
- * connection open, no answer being sent from files. 1 if they hold, 0 if not, -1 failed. */
+ * connection open, no answer being sent from files. 1 if they hold, 0 if not, -1 failed.
+ * Each is read at its slot's offset (configure_take). */
 static int may_take(Pipeline *p, Py_ssize_t size)
 {
-    PyObject *intake = NULL, *reader = NULL, *memory = NULL, *wakeup = NULL, *sender = NULL;
-    int ok = -1, is;
+    PyObject *connection = p->connection, *intake, *reader, *memory, *wakeup, *sender;
+    int is;
     long long value, limit;
-    if ((intake = PyObject_GetAttr(p->connection, s_intake)) == NULL
-            || (reader = PyObject_GetAttr(intake, s_reader)) == NULL)
-        goto done;
-#define CHECK(condition) do { is = (condition); if (is <= 0) { ok = is; goto done; } } while (0)
-    if (long_attr(reader, s_size, &value) < 0)
-        goto done;
+#define CHECK(condition) do { is = (condition); if (is <= 0) return is; } while (0)
+    if ((intake = typed_slot(connection, connection_at[C_INTAKE], intake_type)) == NULL
+            || (reader = typed_slot(intake, intake_at[I_READER], reader_type)) == NULL
+            || long_slot(reader, reader_at[R_SIZE], &value) < 0)
+        return -1;
     CHECK(value < 0);  /* no frame half received */
-    CHECK(empty_attr(reader, s_prefix));
-    CHECK(empty_attr(reader, s_backlog));
-    if (long_attr(reader, s_max_bytes, &value) < 0)
-        goto done;
+    CHECK(empty_slot(reader, reader_at[R_PREFIX]));
+    CHECK(empty_slot(reader, reader_at[R_BACKLOG]));
+    if (long_slot(reader, reader_at[R_MAX_BYTES], &value) < 0)
+        return -1;
     CHECK(size - 4 <= value);
-    is = true_attr(intake, s_pooled);
-    if (is < 0)
-        goto done;
+    if ((is = true_slot(intake, intake_at[I_POOLED])) < 0)
+        return -1;
     if (is) {  /* RequestMemory.full: 0 < limit <= used */
-        if ((memory = PyObject_GetAttr(intake, s_memory)) == NULL || long_attr(memory, s_limit, &limit) < 0
-                || long_attr(memory, s_used, &value) < 0)
-            goto done;
+        if ((memory = typed_slot(intake, intake_at[I_MEMORY], memory_type)) == NULL
+                || long_slot(memory, memory_at[M_LIMIT], &limit) < 0 || long_slot(memory, memory_at[M_USED], &value) < 0)
+            return -1;
         CHECK(!(0 < limit && limit <= value));
     }
-    if (long_attr(intake, s_held, &value) < 0)
-        goto done;
+    if (long_slot(intake, intake_at[I_HELD], &value) < 0)
+        return -1;
     CHECK(value == 0);
-    CHECK(empty_attr(intake, s_frames));
-    if ((wakeup = PyObject_GetAttr(p->connection, s_wakeup)) == NULL)
-        goto done;
+    CHECK(empty_slot(intake, intake_at[I_FRAMES]));
+    if ((wakeup = slot(connection, connection_at[C_WAKEUP])) == NULL)
+        return -1;
     CHECK(wakeup != Py_None);
-    PyObject *done_ = PyObject_CallMethodNoArgs(wakeup, s_done);
-    if (done_ == NULL)
-        goto done;
-    is = PyObject_IsTrue(done_);
-    Py_DECREF(done_);
+    PyObject *done = PyObject_CallMethodNoArgs(wakeup, s_done);
+    if (done == NULL)
+        return -1;
+    is = PyObject_IsTrue(done);
+    Py_DECREF(done);
     CHECK(is < 0 ? -1 : !is);
-    CHECK(none_attr(p->connection, s_unfinished));
-    CHECK(none_attr(p->connection, s_drained));
-    CHECK(none_attr(p->connection, s_muted));
-    is = true_attr(p->connection, s_closing);
+    /* Implied by the wake-up's check while connection.py keeps its order (it wakes the worker
+     * whenever it leaves a request unfinished, and the worker lets go of it before it waits
+     * again); kept, for a slot's pointer compare, so that take's conditions are _take's. */
+    CHECK(none_slot(connection, connection_at[C_UNFINISHED]));
+    CHECK(none_slot(connection, connection_at[C_DRAINED]));
+    CHECK(none_slot(connection, connection_at[C_MUTED]));
+    is = true_slot(connection, connection_at[C_CLOSING]);
     CHECK(is < 0 ? -1 : !is);
-    if ((sender = PyObject_GetAttr(p->connection, s_file_sender)) == NULL)
-        goto done;
-    if (sender != Py_None)
-        CHECK(none_attr(sender, s_finished));
+    if ((sender = slot(connection, connection_at[C_FILE_SENDER])) == NULL)
+        return -1;
+    if (sender != Py_None) {
+        if (!PyObject_TypeCheck(sender, sender_type))
+            return typed_slot(connection, connection_at[C_FILE_SENDER], sender_type) == NULL ? -1 : 0;
+        CHECK(none_slot(sender, sender_at[S_FINISHED]));
+    }
 #undef CHECK
-    ok = 1;
-done:
-    Py_XDECREF(intake);
-    Py_XDECREF(reader);
-    Py_XDECREF(memory);
-    Py_XDECREF(wakeup);
-    Py_XDECREF(sender);
-    return ok;
+    return 1;
 }
 
 static PyObject *take(Pipeline *p, PyObject *data)
@@ -675,10 +775,7 @@ static PyObject *take(Pipeline *p, PyObject *data)
     }
     if (close || is_closing)
         return served;
-    if (PyObject_SetAttr(p->connection, s_client_id, PyTuple_GET_ITEM(header, 3)) < 0) {
-        PyErr_Clear();
-        return served;
-    }
+    Py_XSETREF(SLOT(p->connection, connection_at[C_CLIENT_ID]), Py_NewRef(PyTuple_GET_ITEM(header, 3)));
     Py_DECREF(served);
     Py_RETURN_TRUE;
 }
@@ -707,6 +804,8 @@ static PyTypeObject PipelineType = {
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "configure(...): what Pipeline.serve calls (see the file's comment)"},
+    {"configure_take", configure_take, METH_O,
+     "configure_take(layout): the slots Pipeline.take reads and writes (see the file's comment)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -718,13 +817,7 @@ PyMODINIT_FUNC PyInit__pipeline(void)
         {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_requests, "requests"}, {&s_seconds, "seconds"},
         {&s_buckets, "buckets"}, {&s_errors, "errors"}, {&s_update, "update"}, {&s_entity, "entity"},
         {&s_request_served, "request_served"}, {&s_is_closing, "is_closing"}, {&s_write, "write"},
-        {&s_bytes_out, "bytes_out"}, {&s_last_active, "last_active"}, {&s_intake, "_intake"},
-        {&s_reader, "reader"}, {&s_size, "_size"}, {&s_prefix, "_prefix"}, {&s_backlog, "backlog"},
-        {&s_max_bytes, "max_bytes"}, {&s_pooled, "_pooled"}, {&s_memory, "memory"}, {&s_limit, "limit"},
-        {&s_used, "used"}, {&s_held, "_held"}, {&s_wakeup, "_wakeup"}, {&s_done, "done"}, {&s_frames, "frames"},
-        {&s_unfinished, "_unfinished"}, {&s_drained, "_drained"}, {&s_muted, "_muted"}, {&s_closing, "_closing"},
-        {&s_file_sender, "_file_sender"}, {&s_finished, "finished"},
-        {&s_close_after_response, "close_after_response"}, {&s_client_id, "client_id"},
+        {&s_bytes_out, "bytes_out"}, {&s_done, "done"}, {&s_close_after_response, "close_after_response"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)

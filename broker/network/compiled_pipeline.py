@@ -21,9 +21,13 @@ from typing import Any
 
 from ottla.protocol import codec, compiled_codec
 from ottla.protocol.apis import Api
+from ottla.protocol.framing import FrameReader
 
 from .. import metrics
 from ..handlers import HANDLERS, MAY_WAIT, RequestContext, context
+from .file_sender import FileSender
+from .frame_intake import FrameIntake
+from .request_memory import RequestMemory
 
 # (api key << 16 | version) -> (api, request class, handler, (api key, version), whether
 # its handler may wait): each pair added by connection.py once its Python path has
@@ -49,3 +53,37 @@ if compiled is not None:
 def add_route(api: Api, cls: Any, api_key: int, version: int) -> None:
     """A pair the Python path has served: the C path may serve it from now on."""
     ROUTES[api_key << 16 | version] = (api, cls, HANDLERS[api_key], (api_key, version), api_key in MAY_WAIT)
+
+
+# What Pipeline.take reads of a connection's state to know it idle (and the two fields it
+# sets, last_active and client_id), class by class in _pipeline.c's order: each name a
+# slot of its class, handed to C as its offset once, when connection.py is imported
+# (lay_out_take). A name renamed or no longer a slot stops that import with the name,
+# instead of failing each request.
+TAKE_SLOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Connection", ("_intake", "_wakeup", "_unfinished", "_drained", "_muted", "_closing", "_file_sender",
+                    "last_active", "client_id")),
+    ("FrameIntake", ("reader", "memory", "_pooled", "_held", "frames")),
+    ("FrameReader", ("_size", "_prefix", "backlog", "max_bytes")),
+    ("RequestMemory", ("limit", "used")),
+    ("FileSender", ("finished",)),
+)
+
+
+def lay_out_take(connection: type) -> None:
+    """Hand _pipeline.c the offsets of TAKE_SLOTS in `connection` (connection.Connection,
+    which imports this module) and the classes it holds."""
+    if compiled is None:
+        return
+    classes = {"Connection": connection, "FrameIntake": FrameIntake, "FrameReader": FrameReader,
+               "RequestMemory": RequestMemory, "FileSender": FileSender}
+    layout = []
+    for name, slots in TAKE_SLOTS:
+        cls = classes[name]
+        offsets = tuple(compiled_codec.compiled.member_offset(cls, slot) for slot in slots)
+        missing = [slot for slot, offset in zip(slots, offsets, strict=True) if offset < 0]
+        if missing:
+            raise TypeError(f"{cls.__qualname__}.{', '.join(missing)}: no slot of its class, where _pipeline.c's "
+                            "take reads it (compiled_pipeline.TAKE_SLOTS)")
+        layout.append((cls, offsets))
+    compiled.configure_take(tuple(layout))

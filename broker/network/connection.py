@@ -1,33 +1,26 @@
 """One client connection: frames in, responses out, in request order.
 
-`data_received` splits the byte stream into frames (checking each size before
-buffering a byte of it). A request of up to 64 KiB that cannot wait on anything (all
-but JoinGroup, SyncGroup and SaslAuthenticate) is served right there when nothing is
-ahead of it;
-the others, and everything after them, are queued for the connection's worker task,
-which takes the frames in order, runs the handler, and writes the response. A handler
-served here that finds it must wait after all (a Fetch that has to long-poll, a big
-Produce checked in a thread) returns an awaitable, which the worker finishes before
-anything queued behind it. Like Kafka, a connection's requests are processed one at a
-time, so responses leave in request order; clients pipeline (librdkafka keeps up to 5
-in flight) and the next frames wait, already read, in the queue.
+`data_received` splits the byte stream into frames (checking each size before buffering a byte of it). A request of
+up to 64 KiB that cannot wait on anything (all but JoinGroup, SyncGroup and SaslAuthenticate) is served right there
+when nothing is ahead of it; the others, and everything after them, are queued for the connection's worker task,
+which takes the frames in order, runs the handler, and writes the response. A handler served here that finds it must
+wait after all (a Fetch that has to long-poll, a big Produce checked in a thread) returns an awaitable, which the
+worker finishes before anything queued behind it. Like Kafka, a connection's requests are processed one at a time,
+so responses leave in request order; clients pipeline (librdkafka keeps up to 5 in flight) and the next frames wait,
+already read, in the queue.
 
-The parts, as mini-redis separates listener, connection and handler: listener.py
-accepts; frame_intake.py turns the byte stream into frames and holds the queued ones
-within their limits (back-pressure); connection_security.py is what the listener's
-security asks (a client certificate's principal, the SASL gate, bare SASL tokens);
-this module is the request pipeline: decode -> handle -> encode, in order. The
-dispatcher (dispatch.py) runs the handler with what the broker adds around it (faults,
-the fsync wait, metrics).
+The parts, as mini-redis separates listener, connection and handler: listener.py accepts; frame_intake.py turns the
+byte stream into frames and holds the queued ones within their limits (back-pressure); connection_security.py is
+what the listener's security asks (a client certificate's principal, the SASL gate, bare SASL tokens); this module
+is the request pipeline: decode -> handle -> encode, in order. The dispatcher (dispatch.py) runs the handler with
+what the broker adds around it (faults, the fsync wait, metrics).
 
-A client that closes its end is closed at once, whatever it left queued or waiting (a
-long-polling Fetch): Kafka drops such requests too. A connection with no request in hand
-or queued and no bytes in or out for connections.max.idle.ms is closed, as Kafka closes
-idle connections, even halfway through receiving a request.
+A client that closes its end is closed at once, whatever it left queued or waiting (a long-polling Fetch): Kafka
+drops such requests too. A connection with no request in hand or queued and no bytes in or out for
+connections.max.idle.ms is closed, as Kafka closes idle connections, even halfway through receiving a request.
 
-Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
-header, unknown API) closes this connection with a log line; every other connection
-carries on.
+Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable header, unknown API) closes
+this connection with a log line; every other connection carries on.
 """
 
 from __future__ import annotations
@@ -91,6 +84,12 @@ _SERVED: dict[tuple[int, int], tuple[Api, Any]] = {}
 
 
 class Connection(asyncio.Protocol):
+    # Slots: _pipeline.c's take reads the state that says it is idle at their offsets (compiled_pipeline.TAKE_SLOTS).
+    __slots__ = ("services", "quotas", "_admitted", "_host", "session", "security", "_sasl", "dispatcher", "metrics",
+                 "listener", "_advertised", "registry", "transport", "peer", "client_id", "_intake", "_in_hand",
+                 "_unfinished", "last_active", "_wakeup", "_worker", "_closing", "_drained", "_file_sender", "_muted",
+                 "_compiled", "_loop")
+
     def __init__(self, services: Services, dispatcher: Dispatcher, listener: Listener,
                  registry: set[Connection], max_request_bytes: int, memory: RequestMemory,
                  quotas: ConnectionQuotas, security: ListenerSecurity = PLAINTEXT,
@@ -127,7 +126,7 @@ class Connection(asyncio.Protocol):
         self._file_sender: FileSender | None = None
         # Set while the client is throttled by a quota (KIP-219): its next request waits.
         self._muted: asyncio.Future[None] | None = None
-        # _serve_inline's steps in C (compiled_pipeline.py; it reads the state above by name): no SASL, no --fsync.
+        # _serve_inline's steps in C (compiled_pipeline.py): no SASL, no --fsync.
         self._compiled: Any = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
@@ -173,8 +172,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.metrics.bytes_in += len(data)
         self.last_active = self._loop.time()
-        # One whole frame, the worker idle: split, served and answered in one C call (True:
-        # that was all; else _take's steps, with what it made of the frame: _pipeline.c).
+        # One whole frame, the worker idle: served in one C call (True: that was all; else _take's steps, with it).
         served = self._compiled.take(data) if self._compiled is not None else None
         if served is not True:
             self._take(data, served)
@@ -598,3 +596,5 @@ class Connection(asyncio.Protocol):
                 self._worker.cancel()
         self.close()
 
+
+compiled_pipeline.lay_out_take(Connection)
