@@ -74,8 +74,8 @@ static PyObject *plans;  /* {response class: error_plan_of(it)}, filled as class
 static Py_ssize_t context_offsets[7];
 static double buckets[MAX_BUCKETS];
 static Py_ssize_t bucket_count = -1;
-static PyObject *s_armed, *s_apis, *s_requests, *s_seconds, *s_buckets, *s_errors, *s_update, *s_entity;
-static PyObject *s_request_served, *one, *s_is_closing, *s_write, *s_bytes_out, *s_done, *s_close_after_response;
+static PyObject *s_armed, *s_apis, *s_update, *s_entity, *s_request_served, *one, *s_is_closing, *s_write, *s_done;
+static PyObject *s_close_after_response;
 static PyObject *after_prefix;  /* slice(4, None): a frame's bytes after its size prefix */
 
 /* The state take reads (and the two fields it writes), at the offsets of their slots:
@@ -89,7 +89,13 @@ enum { S_FINISHED, S_COUNT };
 static PyTypeObject *connection_type, *intake_type, *reader_type, *memory_type, *sender_type;
 static Py_ssize_t connection_at[C_COUNT], intake_at[I_COUNT], reader_at[R_COUNT], memory_at[M_COUNT],
     sender_at[S_COUNT];
+/* Metrics' bytes_out, and an ApiMetrics' counters (configure's metrics layout). */
+enum { MT_BYTES_OUT, MT_COUNT };
+enum { A_REQUESTS, A_SECONDS, A_BUCKETS, A_ERRORS, A_COUNT };
+static PyTypeObject *metrics_type, *api_metrics_type;
+static Py_ssize_t metrics_at[MT_COUNT], api_at[A_COUNT];
 #define SLOT(owner, offset) (*(PyObject **)((char *)(owner) + (offset)))
+static PyObject *slot(PyObject *owner, Py_ssize_t offset);
 
 /* One (class, (offset, ...)) of the layout: the class in *type, the offsets in `at`, each
  * checked to lie inside the class's instances (member_offset answers -1 for a name that is
@@ -146,11 +152,20 @@ static PyObject *configure_take(PyObject *self, PyObject *layout)
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
-    PyObject *offsets, *bounds;
+    PyObject *offsets, *bounds, *metrics_layout;
     PyObject *a[9];
-    if (!PyArg_ParseTuple(args, "OOOO!OO!OOO!O!O!", &a[0], &a[1], &a[2], &PyDict_Type, &a[3], &a[4],
+    if (!PyArg_ParseTuple(args, "OOOO!OO!OOO!O!O!O!", &a[0], &a[1], &a[2], &PyDict_Type, &a[3], &a[4],
                           &PyDict_Type, &a[5], &a[6], &a[7], &PyType_Type, &a[8], &PyTuple_Type, &offsets,
-                          &PyTuple_Type, &bounds))
+                          &PyTuple_Type, &bounds, &PyTuple_Type, &metrics_layout))
+        return NULL;
+    PyTypeObject *types[2];
+    Py_ssize_t mt_at[MT_COUNT], a_at[A_COUNT];
+    if (PyTuple_GET_SIZE(metrics_layout) != 2) {
+        PyErr_SetString(PyExc_ValueError, "configure: the Metrics' and ApiMetrics' layouts expected");
+        return NULL;
+    }
+    if (lay_out(PyTuple_GET_ITEM(metrics_layout, 0), &types[0], mt_at, MT_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(metrics_layout, 1), &types[1], a_at, A_COUNT) < 0)
         return NULL;
     if (PyTuple_GET_SIZE(offsets) != 7 || PyTuple_GET_SIZE(bounds) > MAX_BUCKETS) {
         PyErr_SetString(PyExc_ValueError, "seven slot offsets, and at most 32 latency buckets");
@@ -173,6 +188,10 @@ static PyObject *configure(PyObject *self, PyObject *args)
             return NULL;
     }
     bucket_count = PyTuple_GET_SIZE(bounds);
+    Py_XSETREF(metrics_type, (PyTypeObject *)Py_NewRef(types[0]));
+    Py_XSETREF(api_metrics_type, (PyTypeObject *)Py_NewRef(types[1]));
+    memcpy(metrics_at, mt_at, sizeof mt_at);
+    memcpy(api_at, a_at, sizeof a_at);
     PyObject **slots[9] = {&parse_header, &decode, &encode_response, &encodings, &encode_in_python,
                            &builders, &error_plan_of, &error_codes, &context_type};
     for (int i = 0; i < 9; i++)
@@ -195,6 +214,10 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyDict_Type, &routes, &services, &peer, &advertised, &session,
                           &faults, &metrics, &connection, &transport, &loop_time))
         return -1;
+    if (metrics_type == NULL || !PyObject_TypeCheck(metrics, metrics_type)) {
+        PyErr_SetString(PyExc_TypeError, "Pipeline: the metrics are not of the class configure laid out");
+        return -1;
+    }
     if (connection_type == NULL || !PyObject_TypeCheck(connection, connection_type)) {
         PyErr_SetString(PyExc_TypeError, "Pipeline: the connection is not of the class configure_take laid out");
         return -1;
@@ -288,12 +311,12 @@ static PyObject *context_of(Pipeline *p, PyObject *header)
     return ctx;
 }
 
-/* Metrics.request_served: the counters of api_key's ApiMetrics, or the Python method
- * where there is none yet (it makes it). */
+/* Metrics.request_served: the counters of api_key's ApiMetrics, at their slots' offsets, or
+ * the Python method where there is none yet (it makes it). */
 static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject *response)
 {
     PyObject *api = PyDict_GetItemWithError(p->apis, api_key);  /* borrowed */
-    if (api == NULL) {
+    if (api == NULL || !Py_IS_TYPE(api, api_metrics_type)) {
         if (PyErr_Occurred())
             return -1;
         PyObject *elapsed = PyFloat_FromDouble(seconds);
@@ -308,45 +331,31 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
     }
     Py_INCREF(api);
     int failed = -1;
-    PyObject *value = NULL, *sum = NULL, *list = NULL, *plan = NULL, *codes = NULL;
+    PyObject *value, *sum, *plan = NULL, *codes = NULL;
     /* api.requests += 1 */
-    value = PyObject_GetAttr(api, s_requests);
-    if (value == NULL)
+    if ((value = slot(api, api_at[A_REQUESTS])) == NULL || (sum = PyNumber_Add(value, one)) == NULL)
         goto done;
-    sum = PyNumber_Add(value, one);
-    Py_CLEAR(value);
-    if (sum == NULL || PyObject_SetAttr(api, s_requests, sum) < 0)
-        goto done;
-    Py_CLEAR(sum);
+    Py_SETREF(SLOT(api, api_at[A_REQUESTS]), sum);
     /* api.seconds += seconds */
-    value = PyObject_GetAttr(api, s_seconds);
-    if (value == NULL)
+    if ((value = slot(api, api_at[A_SECONDS])) == NULL)
         goto done;
     double total = PyFloat_AsDouble(value);
-    if (total == -1.0 && PyErr_Occurred())
+    if ((total == -1.0 && PyErr_Occurred()) || (sum = PyFloat_FromDouble(total + seconds)) == NULL)
         goto done;
-    Py_CLEAR(value);
-    sum = PyFloat_FromDouble(total + seconds);
-    if (sum == NULL || PyObject_SetAttr(api, s_seconds, sum) < 0)
-        goto done;
-    Py_CLEAR(sum);
+    Py_SETREF(SLOT(api, api_at[A_SECONDS]), sum);
     /* api.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1 */
     Py_ssize_t index = 0;
     while (index < bucket_count && buckets[index] < seconds)
         index++;
-    list = PyObject_GetAttr(api, s_buckets);
+    PyObject *list = slot(api, api_at[A_BUCKETS]);
     if (list == NULL)
         goto done;
     if (!PyList_Check(list) || index >= PyList_GET_SIZE(list)) {
         PyErr_SetString(PyExc_IndexError, "ApiMetrics.buckets is shorter than the latency buckets");
         goto done;
     }
-    sum = PyNumber_Add(PyList_GET_ITEM(list, index), one);
-    if (sum == NULL || PyList_SetItem(list, index, sum) < 0) {
-        sum = NULL;  /* PyList_SetItem took it, or it was never made */
+    if ((sum = PyNumber_Add(PyList_GET_ITEM(list, index), one)) == NULL || PyList_SetItem(list, index, sum) < 0)
         goto done;
-    }
-    sum = NULL;
     /* the error codes in the response, counted as Kafka's ErrorsPerSec */
     if (response != Py_None) {
         /* metrics._nested_error_plan(type(response)), kept here by type: its functools.cache
@@ -364,10 +373,11 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
         if (codes == NULL)
             goto done;
         if (codes != Py_None) {
-            value = PyObject_GetAttr(api, s_errors);
-            if (value == NULL)
+            if ((value = slot(api, api_at[A_ERRORS])) == NULL)
                 goto done;
+            Py_INCREF(value);  /* held across Counter.update, Python code */
             PyObject *updated = PyObject_CallMethodOneArg(value, s_update, codes);
+            Py_DECREF(value);
             if (updated == NULL)
                 goto done;
             Py_DECREF(updated);
@@ -375,9 +385,6 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
     }
     failed = 0;
 done:
-    Py_XDECREF(value);
-    Py_XDECREF(sum);
-    Py_XDECREF(list);
     Py_XDECREF(plan);
     Py_XDECREF(codes);
     Py_DECREF(api);
@@ -394,12 +401,7 @@ static PyObject *encoded(PyObject *correlation_id, PyObject *response)
     PyObject *how = PyDict_GetItemWithError(encodings, (PyObject *)Py_TYPE(response));  /* borrowed */
     if (how != NULL && PyTuple_Check(how) && PyTuple_GET_SIZE(how) == 2) {
         PyObject *args[4] = {correlation_id, PyTuple_GET_ITEM(how, 0), PyTuple_GET_ITEM(how, 1), response};
-        /* _codec.encode_response is METH_VARARGS: its arguments as a tuple */
-        PyObject *packed = PyTuple_Pack(4, args[0], args[1], args[2], args[3]);
-        if (packed == NULL)
-            return NULL;
-        chunks = PyObject_Call(encode_response, packed, NULL);
-        Py_DECREF(packed);
+        chunks = PyObject_Vectorcall(encode_response, args, 4, NULL);
     } else if (PyErr_Occurred()) {
         return NULL;
     } else {
@@ -446,34 +448,24 @@ static int closing(Pipeline *p)
  * raised (the connection raises it, as _write would). */
 static PyObject *sent(Pipeline *p, PyObject *chunk)
 {
-    PyObject *count = NULL, *sum = NULL, *now_ = NULL, *done = NULL;
-    count = PyObject_GetAttr(p->metrics, s_bytes_out);
-    if (count == NULL)
-        goto failed;
+    PyObject *count, *sum, *now_, *done;
+    if ((count = slot(p->metrics, metrics_at[MT_BYTES_OUT])) == NULL)
+        return raised();
     PyObject *size = PyLong_FromSsize_t(PyBytes_GET_SIZE(chunk));
     if (size == NULL)
-        goto failed;
+        return raised();
     sum = PyNumber_Add(count, size);
     Py_DECREF(size);
-    if (sum == NULL || PyObject_SetAttr(p->metrics, s_bytes_out, sum) < 0)
-        goto failed;
-    now_ = PyObject_CallNoArgs(p->loop_time);
-    if (now_ == NULL)
-        goto failed;
-    Py_XSETREF(SLOT(p->connection, connection_at[C_LAST_ACTIVE]), Py_NewRef(now_));
-    done = PyObject_CallMethodOneArg(p->transport, s_write, chunk);
-    if (done == NULL)
-        goto failed;
-    Py_DECREF(count);
-    Py_DECREF(sum);
-    Py_DECREF(now_);
+    if (sum == NULL)
+        return raised();
+    Py_SETREF(SLOT(p->metrics, metrics_at[MT_BYTES_OUT]), sum);
+    if ((now_ = PyObject_CallNoArgs(p->loop_time)) == NULL)
+        return raised();
+    Py_XSETREF(SLOT(p->connection, connection_at[C_LAST_ACTIVE]), now_);
+    if ((done = PyObject_CallMethodOneArg(p->transport, s_write, chunk)) == NULL)
+        return raised();
     Py_DECREF(done);
     Py_RETURN_TRUE;
-failed:
-    Py_XDECREF(count);
-    Py_XDECREF(sum);
-    Py_XDECREF(now_);
-    return raised();
 }
 
 static PyObject *serve(Pipeline *p, PyObject *frame)
@@ -755,7 +747,7 @@ static PyObject *take(Pipeline *p, PyObject *data)
     if (served == Py_None)
         return served;
     /* Done with it here when nothing is left for _take: the response sent (or none), no
-     * throttle, no deferred work, no close after it, the transport open. */
+     * throttle, no deferred work, no close after it. */
     PyObject *header = PyTuple_GET_ITEM(served, 0), *ctx = PyTuple_GET_ITEM(served, 3);
     PyObject *out = PyTuple_GET_ITEM(served, 5);
     PyObject *throttle = *(PyObject **)((char *)ctx + context_offsets[6]);
@@ -767,14 +759,13 @@ static PyObject *take(Pipeline *p, PyObject *data)
         PyErr_Clear();
         return served;
     }
+    /* A transport closing since is nothing more for _take either: it would stop there, with
+     * nothing queued or held to account (may_take saw to that). */
     int close = true_attr(p->session, s_close_after_response);
-    int is_closing = close == 0 ? closing(p) : 0;
-    if (close < 0 || is_closing < 0) {
+    if (close != 0) {
         PyErr_Clear();  /* _take asks again, and raises it where it raises */
         return served;
     }
-    if (close || is_closing)
-        return served;
     Py_XSETREF(SLOT(p->connection, connection_at[C_CLIENT_ID]), Py_NewRef(PyTuple_GET_ITEM(header, 3)));
     Py_DECREF(served);
     Py_RETURN_TRUE;
@@ -814,10 +805,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pipeline", NULL, -1
 PyMODINIT_FUNC PyInit__pipeline(void)
 {
     struct { PyObject **name; const char *text; } names[] = {
-        {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_requests, "requests"}, {&s_seconds, "seconds"},
-        {&s_buckets, "buckets"}, {&s_errors, "errors"}, {&s_update, "update"}, {&s_entity, "entity"},
+        {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_update, "update"}, {&s_entity, "entity"},
         {&s_request_served, "request_served"}, {&s_is_closing, "is_closing"}, {&s_write, "write"},
-        {&s_bytes_out, "bytes_out"}, {&s_done, "done"}, {&s_close_after_response, "close_after_response"},
+        {&s_done, "done"}, {&s_close_after_response, "close_after_response"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)

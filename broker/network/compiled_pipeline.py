@@ -40,6 +40,28 @@ if compiled_codec.ENABLED and metrics._error_codes_in_c is not None:
         compiled = importlib.import_module("._pipeline", __package__)
     except ImportError:  # installed without a C compiler
         compiled = None
+
+# What the C path counts at the offsets of their slots (Metrics.request_served's and
+# Connection._write's counters), class by class in _pipeline.c's order.
+METRICS_SLOTS = ((metrics.Metrics, ("bytes_out",)), (metrics.ApiMetrics, ("requests", "seconds", "buckets", "errors")))
+
+
+def _layout(slots: tuple[tuple[type, tuple[str, ...]], ...]) -> tuple[tuple[type, tuple[int, ...]], ...]:
+    """(class, its slots' offsets) for each (class, slot names), refusing with the class
+    and the names any that is no slot of it: a rename stops the broker's start, instead of
+    failing each request."""
+    assert compiled is not None
+    layout = []
+    for cls, names in slots:
+        offsets = tuple(compiled_codec.compiled.member_offset(cls, name) for name in names)
+        missing = [name for name, offset in zip(names, offsets, strict=True) if offset < 0]
+        if missing:
+            raise TypeError(f"{cls.__qualname__}.{', '.join(missing)}: no slot of its class, where _pipeline.c "
+                            "reads it (compiled_pipeline.TAKE_SLOTS, METRICS_SLOTS)")
+        layout.append((cls, offsets))
+    return tuple(layout)
+
+
 if compiled is not None:
     compiled.configure(
         codec.parse_request_header, codec._decode_in_c, codec._encode_response_in_c, codec._encoding,
@@ -47,7 +69,7 @@ if compiled is not None:
         RequestContext,
         tuple(compiled_codec.compiled.member_offset(RequestContext, name)
               for name in ("services", "header", "peer", "advertised_address", "session", "deferred", "throttle_ms")),
-        metrics.LATENCY_BUCKETS)
+        metrics.LATENCY_BUCKETS, _layout(METRICS_SLOTS))
 
 
 def add_route(api: Api, cls: Any, api_key: int, version: int) -> None:
@@ -77,13 +99,4 @@ def lay_out_take(connection: type) -> None:
         return
     classes = {"Connection": connection, "FrameIntake": FrameIntake, "FrameReader": FrameReader,
                "RequestMemory": RequestMemory, "FileSender": FileSender}
-    layout = []
-    for name, slots in TAKE_SLOTS:
-        cls = classes[name]
-        offsets = tuple(compiled_codec.compiled.member_offset(cls, slot) for slot in slots)
-        missing = [slot for slot, offset in zip(slots, offsets, strict=True) if offset < 0]
-        if missing:
-            raise TypeError(f"{cls.__qualname__}.{', '.join(missing)}: no slot of its class, where _pipeline.c's "
-                            "take reads it (compiled_pipeline.TAKE_SLOTS)")
-        layout.append((cls, offsets))
-    compiled.configure_take(tuple(layout))
+    compiled.configure_take(_layout(tuple((classes[name], slots) for name, slots in TAKE_SLOTS)))
