@@ -9,13 +9,17 @@
  *
  * configure(parse_header, decode, encode_response, encodings, encode_in_python,
  *           builders, error_plan_of, error_codes, context_type, context_offsets,
- *           latency_buckets)
+ *           latency_buckets, metrics_layout)
  *   is called once by compiled_pipeline.py: the functions of protocol/_codec and
  *   codec.py, codec._encoding ({response class: (flexible header, encode plan)}),
  *   context's _builders ({(api key, version): builder}), metrics' _nested_error_plan and
  *   _codec.error_codes, RequestContext and the slot offsets of its seven fields in
  *   declaration order (services, header, peer, advertised_address, session, deferred,
- *   throttle_ms), and metrics.LATENCY_BUCKETS.
+ *   throttle_ms), metrics.LATENCY_BUCKETS, and compiled_pipeline.METRICS_SLOTS laid out
+ *   ((Metrics, (bytes_out,)), (ApiMetrics, (requests, seconds, buckets, errors)), each
+ *   name as its slot's offset): a Pipeline is made for a Metrics alone, and an API's
+ *   counters are counted at their slots where its ApiMetrics is one (else by
+ *   Metrics.request_served).
  *
  * Pipeline(routes, services, peer, advertised, session, faults, metrics, connection,
  *          transport, loop_time)
@@ -90,7 +94,7 @@ static PyTypeObject *connection_type, *intake_type, *reader_type, *memory_type, 
 static Py_ssize_t connection_at[C_COUNT], intake_at[I_COUNT], reader_at[R_COUNT], memory_at[M_COUNT],
     sender_at[S_COUNT];
 /* Metrics' bytes_out, and an ApiMetrics' counters (configure's metrics layout). */
-enum { MT_BYTES_OUT, MT_COUNT };
+enum { MT_BYTES_IN, MT_BYTES_OUT, MT_COUNT };
 enum { A_REQUESTS, A_SECONDS, A_BUCKETS, A_ERRORS, A_COUNT };
 static PyTypeObject *metrics_type, *api_metrics_type;
 static Py_ssize_t metrics_at[MT_COUNT], api_at[A_COUNT];
@@ -715,12 +719,34 @@ static int may_take(Pipeline *p, Py_ssize_t size)
     return 1;
 }
 
+/* data_received's first steps: metrics.bytes_in += len(data); last_active = loop time. */
+static int received(Pipeline *p, PyObject *data)
+{
+    PyObject *count = slot(p->metrics, metrics_at[MT_BYTES_IN]), *size, *sum, *now_;
+    if (count == NULL)
+        return -1;
+    Py_ssize_t length = PyObject_Length(data);
+    if (length < 0 || (size = PyLong_FromSsize_t(length)) == NULL)
+        return -1;
+    sum = PyNumber_Add(count, size);
+    Py_DECREF(size);
+    if (sum == NULL)
+        return -1;
+    Py_SETREF(SLOT(p->metrics, metrics_at[MT_BYTES_IN]), sum);
+    if ((now_ = PyObject_CallNoArgs(p->loop_time)) == NULL)
+        return -1;
+    Py_XSETREF(SLOT(p->connection, connection_at[C_LAST_ACTIVE]), now_);
+    return 0;
+}
+
 static PyObject *take(Pipeline *p, PyObject *data)
 {
     if (p->routes == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Pipeline not initialised");
         return NULL;
     }
+    if (received(p, data) < 0)
+        return NULL;
     if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) <= 4)
         Py_RETURN_NONE;
     Py_ssize_t size = PyBytes_GET_SIZE(data);
@@ -733,13 +759,23 @@ static PyObject *take(Pipeline *p, PyObject *data)
         return NULL;
     if (!may)
         Py_RETURN_NONE;
-    PyObject *whole = PyMemoryView_FromObject(data);
-    if (whole == NULL)
-        return NULL;
-    PyObject *frame = PyObject_GetItem(whole, after_prefix);
-    Py_DECREF(whole);
+    /* memoryview(data)[4:], made as memoryview's slicing makes it (init_slice, init_len:
+     * the view's start, shape and length moved on by 4) on the view just made, which no one
+     * else has seen: a second memoryview and the slice's object saved at every request */
+    PyObject *frame = PyMemoryView_FromObject(data);
     if (frame == NULL)
         return NULL;
+    Py_buffer *view = PyMemoryView_GET_BUFFER(frame);
+    if (view->ndim == 1 && view->itemsize == 1 && view->shape != NULL && view->shape[0] == size
+            && (view->strides == NULL || view->strides[0] == 1) && view->suboffsets == NULL) {
+        view->buf = (char *)view->buf + 4;
+        view->shape[0] -= 4;
+        view->len -= 4;
+    } else {
+        Py_SETREF(frame, PyObject_GetItem(frame, after_prefix));
+        if (frame == NULL)
+            return NULL;
+    }
     PyObject *served = serve(p, frame);
     Py_DECREF(frame);
     if (served == NULL)

@@ -41,9 +41,11 @@ if compiled_codec.ENABLED and metrics._error_codes_in_c is not None:
     except ImportError:  # installed without a C compiler
         compiled = None
 
-# What the C path counts at the offsets of their slots (Metrics.request_served's and
-# Connection._write's counters), class by class in _pipeline.c's order.
-METRICS_SLOTS = ((metrics.Metrics, ("bytes_out",)), (metrics.ApiMetrics, ("requests", "seconds", "buckets", "errors")))
+# What the C path counts at the offsets of their slots (Connection.data_received's,
+# Metrics.request_served's and Connection._write's counters), class by class in
+# _pipeline.c's order.
+METRICS_SLOTS = ((metrics.Metrics, ("bytes_in", "bytes_out")),
+                 (metrics.ApiMetrics, ("requests", "seconds", "buckets", "errors")))
 
 
 def _layout(slots: tuple[tuple[type, tuple[str, ...]], ...]) -> tuple[tuple[type, tuple[int, ...]], ...]:

@@ -159,12 +159,16 @@ def test_compiled_path_is_the_codecs() -> None:
 
 
 def test_take_serves_one_whole_frame_of_an_idle_connection_and_nothing_else(served) -> None:
-    serving, calls, transport, _, _ = served
+    serving, calls, transport, metrics, _ = served
     connection = _idle(CONNECTION)
     frame = _heartbeat_frame(9)
     whole = struct.pack(">i", len(frame)) + frame
     assert serving.take(whole) is True and len(calls) == 1 and connection.client_id == "unit"
     assert struct.unpack_from(">i", transport.written[-1], 4)[0] == 9 and connection.last_active == 42.0
+    # data_received's counting is take's, whatever it then makes of the bytes.
+    assert metrics.bytes_in == len(whole)
+    connection.last_active = 0.0
+    assert serving.take(whole[:3]) is None and metrics.bytes_in == len(whole) + 3 and connection.last_active == 42.0
     # What is not one whole frame: the size prefix lies (by one, either way, or is
     # negative), the frame is cut, two frames, less than a prefix; a bytearray.
     rng = random.Random(45)
