@@ -1524,11 +1524,14 @@ static int error_codes_of(PyObject *plan, PyObject *entity, PyObject **found, in
     return 0;
 }
 
-static PyObject *error_codes(PyObject *self, PyObject *args)
+static PyObject *error_codes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *plan, *entity, *found = NULL;
-    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &plan, &entity))
+    /* METH_FASTCALL, as encode_response: the metrics of every response served */
+    if (nargs != 2 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "error_codes(plan: tuple, entity)");
         return NULL;
+    }
+    PyObject *plan = args[0], *entity = args[1], *found = NULL;
     if (error_codes_of(plan, entity, &found, 0) < 0) {
         Py_XDECREF(found);
         return NULL;
@@ -1560,8 +1563,9 @@ static PyMethodDef methods[] = {
      "encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as codec.encode_response"},
     {"member_offset", member_offset, METH_VARARGS,
      "member_offset(cls, name) -> the offset of slot `name` in instances of cls, or -1"},
-    {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL, "build(plan, values) -> the entity, as entities.compiled_builder(cls)(values)"},
-    {"error_codes", error_codes, METH_VARARGS,
+    {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
+     "build(plan, values) -> the entity, as entities.compiled_builder(cls)(values)"},
+    {"error_codes", (PyCFunction)(void (*)(void))error_codes, METH_FASTCALL,
      "error_codes(plan, entity) -> the true error codes in entity, in order, or None if there is none"},
     {"accept_file_chunks", accept_file_chunks, METH_O,
      "accept_file_chunks(cls): the one non-buffer type a bytes or records value may hold (storage.FileSlice)"},
