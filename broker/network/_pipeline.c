@@ -472,15 +472,40 @@ static PyObject *sent(Pipeline *p, PyObject *chunk)
     Py_RETURN_TRUE;
 }
 
-static PyObject *serve(Pipeline *p, PyObject *frame)
+/* What serve answers, unpacked: take reads it without the tuple being made. */
+typedef struct {
+    PyObject *header, *api, *body, *ctx, *response, *out;
+} Served;
+
+static void let_go(Served *s)
+{
+    Py_CLEAR(s->header);
+    Py_CLEAR(s->api);
+    Py_CLEAR(s->body);
+    Py_CLEAR(s->ctx);
+    Py_CLEAR(s->response);
+    Py_CLEAR(s->out);
+}
+
+/* serve's tuple, made of `s` (its references let go of). */
+static PyObject *packed(Served *s)
+{
+    PyObject *result = PyTuple_Pack(6, s->header, s->api, s->body, s->ctx, s->response, s->out);
+    let_go(s);
+    return result;
+}
+
+/* serve's steps: 1 with *s set (new references), 0 for the Python path to serve the frame
+ * (nothing done), -1 with an exception. */
+static int serve_frame(Pipeline *p, PyObject *frame, Served *s)
 {
     if (p->routes == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Pipeline not initialised");
-        return NULL;
+        return -1;
     }
     Py_buffer view;
     if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
+        return -1;
     Py_ssize_t size = view.len;
     unsigned int key_bits = 0, version_bits = 0;
     if (size >= 4) {
@@ -490,49 +515,45 @@ static PyObject *serve(Pipeline *p, PyObject *frame)
     }
     PyBuffer_Release(&view);
     if (size < 4 || size > INLINE_MAX)
-        Py_RETURN_NONE;  /* under 4 bytes: no header; the Python path refuses it */
+        return 0;  /* under 4 bytes: no header; the Python path refuses it */
     PyObject *route_key = PyLong_FromUnsignedLong(((unsigned long)key_bits << 16) | version_bits);
     if (route_key == NULL)
-        return NULL;
+        return -1;
     PyObject *route = PyDict_GetItemWithError(p->routes, route_key);  /* borrowed */
     Py_DECREF(route_key);
-    if (route == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
+    if (route == NULL)
+        return PyErr_Occurred() ? -1 : 0;
     if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(route, 3))
             || PyTuple_GET_SIZE(PyTuple_GET_ITEM(route, 3)) != 2) {
         PyErr_SetString(PyExc_TypeError, "a route is (api, request class, handler, (key, version), may wait)");
-        return NULL;
+        return -1;
     }
     if (PyTuple_GET_ITEM(route, 4) == Py_True)
-        Py_RETURN_NONE;  /* Dispatcher.can_handle_now: a handler that may wait */
+        return 0;  /* Dispatcher.can_handle_now: a handler that may wait */
     Py_INCREF(route);  /* held from here on: whatever runs below may change `routes` */
     PyObject *armed = PyObject_GetAttr(p->faults, s_armed);
     int is_armed = armed == NULL ? -1 : PyObject_IsTrue(armed);
     Py_XDECREF(armed);
     if (is_armed != 0) {
         Py_DECREF(route);
-        if (is_armed < 0)
-            return NULL;
-        Py_RETURN_NONE;  /* Dispatcher.can_handle_now: faults set, which may delay the answer */
+        return is_armed < 0 ? -1 : 0;  /* Dispatcher.can_handle_now: faults set, which may delay the answer */
     }
     PyObject *api = PyTuple_GET_ITEM(route, 0), *cls = PyTuple_GET_ITEM(route, 1);
     PyObject *handler = PyTuple_GET_ITEM(route, 2), *pair = PyTuple_GET_ITEM(route, 3);
-    PyObject *header = NULL, *body = NULL, *ctx = NULL, *response = NULL, *out = NULL, *result = NULL;
+    PyObject *header = NULL, *body = NULL, *ctx = NULL, *response = NULL, *out = NULL;
+    int result = -1;
 
     header = PyObject_CallOneArg(parse_header, frame);
     if (header == NULL || !PyTuple_Check(header) || PyTuple_GET_SIZE(header) != 5) {
         PyErr_Clear();  /* refused: the Python path refuses it and says why */
-        result = Py_NewRef(Py_None);
+        result = 0;
         goto done;
     }
     PyObject *decode_args[3] = {cls, frame, PyTuple_GET_ITEM(header, 4)};
     body = PyObject_Vectorcall(decode, decode_args, 3, NULL);
     if (body == NULL || body == Py_None) {
         PyErr_Clear();  /* refused, or left to kio's reader: the Python path's */
-        result = Py_NewRef(Py_None);
+        result = 0;
         goto done;
     }
     ctx = context_of(p, header);
@@ -578,7 +599,9 @@ static PyObject *serve(Pipeline *p, PyObject *frame)
                 goto done;
         }
     }
-    result = PyTuple_Pack(6, header, api, body, ctx, response, out);
+    *s = (Served){header, Py_NewRef(api), body, ctx, response, out};  /* the references handed over */
+    header = body = ctx = response = out = NULL;
+    result = 1;
 done:
     Py_XDECREF(header);
     Py_XDECREF(body);
@@ -587,6 +610,15 @@ done:
     Py_XDECREF(out);
     Py_DECREF(route);
     return result;
+}
+
+static PyObject *serve(Pipeline *p, PyObject *frame)
+{
+    Served s;
+    int served = serve_frame(p, frame, &s);
+    if (served <= 0)
+        return served < 0 ? NULL : Py_NewRef(Py_None);
+    return packed(&s);
 }
 
 /* The slot at `offset` of `owner` (borrowed), or NULL with AttributeError if it was never set. */
@@ -739,6 +771,13 @@ static int received(Pipeline *p, PyObject *data)
     return 0;
 }
 
+/* serve's tuple for _take to finish, or the exception making it raised, as the handler's. */
+static PyObject *handed(Served *s)
+{
+    PyObject *result = packed(s);
+    return result == NULL && PyErr_ExceptionMatches(PyExc_Exception) ? raised() : result;
+}
+
 static PyObject *take(Pipeline *p, PyObject *data)
 {
     if (p->routes == NULL) {
@@ -776,34 +815,33 @@ static PyObject *take(Pipeline *p, PyObject *data)
         if (frame == NULL)
             return NULL;
     }
-    PyObject *served = serve(p, frame);
+    Served s;
+    int served = serve_frame(p, frame, &s);
     Py_DECREF(frame);
-    if (served == NULL)
+    if (served < 0)
         return PyErr_ExceptionMatches(PyExc_Exception) ? raised() : NULL;  /* the handler's, for _take */
-    if (served == Py_None)
-        return served;
+    if (served == 0)
+        Py_RETURN_NONE;
     /* Done with it here when nothing is left for _take: the response sent (or none), no
      * throttle, no deferred work, no close after it. */
-    PyObject *header = PyTuple_GET_ITEM(served, 0), *ctx = PyTuple_GET_ITEM(served, 3);
-    PyObject *out = PyTuple_GET_ITEM(served, 5);
-    PyObject *throttle = *(PyObject **)((char *)ctx + context_offsets[6]);
-    PyObject *deferred = *(PyObject **)((char *)ctx + context_offsets[5]);
-    if ((out != Py_True && out != Py_None) || throttle == NULL || deferred != Py_None)
-        return served;
+    PyObject *throttle = *(PyObject **)((char *)s.ctx + context_offsets[6]);
+    PyObject *deferred = *(PyObject **)((char *)s.ctx + context_offsets[5]);
+    if ((s.out != Py_True && s.out != Py_None) || throttle == NULL || deferred != Py_None)
+        return handed(&s);
     int throttled = PyObject_IsTrue(throttle);  /* _responded's `if ctx.throttle_ms` */
     if (throttled != 0) {
         PyErr_Clear();
-        return served;
+        return handed(&s);
     }
     /* A transport closing since is nothing more for _take either: it would stop there, with
      * nothing queued or held to account (may_take saw to that). */
     int close = true_attr(p->session, s_close_after_response);
     if (close != 0) {
         PyErr_Clear();  /* _take asks again, and raises it where it raises */
-        return served;
+        return handed(&s);
     }
-    Py_XSETREF(SLOT(p->connection, connection_at[C_CLIENT_ID]), Py_NewRef(PyTuple_GET_ITEM(header, 3)));
-    Py_DECREF(served);
+    Py_XSETREF(SLOT(p->connection, connection_at[C_CLIENT_ID]), Py_NewRef(PyTuple_GET_ITEM(s.header, 3)));
+    let_go(&s);
     Py_RETURN_TRUE;
 }
 
