@@ -43,7 +43,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 _OPEN_TXN_STATES = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
 
 
-@dataclass
+# Slots, as Metrics': broker/network/_pipeline.c counts a request at their offsets
+# (compiled_pipeline.METRICS_SLOTS).
+@dataclass(slots=True)
 class ApiMetrics:
     requests: int = 0
     errors: Counter[ErrorCode] = field(default_factory=Counter)
@@ -52,6 +54,9 @@ class ApiMetrics:
 
 
 class Metrics:
+    __slots__ = ("apis", "bytes_in", "bytes_out", "connections_opened", "connection_errors", "faults_injected",
+                 "authentication_failures")
+
     def __init__(self) -> None:
         self.apis: dict[int, ApiMetrics] = {}
         self.bytes_in = 0

@@ -56,6 +56,11 @@ from .writes import CoordinatorResult, Records
 log = get_logger("ottla.groups")
 
 
+def _still_loading(group_id: str) -> KafkaError:
+    return KafkaError(ErrorCode.coordinator_load_in_progress,
+                      f"the __consumer_offsets partition of group {group_id!r} is still loading")
+
+
 class GroupCoordinator:
     def __init__(self, logs: LogManager, create_offsets_topic: Callable[[], None], config: GroupConfig,
                  group_configs: Callable[[str], Mapping[str, str]] = lambda _: {},
@@ -150,8 +155,7 @@ class GroupCoordinator:
 
     def _require_loaded(self, group_id: str) -> None:
         if self.offsets.loading(group_id):
-            raise KafkaError(ErrorCode.coordinator_load_in_progress,
-                             f"the __consumer_offsets partition of group {group_id!r} is still loading")
+            raise _still_loading(group_id)
 
     def _new_classic_group(self, group_id: str) -> ClassicGroup:
         group = self.groups[group_id] = ClassicGroup(group_id)
@@ -162,9 +166,10 @@ class GroupCoordinator:
 
     def _classic_group(self, group_id: str) -> ClassicGroup | None:
         """The group a classic-protocol request names, or None if there is none."""
-        self._require_loaded(group_id)
+        if self.offsets.loading(group_id):  # _require_loaded, inline: a call less a heartbeat
+            raise _still_loading(group_id)
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ClassicGroup):
+        if group is None or group.__class__ is ClassicGroup:
             return group
         # A SyncGroup, Heartbeat or LeaveGroup for a consumer group: none of its members
         # speaks the classic protocol, and Kafka 4 answers so.

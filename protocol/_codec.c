@@ -1246,11 +1246,17 @@ static int encode_plan(Writer *w, PyObject *plan, PyObject *entity, int depth)
     return 0;
 }
 
-static PyObject *encode_response(PyObject *self, PyObject *args)
+static PyObject *encode_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int flexible_header;
-    PyObject *correlation_id, *plan, *entity;
-    if (!PyArg_ParseTuple(args, "OpO!O", &correlation_id, &flexible_header, &PyTuple_Type, &plan, &entity))
+    /* METH_FASTCALL: the arguments read in place, with no tuple made and parsed (this runs
+     * at every response) */
+    if (nargs != 4 || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode_response(correlation_id, flexible_header, plan: tuple, entity)");
+        return NULL;
+    }
+    PyObject *correlation_id = args[0], *plan = args[2], *entity = args[3];
+    int flexible_header = PyObject_IsTrue(args[1]);
+    if (flexible_header < 0)
         return NULL;
     Writer w;
     writer_init(&w, 1);
@@ -1458,12 +1464,14 @@ fail:
     return NULL;
 }
 
-static PyObject *build(PyObject *self, PyObject *args)
+static PyObject *build(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *plan, *values;
-    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &plan, &values))
+    /* METH_FASTCALL, as encode_response: a response view's values are built at every response */
+    if (nargs != 2 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "build(plan: tuple, values)");
         return NULL;
-    return build_entity(plan, values, 0);
+    }
+    return build_entity(args[0], args[1], 0);
 }
 
 /* --- the error codes of a response ------------------------------------------------------ */
@@ -1516,11 +1524,14 @@ static int error_codes_of(PyObject *plan, PyObject *entity, PyObject **found, in
     return 0;
 }
 
-static PyObject *error_codes(PyObject *self, PyObject *args)
+static PyObject *error_codes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *plan, *entity, *found = NULL;
-    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &plan, &entity))
+    /* METH_FASTCALL, as encode_response: the metrics of every response served */
+    if (nargs != 2 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "error_codes(plan: tuple, entity)");
         return NULL;
+    }
+    PyObject *plan = args[0], *entity = args[1], *found = NULL;
     if (error_codes_of(plan, entity, &found, 0) < 0) {
         Py_XDECREF(found);
         return NULL;
@@ -1548,12 +1559,13 @@ static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
      "decode(cls, frame, offset) -> the request entity, as codec.decode_request_in_python, or None where the "
      "Python path is to read it"},
-    {"encode_response", encode_response, METH_VARARGS,
+    {"encode_response", (PyCFunction)(void (*)(void))encode_response, METH_FASTCALL,
      "encode_response(correlation_id, flexible_header, plan, entity) -> chunks, as codec.encode_response"},
     {"member_offset", member_offset, METH_VARARGS,
      "member_offset(cls, name) -> the offset of slot `name` in instances of cls, or -1"},
-    {"build", build, METH_VARARGS, "build(plan, values) -> the entity, as entities.compiled_builder(cls)(values)"},
-    {"error_codes", error_codes, METH_VARARGS,
+    {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
+     "build(plan, values) -> the entity, as entities.compiled_builder(cls)(values)"},
+    {"error_codes", (PyCFunction)(void (*)(void))error_codes, METH_FASTCALL,
      "error_codes(plan, entity) -> the true error codes in entity, in order, or None if there is none"},
     {"accept_file_chunks", accept_file_chunks, METH_O,
      "accept_file_chunks(cls): the one non-buffer type a bytes or records value may hold (storage.FileSlice)"},

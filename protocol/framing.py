@@ -46,6 +46,9 @@ class FrameReader:
     byte per packet would have held hundreds of bytes of Python objects per byte counted
     in the request memory."""
 
+    # Slots: broker/network/_pipeline.c reads _size, _prefix, backlog and max_bytes at their offsets.
+    __slots__ = ("max_bytes", "max_name", "_prefix", "_gather", "_size", "backlog")
+
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.max_name = "socket.request.max.bytes"  # the setting max_bytes comes from

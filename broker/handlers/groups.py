@@ -20,7 +20,7 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ..security.authorizer import Operation, ResourceType
 from .authorized_operations import OMITTED as AUTHORIZED_OPERATIONS_OMITTED
 from .authorized_operations import authorized_operations
-from .context import RequestContext
+from .context import Built, RequestContext
 
 if TYPE_CHECKING:
     from ottla.protocol.views.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
@@ -104,9 +104,13 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> S
 # member read off its class goes through EnumType.__getattr__'s slot, about 860
 # instructions each in its profile (as produce.py's).
 _READ, _GROUP, _NO_ERROR = Operation.READ, ResourceType.GROUP, ErrorCode.none
+# Heartbeat's answer when all is well, built once per version (as ApiVersions' answers):
+# a dict and its build at every heartbeat otherwise. Entities are immutable: one serves
+# every member.
+_BEATING: dict[int, Built[HeartbeatResponse]] = {}
 
 
-def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse | Built[HeartbeatResponse]:
     group_id = request.group_id
     services = ctx.services
     # _group_refused's check, with no call where no authorizer is configured.
@@ -116,7 +120,11 @@ def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> Heartbea
         services.groups.heartbeat(group_id, request.member_id, request.group_instance_id, request.generation_id)
     except KafkaError as exc:
         return {"error_code": exc.code}
-    return {"error_code": _NO_ERROR}
+    version = ctx.header.api_version
+    answer = _BEATING.get(version)
+    if answer is None:
+        answer = _BEATING[version] = ctx.entity({"error_code": _NO_ERROR})
+    return answer
 
 
 def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:

@@ -9,13 +9,17 @@
  *
  * configure(parse_header, decode, encode_response, encodings, encode_in_python,
  *           builders, error_plan_of, error_codes, context_type, context_offsets,
- *           latency_buckets)
+ *           latency_buckets, metrics_layout)
  *   is called once by compiled_pipeline.py: the functions of protocol/_codec and
  *   codec.py, codec._encoding ({response class: (flexible header, encode plan)}),
  *   context's _builders ({(api key, version): builder}), metrics' _nested_error_plan and
  *   _codec.error_codes, RequestContext and the slot offsets of its seven fields in
  *   declaration order (services, header, peer, advertised_address, session, deferred,
- *   throttle_ms), and metrics.LATENCY_BUCKETS.
+ *   throttle_ms), metrics.LATENCY_BUCKETS, and compiled_pipeline.METRICS_SLOTS laid out
+ *   ((Metrics, (bytes_out,)), (ApiMetrics, (requests, seconds, buckets, errors)), each
+ *   name as its slot's offset): a Pipeline is made for a Metrics alone, and an API's
+ *   counters are counted at their slots where its ApiMetrics is one (else by
+ *   Metrics.request_served).
  *
  * Pipeline(routes, services, peer, advertised, session, faults, metrics, connection,
  *          transport, loop_time)
@@ -37,11 +41,20 @@
  *   as handle_now's served_later). An exception of the handler, the response's builder
  *   or the metrics propagates, as out of handle_now.
  *
+ * configure_take(layout)
+ *   is called once by compiled_pipeline.lay_out_take, as connection.py is imported: for
+ *   the Connection class, FrameIntake, FrameReader, RequestMemory and FileSender, the class
+ *   and the offsets of the slots take reads (and, of the connection's, the last_active and
+ *   client_id it sets), in compiled_pipeline.TAKE_SLOTS's order (the enums below). take
+ *   reads them there, with no look-up by name, and each object only once it has checked
+ *   its class: a Pipeline is made for a Connection alone, and a slot holding an object of
+ *   another class than laid out is refused (TypeError), never read at those offsets.
+ *
  * take(data) is _take for the commonest read: `data` is one whole frame (FrameReader.feed's
  *   first case), nothing is held or half received, the request memory has room, and the
- *   worker waits with nothing queued (_take's checks, read by name from the connection,
- *   its FrameIntake, FrameReader and RequestMemory); anything else answers None at once,
- *   for _take. The frame is then served as serve serves it, and take answers None (not
+ *   worker waits with nothing queued (_take's checks, read at the slots of the connection,
+ *   its FrameIntake, FrameReader, RequestMemory and FileSender); anything else answers None
+ *   at once, for _take. The frame is then served as serve serves it, and take answers None (not
  *   served: _take's), True when that was all (the response sent, nothing for after it:
  *   no throttle, deferred work, close or closing transport), serve's tuple for _take to
  *   finish, or the exception the handler raised.
@@ -52,6 +65,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 /* connection._INLINE_MAX_BYTES: larger requests go through the worker. */
@@ -64,20 +78,98 @@ static PyObject *plans;  /* {response class: error_plan_of(it)}, filled as class
 static Py_ssize_t context_offsets[7];
 static double buckets[MAX_BUCKETS];
 static Py_ssize_t bucket_count = -1;
-static PyObject *s_armed, *s_apis, *s_requests, *s_seconds, *s_buckets, *s_errors, *s_update, *s_entity;
-static PyObject *s_request_served, *one, *s_is_closing, *s_write, *s_bytes_out, *s_last_active;
-static PyObject *s_intake, *s_reader, *s_size, *s_prefix, *s_backlog, *s_max_bytes, *s_pooled, *s_memory, *s_limit;
-static PyObject *s_used, *s_held, *s_wakeup, *s_done, *s_frames, *s_unfinished, *s_drained, *s_muted, *s_closing;
-static PyObject *s_file_sender, *s_finished, *s_close_after_response, *s_client_id;
+static PyObject *s_armed, *s_apis, *s_update, *s_entity, *s_request_served, *one, *s_is_closing, *s_write, *s_done;
+static PyObject *s_close_after_response;
 static PyObject *after_prefix;  /* slice(4, None): a frame's bytes after its size prefix */
+
+/* The state take reads (and the two fields it writes), at the offsets of their slots:
+ * configure_take's layout, in this order, from compiled_pipeline.TAKE_SLOTS. */
+enum { C_INTAKE, C_WAKEUP, C_UNFINISHED, C_DRAINED, C_MUTED, C_CLOSING, C_FILE_SENDER, C_LAST_ACTIVE, C_CLIENT_ID,
+       C_COUNT };
+enum { I_READER, I_MEMORY, I_POOLED, I_HELD, I_FRAMES, I_COUNT };
+enum { R_SIZE, R_PREFIX, R_BACKLOG, R_MAX_BYTES, R_COUNT };
+enum { M_LIMIT, M_USED, M_COUNT };
+enum { S_FINISHED, S_COUNT };
+static PyTypeObject *connection_type, *intake_type, *reader_type, *memory_type, *sender_type;
+static Py_ssize_t connection_at[C_COUNT], intake_at[I_COUNT], reader_at[R_COUNT], memory_at[M_COUNT],
+    sender_at[S_COUNT];
+/* Metrics' bytes_out, and an ApiMetrics' counters (configure's metrics layout). */
+enum { MT_BYTES_IN, MT_BYTES_OUT, MT_COUNT };
+enum { A_REQUESTS, A_SECONDS, A_BUCKETS, A_ERRORS, A_COUNT };
+static PyTypeObject *metrics_type, *api_metrics_type;
+static Py_ssize_t metrics_at[MT_COUNT], api_at[A_COUNT];
+#define SLOT(owner, offset) (*(PyObject **)((char *)(owner) + (offset)))
+static PyObject *slot(PyObject *owner, Py_ssize_t offset);
+
+/* One (class, (offset, ...)) of the layout: the class in *type, the offsets in `at`, each
+ * checked to lie inside the class's instances (member_offset answers -1 for a name that is
+ * no slot of it). Borrowed: configure_take keeps the classes once all are checked. */
+static int lay_out(PyObject *entry, PyTypeObject **type, Py_ssize_t *at, Py_ssize_t count)
+{
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyType_Check(PyTuple_GET_ITEM(entry, 0))
+            || !PyTuple_Check(PyTuple_GET_ITEM(entry, 1)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 1)) != count) {
+        PyErr_Format(PyExc_ValueError, "configure_take: (class, %zd slot offsets) expected", count);
+        return -1;
+    }
+    PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(entry, 0);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(entry, 1), i));
+        if (offset == -1 && PyErr_Occurred())
+            return -1;
+        if (offset < (Py_ssize_t)sizeof(PyObject) || offset + (Py_ssize_t)sizeof(PyObject *) > cls->tp_basicsize) {
+            PyErr_Format(PyExc_ValueError, "configure_take: slot %zd of %s lies outside its instances", i,
+                         cls->tp_name);
+            return -1;
+        }
+        at[i] = offset;
+    }
+    *type = cls;
+    return 0;
+}
+
+static PyObject *configure_take(PyObject *self, PyObject *layout)
+{
+    if (!PyTuple_Check(layout) || PyTuple_GET_SIZE(layout) != 5) {
+        PyErr_SetString(PyExc_ValueError, "configure_take: the connection's, intake's, reader's, memory's and "
+                                          "file sender's layouts expected");
+        return NULL;
+    }
+    /* All checked before any is kept: a layout refused leaves the one before in place. */
+    PyTypeObject *types[5];
+    Py_ssize_t c_at[C_COUNT], i_at[I_COUNT], r_at[R_COUNT], m_at[M_COUNT], s_at[S_COUNT];
+    if (lay_out(PyTuple_GET_ITEM(layout, 0), &types[0], c_at, C_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(layout, 1), &types[1], i_at, I_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(layout, 2), &types[2], r_at, R_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(layout, 3), &types[3], m_at, M_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(layout, 4), &types[4], s_at, S_COUNT) < 0)
+        return NULL;
+    PyTypeObject **kept[5] = {&connection_type, &intake_type, &reader_type, &memory_type, &sender_type};
+    for (int i = 0; i < 5; i++)
+        Py_XSETREF(*kept[i], (PyTypeObject *)Py_NewRef(types[i]));
+    memcpy(connection_at, c_at, sizeof c_at);
+    memcpy(intake_at, i_at, sizeof i_at);
+    memcpy(reader_at, r_at, sizeof r_at);
+    memcpy(memory_at, m_at, sizeof m_at);
+    memcpy(sender_at, s_at, sizeof s_at);
+    Py_RETURN_NONE;
+}
 
 static PyObject *configure(PyObject *self, PyObject *args)
 {
-    PyObject *offsets, *bounds;
+    PyObject *offsets, *bounds, *metrics_layout;
     PyObject *a[9];
-    if (!PyArg_ParseTuple(args, "OOOO!OO!OOO!O!O!", &a[0], &a[1], &a[2], &PyDict_Type, &a[3], &a[4],
+    if (!PyArg_ParseTuple(args, "OOOO!OO!OOO!O!O!O!", &a[0], &a[1], &a[2], &PyDict_Type, &a[3], &a[4],
                           &PyDict_Type, &a[5], &a[6], &a[7], &PyType_Type, &a[8], &PyTuple_Type, &offsets,
-                          &PyTuple_Type, &bounds))
+                          &PyTuple_Type, &bounds, &PyTuple_Type, &metrics_layout))
+        return NULL;
+    PyTypeObject *types[2];
+    Py_ssize_t mt_at[MT_COUNT], a_at[A_COUNT];
+    if (PyTuple_GET_SIZE(metrics_layout) != 2) {
+        PyErr_SetString(PyExc_ValueError, "configure: the Metrics' and ApiMetrics' layouts expected");
+        return NULL;
+    }
+    if (lay_out(PyTuple_GET_ITEM(metrics_layout, 0), &types[0], mt_at, MT_COUNT) < 0
+            || lay_out(PyTuple_GET_ITEM(metrics_layout, 1), &types[1], a_at, A_COUNT) < 0)
         return NULL;
     if (PyTuple_GET_SIZE(offsets) != 7 || PyTuple_GET_SIZE(bounds) > MAX_BUCKETS) {
         PyErr_SetString(PyExc_ValueError, "seven slot offsets, and at most 32 latency buckets");
@@ -100,6 +192,10 @@ static PyObject *configure(PyObject *self, PyObject *args)
             return NULL;
     }
     bucket_count = PyTuple_GET_SIZE(bounds);
+    Py_XSETREF(metrics_type, (PyTypeObject *)Py_NewRef(types[0]));
+    Py_XSETREF(api_metrics_type, (PyTypeObject *)Py_NewRef(types[1]));
+    memcpy(metrics_at, mt_at, sizeof mt_at);
+    memcpy(api_at, a_at, sizeof a_at);
     PyObject **slots[9] = {&parse_header, &decode, &encode_response, &encodings, &encode_in_python,
                            &builders, &error_plan_of, &error_codes, &context_type};
     for (int i = 0; i < 9; i++)
@@ -122,6 +218,14 @@ static int pipeline_init(Pipeline *p, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyDict_Type, &routes, &services, &peer, &advertised, &session,
                           &faults, &metrics, &connection, &transport, &loop_time))
         return -1;
+    if (metrics_type == NULL || !PyObject_TypeCheck(metrics, metrics_type)) {
+        PyErr_SetString(PyExc_TypeError, "Pipeline: the metrics are not of the class configure laid out");
+        return -1;
+    }
+    if (connection_type == NULL || !PyObject_TypeCheck(connection, connection_type)) {
+        PyErr_SetString(PyExc_TypeError, "Pipeline: the connection is not of the class configure_take laid out");
+        return -1;
+    }
     PyObject *apis = PyObject_GetAttr(metrics, s_apis);
     if (apis == NULL)
         return -1;
@@ -211,12 +315,12 @@ static PyObject *context_of(Pipeline *p, PyObject *header)
     return ctx;
 }
 
-/* Metrics.request_served: the counters of api_key's ApiMetrics, or the Python method
- * where there is none yet (it makes it). */
+/* Metrics.request_served: the counters of api_key's ApiMetrics, at their slots' offsets, or
+ * the Python method where there is none yet (it makes it). */
 static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject *response)
 {
     PyObject *api = PyDict_GetItemWithError(p->apis, api_key);  /* borrowed */
-    if (api == NULL) {
+    if (api == NULL || !Py_IS_TYPE(api, api_metrics_type)) {
         if (PyErr_Occurred())
             return -1;
         PyObject *elapsed = PyFloat_FromDouble(seconds);
@@ -231,45 +335,31 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
     }
     Py_INCREF(api);
     int failed = -1;
-    PyObject *value = NULL, *sum = NULL, *list = NULL, *plan = NULL, *codes = NULL;
+    PyObject *value, *sum, *plan = NULL, *codes = NULL;
     /* api.requests += 1 */
-    value = PyObject_GetAttr(api, s_requests);
-    if (value == NULL)
+    if ((value = slot(api, api_at[A_REQUESTS])) == NULL || (sum = PyNumber_Add(value, one)) == NULL)
         goto done;
-    sum = PyNumber_Add(value, one);
-    Py_CLEAR(value);
-    if (sum == NULL || PyObject_SetAttr(api, s_requests, sum) < 0)
-        goto done;
-    Py_CLEAR(sum);
+    Py_SETREF(SLOT(api, api_at[A_REQUESTS]), sum);
     /* api.seconds += seconds */
-    value = PyObject_GetAttr(api, s_seconds);
-    if (value == NULL)
+    if ((value = slot(api, api_at[A_SECONDS])) == NULL)
         goto done;
     double total = PyFloat_AsDouble(value);
-    if (total == -1.0 && PyErr_Occurred())
+    if ((total == -1.0 && PyErr_Occurred()) || (sum = PyFloat_FromDouble(total + seconds)) == NULL)
         goto done;
-    Py_CLEAR(value);
-    sum = PyFloat_FromDouble(total + seconds);
-    if (sum == NULL || PyObject_SetAttr(api, s_seconds, sum) < 0)
-        goto done;
-    Py_CLEAR(sum);
+    Py_SETREF(SLOT(api, api_at[A_SECONDS]), sum);
     /* api.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1 */
     Py_ssize_t index = 0;
     while (index < bucket_count && buckets[index] < seconds)
         index++;
-    list = PyObject_GetAttr(api, s_buckets);
+    PyObject *list = slot(api, api_at[A_BUCKETS]);
     if (list == NULL)
         goto done;
     if (!PyList_Check(list) || index >= PyList_GET_SIZE(list)) {
         PyErr_SetString(PyExc_IndexError, "ApiMetrics.buckets is shorter than the latency buckets");
         goto done;
     }
-    sum = PyNumber_Add(PyList_GET_ITEM(list, index), one);
-    if (sum == NULL || PyList_SetItem(list, index, sum) < 0) {
-        sum = NULL;  /* PyList_SetItem took it, or it was never made */
+    if ((sum = PyNumber_Add(PyList_GET_ITEM(list, index), one)) == NULL || PyList_SetItem(list, index, sum) < 0)
         goto done;
-    }
-    sum = NULL;
     /* the error codes in the response, counted as Kafka's ErrorsPerSec */
     if (response != Py_None) {
         /* metrics._nested_error_plan(type(response)), kept here by type: its functools.cache
@@ -287,10 +377,11 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
         if (codes == NULL)
             goto done;
         if (codes != Py_None) {
-            value = PyObject_GetAttr(api, s_errors);
-            if (value == NULL)
+            if ((value = slot(api, api_at[A_ERRORS])) == NULL)
                 goto done;
+            Py_INCREF(value);  /* held across Counter.update, Python code */
             PyObject *updated = PyObject_CallMethodOneArg(value, s_update, codes);
+            Py_DECREF(value);
             if (updated == NULL)
                 goto done;
             Py_DECREF(updated);
@@ -298,9 +389,6 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
     }
     failed = 0;
 done:
-    Py_XDECREF(value);
-    Py_XDECREF(sum);
-    Py_XDECREF(list);
     Py_XDECREF(plan);
     Py_XDECREF(codes);
     Py_DECREF(api);
@@ -317,12 +405,7 @@ static PyObject *encoded(PyObject *correlation_id, PyObject *response)
     PyObject *how = PyDict_GetItemWithError(encodings, (PyObject *)Py_TYPE(response));  /* borrowed */
     if (how != NULL && PyTuple_Check(how) && PyTuple_GET_SIZE(how) == 2) {
         PyObject *args[4] = {correlation_id, PyTuple_GET_ITEM(how, 0), PyTuple_GET_ITEM(how, 1), response};
-        /* _codec.encode_response is METH_VARARGS: its arguments as a tuple */
-        PyObject *packed = PyTuple_Pack(4, args[0], args[1], args[2], args[3]);
-        if (packed == NULL)
-            return NULL;
-        chunks = PyObject_Call(encode_response, packed, NULL);
-        Py_DECREF(packed);
+        chunks = PyObject_Vectorcall(encode_response, args, 4, NULL);
     } else if (PyErr_Occurred()) {
         return NULL;
     } else {
@@ -369,44 +452,60 @@ static int closing(Pipeline *p)
  * raised (the connection raises it, as _write would). */
 static PyObject *sent(Pipeline *p, PyObject *chunk)
 {
-    PyObject *count = NULL, *sum = NULL, *now_ = NULL, *done = NULL;
-    count = PyObject_GetAttr(p->metrics, s_bytes_out);
-    if (count == NULL)
-        goto failed;
+    PyObject *count, *sum, *now_, *done;
+    if ((count = slot(p->metrics, metrics_at[MT_BYTES_OUT])) == NULL)
+        return raised();
     PyObject *size = PyLong_FromSsize_t(PyBytes_GET_SIZE(chunk));
     if (size == NULL)
-        goto failed;
+        return raised();
     sum = PyNumber_Add(count, size);
     Py_DECREF(size);
-    if (sum == NULL || PyObject_SetAttr(p->metrics, s_bytes_out, sum) < 0)
-        goto failed;
-    now_ = PyObject_CallNoArgs(p->loop_time);
-    if (now_ == NULL || PyObject_SetAttr(p->connection, s_last_active, now_) < 0)
-        goto failed;
-    done = PyObject_CallMethodOneArg(p->transport, s_write, chunk);
-    if (done == NULL)
-        goto failed;
-    Py_DECREF(count);
-    Py_DECREF(sum);
-    Py_DECREF(now_);
+    if (sum == NULL)
+        return raised();
+    Py_SETREF(SLOT(p->metrics, metrics_at[MT_BYTES_OUT]), sum);
+    if ((now_ = PyObject_CallNoArgs(p->loop_time)) == NULL)
+        return raised();
+    Py_XSETREF(SLOT(p->connection, connection_at[C_LAST_ACTIVE]), now_);
+    if ((done = PyObject_CallMethodOneArg(p->transport, s_write, chunk)) == NULL)
+        return raised();
     Py_DECREF(done);
     Py_RETURN_TRUE;
-failed:
-    Py_XDECREF(count);
-    Py_XDECREF(sum);
-    Py_XDECREF(now_);
-    return raised();
 }
 
-static PyObject *serve(Pipeline *p, PyObject *frame)
+/* What serve answers, unpacked: take reads it without the tuple being made. */
+typedef struct {
+    PyObject *header, *api, *body, *ctx, *response, *out;
+} Served;
+
+static void let_go(Served *s)
+{
+    Py_CLEAR(s->header);
+    Py_CLEAR(s->api);
+    Py_CLEAR(s->body);
+    Py_CLEAR(s->ctx);
+    Py_CLEAR(s->response);
+    Py_CLEAR(s->out);
+}
+
+/* serve's tuple, made of `s` (its references let go of). */
+static PyObject *packed(Served *s)
+{
+    PyObject *result = PyTuple_Pack(6, s->header, s->api, s->body, s->ctx, s->response, s->out);
+    let_go(s);
+    return result;
+}
+
+/* serve's steps: 1 with *s set (new references), 0 for the Python path to serve the frame
+ * (nothing done), -1 with an exception. */
+static int serve_frame(Pipeline *p, PyObject *frame, Served *s)
 {
     if (p->routes == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Pipeline not initialised");
-        return NULL;
+        return -1;
     }
     Py_buffer view;
     if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
+        return -1;
     Py_ssize_t size = view.len;
     unsigned int key_bits = 0, version_bits = 0;
     if (size >= 4) {
@@ -416,49 +515,45 @@ static PyObject *serve(Pipeline *p, PyObject *frame)
     }
     PyBuffer_Release(&view);
     if (size < 4 || size > INLINE_MAX)
-        Py_RETURN_NONE;  /* under 4 bytes: no header; the Python path refuses it */
+        return 0;  /* under 4 bytes: no header; the Python path refuses it */
     PyObject *route_key = PyLong_FromUnsignedLong(((unsigned long)key_bits << 16) | version_bits);
     if (route_key == NULL)
-        return NULL;
+        return -1;
     PyObject *route = PyDict_GetItemWithError(p->routes, route_key);  /* borrowed */
     Py_DECREF(route_key);
-    if (route == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
+    if (route == NULL)
+        return PyErr_Occurred() ? -1 : 0;
     if (!PyTuple_Check(route) || PyTuple_GET_SIZE(route) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(route, 3))
             || PyTuple_GET_SIZE(PyTuple_GET_ITEM(route, 3)) != 2) {
         PyErr_SetString(PyExc_TypeError, "a route is (api, request class, handler, (key, version), may wait)");
-        return NULL;
+        return -1;
     }
     if (PyTuple_GET_ITEM(route, 4) == Py_True)
-        Py_RETURN_NONE;  /* Dispatcher.can_handle_now: a handler that may wait */
+        return 0;  /* Dispatcher.can_handle_now: a handler that may wait */
     Py_INCREF(route);  /* held from here on: whatever runs below may change `routes` */
     PyObject *armed = PyObject_GetAttr(p->faults, s_armed);
     int is_armed = armed == NULL ? -1 : PyObject_IsTrue(armed);
     Py_XDECREF(armed);
     if (is_armed != 0) {
         Py_DECREF(route);
-        if (is_armed < 0)
-            return NULL;
-        Py_RETURN_NONE;  /* Dispatcher.can_handle_now: faults set, which may delay the answer */
+        return is_armed < 0 ? -1 : 0;  /* Dispatcher.can_handle_now: faults set, which may delay the answer */
     }
     PyObject *api = PyTuple_GET_ITEM(route, 0), *cls = PyTuple_GET_ITEM(route, 1);
     PyObject *handler = PyTuple_GET_ITEM(route, 2), *pair = PyTuple_GET_ITEM(route, 3);
-    PyObject *header = NULL, *body = NULL, *ctx = NULL, *response = NULL, *out = NULL, *result = NULL;
+    PyObject *header = NULL, *body = NULL, *ctx = NULL, *response = NULL, *out = NULL;
+    int result = -1;
 
     header = PyObject_CallOneArg(parse_header, frame);
     if (header == NULL || !PyTuple_Check(header) || PyTuple_GET_SIZE(header) != 5) {
         PyErr_Clear();  /* refused: the Python path refuses it and says why */
-        result = Py_NewRef(Py_None);
+        result = 0;
         goto done;
     }
     PyObject *decode_args[3] = {cls, frame, PyTuple_GET_ITEM(header, 4)};
     body = PyObject_Vectorcall(decode, decode_args, 3, NULL);
     if (body == NULL || body == Py_None) {
         PyErr_Clear();  /* refused, or left to kio's reader: the Python path's */
-        result = Py_NewRef(Py_None);
+        result = 0;
         goto done;
     }
     ctx = context_of(p, header);
@@ -504,7 +599,9 @@ static PyObject *serve(Pipeline *p, PyObject *frame)
                 goto done;
         }
     }
-    result = PyTuple_Pack(6, header, api, body, ctx, response, out);
+    *s = (Served){header, Py_NewRef(api), body, ctx, response, out};  /* the references handed over */
+    header = body = ctx = response = out = NULL;
+    result = 1;
 done:
     Py_XDECREF(header);
     Py_XDECREF(body);
@@ -515,26 +612,70 @@ done:
     return result;
 }
 
-/* getattr(owner, name) as a C long: 0 and *value set, or -1 with an exception. */
-static int long_attr(PyObject *owner, PyObject *name, long long *value)
+static PyObject *serve(Pipeline *p, PyObject *frame)
 {
-    PyObject *found = PyObject_GetAttr(owner, name);
+    Served s;
+    int served = serve_frame(p, frame, &s);
+    if (served <= 0)
+        return served < 0 ? NULL : Py_NewRef(Py_None);
+    return packed(&s);
+}
+
+/* The slot at `offset` of `owner` (borrowed), or NULL with AttributeError if it was never set. */
+static PyObject *slot(PyObject *owner, Py_ssize_t offset)
+{
+    PyObject *value = SLOT(owner, offset);
+    if (value == NULL)
+        PyErr_Format(PyExc_AttributeError, "a slot of %s that take reads is not set", Py_TYPE(owner)->tp_name);
+    return value;
+}
+
+/* The slot at `offset` of `owner` if it holds an instance of `type` (the class whose layout
+ * configure_take was given), or NULL with an exception: the other slots are read at that
+ * class's offsets. */
+static PyObject *typed_slot(PyObject *owner, Py_ssize_t offset, PyTypeObject *type)
+{
+    PyObject *value = slot(owner, offset);
+    if (value != NULL && !PyObject_TypeCheck(value, type)) {
+        PyErr_Format(PyExc_TypeError, "take reads a %s where a %s was laid out", Py_TYPE(value)->tp_name,
+                     type->tp_name);
+        return NULL;
+    }
+    return value;
+}
+
+/* The slot as a C long: 0 and *value set, or -1 with an exception. */
+static int long_slot(PyObject *owner, Py_ssize_t offset, long long *value)
+{
+    PyObject *found = slot(owner, offset);
     if (found == NULL)
         return -1;
     *value = PyLong_AsLongLong(found);
-    Py_DECREF(found);
     return *value == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* Whether getattr(owner, name) is None (1), not None (0), or failed (-1). */
-static int none_attr(PyObject *owner, PyObject *name)
+/* Whether the slot holds None (1), something else (0), or is unset (-1). */
+static int none_slot(PyObject *owner, Py_ssize_t offset)
 {
-    PyObject *found = PyObject_GetAttr(owner, name);
+    PyObject *found = slot(owner, offset);
+    return found == NULL ? -1 : found == Py_None;
+}
+
+/* Whether the slot's value is true (1), false (0), or failed (-1). */
+static int true_slot(PyObject *owner, Py_ssize_t offset)
+{
+    PyObject *found = slot(owner, offset);
+    return found == NULL ? -1 : PyObject_IsTrue(found);
+}
+
+/* Whether len() of the slot's value is 0 (1), not (0), or failed (-1). */
+static int empty_slot(PyObject *owner, Py_ssize_t offset)
+{
+    PyObject *found = slot(owner, offset);
     if (found == NULL)
         return -1;
-    int is = found == Py_None;
-    Py_DECREF(found);
-    return is;
+    Py_ssize_t size = PyObject_Length(found);
+    return size < 0 ? -1 : size == 0;
 }
 
 /* Whether getattr(owner, name) is true (1), false (0), or failed (-1). */
@@ -548,79 +689,93 @@ static int true_attr(PyObject *owner, PyObject *name)
     return is;
 }
 
-/* Whether len(getattr(owner, name)) is 0 (1), not (0), or failed (-1). */
-static int empty_attr(PyObject *owner, PyObject *name)
-{
-    PyObject *found = PyObject_GetAttr(owner, name);
-    if (found == NULL)
-        return -1;
-    Py_ssize_t size = PyObject_Length(found);
-    Py_DECREF(found);
-    return size < 0 ? -1 : size == 0;
-}
-
 /* _take's conditions for serving `data` (n bytes, its size prefix saying n - 4) at once:
  * the frame reader between frames with nothing held (so feed's first case gives the
  * frame, and settle has nothing to account), the request memory with room, the worker
  * waiting with nothing queued or unfinished, the client reading, no throttle, the
- * connection open, no answer being sent from files. 1 if they hold, 0 if not, -1 failed. */
+ * connection open, no answer being sent from files. 1 if they hold, 0 if not, -1 failed.
+ * Each is read at its slot's offset (configure_take). */
 static int may_take(Pipeline *p, Py_ssize_t size)
 {
-    PyObject *intake = NULL, *reader = NULL, *memory = NULL, *wakeup = NULL, *sender = NULL;
-    int ok = -1, is;
+    PyObject *connection = p->connection, *intake, *reader, *memory, *wakeup, *sender;
+    int is;
     long long value, limit;
-    if ((intake = PyObject_GetAttr(p->connection, s_intake)) == NULL
-            || (reader = PyObject_GetAttr(intake, s_reader)) == NULL)
-        goto done;
-#define CHECK(condition) do { is = (condition); if (is <= 0) { ok = is; goto done; } } while (0)
-    if (long_attr(reader, s_size, &value) < 0)
-        goto done;
+#define CHECK(condition) do { is = (condition); if (is <= 0) return is; } while (0)
+    if ((intake = typed_slot(connection, connection_at[C_INTAKE], intake_type)) == NULL
+            || (reader = typed_slot(intake, intake_at[I_READER], reader_type)) == NULL
+            || long_slot(reader, reader_at[R_SIZE], &value) < 0)
+        return -1;
     CHECK(value < 0);  /* no frame half received */
-    CHECK(empty_attr(reader, s_prefix));
-    CHECK(empty_attr(reader, s_backlog));
-    if (long_attr(reader, s_max_bytes, &value) < 0)
-        goto done;
+    CHECK(empty_slot(reader, reader_at[R_PREFIX]));
+    CHECK(empty_slot(reader, reader_at[R_BACKLOG]));
+    if (long_slot(reader, reader_at[R_MAX_BYTES], &value) < 0)
+        return -1;
     CHECK(size - 4 <= value);
-    is = true_attr(intake, s_pooled);
-    if (is < 0)
-        goto done;
+    if ((is = true_slot(intake, intake_at[I_POOLED])) < 0)
+        return -1;
     if (is) {  /* RequestMemory.full: 0 < limit <= used */
-        if ((memory = PyObject_GetAttr(intake, s_memory)) == NULL || long_attr(memory, s_limit, &limit) < 0
-                || long_attr(memory, s_used, &value) < 0)
-            goto done;
+        if ((memory = typed_slot(intake, intake_at[I_MEMORY], memory_type)) == NULL
+                || long_slot(memory, memory_at[M_LIMIT], &limit) < 0 || long_slot(memory, memory_at[M_USED], &value) < 0)
+            return -1;
         CHECK(!(0 < limit && limit <= value));
     }
-    if (long_attr(intake, s_held, &value) < 0)
-        goto done;
+    if (long_slot(intake, intake_at[I_HELD], &value) < 0)
+        return -1;
     CHECK(value == 0);
-    CHECK(empty_attr(intake, s_frames));
-    if ((wakeup = PyObject_GetAttr(p->connection, s_wakeup)) == NULL)
-        goto done;
+    CHECK(empty_slot(intake, intake_at[I_FRAMES]));
+    if ((wakeup = slot(connection, connection_at[C_WAKEUP])) == NULL)
+        return -1;
     CHECK(wakeup != Py_None);
-    PyObject *done_ = PyObject_CallMethodNoArgs(wakeup, s_done);
-    if (done_ == NULL)
-        goto done;
-    is = PyObject_IsTrue(done_);
-    Py_DECREF(done_);
+    PyObject *done = PyObject_CallMethodNoArgs(wakeup, s_done);
+    if (done == NULL)
+        return -1;
+    is = PyObject_IsTrue(done);
+    Py_DECREF(done);
     CHECK(is < 0 ? -1 : !is);
-    CHECK(none_attr(p->connection, s_unfinished));
-    CHECK(none_attr(p->connection, s_drained));
-    CHECK(none_attr(p->connection, s_muted));
-    is = true_attr(p->connection, s_closing);
+    /* Implied by the wake-up's check while connection.py keeps its order (it wakes the worker
+     * whenever it leaves a request unfinished, and the worker lets go of it before it waits
+     * again); kept, for a slot's pointer compare, so that take's conditions are _take's. */
+    CHECK(none_slot(connection, connection_at[C_UNFINISHED]));
+    CHECK(none_slot(connection, connection_at[C_DRAINED]));
+    CHECK(none_slot(connection, connection_at[C_MUTED]));
+    is = true_slot(connection, connection_at[C_CLOSING]);
     CHECK(is < 0 ? -1 : !is);
-    if ((sender = PyObject_GetAttr(p->connection, s_file_sender)) == NULL)
-        goto done;
-    if (sender != Py_None)
-        CHECK(none_attr(sender, s_finished));
+    if ((sender = slot(connection, connection_at[C_FILE_SENDER])) == NULL)
+        return -1;
+    if (sender != Py_None) {
+        if (!PyObject_TypeCheck(sender, sender_type))
+            return typed_slot(connection, connection_at[C_FILE_SENDER], sender_type) == NULL ? -1 : 0;
+        CHECK(none_slot(sender, sender_at[S_FINISHED]));
+    }
 #undef CHECK
-    ok = 1;
-done:
-    Py_XDECREF(intake);
-    Py_XDECREF(reader);
-    Py_XDECREF(memory);
-    Py_XDECREF(wakeup);
-    Py_XDECREF(sender);
-    return ok;
+    return 1;
+}
+
+/* data_received's first steps: metrics.bytes_in += len(data); last_active = loop time. */
+static int received(Pipeline *p, PyObject *data)
+{
+    PyObject *count = slot(p->metrics, metrics_at[MT_BYTES_IN]), *size, *sum, *now_;
+    if (count == NULL)
+        return -1;
+    Py_ssize_t length = PyObject_Length(data);
+    if (length < 0 || (size = PyLong_FromSsize_t(length)) == NULL)
+        return -1;
+    sum = PyNumber_Add(count, size);
+    Py_DECREF(size);
+    if (sum == NULL)
+        return -1;
+    Py_SETREF(SLOT(p->metrics, metrics_at[MT_BYTES_IN]), sum);
+    if ((now_ = PyObject_CallNoArgs(p->loop_time)) == NULL)
+        return -1;
+    Py_XSETREF(SLOT(p->connection, connection_at[C_LAST_ACTIVE]), now_);
+    return 0;
+}
+
+/* serve's tuple for _take to finish, or the exception making it raised, as the handler's. */
+static PyObject *handed(Served *s)
+{
+    PyObject *result = packed(s);
+    return result == NULL && PyErr_ExceptionMatches(PyExc_Exception) ? raised() : result;
 }
 
 static PyObject *take(Pipeline *p, PyObject *data)
@@ -629,6 +784,8 @@ static PyObject *take(Pipeline *p, PyObject *data)
         PyErr_SetString(PyExc_RuntimeError, "Pipeline not initialised");
         return NULL;
     }
+    if (received(p, data) < 0)
+        return NULL;
     if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) <= 4)
         Py_RETURN_NONE;
     Py_ssize_t size = PyBytes_GET_SIZE(data);
@@ -641,45 +798,50 @@ static PyObject *take(Pipeline *p, PyObject *data)
         return NULL;
     if (!may)
         Py_RETURN_NONE;
-    PyObject *whole = PyMemoryView_FromObject(data);
-    if (whole == NULL)
-        return NULL;
-    PyObject *frame = PyObject_GetItem(whole, after_prefix);
-    Py_DECREF(whole);
+    /* memoryview(data)[4:], made as memoryview's slicing makes it (init_slice, init_len:
+     * the view's start, shape and length moved on by 4) on the view just made, which no one
+     * else has seen: a second memoryview and the slice's object saved at every request */
+    PyObject *frame = PyMemoryView_FromObject(data);
     if (frame == NULL)
         return NULL;
-    PyObject *served = serve(p, frame);
+    Py_buffer *view = PyMemoryView_GET_BUFFER(frame);
+    if (view->ndim == 1 && view->itemsize == 1 && view->shape != NULL && view->shape[0] == size
+            && (view->strides == NULL || view->strides[0] == 1) && view->suboffsets == NULL) {
+        view->buf = (char *)view->buf + 4;
+        view->shape[0] -= 4;
+        view->len -= 4;
+    } else {
+        Py_SETREF(frame, PyObject_GetItem(frame, after_prefix));
+        if (frame == NULL)
+            return NULL;
+    }
+    Served s;
+    int served = serve_frame(p, frame, &s);
     Py_DECREF(frame);
-    if (served == NULL)
+    if (served < 0)
         return PyErr_ExceptionMatches(PyExc_Exception) ? raised() : NULL;  /* the handler's, for _take */
-    if (served == Py_None)
-        return served;
+    if (served == 0)
+        Py_RETURN_NONE;
     /* Done with it here when nothing is left for _take: the response sent (or none), no
-     * throttle, no deferred work, no close after it, the transport open. */
-    PyObject *header = PyTuple_GET_ITEM(served, 0), *ctx = PyTuple_GET_ITEM(served, 3);
-    PyObject *out = PyTuple_GET_ITEM(served, 5);
-    PyObject *throttle = *(PyObject **)((char *)ctx + context_offsets[6]);
-    PyObject *deferred = *(PyObject **)((char *)ctx + context_offsets[5]);
-    if ((out != Py_True && out != Py_None) || throttle == NULL || deferred != Py_None)
-        return served;
+     * throttle, no deferred work, no close after it. */
+    PyObject *throttle = *(PyObject **)((char *)s.ctx + context_offsets[6]);
+    PyObject *deferred = *(PyObject **)((char *)s.ctx + context_offsets[5]);
+    if ((s.out != Py_True && s.out != Py_None) || throttle == NULL || deferred != Py_None)
+        return handed(&s);
     int throttled = PyObject_IsTrue(throttle);  /* _responded's `if ctx.throttle_ms` */
     if (throttled != 0) {
         PyErr_Clear();
-        return served;
+        return handed(&s);
     }
+    /* A transport closing since is nothing more for _take either: it would stop there, with
+     * nothing queued or held to account (may_take saw to that). */
     int close = true_attr(p->session, s_close_after_response);
-    int is_closing = close == 0 ? closing(p) : 0;
-    if (close < 0 || is_closing < 0) {
+    if (close != 0) {
         PyErr_Clear();  /* _take asks again, and raises it where it raises */
-        return served;
+        return handed(&s);
     }
-    if (close || is_closing)
-        return served;
-    if (PyObject_SetAttr(p->connection, s_client_id, PyTuple_GET_ITEM(header, 3)) < 0) {
-        PyErr_Clear();
-        return served;
-    }
-    Py_DECREF(served);
+    Py_XSETREF(SLOT(p->connection, connection_at[C_CLIENT_ID]), Py_NewRef(PyTuple_GET_ITEM(s.header, 3)));
+    let_go(&s);
     Py_RETURN_TRUE;
 }
 
@@ -707,6 +869,8 @@ static PyTypeObject PipelineType = {
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "configure(...): what Pipeline.serve calls (see the file's comment)"},
+    {"configure_take", configure_take, METH_O,
+     "configure_take(layout): the slots Pipeline.take reads and writes (see the file's comment)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -715,16 +879,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pipeline", NULL, -1
 PyMODINIT_FUNC PyInit__pipeline(void)
 {
     struct { PyObject **name; const char *text; } names[] = {
-        {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_requests, "requests"}, {&s_seconds, "seconds"},
-        {&s_buckets, "buckets"}, {&s_errors, "errors"}, {&s_update, "update"}, {&s_entity, "entity"},
+        {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_update, "update"}, {&s_entity, "entity"},
         {&s_request_served, "request_served"}, {&s_is_closing, "is_closing"}, {&s_write, "write"},
-        {&s_bytes_out, "bytes_out"}, {&s_last_active, "last_active"}, {&s_intake, "_intake"},
-        {&s_reader, "reader"}, {&s_size, "_size"}, {&s_prefix, "_prefix"}, {&s_backlog, "backlog"},
-        {&s_max_bytes, "max_bytes"}, {&s_pooled, "_pooled"}, {&s_memory, "memory"}, {&s_limit, "limit"},
-        {&s_used, "used"}, {&s_held, "_held"}, {&s_wakeup, "_wakeup"}, {&s_done, "done"}, {&s_frames, "frames"},
-        {&s_unfinished, "_unfinished"}, {&s_drained, "_drained"}, {&s_muted, "_muted"}, {&s_closing, "_closing"},
-        {&s_file_sender, "_file_sender"}, {&s_finished, "finished"},
-        {&s_close_after_response, "close_after_response"}, {&s_client_id, "client_id"},
+        {&s_done, "done"}, {&s_close_after_response, "close_after_response"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)

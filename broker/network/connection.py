@@ -1,33 +1,26 @@
 """One client connection: frames in, responses out, in request order.
 
-`data_received` splits the byte stream into frames (checking each size before
-buffering a byte of it). A request of up to 64 KiB that cannot wait on anything (all
-but JoinGroup, SyncGroup and SaslAuthenticate) is served right there when nothing is
-ahead of it;
-the others, and everything after them, are queued for the connection's worker task,
-which takes the frames in order, runs the handler, and writes the response. A handler
-served here that finds it must wait after all (a Fetch that has to long-poll, a big
-Produce checked in a thread) returns an awaitable, which the worker finishes before
-anything queued behind it. Like Kafka, a connection's requests are processed one at a
-time, so responses leave in request order; clients pipeline (librdkafka keeps up to 5
-in flight) and the next frames wait, already read, in the queue.
+`data_received` splits the byte stream into frames (checking each size before buffering a byte of it). A request of
+up to 64 KiB that cannot wait on anything (all but JoinGroup, SyncGroup and SaslAuthenticate) is served right there
+when nothing is ahead of it; the others, and everything after them, are queued for the connection's worker task,
+which takes the frames in order, runs the handler, and writes the response. A handler served here that finds it must
+wait after all (a Fetch that has to long-poll, a big Produce checked in a thread) returns an awaitable, which the
+worker finishes before anything queued behind it. Like Kafka, a connection's requests are processed one at a time,
+so responses leave in request order; clients pipeline (librdkafka keeps up to 5 in flight) and the next frames wait,
+already read, in the queue.
 
-The parts, as mini-redis separates listener, connection and handler: listener.py
-accepts; frame_intake.py turns the byte stream into frames and holds the queued ones
-within their limits (back-pressure); connection_security.py is what the listener's
-security asks (a client certificate's principal, the SASL gate, bare SASL tokens);
-this module is the request pipeline: decode -> handle -> encode, in order. The
-dispatcher (dispatch.py) runs the handler with what the broker adds around it (faults,
-the fsync wait, metrics).
+The parts, as mini-redis separates listener, connection and handler: listener.py accepts; frame_intake.py turns the
+byte stream into frames and holds the queued ones within their limits (back-pressure); connection_security.py is
+what the listener's security asks (a client certificate's principal, the SASL gate, bare SASL tokens); this module
+is the request pipeline: decode -> handle -> encode, in order. The dispatcher (dispatch.py) runs the handler with
+what the broker adds around it (faults, the fsync wait, metrics).
 
-A client that closes its end is closed at once, whatever it left queued or waiting (a
-long-polling Fetch): Kafka drops such requests too. A connection with no request in hand
-or queued and no bytes in or out for connections.max.idle.ms is closed, as Kafka closes
-idle connections, even halfway through receiving a request.
+A client that closes its end is closed at once, whatever it left queued or waiting (a long-polling Fetch): Kafka
+drops such requests too. A connection with no request in hand or queued and no bytes in or out for
+connections.max.idle.ms is closed, as Kafka closes idle connections, even halfway through receiving a request.
 
-Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable
-header, unknown API) closes this connection with a log line; every other connection
-carries on.
+Anything wrong with a frame that leaves the stream unframeable (bad size, undecodable header, unknown API) closes
+this connection with a log line; every other connection carries on.
 """
 
 from __future__ import annotations
@@ -68,9 +61,9 @@ if TYPE_CHECKING:
 log = get_logger("ottla.connection")
 
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
-# Requests up to this size may be served straight from data_received (_serve_inline).
-# Larger ones (big Produce batches) go through the worker: next to their own work the
-# hop is nothing, and inline they cost more broker CPU per byte (bench/RESULTS.md).
+# Requests up to this size may be served straight from data_received (_serve_inline). Larger ones (big Produce batches)
+# go through the worker: next to their own work the hop is nothing, and inline they cost more broker CPU per byte
+# (bench/RESULTS.md).
 _INLINE_MAX_BYTES = 64 * 1024
 # Bytes 0-1 of a request: its API key (the frame's size prefix is already stripped).
 _API_KEY_BYTES = slice(0, 2)
@@ -84,13 +77,18 @@ class Request(NamedTuple):
     body: Any
 
 
-# (api key, version) -> (its Api, its request class), for every pair the API table
-# serves, filled as requests arrive: one look-up where each request would otherwise ask
-# the API table, the version range and kio's schema cache in turn.
+# (api key, version) -> (its Api, its request class), for every pair the API table serves, filled as requests arrive:
+# one look-up where each request would otherwise ask the API table, the version range and kio's schema cache in turn.
 _SERVED: dict[tuple[int, int], tuple[Api, Any]] = {}
 
 
 class Connection(asyncio.Protocol):
+    # Slots: _pipeline.c's take reads the state that says it is idle at their offsets (compiled_pipeline.TAKE_SLOTS).
+    __slots__ = ("services", "quotas", "_admitted", "_host", "session", "security", "_sasl", "dispatcher", "metrics",
+                 "listener", "_advertised", "registry", "transport", "peer", "client_id", "_intake", "_in_hand",
+                 "_unfinished", "last_active", "_wakeup", "_worker", "_closing", "_drained", "_file_sender", "_muted",
+                 "_compiled", "_loop")
+
     def __init__(self, services: Services, dispatcher: Dispatcher, listener: Listener,
                  registry: set[Connection], max_request_bytes: int, memory: RequestMemory,
                  quotas: ConnectionQuotas, security: ListenerSecurity = PLAINTEXT,
@@ -113,21 +111,19 @@ class Connection(asyncio.Protocol):
         self.client_id: str | None = None
         self._intake = FrameIntake(max_request_bytes, memory, self._take)
         self._in_hand = False  # the worker is serving a request (a long-poll Fetch may wait)
-        # A request served inline whose handler still has to wait (records checked in a
-        # thread, a Fetch's long poll): the worker finishes it (its awaitable) before
-        # anything queued behind it.
+        # A request served inline whose handler still has to wait (records checked in a thread, a Fetch's long poll):
+        # the worker finishes it (its awaitable) before anything queued behind it.
         self._unfinished: tuple[RequestContext, Request, Coroutine[Any, Any, Any]] | None = None
         self.last_active = 0.0  # loop time of the last bytes in or out
         self._wakeup: asyncio.Future[None] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
-        # Sends responses holding records left in their files (a Fetch's), on a
-        # plaintext listener; made at the first.
+        # Sends responses holding records left in their files (a Fetch's), on a plaintext listener; made at the first.
         self._file_sender: FileSender | None = None
         # Set while the client is throttled by a quota (KIP-219): its next request waits.
         self._muted: asyncio.Future[None] | None = None
-        # _serve_inline's steps in C (compiled_pipeline.py; it reads the state above by name): no SASL, no --fsync.
+        # _serve_inline's steps in C (compiled_pipeline.py): no SASL, no --fsync.
         self._compiled: Any = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
@@ -171,11 +167,14 @@ class Connection(asyncio.Protocol):
         self.metrics.connections_opened += 1
 
     def data_received(self, data: bytes) -> None:
-        self.metrics.bytes_in += len(data)
-        self.last_active = self._loop.time()
-        # One whole frame, the worker idle: split, served and answered in one C call (True:
-        # that was all; else _take's steps, with what it made of the frame: _pipeline.c).
-        served = self._compiled.take(data) if self._compiled is not None else None
+        compiled = self._compiled
+        if compiled is None:
+            self.metrics.bytes_in += len(data)
+            self.last_active = self._loop.time()
+            self._take(data)
+            return
+        # Counted as above and a whole frame of an idle connection served, in C (True: all done; else _take's steps).
+        served = compiled.take(data)
         if served is not True:
             self._take(data, served)
 
@@ -189,9 +188,9 @@ class Connection(asyncio.Protocol):
         except FrameError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        # Served here when the worker waits with nothing queued, and nothing holds the next
-        # request back: no request served inline is unfinished, the client reads what we
-        # send, no quota throttles it, the connection is open, no answer is sent from files.
+        # Served here when the worker waits with nothing queued, and nothing holds the next request back: no request
+        # served inline is unfinished, the client reads what we send, no quota throttles it, the connection is open, no
+        # answer is sent from files.
         wakeup, sender = self._wakeup, self._file_sender
         if frames and (served is not None or (  # served: take found it so before serving it
                 wakeup is not None and not wakeup.done() and not intake.frames
@@ -207,10 +206,9 @@ class Connection(asyncio.Protocol):
         intake.settle(bool(frames))
 
     def eof_received(self) -> bool:
-        # The client closed its end. Kafka closes the connection then, dropping what it
-        # had queued or in hand; so do we (returning False closes the transport, and
-        # connection_lost lets go of everything), instead of keeping the socket in
-        # CLOSE_WAIT for as long as a long-polling Fetch may wait.
+        # The client closed its end. Kafka closes the connection then, dropping what it had queued or in hand; so do we
+        # (returning False closes the transport, and connection_lost lets go of everything), instead of keeping the
+        # socket in CLOSE_WAIT for as long as a long-polling Fetch may wait.
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -598,3 +596,5 @@ class Connection(asyncio.Protocol):
                 self._worker.cancel()
         self.close()
 
+
+compiled_pipeline.lay_out_take(Connection)

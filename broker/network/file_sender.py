@@ -36,6 +36,9 @@ from ottla.storage.file_slice import FileSlice
 
 
 class FileSender:
+    # Slots: _pipeline.c's take reads finished at its offset (compiled_pipeline.TAKE_SLOTS).
+    __slots__ = ("_transport", "_loop", "_touched", "_failed", "_queue", "_sent", "_socket", "_watching", "finished")
+
     def __init__(self, transport: asyncio.Transport, touched: Callable[[], None],
                  failed: Callable[[str], None]) -> None:
         self._transport = transport

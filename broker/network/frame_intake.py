@@ -36,10 +36,14 @@ PIPELINED_BYTES = 4 * 1024 * 1024
 
 
 class FrameIntake:
+    # Slots: _pipeline.c's take reads reader, memory, _pooled, _held and frames at their
+    # offsets (compiled_pipeline.TAKE_SLOTS).
+    __slots__ = ("reader", "_max_request_bytes", "frames", "_max_queued_bytes", "_queued_bytes", "memory", "_pooled",
+                 "_held", "_serving_bytes", "_serving", "transport", "_reading_paused", "_stopped", "_take_backlog")
+
     def __init__(self, max_request_bytes: int, memory: RequestMemory, take_backlog: Callable[[bytes], None]) -> None:
         self.reader = FrameReader(max_request_bytes)
         self._max_request_bytes = max_request_bytes
-        # _pipeline.c's take reads frames, _pooled, _held, memory and reader's state by name.
         self.frames: deque[memoryview] = deque()
         self._max_queued_bytes = max_request_bytes
         self._queued_bytes = 0  # of the frames in `frames`

@@ -94,6 +94,9 @@ def settle_allocator() -> bool:
 
 
 class RequestMemory:
+    # Slots: _pipeline.c's take reads limit and used at their offsets (compiled_pipeline.TAKE_SLOTS).
+    __slots__ = ("limit", "used", "_paused", "_finishing", "_peak", "_trim", "_trim_pending")
+
     def __init__(self, limit: int) -> None:
         self.limit = limit  # bytes; <= 0: no limit (Kafka's -1)
         self.used = 0

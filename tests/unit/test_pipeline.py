@@ -9,14 +9,17 @@ connection. Break-and-see-it-fail, made once by hand: taking out serve's check o
 handler that may wait made test_frames_it_cannot_serve_are_left_to_python fail (the
 JoinGroup served there, not left to the worker); taking out take's check that the
 intake holds nothing made test_take_serves_one_whole_frame_of_an_idle_connection_and_nothing_else
-fail (_held)."""
+fail (_held), and so did taking out its check of an answer still being sent from files;
+lay_out_take passing a class without a slot it names on to C made
+test_a_slot_take_reads_renamed_stops_the_start_with_its_name fail (C's ValueError, with no
+name in it). take reads the real classes' slots: the connection here is a Connection,
+its intake, reader and request memory real ones."""
 
 from __future__ import annotations
 
 import random
 import struct
 from collections import deque
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -24,6 +27,10 @@ import pytest
 from ottla.broker.handlers import RequestContext
 from ottla.broker.metrics import Metrics
 from ottla.broker.network import compiled_pipeline
+from ottla.broker.network.connection import Connection
+from ottla.broker.network.file_sender import FileSender
+from ottla.broker.network.frame_intake import FrameIntake
+from ottla.broker.network.request_memory import RequestMemory
 from ottla.protocol import compiled_codec
 from ottla.protocol.apis import SUPPORTED
 from ottla.protocol.codec import encode_request, encode_response_in_python, request_class, response_class
@@ -60,31 +67,19 @@ class Waiting:
         return False
 
 
-class Reader:
-    """FrameReader between frames (the attributes take reads)."""
-
-    def __init__(self) -> None:
-        self._size, self._prefix, self.backlog, self.max_bytes = -1, bytearray(), b"", 100 * 1024 * 1024
-
-
-class Intake:
-    def __init__(self) -> None:
-        self.reader, self.frames, self._pooled, self._held, self.memory = Reader(), deque(), False, 0, None
-
-
-class Connection:
-    """The state of an idle connection that _pipeline.c's take reads."""
-
-    def __init__(self) -> None:
-        self.last_active = 0.0
-        self.client_id: str | None = None
-        self._intake = Intake()
-        self._wakeup: Any = Waiting()
-        self._unfinished = self._drained = self._muted = self._file_sender = None
-        self._closing = False
+def _idle(connection: Connection) -> Connection:
+    """`connection` as an idle connection's state, the state _pipeline.c's take reads (its
+    slots: compiled_pipeline.TAKE_SLOTS): the reader between frames, nothing held or
+    queued, the worker waiting."""
+    connection.last_active, connection.client_id = 0.0, None
+    connection._intake = FrameIntake(100 * 1024 * 1024, RequestMemory(0), lambda backlog: None)
+    connection._wakeup = Waiting()
+    connection._unfinished = connection._drained = connection._muted = connection._file_sender = None
+    connection._closing = False
+    return connection
 
 
-CONNECTION = Connection()
+CONNECTION = _idle(Connection.__new__(Connection))  # the real class: take reads it at its slots' offsets
 
 
 @pytest.fixture
@@ -164,13 +159,16 @@ def test_compiled_path_is_the_codecs() -> None:
 
 
 def test_take_serves_one_whole_frame_of_an_idle_connection_and_nothing_else(served) -> None:
-    serving, calls, transport, _, _ = served
-    connection = CONNECTION
-    connection.__init__()  # type: ignore[misc]
+    serving, calls, transport, metrics, _ = served
+    connection = _idle(CONNECTION)
     frame = _heartbeat_frame(9)
     whole = struct.pack(">i", len(frame)) + frame
     assert serving.take(whole) is True and len(calls) == 1 and connection.client_id == "unit"
     assert struct.unpack_from(">i", transport.written[-1], 4)[0] == 9 and connection.last_active == 42.0
+    # data_received's counting is take's, whatever it then makes of the bytes.
+    assert metrics.bytes_in == len(whole)
+    connection.last_active = 0.0
+    assert serving.take(whole[:3]) is None and metrics.bytes_in == len(whole) + 3 and connection.last_active == 42.0
     # What is not one whole frame: the size prefix lies (by one, either way, or is
     # negative), the frame is cut, two frames, less than a prefix; a bytearray.
     rng = random.Random(45)
@@ -181,18 +179,60 @@ def test_take_serves_one_whole_frame_of_an_idle_connection_and_nothing_else(serv
     # A connection that is not idle, or a reader or intake holding something.
     for attribute, value in (("_wakeup", None), ("_unfinished", ()), ("_drained", 1), ("_muted", 1),
                              ("_closing", True)):
-        connection.__init__()  # type: ignore[misc]
-        setattr(connection, attribute, value)
+        setattr(_idle(connection), attribute, value)
         assert serving.take(whole) is None, attribute
     for owner, attribute, value in (("reader", "_size", 10), ("reader", "_prefix", bytearray(b"\0")),
                                     ("reader", "backlog", b"x"), ("reader", "max_bytes", len(frame) - 1),
                                     ("intake", "_held", 1), ("intake", "frames", deque([frame]))):
-        connection.__init__()  # type: ignore[misc]
+        _idle(connection)
         setattr(connection._intake if owner == "intake" else connection._intake.reader, attribute, value)
         assert serving.take(whole) is None, attribute
-    connection.__init__()  # type: ignore[misc]
-    connection._intake._pooled, connection._intake.memory = True, SimpleNamespace(limit=10, used=10)
+    _idle(connection)._intake.memory.limit = connection._intake.memory.used = 10
     assert serving.take(whole) is None, "the request memory full"
     assert len(calls) == 1  # none of them reached the handler
     connection._intake.memory.used = 9
     assert serving.take(whole) is True and len(calls) == 2
+    # An answer still being sent from files: what follows waits behind it; once sent, not.
+    sender = FileSender.__new__(FileSender)
+    _idle(connection)._file_sender, sender.finished = sender, Waiting()
+    assert serving.take(whole) is None
+    sender.finished = None
+    assert serving.take(whole) is True and len(calls) == 3
+
+
+def test_take_reads_only_the_classes_laid_out(served) -> None:
+    """take reads its state at the offsets of the classes' slots: an object of another
+    class where one is laid out is refused (TypeError), never read at those offsets."""
+    serving, calls, _, _, _ = served
+    frame = _heartbeat_frame()
+    whole = struct.pack(">i", len(frame)) + frame
+    for owner, attribute, value in (("connection", "_intake", object()), ("intake", "reader", bytearray()),
+                                    ("intake", "memory", object()), ("connection", "_file_sender", object())):
+        connection = _idle(CONNECTION)
+        setattr(connection if owner == "connection" else connection._intake, attribute, value)
+        with pytest.raises(TypeError, match="where a .* was laid out"):
+            serving.take(whole)
+    assert not calls
+    with pytest.raises(TypeError, match="not of the class configure_take laid out"):
+        serving.__class__({}, None, "", ("h", 1), Session(), Faults(), Metrics(), object(), Transport(), float)
+
+
+def test_a_slot_take_reads_renamed_stops_the_start_with_its_name() -> None:
+    """compiled_pipeline.TAKE_SLOTS names what take reads; lay_out_take, run as
+    connection.py is imported, refuses a class where one of them is no slot, naming it
+    (and hands C nothing of it)."""
+    if compiled_pipeline.compiled is None:
+        pytest.skip("OTTLA_PURE_PYTHON=1: no C pipeline to lay out")
+
+    class Renamed:  # Connection's slots that take reads, _file_sender renamed
+        __slots__ = ("_intake", "_wakeup", "_unfinished", "_drained", "_muted", "_closing", "_files", "last_active",
+                     "client_id")
+
+    with pytest.raises(TypeError, match=r"Renamed\._file_sender: no slot of its class"):
+        compiled_pipeline.lay_out_take(Renamed)
+
+    class Unslotted:
+        pass
+
+    with pytest.raises(TypeError, match=r"Unslotted\._intake, _wakeup, .*client_id: no slot"):
+        compiled_pipeline.lay_out_take(Unslotted)
