@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-from dataclasses import replace
 
 import pytest
 
@@ -65,8 +64,8 @@ def test_a_transition_changes_what_it_is_told_and_nothing_else():
     changes = {"producer_id": 4000, "producer_epoch": 0, "timeout_ms": 5000, "partitions": frozenset(),
                "start_ms": 95, "previous_producer_id": 3000, "next_producer_id": 4001, "client_transaction_version": 0}
     for name, value in changes.items():
-        assert transition(record, S.PREPARE_COMMIT, 200, **{name: value}) == replace(
-            record, state=S.PREPARE_COMMIT, last_update_ms=200, **{name: value}), name
+        assert transition(record, S.PREPARE_COMMIT, 200, **{name: value}) == record._replace(
+            state=S.PREPARE_COMMIT, last_update_ms=200, **{name: value}), name
     with pytest.raises(TypeError):  # a misspelt field is no silent no-op
         transition(record, S.PREPARE_COMMIT, 200, partition=frozenset())
 
@@ -166,7 +165,7 @@ def test_init_during_an_ongoing_transaction_fences_aborts_and_asks_to_retry(coor
 
 def test_exhausted_epoch_moves_to_a_new_producer_id(coordinator):
     pid, _ = coordinator.init_producer_id("app", 60000)
-    coordinator.transactions["app"] = replace(coordinator.transactions["app"], producer_epoch=MAX_EPOCH)
+    coordinator.transactions["app"] = coordinator.transactions["app"]._replace(producer_epoch=MAX_EPOCH)
     new_pid, epoch = coordinator.init_producer_id("app", 60000)
     assert new_pid != pid and epoch == 0
 
@@ -208,7 +207,7 @@ def test_end_txn_v5_tells_a_retry_from_the_next_end_by_the_epoch(coordinator):
 
 def test_end_txn_v5_at_the_last_epoch_hands_over_a_new_producer_id(coordinator):
     pid, _ = coordinator.init_producer_id("app", 60000)
-    coordinator.transactions["app"] = replace(coordinator.transactions["app"], producer_epoch=MAX_EPOCH)
+    coordinator.transactions["app"] = coordinator.transactions["app"]._replace(producer_epoch=MAX_EPOCH)
     coordinator.add_partitions_implicitly("app", pid, MAX_EPOCH, [("orders", 0)])
     new_pid, new_epoch = coordinator.end_txn("app", pid, MAX_EPOCH, commit=True, bump_epoch=True)
     assert new_pid != pid and new_epoch == 0
