@@ -147,10 +147,11 @@ class OffsetStore:
         producer's epoch in that partition (stale epochs are refused). A refused append
         raises the error a coordinator answers (writes.append_error)."""
         now = int(self.wall_clock() * 1000)
-        batch = records_batch(records, timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
-                              attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
+        batch, header = records_batch(records, timestamp=now, producer_id=producer_id,
+                                      producer_epoch=producer_epoch,
+                                      attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
         try:
-            result = self._log(group_id).append_batch(batch, BatchHeader.parse(batch), from_coordinator=True)
+            result = self._log(group_id).append_batch(batch, header, from_coordinator=True)
         except KafkaError as exc:
             if producer_id >= 0 and exc.code == ErrorCode.invalid_producer_epoch:
                 raise KafkaError(ErrorCode.producer_fenced, exc.message) from exc

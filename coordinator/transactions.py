@@ -219,9 +219,9 @@ class TransactionCoordinator:
                                    f"{TOPIC}-{partition}")
             state_log = self.logs.partition(TOPIC, partition)
             assert state_log is not None
-        batch = records_batch([(key, value)], timestamp=timestamp)
+        batch, header = records_batch([(key, value)], timestamp=timestamp)
         try:
-            state_log.append_batch(batch, BatchHeader.parse(batch))
+            state_log.append_batch(batch, header)
         except KafkaError as exc:
             raise append_error(exc, f"{TOPIC}-{partition}") from None
 
