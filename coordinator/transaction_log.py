@@ -114,6 +114,16 @@ def transition(current: TxnRecord, target: TxnState, now_ms: int, **changes: Any
     return tuple.__new__(TxnRecord, values)
 
 
+def following(current: TxnRecord, record: TxnRecord) -> TxnRecord:
+    """`record`, made whole by its caller, as the record that follows `current`:
+    `transition`'s check without its keywords (each about 1.4k instructions on Python
+    3.11, seven at a new producer session). IllegalTransition if its state may not
+    follow `current`'s."""
+    if record.state not in TRANSITIONS[current.state]:
+        raise IllegalTransition(f"{current.state.kafka_name} -> {record.state.kafka_name}")
+    return record
+
+
 class IllegalTransition(Exception):
     pass
 

@@ -54,6 +54,7 @@ from .transaction_log import (
     decode_value,
     encode_value,
     encoded_key,
+    following,
     partition_for,
     transition,
 )
@@ -287,11 +288,9 @@ class TransactionCoordinator:
         # A new producer session: nothing of the previous transaction carries over but
         # the client transaction version, which Kafka keeps in the record until the next
         # transaction sets it.
-        self._persist(txn_id, transition(
-            txn, _EMPTY, int(self.clock() * 1000), producer_id=producer_id, producer_epoch=epoch,
-            timeout_ms=timeout_ms, partitions=_NO_PARTITIONS, start_ms=-1, previous_producer_id=previous,
-            next_producer_id=NO_PRODUCER_ID,
-        ))
+        self._persist(txn_id, following(txn, TxnRecord(
+            producer_id, epoch, timeout_ms, _EMPTY, _NO_PARTITIONS, int(self.clock() * 1000), -1, previous,
+            NO_PRODUCER_ID, txn.client_transaction_version)))
         return producer_id, epoch
 
     def _next_epoch(self, txn: TxnRecord) -> tuple[int, int, int]:
@@ -328,12 +327,11 @@ class TransactionCoordinator:
             return  # a retry: nothing new to record
         now = int(self.clock() * 1000)
         ongoing = txn.state is _ONGOING
-        self._persist(txn_id, transition(
-            txn, _ONGOING, now,
-            partitions=(txn.partitions if ongoing else _NO_PARTITIONS) | frozenset(partitions),
-            start_ms=txn.start_ms if ongoing else now,
-            client_transaction_version=client_transaction_version,
-        ))
+        self._persist(txn_id, following(txn, TxnRecord(
+            txn.producer_id, txn.producer_epoch, txn.timeout_ms, _ONGOING,
+            (txn.partitions if ongoing else _NO_PARTITIONS) | frozenset(partitions), now,
+            txn.start_ms if ongoing else now, txn.previous_producer_id, txn.next_producer_id,
+            client_transaction_version)))
 
     def add_partitions_implicitly(self, txn_id: str, producer_id: int, epoch: int,
                                   partitions: list[tuple[str, int]]) -> None:
@@ -493,13 +491,17 @@ class TransactionCoordinator:
 
     def _record_complete(self, txn_id: str, txn: TxnRecord) -> None:
         """Every partition of the prepared `txn` has its marker: Complete*."""
-        changes: dict[str, object] = {"partitions": _NO_PARTITIONS}
+        target = _COMPLETE_COMMIT if txn.state is _PREPARE_COMMIT else _COMPLETE_ABORT
+        now = int(self.clock() * 1000)
         if txn.next_producer_id != NO_PRODUCER_ID:
             # The epoch was exhausted: the new producer id takes over, at epoch 0.
-            changes.update(previous_producer_id=txn.producer_id, producer_id=txn.next_producer_id,
-                           producer_epoch=0, next_producer_id=NO_PRODUCER_ID)
-        target = _COMPLETE_COMMIT if txn.state is _PREPARE_COMMIT else _COMPLETE_ABORT
-        self._persist(txn_id, transition(txn, target, int(self.clock() * 1000), **changes))
+            self._persist(txn_id, transition(
+                txn, target, now, partitions=_NO_PARTITIONS, previous_producer_id=txn.producer_id,
+                producer_id=txn.next_producer_id, producer_epoch=0, next_producer_id=NO_PRODUCER_ID))
+            return
+        self._persist(txn_id, following(txn, TxnRecord(
+            txn.producer_id, txn.producer_epoch, txn.timeout_ms, target, _NO_PARTITIONS, now, txn.start_ms,
+            txn.previous_producer_id, txn.next_producer_id, txn.client_transaction_version)))
 
     def close(self) -> None:
         """Cancel the scheduled retries (at shutdown, before the logs close)."""

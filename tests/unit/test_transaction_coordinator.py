@@ -18,6 +18,7 @@ from ottla.coordinator.transaction_log import (
     decode_value,
     encode_key,
     encode_value,
+    following,
     java_string_hash,
     partition_for,
     transition,
@@ -47,13 +48,17 @@ ALLOWED = {
 @pytest.mark.parametrize("target", list(S), ids=lambda s: s.kafka_name)
 def test_every_transition_is_allowed_or_refused(current, target):
     record = TxnRecord(3000, 2, 60000, current, frozenset({("orders", 0)}), last_update_ms=100)
+    whole = record._replace(state=target, last_update_ms=200, producer_epoch=3)  # made whole by the caller
     if (current, target) in ALLOWED:
-        following = transition(record, target, 200, producer_epoch=3)
-        assert (following.state, following.last_update_ms, following.producer_epoch) == (target, 200, 3)
-        assert following.partitions == record.partitions
+        after = transition(record, target, 200, producer_epoch=3)
+        assert (after.state, after.last_update_ms, after.producer_epoch) == (target, 200, 3)
+        assert after.partitions == record.partitions
+        assert following(record, whole) is whole
     else:
         with pytest.raises(IllegalTransition):
             transition(record, target, 200)
+        with pytest.raises(IllegalTransition):
+            following(record, whole)
     # The current record is never edited: a transition makes a new one.
     assert (record.state, record.last_update_ms, record.producer_epoch) == (current, 100, 2)
     assert set(TRANSITIONS) == set(S)
