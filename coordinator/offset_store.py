@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
 
-from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, records_batch
+from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, coordinator_batch
 from ottla.protocol.control import ControlType, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import keys_and_values
@@ -147,9 +147,8 @@ class OffsetStore:
         producer's epoch in that partition (stale epochs are refused). A refused append
         raises the error a coordinator answers (writes.append_error)."""
         now = int(self.wall_clock() * 1000)
-        batch, header = records_batch(records, timestamp=now, producer_id=producer_id,
-                                      producer_epoch=producer_epoch,
-                                      attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
+        batch, header = coordinator_batch(records, now, producer_id, producer_epoch,
+                                          TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
         try:
             result = self._log(group_id).append_batch(batch, header, from_coordinator=True)
         except KafkaError as exc:

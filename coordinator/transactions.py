@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from ottla.protocol.batch import BatchHeader, records_batch
+from ottla.protocol.batch import BatchHeader, coordinator_batch
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 from ottla.protocol.records import keys_and_values
@@ -220,17 +220,16 @@ class TransactionCoordinator:
                                    f"{TOPIC}-{partition}")
             state_log = self.logs.partition(TOPIC, partition)
             assert state_log is not None
-        batch, header = records_batch([(key, value)], timestamp=timestamp)
+        batch, header = coordinator_batch([(key, value)], timestamp)
         try:
             state_log.append_batch(batch, header)
         except KafkaError as exc:
             raise append_error(exc, f"{TOPIC}-{partition}") from None
 
     def _write(self, txn_id: str, value: bytes | None, timestamp: int) -> None:
-        """Append the record of `txn_id` with `value` (None: its tombstone), then replay
-        it: writes.write's rule for one record with no answer and nothing to run after,
-        followed here without its result object and two closures. An append that fails
-        raises before the replay, so nothing changes."""
+        """Append the record of `txn_id` with `value` (None: its tombstone), then replay it
+        (writes.write's rule for one record, without its result object and closures): an
+        append that fails raises before the replay, so nothing changes."""
         key = encoded_key(txn_id)
         self._append(txn_id, key, value, timestamp)
         self.replay(key, value)
