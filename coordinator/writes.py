@@ -37,8 +37,8 @@ log = get_logger("ottla.coordinators")
 Replay = Callable[[int, bytes, bytes | None], None]
 
 
-def _nothing() -> None:
-    pass
+def nothing() -> None:
+    """The `then` of a result that has nothing to run after its records."""
 
 
 class CoordinatorResult(NamedTuple, Generic[T]):
@@ -50,7 +50,7 @@ class CoordinatorResult(NamedTuple, Generic[T]):
 
     records: Records
     response: T
-    then: Callable[[], object] = _nothing
+    then: Callable[[], object] = nothing
 
 
 def write(result: CoordinatorResult[T], append: Callable[[Records], int], replay: Replay) -> T:
