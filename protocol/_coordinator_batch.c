@@ -222,23 +222,29 @@ static PyObject *records_batch(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     put_be(out + CRC_OFFSET, (uint32_t)crc, 4);
-    /* The header: BatchHeader's fields, in its order, as BatchHeader.parse reads them. */
-    PyObject *fields = Py_BuildValue("(LiibOiiLLLiii)", 0LL, (int)length, 0, MAGIC, crc_object, (int)attributes,
-                                     (int)(count - 1), timestamp, timestamp, producer_id, (int)epoch, -1, (int)count);
-    Py_DECREF(crc_object);
-    if (fields == NULL) {
-        Py_DECREF(batch);
-        return NULL;
-    }
-    PyObject *new_args = PyTuple_Pack(1, fields);
-    Py_DECREF(fields);
-    if (new_args == NULL) {
-        Py_DECREF(batch);
-        return NULL;
-    }
-    PyObject *header = PyTuple_Type.tp_new((PyTypeObject *)header_type, new_args, NULL);
-    Py_DECREF(new_args);
+    /* The header: BatchHeader's fields, in its order, as BatchHeader.parse reads them,
+     * made straight into an instance of the named tuple (as tuple.__new__(BatchHeader,
+     * fields) makes it, without the tuple in between). */
+    PyObject *header = ((PyTypeObject *)header_type)->tp_alloc((PyTypeObject *)header_type, 13);
     if (header == NULL) {
+        Py_DECREF(crc_object);
+        Py_DECREF(batch);
+        return NULL;
+    }
+    PyObject *items[13] = {
+        PyLong_FromLong(0), PyLong_FromLong(length), PyLong_FromLong(0), PyLong_FromLong(MAGIC), crc_object,
+        PyLong_FromLong((long)attributes), PyLong_FromSsize_t(count - 1), PyLong_FromLongLong(timestamp),
+        PyLong_FromLongLong(timestamp), PyLong_FromLongLong(producer_id), PyLong_FromLong((long)epoch),
+        PyLong_FromLong(-1), PyLong_FromSsize_t(count),
+    };
+    int failed = 0;
+    for (int i = 0; i < 13; i++) {
+        if (items[i] == NULL)
+            failed = 1;
+        PyTuple_SET_ITEM(header, i, items[i]); /* steals; a NULL item is cleared with the tuple */
+    }
+    if (failed) {
+        Py_DECREF(header);
         Py_DECREF(batch);
         return NULL;
     }
