@@ -127,12 +127,12 @@ class OffsetStore:
     # --- __consumer_offsets --------------------------------------------------------------
 
     def partition_for(self, group_id: str) -> int:
-        topic = self.logs.topic(TOPIC)
+        topic = self.logs.topics.get(TOPIC)  # LogManager.topic's look-up, without its call
         partitions = len(topic.partitions) if topic is not None else self.num_partitions
         return partition_for(group_id, partitions)
 
     def _log(self, group_id: str) -> PartitionLog:
-        topic = self.logs.topic(TOPIC)
+        topic = self.logs.topics.get(TOPIC)  # LogManager.topic's look-up, without its call
         if topic is None:
             self.create_topic()
             topic = self.logs.topic(TOPIC)
