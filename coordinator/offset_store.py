@@ -270,7 +270,7 @@ class OffsetStore:
             if len(o.metadata.encode()) > self.max_metadata_bytes:
                 codes[(topic, partition)] = ErrorCode.offset_metadata_too_large
             else:
-                codes[(topic, partition)] = ErrorCode.none
+                codes[(topic, partition)] = _NONE
                 records.append((offset_key_bytes(group_id, topic, partition), encode_offset_value(o)))
         # Made as a tuple: the named tuple's own __new__ is a Python call.
         return tuple.__new__(CoordinatorResult, (records, codes, nothing))
@@ -348,6 +348,8 @@ class OffsetStore:
         return CoordinatorResult(tombstones + group_tombstones, None)
 
 
+# Read once: each read of a member off its enum class is a slot call on Python 3.11.
+_NONE = ErrorCode.none
 # An offset commit's key starts with its version, 0 or 1 (the same fields).
 _OFFSET_KEY_VERSIONS = (b"\x00\x00", b"\x00\x01")
 

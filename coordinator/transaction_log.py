@@ -183,6 +183,9 @@ def _partitions_array(partitions: frozenset[tuple[str, int]]) -> bytes:
     return b"".join(parts)
 
 
+# Read once: each read of a member off its enum class is a slot call on Python 3.11.
+_EMPTY = TxnState.EMPTY
+
 # The set a transaction has is written again unchanged when it ends (PrepareCommit or
 # PrepareAbort), and the same small sets recur transaction after transaction of a
 # producer: their arrays are cached, up to this many partitions a set (the cache's
@@ -195,7 +198,7 @@ def encode_value(record: TxnRecord) -> bytes:
     partitions = record.partitions
     if not partitions:
         # Kafka writes an Empty transaction's partitions as a null array, not an empty one.
-        array = _NULL_ARRAY if record.state is TxnState.EMPTY else _EMPTY_ARRAY
+        array = _NULL_ARRAY if record.state is _EMPTY else _EMPTY_ARRAY
     elif len(partitions) <= _CACHED_SET_SIZE:
         array = _cached_partitions_array(partitions)
     else:
