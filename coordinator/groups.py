@@ -383,10 +383,13 @@ class GroupCoordinator:
                       member_id: str | None = None,
                       member_epoch: int = -1) -> dict[TopicPartition, tuple[CommittedOffset | None, ErrorCode]]:
         self._require_loaded(group_id)
-        group = self.groups.get(group_id)
-        if isinstance(group, (ConsumerGroup, StreamsGroup)):
-            # OffsetFetch v9 from a member of a consumer group: its epoch must be current.
-            group.validate_offset_fetch(member_id, member_epoch)
+        # OffsetFetch v9 from a member of a consumer group: its epoch must be current. A
+        # fetch that names no member has nothing to check (validate_offset_fetch's own
+        # first test, made before isinstance, two Python calls through ABCMeta).
+        if member_id or member_epoch >= 0:
+            group = self.groups.get(group_id)
+            if isinstance(group, (ConsumerGroup, StreamsGroup)):
+                group.validate_offset_fetch(member_id, member_epoch)
         return self.offsets.fetch(group_id, partitions, require_stable)
 
     # --- admin ---------------------------------------------------------------------------

@@ -25,6 +25,13 @@ from ottla.storage.log_manager import LogManager
 
 MarkerListener = Callable[[str, int, int, bool], None]  # topic, partition, producer id, committed
 
+# The markers of the coordinator's own epoch (transaction_completion.COORDINATOR_EPOCH),
+# made once: a frozen dataclass's __init__ costs about 5k instructions, at every end.
+_MARKERS = {(committed, 0): EndTxnMarker(ControlType.COMMIT if committed else ControlType.ABORT, 0)
+            for committed in (False, True)}
+# Read once: each read of a member off its enum class costs a Python 3.11 slot call.
+_NONE, _UNKNOWN_PARTITION = ErrorCode.none, ErrorCode.unknown_topic_or_partition
+
 
 class MarkerWriter:
     def __init__(self, logs: LogManager, durable: bool = False) -> None:
@@ -34,12 +41,15 @@ class MarkerWriter:
 
     def write(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
               partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        marker = EndTxnMarker(ControlType.COMMIT if committed else ControlType.ABORT, coordinator_epoch)
+        marker = _MARKERS.get((committed, coordinator_epoch))
+        if marker is None:
+            marker = EndTxnMarker(ControlType.COMMIT if committed else ControlType.ABORT, coordinator_epoch)
         results = {}
+        partition_log = self.logs.partition
         for topic, partition in partitions:
-            log = self.logs.partition(topic, partition)
+            log = partition_log(topic, partition)
             if log is None:
-                results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+                results[(topic, partition)] = _UNKNOWN_PARTITION
                 continue
             try:
                 log.append_marker(producer_id, producer_epoch, marker)
@@ -51,7 +61,7 @@ class MarkerWriter:
             except KafkaError as exc:
                 results[(topic, partition)] = exc.code
                 continue
-            results[(topic, partition)] = ErrorCode.none
+            results[(topic, partition)] = _NONE
             for listener in self.listeners:
                 listener(topic, partition, producer_id, committed)
         return results

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
 
-from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, records_batch
+from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, coordinator_batch
 from ottla.protocol.control import ControlType, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import keys_and_values
@@ -56,7 +56,7 @@ from .streams_group_records import GROUP_METADATA as STREAMS_GROUP_METADATA
 from .streams_group_records import StreamsGroupKey
 from .streams_group_records import decode_key as decode_streams_group_key
 from .transaction_log import partition_for
-from .writes import CoordinatorResult, Records, append_error
+from .writes import CoordinatorResult, Records, append_error, nothing
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
@@ -127,12 +127,12 @@ class OffsetStore:
     # --- __consumer_offsets --------------------------------------------------------------
 
     def partition_for(self, group_id: str) -> int:
-        topic = self.logs.topic(TOPIC)
+        topic = self.logs.topics.get(TOPIC)  # LogManager.topic's look-up, without its call
         partitions = len(topic.partitions) if topic is not None else self.num_partitions
         return partition_for(group_id, partitions)
 
     def _log(self, group_id: str) -> PartitionLog:
-        topic = self.logs.topic(TOPIC)
+        topic = self.logs.topics.get(TOPIC)  # LogManager.topic's look-up, without its call
         if topic is None:
             self.create_topic()
             topic = self.logs.topic(TOPIC)
@@ -147,10 +147,10 @@ class OffsetStore:
         producer's epoch in that partition (stale epochs are refused). A refused append
         raises the error a coordinator answers (writes.append_error)."""
         now = int(self.wall_clock() * 1000)
-        batch = records_batch(records, timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
-                              attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
+        batch, header = coordinator_batch(records, now, producer_id, producer_epoch,
+                                          TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
         try:
-            result = self._log(group_id).append_batch(batch, BatchHeader.parse(batch), from_coordinator=True)
+            result = self._log(group_id).append_batch(batch, header, from_coordinator=True)
         except KafkaError as exc:
             if producer_id >= 0 and exc.code == ErrorCode.invalid_producer_epoch:
                 raise KafkaError(ErrorCode.producer_fenced, exc.message) from exc
@@ -169,7 +169,9 @@ class OffsetStore:
             offset = self.append(group_id, records, producer_id, producer_epoch)
             for i, (key, value) in enumerate(records):
                 self.replay(offset + i, producer_id, key, value)
-        result.then()
+        then = result.then
+        if then is not nothing:  # a commit's: a call spared
+            then()
         return result.response
 
     def open(self) -> None:
@@ -221,11 +223,15 @@ class OffsetStore:
                     if not offsets.committed and not offsets.pending_txn:
                         del self.groups[group_id]
                 return
+            # The group's offsets (`_offsets`, looked up here: a call less at every commit).
+            offsets = self.groups.get(group_id)
+            if offsets is None:
+                offsets = self.groups[group_id] = GroupOffsets()
             if producer_id >= 0:
-                self._offsets(group_id).pending_txn.setdefault(producer_id, {})[tp] = StoredOffset(value, offset)
+                offsets.pending_txn.setdefault(producer_id, {})[tp] = StoredOffset(value, offset)
                 self._pending_groups.setdefault(producer_id, set()).add(group_id)
             else:
-                self._offsets(group_id).committed[tp] = StoredOffset(value, offset)
+                offsets.committed[tp] = StoredOffset(value, offset)
             self.offsets_replayed(group_id)
             return
         group_key = (decode_key(key) or decode_consumer_group_key(key) or decode_streams_group_key(key)
@@ -264,9 +270,10 @@ class OffsetStore:
             if len(o.metadata.encode()) > self.max_metadata_bytes:
                 codes[(topic, partition)] = ErrorCode.offset_metadata_too_large
             else:
-                codes[(topic, partition)] = ErrorCode.none
+                codes[(topic, partition)] = _NONE
                 records.append((offset_key_bytes(group_id, topic, partition), encode_offset_value(o)))
-        return CoordinatorResult(records, codes)
+        # Made as a tuple: the named tuple's own __new__ is a Python call.
+        return tuple.__new__(CoordinatorResult, (records, codes, nothing))
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
         """The markers listener: a marker was appended to a partition of a transaction.
@@ -341,6 +348,8 @@ class OffsetStore:
         return CoordinatorResult(tombstones + group_tombstones, None)
 
 
+# Read once: each read of a member off its enum class is a slot call on Python 3.11.
+_NONE = ErrorCode.none
 # An offset commit's key starts with its version, 0 or 1 (the same fields).
 _OFFSET_KEY_VERSIONS = (b"\x00\x00", b"\x00\x01")
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 TOPIC = "__consumer_offsets"
 OFFSET_KEY_VERSION = 1
@@ -52,8 +53,11 @@ class GroupKey:
     group: str
 
 
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
+class CommittedOffset(NamedTuple):
+    """A committed offset. A named tuple: an OffsetCommit makes one a partition, and
+    an OffsetFetch decodes one, with no Python call of their own (a frozen dataclass
+    sets each field with object.__setattr__)."""
+
     offset: int
     leader_epoch: int = -1
     metadata: str = ""

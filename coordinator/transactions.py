@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from ottla.protocol.batch import BatchHeader, records_batch
+from ottla.protocol.batch import BatchHeader, coordinator_batch
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 from ottla.protocol.records import keys_and_values
@@ -52,12 +52,13 @@ from .transaction_log import (
     TxnState,
     decode_key,
     decode_value,
-    encode_key,
     encode_value,
+    encoded_key,
+    following,
     partition_for,
     transition,
 )
-from .writes import Records, append_error
+from .writes import append_error
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -67,6 +68,15 @@ INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 
 # After __transaction_state could not be created, how long FindCoordinator answers
 # COORDINATOR_NOT_AVAILABLE before the disk is asked again.
 _CREATION_RETRY_S = 1.0
+# The states as module constants: on Python 3.11 each read of a member off its enum
+# class goes through EnumType.__getattr__'s slot (about 860 instructions), and a
+# transaction's calls read several.
+_EMPTY, _ONGOING, _DEAD = TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD
+_PREPARE_COMMIT, _PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
+_COMPLETE_COMMIT, _COMPLETE_ABORT = TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT
+_PREPARED = (_PREPARE_COMMIT, _PREPARE_ABORT)
+_COMPLETED = (_COMPLETE_COMMIT, _COMPLETE_ABORT)
+_NO_PARTITIONS: frozenset[tuple[str, int]] = frozenset()
 
 
 log = get_logger("ottla.transactions")
@@ -167,7 +177,7 @@ class TransactionCoordinator:
             self._loading.discard(partition)
             for txn_id in {decode_key(key) for key in latest}:
                 txn = self.transactions[txn_id]
-                if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                if txn.state in _PREPARED:
                     self.completion.finish(txn_id, txn)
         return len(self.transactions)
 
@@ -198,7 +208,10 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.coordinator_load_in_progress,
                              f"the __transaction_state partition of {txn_id!r} is still loading")
 
-    def _append(self, txn_id: str, records: Records, timestamp: int) -> int:
+    def _append(self, txn_id: str, key: bytes, value: bytes | None, timestamp: int) -> None:
+        """Append the record (`key`, `value`) of `txn_id` to its partition of
+        `__transaction_state`, in a batch of its own; raises the error a coordinator
+        answers (writes.append_error) if it is refused."""
         partition = partition_for(txn_id, self.num_partitions)
         state_log = self.logs.partition(TOPIC, partition)
         if state_log is None:  # the first transactional request: the topic is made (or is not)
@@ -207,30 +220,31 @@ class TransactionCoordinator:
                                    f"{TOPIC}-{partition}")
             state_log = self.logs.partition(TOPIC, partition)
             assert state_log is not None
-        batch = records_batch(records, timestamp=timestamp)
+        batch, header = coordinator_batch([(key, value)], timestamp)
         try:
-            return state_log.append_batch(batch, BatchHeader.parse(batch)).base_offset
+            state_log.append_batch(batch, header)
         except KafkaError as exc:
             raise append_error(exc, f"{TOPIC}-{partition}") from None
 
     def _write(self, txn_id: str, value: bytes | None, timestamp: int) -> None:
-        """Append the record of `txn_id` with `value` (None: its tombstone), then replay
-        it: writes.write's rule for one record with no answer and nothing to run after,
-        followed here without its result object and two closures (four of an
-        AddPartitionsToTxn's hundred Python calls). An append that fails raises before
-        the replay, so nothing changes."""
-        key = encode_key(txn_id)
-        self._append(txn_id, [(key, value)], timestamp)
+        """Append the record of `txn_id` with `value` (None: its tombstone), then replay it
+        (writes.write's rule for one record, without its result object and closures): an
+        append that fails raises before the replay, so nothing changes."""
+        key = encoded_key(txn_id)
+        self._append(txn_id, key, value, timestamp)
         self.replay(key, value)
 
     def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
         """Make `record` (made by `transition`, or the first of a transactional id) the
-        state of `txn_id`: written and replayed. Returns the state replayed. The batch
-        carries the record's update time, taken a moment before (`_now_ms`), as its
-        timestamp."""
-        self._encoded = (encode_value(record), record, txn_id)
+        state of `txn_id`: written and replayed (`_write`'s steps, in this one call: every
+        change of a transaction comes this way). Returns the state replayed. The batch
+        carries the record's update time, taken a moment before, as its timestamp."""
+        key = encoded_key(txn_id)
+        value = encode_value(record)
+        self._append(txn_id, key, value, record.last_update_ms)  # raises before the replay if refused
+        self._encoded = (value, record, txn_id)
         try:
-            self._write(txn_id, self._encoded[0], record.last_update_ms)
+            self.replay(key, value)
         finally:
             self._encoded = None
         return self.transactions[txn_id]
@@ -244,14 +258,15 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             raise KafkaError(ErrorCode.invalid_transaction_timeout,
                              f"transaction timeout {timeout_ms} ms is outside (0, {self.max_timeout_ms}]")
-        self._require_loaded(txn_id)
+        if self._loading:  # _require_loaded's first test, read here: a call less a request
+            self._require_loaded(txn_id)
         txn = self.transactions.get(txn_id)
         if txn is None and len(self.transactions) >= self.max_transactional_ids:
             raise KafkaError(ErrorCode.policy_violation,
                              f"the broker keeps max.transactional.ids ({self.max_transactional_ids}) already")
-        if txn is None or txn.state is TxnState.DEAD:
-            record = self._persist(txn_id, TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, TxnState.EMPTY,
-                                                     last_update_ms=self._now_ms()))
+        if txn is None or txn.state is _DEAD:
+            record = self._persist(txn_id, TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, _EMPTY,
+                                                     last_update_ms=int(self.clock() * 1000)))
             return record.producer_id, record.producer_epoch
         if expected_producer_id != NO_PRODUCER_ID and (
             expected_producer_id != txn.producer_id or expected_epoch != txn.producer_epoch
@@ -260,9 +275,9 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.producer_fenced,
                              f"producer {expected_producer_id}/{expected_epoch} is not the current "
                              f"{txn.producer_id}/{txn.producer_epoch} of {txn_id!r}")
-        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        if txn.state in _PREPARED:
             raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
-        if txn.state is TxnState.ONGOING:
+        if txn.state is _ONGOING:
             # The previous producer left a transaction open: fence it (epoch + 1, so its
             # late writes are refused) and abort. The client retries and gets its epoch.
             self._fence_and_abort(txn_id, txn)
@@ -272,11 +287,9 @@ class TransactionCoordinator:
         # A new producer session: nothing of the previous transaction carries over but
         # the client transaction version, which Kafka keeps in the record until the next
         # transaction sets it.
-        self._persist(txn_id, transition(
-            txn, TxnState.EMPTY, self._now_ms(), producer_id=producer_id, producer_epoch=epoch,
-            timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1, previous_producer_id=previous,
-            next_producer_id=NO_PRODUCER_ID,
-        ))
+        self._persist(txn_id, following(txn, TxnRecord(
+            producer_id, epoch, timeout_ms, _EMPTY, _NO_PARTITIONS, int(self.clock() * 1000), -1, previous,
+            NO_PRODUCER_ID, txn.client_transaction_version)))
         return producer_id, epoch
 
     def _next_epoch(self, txn: TxnRecord) -> tuple[int, int, int]:
@@ -289,9 +302,10 @@ class TransactionCoordinator:
     # --- adding partitions ---------------------------------------------------------------
 
     def _validate(self, txn_id: str, producer_id: int, epoch: int) -> TxnRecord:
-        self._require_loaded(txn_id)
+        if self._loading:  # _require_loaded's first test, read here: a call less a request
+            self._require_loaded(txn_id)
         txn = self.transactions.get(txn_id)
-        if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
+        if txn is None or txn.state is _DEAD or txn.producer_id != producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping,
                              f"producer id {producer_id} does not belong to {txn_id!r}")
         if epoch != txn.producer_epoch:
@@ -306,18 +320,17 @@ class TransactionCoordinator:
         broker adds from Produce v12 (KIP-890 part 2): it is recorded, as Kafka records
         it, and its end bumps the epoch."""
         txn = self._validate(txn_id, producer_id, epoch)
-        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        if txn.state in _PREPARED:
             raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
-        if txn.state is TxnState.ONGOING and set(partitions) <= txn.partitions:
+        if txn.state is _ONGOING and set(partitions) <= txn.partitions:
             return  # a retry: nothing new to record
-        now = self._now_ms()
-        ongoing = txn.state is TxnState.ONGOING
-        self._persist(txn_id, transition(
-            txn, TxnState.ONGOING, now,
-            partitions=(txn.partitions if ongoing else frozenset()) | frozenset(partitions),
-            start_ms=txn.start_ms if ongoing else now,
-            client_transaction_version=client_transaction_version,
-        ))
+        now = int(self.clock() * 1000)
+        ongoing = txn.state is _ONGOING
+        self._persist(txn_id, following(txn, TxnRecord(
+            txn.producer_id, txn.producer_epoch, txn.timeout_ms, _ONGOING,
+            (txn.partitions if ongoing else _NO_PARTITIONS) | frozenset(partitions), now,
+            txn.start_ms if ongoing else now, txn.previous_producer_id, txn.next_producer_id,
+            client_transaction_version)))
 
     def add_partitions_implicitly(self, txn_id: str, producer_id: int, epoch: int,
                                   partitions: list[tuple[str, int]]) -> None:
@@ -331,7 +344,7 @@ class TransactionCoordinator:
         except KafkaError as exc:
             raise KafkaError(ErrorCode.not_enough_replicas, exc.message) from None
         txn = self.transactions.get(txn_id)
-        if (txn is not None and txn.state is TxnState.ONGOING and txn.producer_id == producer_id
+        if (txn is not None and txn.state is _ONGOING and txn.producer_id == producer_id
                 and txn.producer_epoch == epoch and set(partitions) <= txn.partitions):
             return
         self.add_partitions(txn_id, producer_id, epoch, partitions, client_transaction_version=2)
@@ -353,7 +366,7 @@ class TransactionCoordinator:
         if epoch < txn.producer_epoch:
             raise KafkaError(ErrorCode.invalid_producer_epoch,
                              f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
-        if txn.state is not TxnState.ONGOING or (topic, partition) not in txn.partitions:
+        if txn.state is not _ONGOING or (topic, partition) not in txn.partitions:
             raise KafkaError(ErrorCode.invalid_txn_state,
                              f"{topic}-{partition} is not part of an ongoing transaction of {txn_id!r}")
 
@@ -374,17 +387,17 @@ class TransactionCoordinator:
             return self._end_txn_v2(txn_id, producer_id, epoch, commit, complete)
         txn = self._validate(txn_id, producer_id, epoch)
         state = txn.state
-        if state is TxnState.ONGOING:
+        if state is _ONGOING:
             prepared = self._prepare_end(txn_id, txn, commit)
             if complete:
                 self.completion.finish(txn_id, prepared)
             return prepared.producer_id, prepared.producer_epoch
-        if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+        if state in _COMPLETED:
             # A retry of an end that already happened succeeds; the other outcome cannot.
-            if commit == (state is TxnState.COMPLETE_COMMIT):
+            if commit == (state is _COMPLETE_COMMIT):
                 return txn.producer_id, txn.producer_epoch
-        elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            if commit == (state is TxnState.PREPARE_COMMIT):
+        elif state in _PREPARED:
+            if commit == (state is _PREPARE_COMMIT):
                 raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
         raise self._invalid_state(txn_id, txn, commit)
 
@@ -397,7 +410,7 @@ class TransactionCoordinator:
         open transaction: an empty one is ended with a bump all the same, because the
         client cannot know whether its Produce v12 added a partition."""
         txn = self.transactions.get(txn_id)
-        if txn is None or txn.state is TxnState.DEAD:
+        if txn is None or txn.state is _DEAD:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping,
                              f"producer id {producer_id} does not belong to {txn_id!r}")
         state = txn.state
@@ -407,9 +420,9 @@ class TransactionCoordinator:
         if txn.producer_id != producer_id and not retry_on_overflow:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping,
                              f"producer id {producer_id} does not belong to {txn_id!r}")
-        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        if state in _PREPARED:
             valid_epoch = retry_on_bump
-        elif state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+        elif state in _COMPLETED:
             valid_epoch = retry_on_bump or retry_on_overflow or epoch == txn.producer_epoch
         else:
             valid_epoch = epoch == txn.producer_epoch
@@ -417,17 +430,17 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.producer_fenced,
                              f"epoch {epoch} of {txn_id!r} was fenced by epoch {txn.producer_epoch}")
         is_retry = retry_on_bump or retry_on_overflow
-        if state is TxnState.ONGOING:
+        if state is _ONGOING:
             return self._prepared_answer(txn_id, self._prepare_end(txn_id, txn, commit, bump_epoch=True), complete)
-        if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY):
-            done = state is not TxnState.EMPTY and commit == (state is TxnState.COMPLETE_COMMIT)
+        if state in (_COMPLETE_COMMIT, _COMPLETE_ABORT, _EMPTY):
+            done = state is not _EMPTY and commit == (state is _COMPLETE_COMMIT)
             if is_retry and done:
                 return txn.producer_id, txn.producer_epoch
             if not commit and not is_retry:
                 prepared = self._prepare_end(txn_id, txn, commit, bump_epoch=True, start_ms=self._now_ms())
                 return self._prepared_answer(txn_id, prepared, complete)
-        elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            if commit == (state is TxnState.PREPARE_COMMIT):
+        elif state in _PREPARED:
+            if commit == (state is _PREPARE_COMMIT):
                 raise KafkaError(ErrorCode.concurrent_transactions, f"{txn_id!r} is completing a transaction")
         raise self._invalid_state(txn_id, txn, commit)
 
@@ -458,8 +471,8 @@ class TransactionCoordinator:
             # An abort with no partition added: its start is the abort's time (Kafka's
             # prepareAbortOrCommit with noPartitionAdded).
             changes["start_ms"] = start_ms
-        target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        return self._persist(txn_id, transition(txn, target, self._now_ms(), **changes))
+        target = _PREPARE_COMMIT if commit else _PREPARE_ABORT
+        return self._persist(txn_id, transition(txn, target, int(self.clock() * 1000), **changes))
 
     @property
     def pending_markers(self) -> Mapping[str, PendingMarkers]:
@@ -473,17 +486,21 @@ class TransactionCoordinator:
 
     def _prepared(self, txn_id: str) -> TxnRecord | None:
         txn = self.transactions.get(txn_id)
-        return txn if txn is not None and txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) else None
+        return txn if txn is not None and txn.state in _PREPARED else None
 
     def _record_complete(self, txn_id: str, txn: TxnRecord) -> None:
         """Every partition of the prepared `txn` has its marker: Complete*."""
-        changes: dict[str, object] = {"partitions": frozenset()}
+        target = _COMPLETE_COMMIT if txn.state is _PREPARE_COMMIT else _COMPLETE_ABORT
+        now = int(self.clock() * 1000)
         if txn.next_producer_id != NO_PRODUCER_ID:
             # The epoch was exhausted: the new producer id takes over, at epoch 0.
-            changes.update(previous_producer_id=txn.producer_id, producer_id=txn.next_producer_id,
-                           producer_epoch=0, next_producer_id=NO_PRODUCER_ID)
-        target = TxnState.COMPLETE_COMMIT if txn.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        self._persist(txn_id, transition(txn, target, self._now_ms(), **changes))
+            self._persist(txn_id, transition(
+                txn, target, now, partitions=_NO_PARTITIONS, previous_producer_id=txn.producer_id,
+                producer_id=txn.next_producer_id, producer_epoch=0, next_producer_id=NO_PRODUCER_ID))
+            return
+        self._persist(txn_id, following(txn, TxnRecord(
+            txn.producer_id, txn.producer_epoch, txn.timeout_ms, target, _NO_PARTITIONS, now, txn.start_ms,
+            txn.previous_producer_id, txn.next_producer_id, txn.client_transaction_version)))
 
     def close(self) -> None:
         """Cancel the scheduled retries (at shutdown, before the logs close)."""
@@ -500,7 +517,7 @@ class TransactionCoordinator:
         self._abort(txn_id, fenced)
 
     def _abort(self, txn_id: str, txn: TxnRecord) -> None:
-        prepared = self._persist(txn_id, transition(txn, TxnState.PREPARE_ABORT, self._now_ms()))
+        prepared = self._persist(txn_id, transition(txn, _PREPARE_ABORT, self._now_ms()))
         self.completion.finish(txn_id, prepared)
 
     # --- timeouts ------------------------------------------------------------------------
@@ -510,7 +527,7 @@ class TransactionCoordinator:
         record cannot be written stays as it is, and the next check tries again."""
         now = self._now_ms()
         expired = [txn_id for txn_id, txn in self.transactions.items()
-                   if txn.state is TxnState.ONGOING and txn.start_ms + txn.timeout_ms < now]
+                   if txn.state is _ONGOING and txn.start_ms + txn.timeout_ms < now]
         aborted = []
         for txn_id in expired:
             try:
@@ -527,7 +544,7 @@ class TransactionCoordinator:
         tombstone in the log), unless a transaction of theirs is in flight. One whose
         tombstone cannot be written is kept, and the next run tries again."""
         now = self._now_ms()
-        idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        idle = (_EMPTY, _COMPLETE_COMMIT, _COMPLETE_ABORT)
         due = [txn_id for txn_id, txn in self.transactions.items()
                if txn.state in idle and txn.last_update_ms < now - expiration_ms]
         expired = []

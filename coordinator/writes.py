@@ -21,8 +21,7 @@ error codes by the request handlers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
@@ -38,20 +37,20 @@ log = get_logger("ottla.coordinators")
 Replay = Callable[[int, bytes, bytes | None], None]
 
 
-def _nothing() -> None:
-    pass
+def nothing() -> None:
+    """The `then` of a result that has nothing to run after its records."""
 
 
-@dataclass(frozen=True, slots=True)
-class CoordinatorResult(Generic[T]):
+class CoordinatorResult(NamedTuple, Generic[T]):
     """What an operation decided: its records and its answer. `then` runs once the
     records are in the log and replayed: it completes what waits for them (members
     waiting for their assignment) and changes state that is not in the log; never
-    state the records hold."""
+    state the records hold. A named tuple: made with no Python call of its own (a
+    frozen dataclass sets each field with object.__setattr__), at every commit."""
 
     records: Records
     response: T
-    then: Callable[[], object] = field(default=_nothing)
+    then: Callable[[], object] = nothing
 
 
 def write(result: CoordinatorResult[T], append: Callable[[Records], int], replay: Replay) -> T:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
 from ottla.protocol.compression import EXPANSION_LIMIT
-from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
+from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch_with_header, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.loggers import get_logger
 
@@ -296,9 +296,7 @@ class PartitionLog:
                 ErrorCode.transaction_coordinator_fenced,
                 f"marker from coordinator epoch {marker.coordinator_epoch} < {entry.coordinator_epoch}",
             )
-        batch = marker_batch(marker, producer_id=producer_id, producer_epoch=producer_epoch,
-                             timestamp=int(time.time() * 1000))
-        header = BatchHeader.parse(batch)
+        batch, header = marker_batch_with_header(marker, producer_id, producer_epoch, int(time.time() * 1000))
         offset = self.log_end_offset
         self._write(batch, header, offset)
         self.producer_state.record(header, offset)

@@ -29,13 +29,20 @@ if TYPE_CHECKING:
     from ottla.protocol.views.join_group import JoinGroupRequest, JoinGroupResponse
     from ottla.protocol.views.leave_group import LeaveGroupRequest, LeaveGroupResponse
     from ottla.protocol.views.list_groups import ListGroupsRequest, ListGroupsResponse
-    from ottla.protocol.views.offset_commit import OffsetCommitRequest, OffsetCommitRequestTopic, OffsetCommitResponse
+    from ottla.protocol.views.offset_commit import (
+        OffsetCommitRequest,
+        OffsetCommitRequestTopic,
+        OffsetCommitResponse,
+        OffsetCommitResponsePartition,
+        OffsetCommitResponseTopic,
+    )
     from ottla.protocol.views.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
     from ottla.protocol.views.offset_fetch import (
         OffsetFetchRequest,
         OffsetFetchRequestTopic,
         OffsetFetchRequestTopics,
         OffsetFetchResponse,
+        OffsetFetchResponseGroup,
         OffsetFetchResponsePartition,
         OffsetFetchResponseTopic,
     )
@@ -45,6 +52,12 @@ if TYPE_CHECKING:
         TxnOffsetCommitRequestTopic,
         TxnOffsetCommitResponse,
     )
+
+
+# The offsets' calls read these once (Python 3.11: a member read off its enum class is
+# a slot call of about 1k instructions).
+_WRITE, _TRANSACTIONAL_ID = Operation.WRITE, ResourceType.TRANSACTIONAL_ID
+_NONE, _UNKNOWN_PARTITION = ErrorCode.none, ErrorCode.unknown_topic_or_partition
 
 
 def _ms(value: Any) -> int:
@@ -149,22 +162,27 @@ def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> Leave
 def _offsets(topics: Iterable[OffsetCommitRequestTopic | TxnOffsetCommitRequestTopic]
              ) -> dict[tuple[str, int], CommittedOffset]:
     now = int(time.time() * 1000)
-    return {
-        (t.name, p.partition_index): CommittedOffset(p.committed_offset, p.committed_leader_epoch,
-                                                     p.committed_metadata or "", now)
-        for t in topics for p in t.partitions
-    }
+    offsets: dict[tuple[str, int], CommittedOffset] = {}
+    # Loops, not comprehensions (each a call of its own on Python 3.11), and each offset
+    # made without the named tuple's own __new__ (a Python call): at every commit.
+    for t in topics:
+        name = t.name
+        for p in t.partitions:
+            offsets[(name, p.partition_index)] = tuple.__new__(CommittedOffset, (
+                p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now))
+    return offsets
 
 
 def _commit_response(topics: Iterable[OffsetCommitRequestTopic | TxnOffsetCommitRequestTopic],
                      codes: dict[tuple[str, int], ErrorCode]) -> OffsetCommitResponse:
-    return {"topics": [
-        {"name": t.name, "partitions": [
-            {"partition_index": p.partition_index, "error_code": codes[(t.name, p.partition_index)]}
-            for p in t.partitions
-        ]}
-        for t in topics
-    ]}
+    answered: list[OffsetCommitResponseTopic] = []
+    for t in topics:
+        name = t.name
+        partitions: list[OffsetCommitResponsePartition] = []
+        for p in t.partitions:
+            partitions.append({"partition_index": p.partition_index, "error_code": codes[(name, p.partition_index)]})
+        answered.append({"name": name, "partitions": partitions})
+    return {"topics": answered}
 
 
 def _unreadable_topics(ctx: RequestContext, offsets: dict) -> dict[tuple[str, int], ErrorCode]:
@@ -183,43 +201,54 @@ def _client_host(address: str) -> str:
 
 def _unknown_partitions(ctx: RequestContext, offsets: dict) -> dict[tuple[str, int], ErrorCode]:
     """UNKNOWN_TOPIC_OR_PARTITION for partitions no topic has: Kafka stores no offsets for them."""
-    logs = ctx.services.logs
-    return {tp: ErrorCode.unknown_topic_or_partition for tp in offsets if logs.partition(*tp) is None}
+    partition = ctx.services.logs.partition
+    unknown: dict[tuple[str, int], ErrorCode] = {}
+    for tp in offsets:  # a loop: no call of its own, at every commit
+        if partition(*tp) is None:
+            unknown[tp] = _UNKNOWN_PARTITION
+    return unknown
 
 
 def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    services = ctx.services
     offsets = _offsets(request.topics)
-    if _group_refused(ctx, request.group_id):
+    if services.authorizer is not None and _group_refused(ctx, request.group_id):
         return _commit_response(request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
-    refused = {**_unknown_partitions(ctx, offsets), **_unreadable_topics(ctx, offsets)}
-    allowed = {tp: o for tp, o in offsets.items() if tp not in refused}
+    refused = _unknown_partitions(ctx, offsets)
+    if services.authorizer is not None:
+        refused.update(_unreadable_topics(ctx, offsets))
+    allowed = {tp: o for tp, o in offsets.items() if tp not in refused} if refused else offsets
     try:
-        codes = ctx.services.groups.commit_offsets(request.group_id, request.member_id,
-                                                 request.group_instance_id,
-                                                 request.generation_id_or_member_epoch, allowed,
-                                                 ctx.version) if allowed else {}
+        codes = services.groups.commit_offsets(request.group_id, request.member_id,
+                                             request.group_instance_id,
+                                             request.generation_id_or_member_epoch, allowed,
+                                             ctx.header.api_version) if allowed else {}
     except KafkaError as exc:
-        codes = {tp: exc.code for tp in allowed}
-    return _commit_response(request.topics, {**codes, **refused})
+        codes = dict.fromkeys(allowed, exc.code)
+    if refused:
+        codes.update(refused)
+    return _commit_response(request.topics, codes)
 
 
 def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     services = ctx.services
     offsets = _offsets(request.topics)
-    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-        return _commit_response(request.topics,
-                                dict.fromkeys(offsets, ErrorCode.transactional_id_authorization_failed))
-    if _group_refused(ctx, request.group_id):
-        return _commit_response(request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
-    refused = _unreadable_topics(ctx, offsets)
-    if refused:
-        return _commit_response(request.topics, {tp: refused.get(tp, ErrorCode.operation_not_attempted)
-                                                      for tp in offsets})
+    if services.authorizer is not None:  # allowed's own first test: its calls spared without one
+        if not ctx.allowed(_WRITE, _TRANSACTIONAL_ID, request.transactional_id):
+            return _commit_response(request.topics,
+                                    dict.fromkeys(offsets, ErrorCode.transactional_id_authorization_failed))
+        if _group_refused(ctx, request.group_id):
+            return _commit_response(request.topics, dict.fromkeys(offsets, ErrorCode.group_authorization_failed))
+        refused = _unreadable_topics(ctx, offsets)
+        if refused:
+            return _commit_response(request.topics, {tp: refused.get(tp, ErrorCode.operation_not_attempted)
+                                                          for tp in offsets})
     unknown = _unknown_partitions(ctx, offsets)
-    offsets = {tp: o for tp, o in offsets.items() if tp not in unknown}
+    if unknown:
+        offsets = {tp: o for tp, o in offsets.items() if tp not in unknown}
     try:
         partition = services.groups.partition_for(request.group_id)
-        if ctx.version >= 5:
+        if ctx.header.api_version >= 5:
             # Transaction version 2: the client sends no AddOffsetsToTxn; the broker adds
             # the group's __consumer_offsets partition to the transaction itself.
             services.transactions.add_partitions_implicitly(request.transactional_id, request.producer_id,
@@ -232,8 +261,10 @@ def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitReques
             offsets) if offsets else {}
     except KafkaError as exc:
         code = ErrorCode.producer_fenced if exc.code == ErrorCode.invalid_producer_epoch else exc.code
-        codes = {tp: code for tp in offsets}
-    return _commit_response(request.topics, {**codes, **unknown})
+        codes = dict.fromkeys(offsets, code)
+    if unknown:
+        codes.update(unknown)
+    return _commit_response(request.topics, codes)
 
 
 def _fetched_topics(result: dict) -> list[OffsetFetchResponseTopic]:
@@ -246,46 +277,51 @@ def _fetched_topics(result: dict) -> list[OffsetFetchResponseTopic]:
             "metadata": committed.metadata if committed else "",
             "error_code": code,
         })
-    return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+    topics: list[OffsetFetchResponseTopic] = []
+    for t, ps in by_topic.items():
+        topics.append({"name": t, "partitions": ps})
+    return topics
 
 
-def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
-    groups = ctx.services.groups
-    require_stable = request.require_stable
-
-    def fetch(group_id: str, topics: Iterable[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None,
-              member: tuple[str | None, int]) -> list[OffsetFetchResponseTopic]:
-        wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-        result = groups.fetch_offsets(group_id, wanted, require_stable, *member)
+def _fetched(ctx: RequestContext, group_id: str,
+             topics: Iterable[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None, require_stable: bool,
+             member_id: str | None, member_epoch: int) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
+    """One group's answer to an OffsetFetch: its error code and its topics."""
+    authorizer = ctx.services.authorizer
+    if authorizer is not None and _group_refused(ctx, group_id, Operation.DESCRIBE):
+        return ErrorCode.group_authorization_failed, []
+    wanted: list[tuple[str, int]] | None = None
+    if topics is not None:
+        wanted = []
+        for t in topics:  # a loop: no call of its own, at every fetch
+            name = t.name
+            for p in t.partition_indexes:
+                wanted.append((name, p))
+    try:
+        result = ctx.services.groups.fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
+    except KafkaError as exc:  # its partition of __consumer_offsets is loading; a stale member epoch
+        return exc.code, []
+    if authorizer is not None:
         if wanted is None:  # all the group's topics: only those the client may describe
-            result = {tp: r for tp, r in result.items() if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
+            result = {tp: r for tp, r in result.items()
+                      if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
         else:
             result = {tp: (None, ErrorCode.topic_authorization_failed)
                       if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0]) else r
                       for tp, r in result.items()}
-        return _fetched_topics(result)
+    return _NONE, _fetched_topics(result)
 
-    def group_code(group_id: str) -> ErrorCode:
-        return ErrorCode.group_authorization_failed if _group_refused(ctx, group_id, Operation.DESCRIBE) \
-            else ErrorCode.none
 
-    def answer(group_id: str, topics: Iterable[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None,
-               member: tuple[str | None, int] = (None, -1)) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
-        code = group_code(group_id)
-        if code:
-            return code, []
-        try:
-            return ErrorCode.none, fetch(group_id, topics, member)
-        except KafkaError as exc:  # its partition of __consumer_offsets is loading; a stale member epoch
-            return exc.code, []
-
-    if ctx.version >= 8:
+def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    require_stable = request.require_stable
+    if ctx.header.api_version >= 8:
         # v9 names the member of a consumer group asking (KIP-848), checked as Kafka does.
-        answers = [(g.group_id, *answer(g.group_id, g.topics, (g.member_id, g.member_epoch)))
-                   for g in request.groups]
-        return {"groups": [{"group_id": group_id, "error_code": code, "topics": topics}
-                           for group_id, code, topics in answers]}
-    code, topics = answer(request.group_id, request.topics)
+        answered: list[OffsetFetchResponseGroup] = []
+        for g in request.groups:
+            code, topics = _fetched(ctx, g.group_id, g.topics, require_stable, g.member_id, g.member_epoch)
+            answered.append({"group_id": g.group_id, "error_code": code, "topics": topics})
+        return {"groups": answered}
+    code, topics = _fetched(ctx, request.group_id, request.topics, require_stable, None, -1)
     return {"topics": topics, "error_code": code}
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 
 from ottla.protocol.batch import (
+    CONTROL_FLAG,
     HEADER_SIZE,
+    TRANSACTIONAL_FLAG,
     BatchHeader,
     BatchTooLarge,
     InvalidBatch,
@@ -19,7 +22,7 @@ from ottla.protocol.batch import (
     validate_produced_batch,
     with_offset_and_epoch,
 )
-from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
+from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, marker_batch_with_header, parse_marker
 
 CAPTURED = os.path.join(os.path.dirname(__file__), "..", "data", "confluent_idempotent_batch.bin")
 
@@ -129,6 +132,14 @@ def test_control_batch_for_a_commit_marker():
     assert parse_marker(batch) == EndTxnMarker(ControlType.COMMIT, 2)
     assert parse_marker(marker_batch(EndTxnMarker(ControlType.ABORT, 0), producer_id=1, producer_epoch=0,
                                      timestamp=5)).type is ControlType.ABORT
+    # The batch build_batch makes of the marker's one record, and its header beside it.
+    for kind, epoch in ((ControlType.COMMIT, 2), (ControlType.ABORT, 0), (ControlType.ABORT, 2**31 - 1)):
+        marker = EndTxnMarker(kind, epoch)
+        built = build_batch([encode_record(struct.pack(">hh", 0, kind), struct.pack(">hi", 0, epoch))], timestamp=5,
+                            producer_id=3000, producer_epoch=1, base_sequence=-1,
+                            attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG)
+        assert marker_batch(marker, producer_id=3000, producer_epoch=1, timestamp=5) == built
+        assert marker_batch_with_header(marker, 3000, 1, 5) == (built, BatchHeader.parse(built))
 
 
 def test_log_append_time_sets_the_type_bit_and_max_timestamp_and_keeps_the_crc_valid():

@@ -94,13 +94,18 @@ def test_records_encode_across_the_one_byte_varint_boundary():
 def test_a_coordinators_batch_is_the_records_it_holds_built_one_by_one():
     # records_batch encodes every record in one call; it must make the batch the
     # general path makes, and one every reader decodes back.
+    # One record (its own path: a coordinator's usual batch) and many, and the header
+    # it answers beside the batch, which is the batch's own.
     for size in _SIZES:
-        records = [(b"key" * (size // 3 + 1), b"v" * size), (b"k" * size, None), (b"", b"")] * 23  # offsets past 63
-        batch = records_batch(records, timestamp=5, producer_id=7, producer_epoch=2, attributes=0x10)
-        assert batch == build_batch([encode_record(k, v, offset_delta=i) for i, (k, v) in enumerate(records)],
-                                    timestamp=5, producer_id=7, producer_epoch=2, attributes=0x10), size
-        assert [(r.key, r.value, r.offset) for r in iter_records(batch)] == [
-            (k, v, i) for i, (k, v) in enumerate(records)]
+        many = [(b"key" * (size // 3 + 1), b"v" * size), (b"k" * size, None), (b"", b"")] * 23  # offsets past 63
+        for written in (many, many[:1], many[1:2], many[2:3], [(b"k" * (size + 1000), b"v" * size)],
+                        [(b"k", b"v" * (size + 1000))]):
+            batch, header = records_batch(written, timestamp=5, producer_id=7, producer_epoch=2, attributes=0x10)
+            assert batch == build_batch([encode_record(k, v, offset_delta=i) for i, (k, v) in enumerate(written)],
+                                        timestamp=5, producer_id=7, producer_epoch=2, attributes=0x10), size
+            assert header == BatchHeader.parse(batch), size
+            assert [(r.key, r.value, r.offset) for r in iter_records(batch)] == [
+                (k, v, i) for i, (k, v) in enumerate(written)]
 
 
 @pytest.mark.parametrize("name,section,count,message", DAMAGED, ids=[d[0] for d in DAMAGED])

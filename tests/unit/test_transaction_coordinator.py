@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-from dataclasses import replace
 
 import pytest
 
@@ -19,6 +18,7 @@ from ottla.coordinator.transaction_log import (
     decode_value,
     encode_key,
     encode_value,
+    following,
     java_string_hash,
     partition_for,
     transition,
@@ -48,13 +48,17 @@ ALLOWED = {
 @pytest.mark.parametrize("target", list(S), ids=lambda s: s.kafka_name)
 def test_every_transition_is_allowed_or_refused(current, target):
     record = TxnRecord(3000, 2, 60000, current, frozenset({("orders", 0)}), last_update_ms=100)
+    whole = record._replace(state=target, last_update_ms=200, producer_epoch=3)  # made whole by the caller
     if (current, target) in ALLOWED:
-        following = transition(record, target, 200, producer_epoch=3)
-        assert (following.state, following.last_update_ms, following.producer_epoch) == (target, 200, 3)
-        assert following.partitions == record.partitions
+        after = transition(record, target, 200, producer_epoch=3)
+        assert (after.state, after.last_update_ms, after.producer_epoch) == (target, 200, 3)
+        assert after.partitions == record.partitions
+        assert following(record, whole) is whole
     else:
         with pytest.raises(IllegalTransition):
             transition(record, target, 200)
+        with pytest.raises(IllegalTransition):
+            following(record, whole)
     # The current record is never edited: a transition makes a new one.
     assert (record.state, record.last_update_ms, record.producer_epoch) == (current, 100, 2)
     assert set(TRANSITIONS) == set(S)
@@ -65,8 +69,8 @@ def test_a_transition_changes_what_it_is_told_and_nothing_else():
     changes = {"producer_id": 4000, "producer_epoch": 0, "timeout_ms": 5000, "partitions": frozenset(),
                "start_ms": 95, "previous_producer_id": 3000, "next_producer_id": 4001, "client_transaction_version": 0}
     for name, value in changes.items():
-        assert transition(record, S.PREPARE_COMMIT, 200, **{name: value}) == replace(
-            record, state=S.PREPARE_COMMIT, last_update_ms=200, **{name: value}), name
+        assert transition(record, S.PREPARE_COMMIT, 200, **{name: value}) == record._replace(
+            state=S.PREPARE_COMMIT, last_update_ms=200, **{name: value}), name
     with pytest.raises(TypeError):  # a misspelt field is no silent no-op
         transition(record, S.PREPARE_COMMIT, 200, partition=frozenset())
 
@@ -166,7 +170,7 @@ def test_init_during_an_ongoing_transaction_fences_aborts_and_asks_to_retry(coor
 
 def test_exhausted_epoch_moves_to_a_new_producer_id(coordinator):
     pid, _ = coordinator.init_producer_id("app", 60000)
-    coordinator.transactions["app"] = replace(coordinator.transactions["app"], producer_epoch=MAX_EPOCH)
+    coordinator.transactions["app"] = coordinator.transactions["app"]._replace(producer_epoch=MAX_EPOCH)
     new_pid, epoch = coordinator.init_producer_id("app", 60000)
     assert new_pid != pid and epoch == 0
 
@@ -208,7 +212,7 @@ def test_end_txn_v5_tells_a_retry_from_the_next_end_by_the_epoch(coordinator):
 
 def test_end_txn_v5_at_the_last_epoch_hands_over_a_new_producer_id(coordinator):
     pid, _ = coordinator.init_producer_id("app", 60000)
-    coordinator.transactions["app"] = replace(coordinator.transactions["app"], producer_epoch=MAX_EPOCH)
+    coordinator.transactions["app"] = coordinator.transactions["app"]._replace(producer_epoch=MAX_EPOCH)
     coordinator.add_partitions_implicitly("app", pid, MAX_EPOCH, [("orders", 0)])
     new_pid, new_epoch = coordinator.end_txn("app", pid, MAX_EPOCH, commit=True, bump_epoch=True)
     assert new_pid != pid and new_epoch == 0
