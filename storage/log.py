@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import NamedTuple
 
-from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
+from ottla.protocol.batch import LOG_OVERHEAD, MAGIC_OFFSET, OFFSET_LENGTH_EPOCH, BatchHeader, iter_records
 from ottla.protocol.compression import EXPANSION_LIMIT
 from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -262,13 +262,14 @@ class PartitionLog:
         producer id. A coordinator's own transactional records (offsets committed in a
         transaction) carry no sequence: only the producer's epoch is checked."""
         track_sequence = True
+        state = self.producer_state
         has_producer_id = header.producer_id >= 0
         if has_producer_id:
             if from_coordinator:
-                self.producer_state.check_epoch(header)
+                state.check_epoch(header)
                 track_sequence = False
             else:
-                verdict, duplicate = self.producer_state.check(header, self.log_end_offset)
+                verdict, duplicate = state.check(header, self.log_end_offset)
                 if verdict is DUPLICATE:
                     assert duplicate is not None
                     if duplicate.last_offset >= self.flushed_offset and self.on_append is not None:
@@ -281,7 +282,7 @@ class PartitionLog:
         base_offset = self.log_end_offset
         self._write(records, header, base_offset)
         if has_producer_id:
-            self.producer_state.record(header, base_offset, track_sequence=track_sequence)
+            state.record(header, base_offset, track_sequence)
         # Built as a tuple: the named tuple's own __new__ (with its defaults) is a Python call.
         return tuple.__new__(AppendResult, (base_offset, base_offset + header.last_offset_delta, False, -1))
 
@@ -326,13 +327,16 @@ class PartitionLog:
                 active = self.roll()
             if self.write_check is not None:
                 self.write_check(self.topic, self.partition)
-            active.append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
-                          last_offset, max_timestamp, config.index_interval_bytes)
+            # with_offset_and_epoch written out (a Python call less an append): the
+            # fields before magic replaced, the records not copied.
+            active.append([OFFSET_LENGTH_EPOCH.pack(base_offset, size - LOG_OVERHEAD, self.leader_epoch),
+                           memoryview(records)[MAGIC_OFFSET:]], size, base_offset, last_offset, max_timestamp,
+                          config.index_interval_bytes)
         except OSError as exc:
             raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {exc}") from exc
         self.log_end_offset = last_offset + 1
-        self.unflushed_messages += header.record_count
-        if self.unflushed_messages >= self.config.flush_messages:
+        unflushed = self.unflushed_messages = self.unflushed_messages + header.record_count
+        if unflushed >= config.flush_messages:
             self.flush()
         if self.on_append is not None:
             self.on_append(self.topic, self.partition)

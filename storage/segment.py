@@ -183,7 +183,12 @@ class LogSegment:
         if fd is None:
             fd = self.fd
         elif self._pooled:
-            OPEN_FILES.touch(self)
+            # A segment whose files are open is counted in OPEN_FILES: touch_open makes it
+            # the most recently used with no Python call.
+            try:
+                OPEN_FILES.touch_open(self)
+            except KeyError:
+                OPEN_FILES.touch(self)
         written = os.writev(fd, chunks)
         if written != size:
             # A short write leaves a torn batch; cut it off so the file stays a clean log.
