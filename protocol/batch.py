@@ -223,11 +223,11 @@ def with_offset_and_epoch(batch: bytes | memoryview, base_offset: int, leader_ep
     replaced. Neither is covered by the CRC, so the batch stays valid; the record bytes
     are not copied."""
     # The prefix replaces the fields before magic: baseOffset, batchLength, leader epoch.
-    return [OFFSET_LENGTH_EPOCH.pack(base_offset, len(batch) - LOG_OVERHEAD, leader_epoch),
+    return [_OFFSET_LENGTH_EPOCH.pack(base_offset, len(batch) - LOG_OVERHEAD, leader_epoch),
             memoryview(batch)[MAGIC_OFFSET:]]
 
 
-OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 
 
 # maxTimestamp's place in the header: after attributes, lastOffsetDelta, baseTimestamp.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import NamedTuple
 
-from ottla.protocol.batch import LOG_OVERHEAD, MAGIC_OFFSET, OFFSET_LENGTH_EPOCH, BatchHeader, iter_records
+from ottla.protocol.batch import BatchHeader, iter_records
 from ottla.protocol.compression import EXPANSION_LIMIT
 from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -327,11 +327,8 @@ class PartitionLog:
                 active = self.roll()
             if self.write_check is not None:
                 self.write_check(self.topic, self.partition)
-            # with_offset_and_epoch written out (a Python call less an append): the
-            # fields before magic replaced, the records not copied.
-            active.append([OFFSET_LENGTH_EPOCH.pack(base_offset, size - LOG_OVERHEAD, self.leader_epoch),
-                           memoryview(records)[MAGIC_OFFSET:]], size, base_offset, last_offset, max_timestamp,
-                          config.index_interval_bytes)
+            active.append(records, size, base_offset, last_offset, max_timestamp, config.index_interval_bytes,
+                          self.leader_epoch)
         except OSError as exc:
             raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {exc}") from exc
         self.log_end_offset = last_offset + 1
