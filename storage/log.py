@@ -31,7 +31,7 @@ from .directories import DirectorySync
 from .file_slice import FileSlice
 from .log_config import LogConfig
 from .log_recovery import abort_entries_lost, recover_segments
-from .producer_state import DUPLICATE, ProducerStateManager
+from .producer_state import DUPLICATE, ProducerStateManager, record_batch
 from .segment import LogSegment, ReadSlice, indexes_missing, recover_interrupted_cleaning, segment_file_name
 from .txn_index import AbortedTxn
 
@@ -282,7 +282,7 @@ class PartitionLog:
         base_offset = self.log_end_offset
         self._write(records, header, base_offset)
         if has_producer_id:
-            state.record(header, base_offset, track_sequence)
+            record_batch(state, header, base_offset, track_sequence)
         # Built as a tuple: the named tuple's own __new__ (with its defaults) is a Python call.
         return tuple.__new__(AppendResult, (base_offset, base_offset + header.last_offset_delta, False, -1))
 
@@ -300,7 +300,7 @@ class PartitionLog:
         header = BatchHeader.parse(batch)
         offset = self.log_end_offset
         self._write(batch, header, offset)
-        self.producer_state.record(header, offset)
+        record_batch(self.producer_state, header, offset, True)
         self._finish_txn(producer_id, producer_epoch, marker, offset, self.active, write_index=True)
         return offset
 

@@ -34,6 +34,7 @@ import os
 import struct
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -344,6 +345,25 @@ class ProducerStateManager:
                     self.ongoing_txns[entry.producer_id] = entry.current_txn_first_offset
             return offset
         return None
+
+
+# `record_batch(manager, header, base_offset, track_sequence)` is
+# `manager.record(header, base_offset, track_sequence)`: in C (storage/_producer_state.c,
+# which makes no Python call for a producer the partition knows) unless it could not be
+# built or OTTLA_PURE_PYTHON=1 asks for the Python path; the append path calls it.
+# ProducerStateManager.record stays the specification: tests/unit/test_producer_state_record.py
+# holds the two to the same state.
+RecordBatch = Callable[[ProducerStateManager, BatchHeader, int, bool], None]
+try:
+    from ._producer_state import record as _record_in_c
+    from ._producer_state import set_batch_metadata_type as _set_batch_metadata_type
+except ImportError:  # installed without a C compiler: the Python method
+    _record_in_c = None
+else:
+    _set_batch_metadata_type(BatchMetadata)
+record_batch: RecordBatch = (
+    _record_in_c if _record_in_c is not None and os.environ.get("OTTLA_PURE_PYTHON", "") in ("", "0")
+    else ProducerStateManager.record)
 
 
 def _parse_snapshot(data: bytes) -> list[ProducerEntry] | None:
