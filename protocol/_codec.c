@@ -857,6 +857,7 @@ enum {
     E_TAGS = 8,      /* (8, ((tag, name, skipped value, value step), ...)) */
     E_NO_TAGS = 9,   /* (9,): an empty tag section */
     E_DURATION = 10, /* (10, name, code, converter): as E_CONVERT, a timedelta converted here */
+    E_OPTIONAL_TIMESTAMP = 11, /* (11, name, code, converter): as E_CONVERT, None written as -1 here */
 };
 
 typedef struct {
@@ -1066,6 +1067,16 @@ static int encode_value(Writer *w, PyObject *step, PyObject *value, int flexible
     switch (op) {
     case E_FIXED:
         return put_fixed(w, (int)PyLong_AsLong(PyTuple_GET_ITEM(step, 2)), value);
+    case E_OPTIONAL_TIMESTAMP:
+        /* _optional_timestamp(None) without the call: every Produce answer's
+         * log_append_time is None unless the topic stamps LogAppendTime */
+        if (value == Py_None) {
+            PyObject *minus_one = PyLong_FromLong(-1);  /* a small int: never fails */
+            int failed = put_fixed(w, (int)PyLong_AsLong(PyTuple_GET_ITEM(step, 2)), minus_one);
+            Py_DECREF(minus_one);
+            return failed;
+        }
+        /* fall through: a datetime is converted by the converter */
     case E_CONVERT:
     case E_DURATION: {
         PyObject *converted = op == E_DURATION ? milliseconds_of(value) : NULL;

@@ -61,7 +61,8 @@ PURE_PYTHON_VARIABLE = "OTTLA_PURE_PYTHON"
 ENABLED = compiled is not None and os.environ.get(PURE_PYTHON_VARIABLE, "") in ("", "0")
 
 # The steps of an encode plan (their layout is documented in _codec.c).
-E_FIXED, E_CONVERT, E_UUID, E_STRING, E_BYTES, E_STRUCT, E_ARRAY, E_ENTITIES, E_TAGS, E_NO_TAGS, E_DURATION = range(11)
+(E_FIXED, E_CONVERT, E_UUID, E_STRING, E_BYTES, E_STRUCT, E_ARRAY, E_ENTITIES, E_TAGS, E_NO_TAGS, E_DURATION,
+ E_OPTIONAL_TIMESTAMP) = range(12)
 
 # struct codes of the fixed-size Kafka types, as compiled_writers packs them.
 _FIXED = {
@@ -104,7 +105,11 @@ def _value_step(name: str | None, kafka_type: str, optional: bool) -> tuple[Any,
             return (E_FIXED, name, code)
         # A duration (throttle_time_ms is in nearly every response) is converted in C;
         # `convert` is what C's conversion is compared with, and calls where it does not.
-        return (E_DURATION if convert is _milliseconds else E_CONVERT, name, code, convert)
+        # An optional timestamp's None (Produce's log_append_time, nearly always) is
+        # written as -1 in C too, without calling `convert`.
+        op = E_DURATION if convert is _milliseconds else E_OPTIONAL_TIMESTAMP if convert is _optional_timestamp \
+            else E_CONVERT
+        return (op, name, code, convert)
     if kafka_type == "string":
         return (E_STRING, name, optional)
     if kafka_type in ("bytes", "records"):

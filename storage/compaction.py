@@ -132,7 +132,7 @@ def clean(p: CleanPlan) -> list[LogSegment]:
             if kept is None:
                 continue
             kept_header = BatchHeader.parse(kept)
-            target.append([kept], len(kept), kept_header.base_offset, kept_header.last_offset,
+            target.append(kept, len(kept), kept_header.base_offset, kept_header.last_offset,
                           kept_header.max_timestamp, p.log.config.index_interval_bytes)
         target.seal_time_index()
         target.fsync()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import pairwise
 from typing import NamedTuple
 
-from ottla.protocol.batch import BatchHeader, iter_records, with_offset_and_epoch
+from ottla.protocol.batch import BatchHeader, iter_records
 from ottla.protocol.compression import EXPANSION_LIMIT
 from ottla.protocol.control import ControlType, EndTxnMarker, marker_batch_with_header, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -30,7 +30,7 @@ from .directories import DirectorySync
 from .file_slice import FileSlice
 from .log_config import LogConfig
 from .log_recovery import abort_entries_lost, recover_segments
-from .producer_state import DUPLICATE, ProducerStateManager
+from .producer_state import DUPLICATE, ProducerStateManager, record_batch
 from .segment import LogSegment, ReadSlice, indexes_missing, recover_interrupted_cleaning, segment_file_name
 from .txn_index import AbortedTxn
 
@@ -264,13 +264,14 @@ class PartitionLog:
         producer id. A coordinator's own transactional records (offsets committed in a
         transaction) carry no sequence: only the producer's epoch is checked."""
         track_sequence = True
+        state = self.producer_state
         has_producer_id = header.producer_id >= 0
         if has_producer_id:
             if from_coordinator:
-                self.producer_state.check_epoch(header)
+                state.check_epoch(header)
                 track_sequence = False
             else:
-                verdict, duplicate = self.producer_state.check(header, self.log_end_offset)
+                verdict, duplicate = state.check(header, self.log_end_offset)
                 if verdict is DUPLICATE:
                     assert duplicate is not None
                     if duplicate.last_offset >= self.flushed_offset and self.on_append is not None:
@@ -283,7 +284,7 @@ class PartitionLog:
         base_offset = self.log_end_offset
         self._write(records, header, base_offset)
         if has_producer_id:
-            self.producer_state.record(header, base_offset, track_sequence=track_sequence)
+            record_batch(state, header, base_offset, track_sequence)
         # Built as a tuple: the named tuple's own __new__ (with its defaults) is a Python call.
         return tuple.__new__(AppendResult, (base_offset, base_offset + header.last_offset_delta, False, -1))
 
@@ -299,7 +300,7 @@ class PartitionLog:
         batch, header = marker_batch_with_header(marker, producer_id, producer_epoch, int(time.time() * 1000))
         offset = self.log_end_offset
         self._write(batch, header, offset)
-        self.producer_state.record(header, offset)
+        record_batch(self.producer_state, header, offset, True)
         self._finish_txn(producer_id, producer_epoch, marker, offset, self.active, write_index=True)
         return offset
 
@@ -326,13 +327,13 @@ class PartitionLog:
                 active = self.roll()
             if self.write_check is not None:
                 self.write_check(self.topic, self.partition)
-            active.append(with_offset_and_epoch(records, base_offset, self.leader_epoch), size, base_offset,
-                          last_offset, max_timestamp, config.index_interval_bytes)
+            active.append(records, size, base_offset, last_offset, max_timestamp, config.index_interval_bytes,
+                          self.leader_epoch)
         except OSError as exc:
             raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {exc}") from exc
         self.log_end_offset = last_offset + 1
-        self.unflushed_messages += header.record_count
-        if self.unflushed_messages >= self.config.flush_messages:
+        unflushed = self.unflushed_messages = self.unflushed_messages + header.record_count
+        if unflushed >= config.flush_messages:
             self.flush()
         if self.on_append is not None:
             self.on_append(self.topic, self.partition)

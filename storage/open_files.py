@@ -33,6 +33,9 @@ class OpenFiles:
     def __init__(self, budget: int) -> None:
         self.budget = budget  # segments
         self._open: OrderedDict[HoldsFiles, None] = OrderedDict()
+        # `touch` of a segment already open, as a C call: it raises KeyError for any
+        # other (an append pays this, not `touch`'s Python call; segment.py).
+        self.touch_open = self._open.move_to_end
 
     def __len__(self) -> int:
         return len(self._open)

@@ -34,6 +34,7 @@ import os
 import struct
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -119,15 +120,14 @@ class ProducerStateManager:
         entry = self.producers.get(pid)
         if entry is None:
             return APPEND, None
-        epoch, first_seq = header.producer_epoch, header.base_sequence
-        # Read off the header's fields, not its properties (last_sequence and the entry's
-        # last_seq are written out below: a property is a Python call), and the cached
-        # batches looked at only within the epoch: this runs for every batch with a
-        # producer id.
+        # The header's fields in one unpacking (each read by name is a descriptor's
+        # call), not its properties (last_sequence and the entry's last_seq are written
+        # out below: a property is a Python call), and the cached batches looked at only
+        # within the epoch: this runs for every batch with a producer id.
+        _, _, _, _, _, attributes, delta, _, _, _, epoch, first_seq, _ = header
         batches = entry.batches
         if batches and epoch == entry.epoch:
-            last_seq = (NO_SEQUENCE if first_seq == NO_SEQUENCE
-                        else (first_seq + header.last_offset_delta) % _SEQUENCE_SPAN)
+            last_seq = NO_SEQUENCE if first_seq == NO_SEQUENCE else (first_seq + delta) % _SEQUENCE_SPAN
             for batch in batches:
                 if batch.first_seq == first_seq and batch.last_seq == last_seq:
                     return DUPLICATE, batch
@@ -156,7 +156,7 @@ class ProducerStateManager:
                 f"Out of order sequence number for {self._where(pid, offset)}: {first_seq} (incoming seq. number), "
                 f"{entry.last_seq} (current end sequence number)",
             )
-        if not header.attributes & TRANSACTIONAL_FLAG and entry.current_txn_first_offset >= 0:
+        if not attributes & TRANSACTIONAL_FLAG and entry.current_txn_first_offset >= 0:
             raise KafkaError(
                 ErrorCode.invalid_txn_state,
                 f"Expected transactional write from {self._where(pid, offset)}",
@@ -181,25 +181,25 @@ class ProducerStateManager:
         """Update the producer's state for a batch written at `base_offset`. Also used to
         replay the log at start-up, where no check is made. `track_sequence` is False for
         a coordinator's own records, which carry no sequence."""
-        pid = header.producer_id
+        # The fields read in one unpacking of the header (each read by name is a
+        # descriptor's call): this runs for every batch with a producer id.
+        _, _, _, _, _, attributes, delta, _, max_timestamp, pid, epoch, first_seq, _ = header
         self.changed = True
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid)
-        if header.producer_epoch != entry.epoch:
-            entry.epoch = header.producer_epoch
+        if epoch != entry.epoch:
+            entry.epoch = epoch
             entry.batches.clear()
-        entry.last_timestamp = header.max_timestamp
-        attributes = header.attributes
+        entry.last_timestamp = max_timestamp
         if attributes & CONTROL_FLAG:
             return  # the marker's effect is `complete_txn`'s business
         if track_sequence:
             # Built as a tuple (a named tuple's own __new__ is a Python call), and
             # header.last_sequence written out (so is a property).
-            first_seq, delta = header.base_sequence, header.last_offset_delta
             entry.batches.append(tuple.__new__(BatchMetadata, (
                 first_seq, NO_SEQUENCE if first_seq == NO_SEQUENCE else (first_seq + delta) % _SEQUENCE_SPAN,
-                base_offset, base_offset + delta, header.max_timestamp)))
+                base_offset, base_offset + delta, max_timestamp)))
         if attributes & TRANSACTIONAL_FLAG and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = base_offset
             self.ongoing_txns[pid] = base_offset
@@ -345,6 +345,25 @@ class ProducerStateManager:
                     self.ongoing_txns[entry.producer_id] = entry.current_txn_first_offset
             return offset
         return None
+
+
+# `record_batch(manager, header, base_offset, track_sequence)` is
+# `manager.record(header, base_offset, track_sequence)`: in C (storage/_producer_state.c,
+# which makes no Python call for a producer the partition knows) unless it could not be
+# built or OTTLA_PURE_PYTHON=1 asks for the Python path; the append path calls it.
+# ProducerStateManager.record stays the specification: tests/unit/test_producer_state_record.py
+# holds the two to the same state.
+RecordBatch = Callable[[ProducerStateManager, BatchHeader, int, bool], None]
+try:
+    from ._producer_state import record as _record_in_c
+    from ._producer_state import set_batch_metadata_type as _set_batch_metadata_type
+except ImportError:  # installed without a C compiler: the Python method
+    _record_in_c = None
+else:
+    _set_batch_metadata_type(BatchMetadata)
+record_batch: RecordBatch = (
+    _record_in_c if _record_in_c is not None and os.environ.get("OTTLA_PURE_PYTHON", "") in ("", "0")
+    else ProducerStateManager.record)
 
 
 def _parse_snapshot(data: bytes) -> list[ProducerEntry] | None:

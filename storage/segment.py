@@ -27,6 +27,7 @@ from ottla.protocol.batch import (
     compute_crc,
 )
 
+from .batch_write import write_batch
 from .directories import directory_changed, open_or_create
 from .file_slice import FileSlice
 from .index import OffsetIndex, TimeIndex
@@ -173,9 +174,11 @@ class LogSegment:
 
     # --- writing -------------------------------------------------------------------------
 
-    def append(self, chunks: list, size: int, base_offset: int, last_offset: int, max_timestamp: int,
-               index_interval_bytes: int) -> int:
-        """Write one batch (as chunks for writev) and index it. Returns its position."""
+    def append(self, batch: bytes | memoryview, size: int, base_offset: int, last_offset: int, max_timestamp: int,
+               index_interval_bytes: int, leader_epoch: int | None = None) -> int:
+        """Write one batch of `size` bytes and index it. Returns its position. With a
+        `leader_epoch`, the batch is written with `base_offset` and it in its header (an
+        append: batch_write.py); without, as it is (compaction's kept batches)."""
         position = self.size
         # The `fd` property written out (a Python call less a batch): reopened if the
         # budget closed it, and made the most recently used.
@@ -183,8 +186,13 @@ class LogSegment:
         if fd is None:
             fd = self.fd
         elif self._pooled:
-            OPEN_FILES.touch(self)
-        written = os.writev(fd, chunks)
+            # A segment whose files are open is counted in OPEN_FILES: touch_open makes it
+            # the most recently used with no Python call.
+            try:
+                OPEN_FILES.touch_open(self)
+            except KeyError:
+                OPEN_FILES.touch(self)
+        written = os.write(fd, batch) if leader_epoch is None else write_batch(fd, batch, base_offset, leader_epoch)
         if written != size:
             # A short write leaves a torn batch; cut it off so the file stays a clean log.
             os.ftruncate(self.fd, position)

@@ -187,6 +187,30 @@ def test_durations_are_written_as_the_python_path_writes_them() -> None:
         C.encode_response(1, True, plan, HeartbeatResponse(throttle_time=5, error_code=0))  # type: ignore[arg-type]
 
 
+def test_optional_timestamps_are_written_as_the_python_path_writes_them() -> None:
+    """Produce's log_append_time (an optional datetime): _codec writes None as -1 itself
+    (E_OPTIONAL_TIMESTAMP), without calling the converter, and a datetime through it;
+    both as the Python path writes them."""
+    from datetime import UTC, datetime, timedelta
+
+    from kio.schema.produce.v9.response import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
+
+    plan = compiled_codec.encode_plan(PartitionProduceResponse)
+    steps = [step for step in plan[1] if len(step) > 1 and step[1] == "log_append_time"]
+    assert [step[0] for step in steps] == [compiled_codec.E_OPTIONAL_TIMESTAMP]
+    epoch = datetime.fromtimestamp(0, UTC)
+    for stamp in (None, epoch, epoch + timedelta(milliseconds=1_795_797_555_933), epoch - timedelta(milliseconds=1)):
+        entity = ProduceResponse(responses=(TopicProduceResponse(name="t", partition_responses=(
+            PartitionProduceResponse(index=0, error_code=0, base_offset=5, log_append_time=stamp, log_start_offset=0,
+                                     record_errors=(), error_message=None),)),), throttle_time=timedelta(0))
+        assert _c_bytes(ProduceResponse, entity) == _python_bytes(ProduceResponse, entity), stamp
+    with pytest.raises(AttributeError):  # no datetime and not None: the converter's own error
+        C.encode_response(1, False, compiled_codec.encode_plan(ProduceResponse), ProduceResponse(
+            responses=(TopicProduceResponse(name="t", partition_responses=(PartitionProduceResponse(
+                index=0, error_code=0, base_offset=5, log_append_time=5, log_start_offset=0,  # type: ignore[arg-type]
+                record_errors=(), error_message=None),)),), throttle_time=timedelta(0)))
+
+
 # --- requests: the header ------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ def _segment(tmp_path, i: int) -> LogSegment:
 
 def _append(segment: LogSegment, value: bytes) -> None:
     batch = build_batch([encode_record(None, value, offset_delta=0)], timestamp=int(time.time() * 1000))
-    segment.append([batch], len(batch), 0, 0, 0, 4096)
+    segment.append(batch, len(batch), 0, 0, 0, 4096)
 
 
 def test_only_the_most_recently_used_segments_hold_descriptors(tmp_path, monkeypatch):
