@@ -41,6 +41,12 @@
  *   as handle_now's served_later). An exception of the handler, the response's builder
  *   or the metrics propagates, as out of handle_now.
  *
+ * configure_encoded((Encoded, (entity, flexible, body offsets)))
+ *   is called once by compiled_pipeline.py: protocol/codec.Encoded, a response encoded
+ *   ahead of time. A handler's Encoded is sent as codec.encode_response sends it (size,
+ *   the request's correlation id, the header's empty tagged fields where flexible, then
+ *   its body's bytes) and its entity's error codes are counted.
+ *
  * configure_take(layout)
  *   is called once by compiled_pipeline.lay_out_take, as connection.py is imported: for
  *   the Connection class, FrameIntake, FrameReader, RequestMemory and FileSender, the class
@@ -98,6 +104,11 @@ enum { MT_BYTES_IN, MT_BYTES_OUT, MT_COUNT };
 enum { A_REQUESTS, A_SECONDS, A_BUCKETS, A_ERRORS, A_COUNT };
 static PyTypeObject *metrics_type, *api_metrics_type;
 static Py_ssize_t metrics_at[MT_COUNT], api_at[A_COUNT];
+/* codec.Encoded, a response encoded ahead of time: its entity, header flag and body's bytes
+ * (configure_encoded's layout). */
+enum { E_ENTITY, E_FLEXIBLE, E_BODY, E_COUNT };
+static PyTypeObject *encoded_type;
+static Py_ssize_t encoded_at[E_COUNT];
 #define SLOT(owner, offset) (*(PyObject **)((char *)(owner) + (offset)))
 static PyObject *slot(PyObject *owner, Py_ssize_t offset);
 
@@ -151,6 +162,17 @@ static PyObject *configure_take(PyObject *self, PyObject *layout)
     memcpy(reader_at, r_at, sizeof r_at);
     memcpy(memory_at, m_at, sizeof m_at);
     memcpy(sender_at, s_at, sizeof s_at);
+    Py_RETURN_NONE;
+}
+
+static PyObject *configure_encoded(PyObject *self, PyObject *layout)
+{
+    PyTypeObject *type;
+    Py_ssize_t at[E_COUNT];
+    if (lay_out(layout, &type, at, E_COUNT) < 0)
+        return NULL;
+    Py_XSETREF(encoded_type, (PyTypeObject *)Py_NewRef(type));
+    memcpy(encoded_at, at, sizeof at);
     Py_RETURN_NONE;
 }
 
@@ -360,7 +382,10 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
     }
     if ((sum = PyNumber_Add(PyList_GET_ITEM(list, index), one)) == NULL || PyList_SetItem(list, index, sum) < 0)
         goto done;
-    /* the error codes in the response, counted as Kafka's ErrorsPerSec */
+    /* the error codes in the response, counted as Kafka's ErrorsPerSec (an Encoded's: its entity's) */
+    if (response != Py_None && encoded_type != NULL && Py_IS_TYPE(response, encoded_type)
+            && (response = slot(response, encoded_at[E_ENTITY])) == NULL)
+        goto done;
     if (response != Py_None) {
         /* metrics._nested_error_plan(type(response)), kept here by type: its functools.cache
          * costs a call and a key's tuple at every response */
@@ -397,11 +422,60 @@ done:
 
 static PyObject *raised(void);
 
+/* codec._encoded_ahead: [size, correlation id, (an empty tagged fields' byte,) the body's
+ * bytes] in one chunk, or the exception as the value (as encoded's). */
+static PyObject *encoded_ahead(PyObject *correlation_id, PyObject *response)
+{
+    PyObject *flexible = slot(response, encoded_at[E_FLEXIBLE]), *body = slot(response, encoded_at[E_BODY]);
+    if (flexible == NULL || body == NULL)
+        return raised();
+    if (!PyBytes_CheckExact(body)) {
+        PyErr_SetString(PyExc_TypeError, "Encoded.body is not bytes");
+        return raised();
+    }
+    int tagged = PyObject_IsTrue(flexible);
+    long id = PyLong_AsLong(correlation_id);
+    if (tagged < 0 || (id == -1 && PyErr_Occurred()))
+        return raised();
+    if (id < INT32_MIN || id > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a correlation id outside int32");
+        return raised();
+    }
+    Py_ssize_t length = PyBytes_GET_SIZE(body), size = 4 + tagged + length;
+    if (size > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a response over 2 GiB");
+        return raised();
+    }
+    PyObject *chunk = PyBytes_FromStringAndSize(NULL, 4 + size);
+    if (chunk == NULL)
+        return raised();
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(chunk);
+    uint32_t values[2] = {(uint32_t)size, (uint32_t)(int32_t)id};
+    for (int i = 0; i < 2; i++) {
+        out[4 * i] = (unsigned char)(values[i] >> 24);
+        out[4 * i + 1] = (unsigned char)(values[i] >> 16);
+        out[4 * i + 2] = (unsigned char)(values[i] >> 8);
+        out[4 * i + 3] = (unsigned char)values[i];
+    }
+    if (tagged)
+        out[8] = 0;
+    memcpy(out + 8 + tagged, PyBytes_AS_STRING(body), (size_t)length);
+    PyObject *chunks = PyList_New(1);
+    if (chunks == NULL) {
+        Py_DECREF(chunk);
+        return raised();
+    }
+    PyList_SET_ITEM(chunks, 0, chunk);
+    return chunks;
+}
+
 /* The response's chunks, as codec.encode_response makes them; an exception it raised is
  * answered as the value (the connection raises it where _send would have). */
 static PyObject *encoded(PyObject *correlation_id, PyObject *response)
 {
     PyObject *chunks;
+    if (encoded_type != NULL && Py_IS_TYPE(response, encoded_type))
+        return encoded_ahead(correlation_id, response);
     PyObject *how = PyDict_GetItemWithError(encodings, (PyObject *)Py_TYPE(response));  /* borrowed */
     if (how != NULL && PyTuple_Check(how) && PyTuple_GET_SIZE(how) == 2) {
         PyObject *args[4] = {correlation_id, PyTuple_GET_ITEM(how, 0), PyTuple_GET_ITEM(how, 1), response};
@@ -869,6 +943,8 @@ static PyTypeObject PipelineType = {
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "configure(...): what Pipeline.serve calls (see the file's comment)"},
+    {"configure_encoded", configure_encoded, METH_O,
+     "configure_encoded((Encoded, (entity, flexible, body offsets))): a response encoded ahead of time"},
     {"configure_take", configure_take, METH_O,
      "configure_take(layout): the slots Pipeline.take reads and writes (see the file's comment)"},
     {NULL, NULL, 0, NULL},

@@ -72,6 +72,9 @@ if compiled is not None:
         tuple(compiled_codec.compiled.member_offset(RequestContext, name)
               for name in ("services", "header", "peer", "advertised_address", "session", "deferred", "throttle_ms")),
         metrics.LATENCY_BUCKETS, _layout(METRICS_SLOTS))
+    # A response encoded ahead of time (Metadata's kept answers): sent as its header and its
+    # bytes, its entity's errors counted.
+    compiled.configure_encoded(_layout(((codec.Encoded, ("entity", "flexible", "body")),))[0])
 
 
 def add_route(api: Api, cls: Any, api_key: int, version: int) -> None:
