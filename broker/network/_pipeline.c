@@ -62,8 +62,9 @@
  *   its FrameIntake, FrameReader, RequestMemory and FileSender); anything else answers None
  *   at once, for _take. The frame is then served as serve serves it, and take answers None (not
  *   served: _take's), True when that was all (the response sent, nothing for after it:
- *   no throttle, deferred work, close or closing transport), serve's tuple for _take to
- *   finish, or the exception the handler raised.
+ *   no throttle, close or closing transport; the handler's deferred work, if any, run
+ *   there by Connection._run_deferred, as _take's _responded runs it), serve's tuple
+ *   for _take to finish, or the exception the handler raised.
  *
  * routes: {api_key << 16 | version: (api, request class, handler, (api_key, version),
  *          may_wait)}.
@@ -85,7 +86,7 @@ static Py_ssize_t context_offsets[7];
 static double buckets[MAX_BUCKETS];
 static Py_ssize_t bucket_count = -1;
 static PyObject *s_armed, *s_apis, *s_update, *s_entity, *s_request_served, *one, *s_is_closing, *s_write, *s_done;
-static PyObject *s_close_after_response;
+static PyObject *s_close_after_response, *s_name, *s_run_deferred;
 static PyObject *after_prefix;  /* slice(4, None): a frame's bytes after its size prefix */
 
 /* The state take reads (and the two fields it writes), at the offsets of their slots:
@@ -896,11 +897,12 @@ static PyObject *take(Pipeline *p, PyObject *data)
         return PyErr_ExceptionMatches(PyExc_Exception) ? raised() : NULL;  /* the handler's, for _take */
     if (served == 0)
         Py_RETURN_NONE;
-    /* Done with it here when nothing is left for _take: the response sent (or none), no
-     * throttle, no deferred work, no close after it. */
+    /* Done with it here when nothing is left for _take but the handler's deferred work:
+     * the response sent (or none), no throttle, no close after it. */
     PyObject *throttle = *(PyObject **)((char *)s.ctx + context_offsets[6]);
     PyObject *deferred = *(PyObject **)((char *)s.ctx + context_offsets[5]);
-    if ((s.out != Py_True && s.out != Py_None) || throttle == NULL || deferred != Py_None)
+    if ((s.out != Py_True && s.out != Py_None) || throttle == NULL
+            || (deferred != Py_None && !PyList_CheckExact(deferred)))
         return handed(&s);
     int throttled = PyObject_IsTrue(throttle);  /* _responded's `if ctx.throttle_ms` */
     if (throttled != 0) {
@@ -915,6 +917,24 @@ static PyObject *take(Pipeline *p, PyObject *data)
         return handed(&s);
     }
     Py_XSETREF(SLOT(p->connection, connection_at[C_CLIENT_ID]), Py_NewRef(PyTuple_GET_ITEM(s.header, 3)));
+    if (deferred != Py_None) {
+        /* _responded's one step left (EndTxn's markers and completion): the deferred work,
+         * run by Connection._run_deferred(ctx, api.name), which logs what fails, right after
+         * the response was handed to the transport and before anything else runs, as
+         * _take would run it; nothing else is left for _take (the checks above, and
+         * may_take's: nothing held, queued or unfinished, so its settle has nothing to
+         * account). */
+        PyObject *name = PyObject_GetAttr(s.api, s_name), *ran = NULL;
+        if (name != NULL) {
+            ran = PyObject_CallMethodObjArgs(p->connection, s_run_deferred, s.ctx, name, NULL);
+            Py_DECREF(name);
+        }
+        let_go(&s);
+        if (ran == NULL)
+            return NULL;  /* not an Exception (_run_deferred logs those): out of data_received, as out of _take */
+        Py_DECREF(ran);
+        Py_RETURN_TRUE;
+    }
     let_go(&s);
     Py_RETURN_TRUE;
 }
@@ -957,7 +977,8 @@ PyMODINIT_FUNC PyInit__pipeline(void)
     struct { PyObject **name; const char *text; } names[] = {
         {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_update, "update"}, {&s_entity, "entity"},
         {&s_request_served, "request_served"}, {&s_is_closing, "is_closing"}, {&s_write, "write"},
-        {&s_done, "done"}, {&s_close_after_response, "close_after_response"},
+        {&s_done, "done"}, {&s_close_after_response, "close_after_response"}, {&s_name, "name"},
+        {&s_run_deferred, "_run_deferred"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)

@@ -104,4 +104,7 @@ def lay_out_take(connection: type) -> None:
         return
     classes = {"Connection": connection, "FrameIntake": FrameIntake, "FrameReader": FrameReader,
                "RequestMemory": RequestMemory, "FileSender": FileSender}
-    compiled.configure_take(_layout(tuple((classes[name], slots) for name, slots in TAKE_SLOTS)))
+    layout = _layout(tuple((classes[name], slots) for name, slots in TAKE_SLOTS))
+    if not callable(getattr(connection, "_run_deferred", None)):  # take runs a handler's deferred work through it
+        raise TypeError(f"{connection.__qualname__}._run_deferred: no method of its class, where _pipeline.c calls it")
+    compiled.configure_take(layout)

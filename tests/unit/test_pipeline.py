@@ -18,7 +18,9 @@ its intake, reader and request memory real ones. An answer encoded ahead of time
 test_an_answer_encoded_ahead_is_sent_with_each_correlation_id_and_counted failed (the
 bytes), and with its entity's errors left uncounted it failed too (error_codes given the
 Encoded); with codec._encoded_ahead leaving out that byte,
-test_an_answer_encoded_ahead_is_encoded_as_its_entity failed with OTTLA_PURE_PYTHON=1."""
+test_an_answer_encoded_ahead_is_encoded_as_its_entity failed with OTTLA_PURE_PYTHON=1.
+With take's call of Connection._run_deferred left out,
+test_take_runs_the_handlers_deferred_work_right_after_its_answer failed (no work run)."""
 
 from __future__ import annotations
 
@@ -249,6 +251,12 @@ def test_a_slot_take_reads_renamed_stops_the_start_with_its_name() -> None:
     with pytest.raises(TypeError, match=r"Unslotted\._intake, _wakeup, .*client_id: no slot"):
         compiled_pipeline.lay_out_take(Unslotted)
 
+    class Undeferring(Connection):  # the method take runs deferred work through, renamed
+        _run_deferred = None  # type: ignore[assignment]
+
+    with pytest.raises(TypeError, match=r"Undeferring\._run_deferred: no method of its class"):
+        compiled_pipeline.lay_out_take(Undeferring)
+
 
 def _heartbeat_answers() -> list[Any]:
     """Heartbeat answers of a flexible version (v4) and of one before (v0), one with an error."""
@@ -289,3 +297,28 @@ def test_an_answer_encoded_ahead_is_sent_with_each_correlation_id_and_counted(se
     assert transport.written == expected
     # Each answer's error codes, the Python path's Metrics.request_served counting the first.
     assert metrics.apis[HEARTBEAT].requests == 6 and metrics.apis[HEARTBEAT].errors == {16: 3}
+
+
+def test_take_runs_the_handlers_deferred_work_right_after_its_answer(served, capsys) -> None:
+    """A handler's work for after its response (RequestContext.after_response, EndTxn's
+    markers): take runs it, through Connection._run_deferred, once the answer is written
+    and before it returns, in the order it was left; what fails is logged and the next
+    request served."""
+    serving, calls, transport, _, routes = served
+    done: list[Any] = []
+
+    def ends(ctx: Any, body: Any) -> Any:
+        calls.append((ctx, body))
+        ctx.after_response(lambda: done.append(("first", len(transport.written))))
+        ctx.after_response(lambda: done.append(("second", len(transport.written))))
+        ctx.after_response(lambda: 1 / 0)
+        return make(response_class(HEARTBEAT, 4), throttle_time=0, error_code=0)
+
+    routes[HEARTBEAT << 16 | 4] = routes[HEARTBEAT << 16 | 4][:2] + (ends,) + routes[HEARTBEAT << 16 | 4][3:]
+    connection = _idle(CONNECTION)
+    frame = _heartbeat_frame(11)
+    whole = struct.pack(">i", len(frame)) + frame
+    assert serving.take(whole) is True and connection.client_id == "unit"
+    assert done == [("first", 1), ("second", 1)]  # after the answer was written, in order
+    assert "work after the response failed" in capsys.readouterr().out
+    assert serving.take(whole) is True and len(done) == 4 and len(transport.written) == 2
