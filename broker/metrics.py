@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ottla.coordinator.transaction_log import TxnState
 from ottla.protocol import compiled_codec
 from ottla.protocol.apis import SUPPORTED
+from ottla.protocol.codec import Encoded
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.kio_schema import EntityField, EntityTupleField, classify_field
 
@@ -77,6 +78,8 @@ class Metrics:
         api.seconds += seconds
         api.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
         if response is not None:
+            if response.__class__ is Encoded:  # a response encoded ahead of time: its entity's
+                response = response.entity
             if _error_codes_in_c is None:
                 _count_errors(response, type(response), api.errors)
             else:

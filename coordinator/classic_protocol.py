@@ -35,10 +35,6 @@ from .classic_group import ClassicGroup, GroupState, JoinRequest, JoinResult, Me
 from .group import GroupConfig
 from .writes import CoordinatorResult
 
-# Read once for heartbeat, every member's commonest request: on Python 3.11 a member read
-# off its enum class goes through EnumType.__getattr__'s slot, hundreds of instructions.
-_PREPARING_REBALANCE = GroupState.PREPARING_REBALANCE
-
 # Writes a result to the group's `__consumer_offsets` partition (records, then the change).
 Write = Callable[[str, CoordinatorResult[Any]], Any]
 
@@ -281,16 +277,6 @@ class ClassicProtocol:
         hand every member its part."""
         for m in group.members.values():
             self._resolve_sync(m, SyncResult(ErrorCode.none, m.assignment, group.protocol_type, group.protocol_name))
-
-    def heartbeat(self, group: ClassicGroup | None, member_id: str, group_instance_id: str | None,
-                  generation: int) -> None:
-        """Heartbeat: raises KafkaError unless the member is current and the group not
-        rebalancing. (It writes nothing, as in Kafka.)"""
-        if group is None:  # _member's check, inline on the commonest request
-            raise KafkaError(ErrorCode.unknown_member_id, "no such group")
-        group.check_member(member_id, group_instance_id, generation).last_heartbeat = self.clock()
-        if group.state is _PREPARING_REBALANCE:
-            raise KafkaError(ErrorCode.rebalance_in_progress, "the group is rebalancing")
 
     def leave(self, group: ClassicGroup | None, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """LeaveGroup for (member id, group instance id) pairs: an error code for each.

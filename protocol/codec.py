@@ -286,8 +286,37 @@ def response_header_is_flexible(api_key: int, version: int, cls: type[Entity]) -
     return cls.__flexible__ and api_key != API_VERSIONS.key
 
 
+class Encoded:
+    """A response encoded ahead of time, for a handler that answers the same again and
+    again (Metadata's kept answers): the entity (what the metrics count the errors of),
+    whether its header is flexible, and the body's bytes, after the header. Each request's
+    answer is then only its header, its correlation id's, before those bytes
+    (encode_response; _pipeline.c's `encoded` on the compiled path), not the entity
+    encoded again. Its body must be all bytes (no file slices)."""
+
+    __slots__ = ("entity", "flexible", "body")
+
+    def __init__(self, entity: Any) -> None:
+        cls: type[Payload] = type(entity)
+        self.entity = entity
+        self.flexible = response_header_is_flexible(cls.__api_key__, cls.__version__, cls)
+        chunks = encode_response(0, entity)
+        if not all(isinstance(chunk, bytes) for chunk in chunks):
+            raise TypeError(f"{cls.__qualname__}: only a response of bytes is encoded ahead of time")
+        self.body = b"".join(chunks)[_INT32.size * 2 + self.flexible:]  # after the size, correlation id, tags
+
+
+def _encoded_ahead(correlation_id: int, response: Encoded) -> list:
+    """encode_response of an Encoded: its header and its bytes, in one chunk."""
+    header = _INT32.size + response.flexible
+    return [_INT32.pack(header + len(response.body)) + _INT32.pack(correlation_id)
+            + (b"\x00" if response.flexible else b"") + response.body]
+
+
 def encode_response(correlation_id: int, response: Any, api_key: int | None = None) -> list:
     """Size prefix + response header + body, as chunks for `transport.writelines`."""
+    if response.__class__ is Encoded:
+        return _encoded_ahead(correlation_id, response)
     if _encode_response_in_c is None:
         return encode_response_in_python(correlation_id, response, api_key)
     cls: type[Payload] = type(response)
@@ -308,6 +337,8 @@ _encoding: dict[type, tuple[bool, Any]] = {}
 
 def encode_response_in_python(correlation_id: int, response: Any, api_key: int | None = None) -> list:
     """encode_response in Python: the reference."""
+    if response.__class__ is Encoded:
+        return _encoded_ahead(correlation_id, response)
     cls: type[Payload] = type(response)
     key = cls.__api_key__ if api_key is None else api_key
     out = ChunkWriter()

@@ -24,6 +24,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ottla.protocol.codec import Encoded
 from ottla.protocol.views import View, apis
 
 from . import (
@@ -57,11 +58,12 @@ ResponseT = TypeVar("ResponseT")
 
 def route(view: View[RequestT, ResponseT],
           handler: Callable[[RequestContext, RequestT],
-                            ResponseT | Built[ResponseT] | Awaitable[ResponseT | None] | None],
+                            ResponseT | Built[ResponseT] | Encoded | Awaitable[ResponseT | None] | None],
           ) -> tuple[int, Handler]:
     """A row of the table: mypy checks that `handler` takes the API's request view and
-    answers its response view (protocol/views), or None to send nothing (a handler says
-    so in its return type: only acks=0 Produce's does)."""
+    answers its response view (protocol/views), or one encoded ahead of time (Metadata's
+    kept answers), or None to send nothing (a handler says so in its return type: only
+    acks=0 Produce's does)."""
     return view.api.key, handler
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ottla.coordinator.internal_topics import is_internal
+from ottla.protocol.codec import Encoded
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_manager import Topic, validate_topic_name
 
@@ -40,7 +41,7 @@ KEPT_PARTITIONS = 1000
 NO_ERROR = ErrorCode.none  # read once: an enum member read off its class costs ~860 instructions
 
 
-def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Built[MetadataResponse]:
+def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Built[MetadataResponse] | Encoded:
     """The answer, built; the same answer again, kept, while nothing it was made from
     has changed. An answer is made from the request (its version, topics and flags), the
     listener's advertised address, the topics and their partitions (LogManager's
@@ -69,14 +70,16 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | 
     if key is not None:
         found = kept.get(key)
         if found is not None and found[0] == state:
-            built: Built[MetadataResponse] = found[1]
-            return built
+            encoded: Encoded = found[1]
+            return encoded
     answer, keep = _answer(ctx, request)
     built = ctx.entity(answer)
     if key is not None and keep:
         if len(kept) >= KEPT_ANSWERS and key not in kept:
             del kept[next(iter(kept))]  # the oldest
-        kept[key] = (state, built)
+        # Kept encoded: each answer again is its header before these bytes, not the
+        # entity encoded again.
+        kept[key] = (state, Encoded(built))
     return built
 
 

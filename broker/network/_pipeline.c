@@ -41,6 +41,12 @@
  *   as handle_now's served_later). An exception of the handler, the response's builder
  *   or the metrics propagates, as out of handle_now.
  *
+ * configure_encoded((Encoded, (entity, flexible, body offsets)))
+ *   is called once by compiled_pipeline.py: protocol/codec.Encoded, a response encoded
+ *   ahead of time. A handler's Encoded is sent as codec.encode_response sends it (size,
+ *   the request's correlation id, the header's empty tagged fields where flexible, then
+ *   its body's bytes) and its entity's error codes are counted.
+ *
  * configure_take(layout)
  *   is called once by compiled_pipeline.lay_out_take, as connection.py is imported: for
  *   the Connection class, FrameIntake, FrameReader, RequestMemory and FileSender, the class
@@ -56,8 +62,9 @@
  *   its FrameIntake, FrameReader, RequestMemory and FileSender); anything else answers None
  *   at once, for _take. The frame is then served as serve serves it, and take answers None (not
  *   served: _take's), True when that was all (the response sent, nothing for after it:
- *   no throttle, deferred work, close or closing transport), serve's tuple for _take to
- *   finish, or the exception the handler raised.
+ *   no throttle, close or closing transport; the handler's deferred work, if any, run
+ *   there by Connection._run_deferred, as _take's _responded runs it), serve's tuple
+ *   for _take to finish, or the exception the handler raised.
  *
  * routes: {api_key << 16 | version: (api, request class, handler, (api_key, version),
  *          may_wait)}.
@@ -79,7 +86,7 @@ static Py_ssize_t context_offsets[7];
 static double buckets[MAX_BUCKETS];
 static Py_ssize_t bucket_count = -1;
 static PyObject *s_armed, *s_apis, *s_update, *s_entity, *s_request_served, *one, *s_is_closing, *s_write, *s_done;
-static PyObject *s_close_after_response;
+static PyObject *s_close_after_response, *s_name, *s_run_deferred;
 static PyObject *after_prefix;  /* slice(4, None): a frame's bytes after its size prefix */
 
 /* The state take reads (and the two fields it writes), at the offsets of their slots:
@@ -98,6 +105,11 @@ enum { MT_BYTES_IN, MT_BYTES_OUT, MT_COUNT };
 enum { A_REQUESTS, A_SECONDS, A_BUCKETS, A_ERRORS, A_COUNT };
 static PyTypeObject *metrics_type, *api_metrics_type;
 static Py_ssize_t metrics_at[MT_COUNT], api_at[A_COUNT];
+/* codec.Encoded, a response encoded ahead of time: its entity, header flag and body's bytes
+ * (configure_encoded's layout). */
+enum { E_ENTITY, E_FLEXIBLE, E_BODY, E_COUNT };
+static PyTypeObject *encoded_type;
+static Py_ssize_t encoded_at[E_COUNT];
 #define SLOT(owner, offset) (*(PyObject **)((char *)(owner) + (offset)))
 static PyObject *slot(PyObject *owner, Py_ssize_t offset);
 
@@ -151,6 +163,17 @@ static PyObject *configure_take(PyObject *self, PyObject *layout)
     memcpy(reader_at, r_at, sizeof r_at);
     memcpy(memory_at, m_at, sizeof m_at);
     memcpy(sender_at, s_at, sizeof s_at);
+    Py_RETURN_NONE;
+}
+
+static PyObject *configure_encoded(PyObject *self, PyObject *layout)
+{
+    PyTypeObject *type;
+    Py_ssize_t at[E_COUNT];
+    if (lay_out(layout, &type, at, E_COUNT) < 0)
+        return NULL;
+    Py_XSETREF(encoded_type, (PyTypeObject *)Py_NewRef(type));
+    memcpy(encoded_at, at, sizeof at);
     Py_RETURN_NONE;
 }
 
@@ -360,7 +383,10 @@ static int count_served(Pipeline *p, PyObject *api_key, double seconds, PyObject
     }
     if ((sum = PyNumber_Add(PyList_GET_ITEM(list, index), one)) == NULL || PyList_SetItem(list, index, sum) < 0)
         goto done;
-    /* the error codes in the response, counted as Kafka's ErrorsPerSec */
+    /* the error codes in the response, counted as Kafka's ErrorsPerSec (an Encoded's: its entity's) */
+    if (response != Py_None && encoded_type != NULL && Py_IS_TYPE(response, encoded_type)
+            && (response = slot(response, encoded_at[E_ENTITY])) == NULL)
+        goto done;
     if (response != Py_None) {
         /* metrics._nested_error_plan(type(response)), kept here by type: its functools.cache
          * costs a call and a key's tuple at every response */
@@ -397,11 +423,60 @@ done:
 
 static PyObject *raised(void);
 
+/* codec._encoded_ahead: [size, correlation id, (an empty tagged fields' byte,) the body's
+ * bytes] in one chunk, or the exception as the value (as encoded's). */
+static PyObject *encoded_ahead(PyObject *correlation_id, PyObject *response)
+{
+    PyObject *flexible = slot(response, encoded_at[E_FLEXIBLE]), *body = slot(response, encoded_at[E_BODY]);
+    if (flexible == NULL || body == NULL)
+        return raised();
+    if (!PyBytes_CheckExact(body)) {
+        PyErr_SetString(PyExc_TypeError, "Encoded.body is not bytes");
+        return raised();
+    }
+    int tagged = PyObject_IsTrue(flexible);
+    long id = PyLong_AsLong(correlation_id);
+    if (tagged < 0 || (id == -1 && PyErr_Occurred()))
+        return raised();
+    if (id < INT32_MIN || id > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a correlation id outside int32");
+        return raised();
+    }
+    Py_ssize_t length = PyBytes_GET_SIZE(body), size = 4 + tagged + length;
+    if (size > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a response over 2 GiB");
+        return raised();
+    }
+    PyObject *chunk = PyBytes_FromStringAndSize(NULL, 4 + size);
+    if (chunk == NULL)
+        return raised();
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(chunk);
+    uint32_t values[2] = {(uint32_t)size, (uint32_t)(int32_t)id};
+    for (int i = 0; i < 2; i++) {
+        out[4 * i] = (unsigned char)(values[i] >> 24);
+        out[4 * i + 1] = (unsigned char)(values[i] >> 16);
+        out[4 * i + 2] = (unsigned char)(values[i] >> 8);
+        out[4 * i + 3] = (unsigned char)values[i];
+    }
+    if (tagged)
+        out[8] = 0;
+    memcpy(out + 8 + tagged, PyBytes_AS_STRING(body), (size_t)length);
+    PyObject *chunks = PyList_New(1);
+    if (chunks == NULL) {
+        Py_DECREF(chunk);
+        return raised();
+    }
+    PyList_SET_ITEM(chunks, 0, chunk);
+    return chunks;
+}
+
 /* The response's chunks, as codec.encode_response makes them; an exception it raised is
  * answered as the value (the connection raises it where _send would have). */
 static PyObject *encoded(PyObject *correlation_id, PyObject *response)
 {
     PyObject *chunks;
+    if (encoded_type != NULL && Py_IS_TYPE(response, encoded_type))
+        return encoded_ahead(correlation_id, response);
     PyObject *how = PyDict_GetItemWithError(encodings, (PyObject *)Py_TYPE(response));  /* borrowed */
     if (how != NULL && PyTuple_Check(how) && PyTuple_GET_SIZE(how) == 2) {
         PyObject *args[4] = {correlation_id, PyTuple_GET_ITEM(how, 0), PyTuple_GET_ITEM(how, 1), response};
@@ -822,11 +897,12 @@ static PyObject *take(Pipeline *p, PyObject *data)
         return PyErr_ExceptionMatches(PyExc_Exception) ? raised() : NULL;  /* the handler's, for _take */
     if (served == 0)
         Py_RETURN_NONE;
-    /* Done with it here when nothing is left for _take: the response sent (or none), no
-     * throttle, no deferred work, no close after it. */
+    /* Done with it here when nothing is left for _take but the handler's deferred work:
+     * the response sent (or none), no throttle, no close after it. */
     PyObject *throttle = *(PyObject **)((char *)s.ctx + context_offsets[6]);
     PyObject *deferred = *(PyObject **)((char *)s.ctx + context_offsets[5]);
-    if ((s.out != Py_True && s.out != Py_None) || throttle == NULL || deferred != Py_None)
+    if ((s.out != Py_True && s.out != Py_None) || throttle == NULL
+            || (deferred != Py_None && !PyList_CheckExact(deferred)))
         return handed(&s);
     int throttled = PyObject_IsTrue(throttle);  /* _responded's `if ctx.throttle_ms` */
     if (throttled != 0) {
@@ -841,6 +917,24 @@ static PyObject *take(Pipeline *p, PyObject *data)
         return handed(&s);
     }
     Py_XSETREF(SLOT(p->connection, connection_at[C_CLIENT_ID]), Py_NewRef(PyTuple_GET_ITEM(s.header, 3)));
+    if (deferred != Py_None) {
+        /* _responded's one step left (EndTxn's markers and completion): the deferred work,
+         * run by Connection._run_deferred(ctx, api.name), which logs what fails, right after
+         * the response was handed to the transport and before anything else runs, as
+         * _take would run it; nothing else is left for _take (the checks above, and
+         * may_take's: nothing held, queued or unfinished, so its settle has nothing to
+         * account). */
+        PyObject *name = PyObject_GetAttr(s.api, s_name), *ran = NULL;
+        if (name != NULL) {
+            ran = PyObject_CallMethodObjArgs(p->connection, s_run_deferred, s.ctx, name, NULL);
+            Py_DECREF(name);
+        }
+        let_go(&s);
+        if (ran == NULL)
+            return NULL;  /* not an Exception (_run_deferred logs those): out of data_received, as out of _take */
+        Py_DECREF(ran);
+        Py_RETURN_TRUE;
+    }
     let_go(&s);
     Py_RETURN_TRUE;
 }
@@ -869,6 +963,8 @@ static PyTypeObject PipelineType = {
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "configure(...): what Pipeline.serve calls (see the file's comment)"},
+    {"configure_encoded", configure_encoded, METH_O,
+     "configure_encoded((Encoded, (entity, flexible, body offsets))): a response encoded ahead of time"},
     {"configure_take", configure_take, METH_O,
      "configure_take(layout): the slots Pipeline.take reads and writes (see the file's comment)"},
     {NULL, NULL, 0, NULL},
@@ -881,7 +977,8 @@ PyMODINIT_FUNC PyInit__pipeline(void)
     struct { PyObject **name; const char *text; } names[] = {
         {&s_armed, "armed"}, {&s_apis, "apis"}, {&s_update, "update"}, {&s_entity, "entity"},
         {&s_request_served, "request_served"}, {&s_is_closing, "is_closing"}, {&s_write, "write"},
-        {&s_done, "done"}, {&s_close_after_response, "close_after_response"},
+        {&s_done, "done"}, {&s_close_after_response, "close_after_response"}, {&s_name, "name"},
+        {&s_run_deferred, "_run_deferred"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL)

@@ -72,6 +72,9 @@ if compiled is not None:
         tuple(compiled_codec.compiled.member_offset(RequestContext, name)
               for name in ("services", "header", "peer", "advertised_address", "session", "deferred", "throttle_ms")),
         metrics.LATENCY_BUCKETS, _layout(METRICS_SLOTS))
+    # A response encoded ahead of time (Metadata's kept answers): sent as its header and its
+    # bytes, its entity's errors counted.
+    compiled.configure_encoded(_layout(((codec.Encoded, ("entity", "flexible", "body")),))[0])
 
 
 def add_route(api: Api, cls: Any, api_key: int, version: int) -> None:
@@ -101,4 +104,7 @@ def lay_out_take(connection: type) -> None:
         return
     classes = {"Connection": connection, "FrameIntake": FrameIntake, "FrameReader": FrameReader,
                "RequestMemory": RequestMemory, "FileSender": FileSender}
-    compiled.configure_take(_layout(tuple((classes[name], slots) for name, slots in TAKE_SLOTS)))
+    layout = _layout(tuple((classes[name], slots) for name, slots in TAKE_SLOTS))
+    if not callable(getattr(connection, "_run_deferred", None)):  # take runs a handler's deferred work through it
+        raise TypeError(f"{connection.__qualname__}._run_deferred: no method of its class, where _pipeline.c calls it")
+    compiled.configure_take(layout)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from ottla.coordinator.classic_group import ClassicGroup, GroupState, JoinRequest
+from ottla.coordinator.consumer_group import ConsumerGroup
 from ottla.coordinator.group import GroupConfig, GroupType
 from ottla.coordinator.groups import GroupCoordinator
 from ottla.coordinator.offsets_log import TOPIC, CommittedOffset
@@ -150,6 +151,10 @@ async def test_heartbeats_say_who_is_stale_and_when_to_rejoin(harness):
     assert error_of(lambda: coordinator.heartbeat("g", leader, None, 0)) == ErrorCode.illegal_generation
     assert error_of(lambda: coordinator.heartbeat("g", "stranger", None, 1)) == ErrorCode.unknown_member_id
     assert error_of(lambda: coordinator.heartbeat("nowhere", leader, None, 1)) == ErrorCode.unknown_member_id
+    # A classic heartbeat naming a group of KIP-848's protocol: none of its members speaks
+    # the classic one (Kafka 4's answer).
+    coordinator.groups["kip848"] = ConsumerGroup("kip848")
+    assert error_of(lambda: coordinator.heartbeat("kip848", leader, None, 1)) == ErrorCode.unknown_member_id
 
     assert coordinator.leave("g", [(follower, None), ("stranger", None)]) == [ErrorCode.none,
                                                                               ErrorCode.unknown_member_id]

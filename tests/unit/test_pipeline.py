@@ -13,7 +13,14 @@ fail (_held), and so did taking out its check of an answer still being sent from
 lay_out_take passing a class without a slot it names on to C made
 test_a_slot_take_reads_renamed_stops_the_start_with_its_name fail (C's ValueError, with no
 name in it). take reads the real classes' slots: the connection here is a Connection,
-its intake, reader and request memory real ones."""
+its intake, reader and request memory real ones. An answer encoded ahead of time
+(codec.Encoded): with its body written over the flexible header's tagged-fields byte,
+test_an_answer_encoded_ahead_is_sent_with_each_correlation_id_and_counted failed (the
+bytes), and with its entity's errors left uncounted it failed too (error_codes given the
+Encoded); with codec._encoded_ahead leaving out that byte,
+test_an_answer_encoded_ahead_is_encoded_as_its_entity failed with OTTLA_PURE_PYTHON=1.
+With take's call of Connection._run_deferred left out,
+test_take_runs_the_handlers_deferred_work_right_after_its_answer failed (no work run)."""
 
 from __future__ import annotations
 
@@ -33,7 +40,14 @@ from ottla.broker.network.frame_intake import FrameIntake
 from ottla.broker.network.request_memory import RequestMemory
 from ottla.protocol import compiled_codec
 from ottla.protocol.apis import SUPPORTED
-from ottla.protocol.codec import encode_request, encode_response_in_python, request_class, response_class
+from ottla.protocol.codec import (
+    Encoded,
+    encode_request,
+    encode_response,
+    encode_response_in_python,
+    request_class,
+    response_class,
+)
 from ottla.protocol.entities import make
 from tests.unit.extensions import compiled_extension
 from tests.wire import request
@@ -236,3 +250,75 @@ def test_a_slot_take_reads_renamed_stops_the_start_with_its_name() -> None:
 
     with pytest.raises(TypeError, match=r"Unslotted\._intake, _wakeup, .*client_id: no slot"):
         compiled_pipeline.lay_out_take(Unslotted)
+
+    class Undeferring(Connection):  # the method take runs deferred work through, renamed
+        _run_deferred = None  # type: ignore[assignment]
+
+    with pytest.raises(TypeError, match=r"Undeferring\._run_deferred: no method of its class"):
+        compiled_pipeline.lay_out_take(Undeferring)
+
+
+def _heartbeat_answers() -> list[Any]:
+    """Heartbeat answers of a flexible version (v4) and of one before (v0), one with an error."""
+    return [make(response_class(HEARTBEAT, 4), throttle_time=0, error_code=16),
+            make(response_class(HEARTBEAT, 0), error_code=0)]
+
+
+def test_an_answer_encoded_ahead_is_encoded_as_its_entity() -> None:
+    """codec.Encoded (Metadata's kept answers): each correlation id's frame is the one its
+    entity gives, flexible header or not, on the path this run takes (both, with and
+    without OTTLA_PURE_PYTHON=1)."""
+    for entity in _heartbeat_answers():
+        ahead = Encoded(entity)
+        for correlation_id in (0, 7, -1, 2**31 - 1):
+            expected = b"".join(encode_response_in_python(correlation_id, entity))
+            assert b"".join(encode_response(correlation_id, ahead)) == expected
+            assert b"".join(encode_response_in_python(correlation_id, ahead)) == expected
+
+
+def test_an_answer_encoded_ahead_is_sent_with_each_correlation_id_and_counted(served) -> None:
+    """A handler's codec.Encoded: _pipeline.c writes its header, the request's correlation
+    id, before its bytes, and counts its entity's error codes, as the Python path does."""
+    serving, calls, transport, metrics, routes = served
+    flexible, older = _heartbeat_answers()
+    answers = {4: Encoded(flexible), 0: Encoded(older)}
+    routes[HEARTBEAT << 16 | 0] = (SUPPORTED[HEARTBEAT], request_class(HEARTBEAT, 0),
+                                   lambda ctx, body: answers[0], (HEARTBEAT, 0), False)
+    routes[HEARTBEAT << 16 | 4] = routes[HEARTBEAT << 16 | 4][:2] + (lambda ctx, body: answers[4],) + \
+        routes[HEARTBEAT << 16 | 4][3:]
+    expected = []
+    for correlation_id in (7, 8, 2**31 - 1):
+        for version in (4, 0):
+            entity = request(HEARTBEAT, version, group_id="g", generation_id=3, member_id="m",
+                             **({"group_instance_id": None} if version >= 3 else {}))
+            *_, out = serving.serve(memoryview(encode_request(correlation_id, "unit", entity)[4:]))
+            assert out is True
+            expected.append(b"".join(encode_response_in_python(correlation_id, answers[version].entity)))
+    assert transport.written == expected
+    # Each answer's error codes, the Python path's Metrics.request_served counting the first.
+    assert metrics.apis[HEARTBEAT].requests == 6 and metrics.apis[HEARTBEAT].errors == {16: 3}
+
+
+def test_take_runs_the_handlers_deferred_work_right_after_its_answer(served, capsys) -> None:
+    """A handler's work for after its response (RequestContext.after_response, EndTxn's
+    markers): take runs it, through Connection._run_deferred, once the answer is written
+    and before it returns, in the order it was left; what fails is logged and the next
+    request served."""
+    serving, calls, transport, _, routes = served
+    done: list[Any] = []
+
+    def ends(ctx: Any, body: Any) -> Any:
+        calls.append((ctx, body))
+        ctx.after_response(lambda: done.append(("first", len(transport.written))))
+        ctx.after_response(lambda: done.append(("second", len(transport.written))))
+        ctx.after_response(lambda: 1 / 0)
+        return make(response_class(HEARTBEAT, 4), throttle_time=0, error_code=0)
+
+    routes[HEARTBEAT << 16 | 4] = routes[HEARTBEAT << 16 | 4][:2] + (ends,) + routes[HEARTBEAT << 16 | 4][3:]
+    connection = _idle(CONNECTION)
+    frame = _heartbeat_frame(11)
+    whole = struct.pack(">i", len(frame)) + frame
+    assert serving.take(whole) is True and connection.client_id == "unit"
+    assert done == [("first", 1), ("second", 1)]  # after the answer was written, in order
+    assert "work after the response failed" in capsys.readouterr().out
+    assert serving.take(whole) is True and len(done) == 4 and len(transport.written) == 2
