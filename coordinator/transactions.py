@@ -287,9 +287,11 @@ class TransactionCoordinator:
         # A new producer session: nothing of the previous transaction carries over but
         # the client transaction version, which Kafka keeps in the record until the next
         # transaction sets it.
-        self._persist(txn_id, following(txn, TxnRecord(
+        # Every record below is made with tuple.__new__: the named tuple's own __new__ is
+        # a Python call.
+        self._persist(txn_id, following(txn, tuple.__new__(TxnRecord, (
             producer_id, epoch, timeout_ms, _EMPTY, _NO_PARTITIONS, int(self.clock() * 1000), -1, previous,
-            NO_PRODUCER_ID, txn.client_transaction_version)))
+            NO_PRODUCER_ID, txn.client_transaction_version))))
         return producer_id, epoch
 
     def _next_epoch(self, txn: TxnRecord) -> tuple[int, int, int]:
@@ -326,11 +328,11 @@ class TransactionCoordinator:
             return  # a retry: nothing new to record
         now = int(self.clock() * 1000)
         ongoing = txn.state is _ONGOING
-        self._persist(txn_id, following(txn, TxnRecord(
+        self._persist(txn_id, following(txn, tuple.__new__(TxnRecord, (
             txn.producer_id, txn.producer_epoch, txn.timeout_ms, _ONGOING,
             (txn.partitions if ongoing else _NO_PARTITIONS) | frozenset(partitions), now,
             txn.start_ms if ongoing else now, txn.previous_producer_id, txn.next_producer_id,
-            client_transaction_version)))
+            client_transaction_version))))
 
     def add_partitions_implicitly(self, txn_id: str, producer_id: int, epoch: int,
                                   partitions: list[tuple[str, int]]) -> None:
@@ -458,6 +460,11 @@ class TransactionCoordinator:
 
     def _prepare_end(self, txn_id: str, txn: TxnRecord, commit: bool, bump_epoch: bool = False,
                      start_ms: int | None = None) -> TxnRecord:
+        target = _PREPARE_COMMIT if commit else _PREPARE_ABORT
+        if not bump_epoch and start_ms is None:
+            # Nothing changes but the state (EndTxn before v5): `transition` called
+            # without an empty `**changes`, which takes the slower call of a mapping.
+            return self._persist(txn_id, transition(txn, target, int(self.clock() * 1000)))
         changes: dict[str, object] = {}
         if bump_epoch:
             # Transaction version 2: the markers carry the next epoch, fencing the one that
@@ -471,7 +478,6 @@ class TransactionCoordinator:
             # An abort with no partition added: its start is the abort's time (Kafka's
             # prepareAbortOrCommit with noPartitionAdded).
             changes["start_ms"] = start_ms
-        target = _PREPARE_COMMIT if commit else _PREPARE_ABORT
         return self._persist(txn_id, transition(txn, target, int(self.clock() * 1000), **changes))
 
     @property
@@ -498,9 +504,9 @@ class TransactionCoordinator:
                 txn, target, now, partitions=_NO_PARTITIONS, previous_producer_id=txn.producer_id,
                 producer_id=txn.next_producer_id, producer_epoch=0, next_producer_id=NO_PRODUCER_ID))
             return
-        self._persist(txn_id, following(txn, TxnRecord(
+        self._persist(txn_id, following(txn, tuple.__new__(TxnRecord, (
             txn.producer_id, txn.producer_epoch, txn.timeout_ms, target, _NO_PARTITIONS, now, txn.start_ms,
-            txn.previous_producer_id, txn.next_producer_id, txn.client_transaction_version)))
+            txn.previous_producer_id, txn.next_producer_id, txn.client_transaction_version))))
 
     def close(self) -> None:
         """Cancel the scheduled retries (at shutdown, before the logs close)."""
