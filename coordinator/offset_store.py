@@ -272,7 +272,7 @@ class OffsetStore:
                 codes[(topic, partition)] = ErrorCode.offset_metadata_too_large
             else:
                 codes[(topic, partition)] = _NONE
-                records.append((offset_key_bytes(group_id, topic, partition), encode_offset_value(o)))
+                records.append((_offset_key_bytes(group_id, topic, partition), encode_offset_value(o)))
         # Made as a tuple: the named tuple's own __new__ is a Python call.
         return tuple.__new__(CoordinatorResult, (records, codes, nothing))
 
@@ -353,6 +353,11 @@ class OffsetStore:
 _NONE = ErrorCode.none
 # An offset commit's key starts with its version, 0 or 1 (the same fields).
 _OFFSET_KEY_VERSIONS = (b"\x00\x00", b"\x00\x01")
+
+
+# The key of a group's partition, as every commit of it writes it again (about 4.4k
+# instructions to encode, against a cache's look-up of about 0.7k).
+_offset_key_bytes = lru_cache(maxsize=4096)(offset_key_bytes)
 
 
 @lru_cache(maxsize=65536)
