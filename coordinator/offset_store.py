@@ -321,15 +321,17 @@ class OffsetStore:
         offsets = self.groups.get(group_id)
         if offsets is None:
             return {tp: (None, ErrorCode.none) for tp in partitions or []}
-        unstable = offsets.unstable() if require_stable else set()
+        # No open transaction of the group, nothing unstable: `unstable` not called.
+        unstable = offsets.unstable() if require_stable and offsets.pending_txn else _NOTHING_UNSTABLE
         wanted = partitions if partitions is not None else sorted(offsets.committed)
         result: dict[TopicPartition, tuple[CommittedOffset | None, ErrorCode]] = {}
+        committed_offsets = offsets.committed
         for tp in wanted:
             if tp in unstable:
                 result[tp] = (None, ErrorCode.unstable_offset_commit)
                 continue
-            committed = offsets.committed.get(tp)
-            result[tp] = (committed.offset if committed else None, ErrorCode.none)
+            committed = committed_offsets.get(tp)
+            result[tp] = (committed.offset if committed else None, _NONE)
         return result
 
     def delete(self, group_id: str, partitions: list[TopicPartition]) -> CoordinatorResult[None]:
@@ -351,6 +353,7 @@ class OffsetStore:
 
 # Read once: each read of a member off its enum class is a slot call on Python 3.11.
 _NONE = ErrorCode.none
+_NOTHING_UNSTABLE: frozenset[TopicPartition] = frozenset()
 # An offset commit's key starts with its version, 0 or 1 (the same fields).
 _OFFSET_KEY_VERSIONS = (b"\x00\x00", b"\x00\x01")
 

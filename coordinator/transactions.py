@@ -213,7 +213,9 @@ class TransactionCoordinator:
         `__transaction_state`, in a batch of its own; raises the error a coordinator
         answers (writes.append_error) if it is refused."""
         partition = partition_for(txn_id, self.num_partitions)
-        state_log = self.logs.partition(TOPIC, partition)
+        # LogManager.partition's look-up, without its call: at every change of a transaction.
+        topic = self.logs.topics.get(TOPIC)
+        state_log = topic.partitions[partition] if topic is not None and partition < len(topic.partitions) else None
         if state_log is None:  # the first transactional request: the topic is made (or is not)
             if not self.ensure_topic():
                 raise append_error(KafkaError(ErrorCode.unknown_topic_or_partition, f"{TOPIC} could not be created"),
