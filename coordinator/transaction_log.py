@@ -62,7 +62,8 @@ class TxnRecord(NamedTuple):
     current one, so no one ever sees a state that is not in the log. A named tuple:
     built with no Python call (a frozen dataclass's `__init__` sets its ten fields one
     `object.__setattr__` at a time, about 16k instructions, at every change of a
-    transaction)."""
+    transaction). The coordinator makes its records with `tuple.__new__`: the named
+    tuple's own `__new__` is a Python call."""
 
     producer_id: int
     producer_epoch: int

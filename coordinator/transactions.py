@@ -213,9 +213,7 @@ class TransactionCoordinator:
         `__transaction_state`, in a batch of its own; raises the error a coordinator
         answers (writes.append_error) if it is refused."""
         partition = partition_for(txn_id, self.num_partitions)
-        # LogManager.partition's look-up, without its call: at every change of a transaction.
-        topic = self.logs.topics.get(TOPIC)
-        state_log = topic.partitions[partition] if topic is not None and partition < len(topic.partitions) else None
+        state_log = self.logs.partition(TOPIC, partition)
         if state_log is None:  # the first transactional request: the topic is made (or is not)
             if not self.ensure_topic():
                 raise append_error(KafkaError(ErrorCode.unknown_topic_or_partition, f"{TOPIC} could not be created"),
@@ -289,8 +287,6 @@ class TransactionCoordinator:
         # A new producer session: nothing of the previous transaction carries over but
         # the client transaction version, which Kafka keeps in the record until the next
         # transaction sets it.
-        # Every record below is made with tuple.__new__: the named tuple's own __new__ is
-        # a Python call.
         self._persist(txn_id, following(txn, tuple.__new__(TxnRecord, (
             producer_id, epoch, timeout_ms, _EMPTY, _NO_PARTITIONS, int(self.clock() * 1000), -1, previous,
             NO_PRODUCER_ID, txn.client_transaction_version))))
@@ -462,11 +458,6 @@ class TransactionCoordinator:
 
     def _prepare_end(self, txn_id: str, txn: TxnRecord, commit: bool, bump_epoch: bool = False,
                      start_ms: int | None = None) -> TxnRecord:
-        target = _PREPARE_COMMIT if commit else _PREPARE_ABORT
-        if not bump_epoch and start_ms is None:
-            # Nothing changes but the state (EndTxn before v5): `transition` called
-            # without an empty `**changes`, which takes the slower call of a mapping.
-            return self._persist(txn_id, transition(txn, target, int(self.clock() * 1000)))
         changes: dict[str, object] = {}
         if bump_epoch:
             # Transaction version 2: the markers carry the next epoch, fencing the one that
@@ -480,6 +471,7 @@ class TransactionCoordinator:
             # An abort with no partition added: its start is the abort's time (Kafka's
             # prepareAbortOrCommit with noPartitionAdded).
             changes["start_ms"] = start_ms
+        target = _PREPARE_COMMIT if commit else _PREPARE_ABORT
         return self._persist(txn_id, transition(txn, target, int(self.clock() * 1000), **changes))
 
     @property
