@@ -373,7 +373,8 @@ class GroupCoordinator:
                        api_version: int | None = None) -> dict[TopicPartition, ErrorCode]:
         if not group_id:
             raise KafkaError(ErrorCode.invalid_group_id, "empty group id")
-        self._require_loaded(group_id)
+        if self.offsets.loading(group_id):  # _require_loaded, inline: a call less a commit
+            raise _still_loading(group_id)
         group = self.groups.get(group_id)
         if group is None:
             if generation >= 0:
@@ -388,7 +389,8 @@ class GroupCoordinator:
                            instance_id: str | None, generation: int,
                            offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, ErrorCode]:
         """Offsets that take effect when the producer's transaction commits."""
-        self._require_loaded(group_id)
+        if self.offsets.loading(group_id):  # _require_loaded, inline: a call less a commit
+            raise _still_loading(group_id)
         group = self.groups.get(group_id) or ClassicGroup(group_id)
         group.validate_txn_offset_commit(member_id, instance_id, generation)
         return self.offsets.write(group_id, self.offsets.commit(group_id, offsets), producer_id, producer_epoch)
@@ -401,7 +403,8 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool,
                       member_id: str | None = None,
                       member_epoch: int = -1) -> dict[TopicPartition, tuple[CommittedOffset | None, ErrorCode]]:
-        self._require_loaded(group_id)
+        if self.offsets.loading(group_id):  # _require_loaded, inline: a call less a fetch
+            raise _still_loading(group_id)
         # OffsetFetch v9 from a member of a consumer group: its epoch must be current. A
         # fetch that names no member has nothing to check (validate_offset_fetch's own
         # first test, made before isinstance, two Python calls through ABCMeta).

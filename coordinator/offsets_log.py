@@ -37,6 +37,8 @@ _I64 = struct.Struct(">q")
 _I16_I16 = struct.Struct(">hh")
 # OffsetCommitValue v3 up to its metadata: version, offset, leader epoch, metadata's length.
 _OFFSET_VALUE_HEAD = struct.Struct(">hqih")
+# The whole value when its metadata is empty (the common case): one pack, at every commit.
+_OFFSET_VALUE_NO_METADATA = struct.Struct(">hqihq")
 # The same of versions 0 to 2, which have no leader epoch.
 _OLD_OFFSET_VALUE_HEAD = struct.Struct(">hqh")
 
@@ -137,13 +139,16 @@ def encode_group_key(key: GroupKey) -> bytes:
 
 def encode_offset_value(value: CommittedOffset) -> bytes:
     # In a few packs rather than through _Writer: one is written at every commit.
-    metadata = value.metadata
+    # The fields in one unpacking: each read of a named tuple's field by name is a
+    # descriptor call of its own.
+    offset, leader_epoch, metadata, commit_timestamp = value
     if metadata is None:
-        return _OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, -1) + _I64.pack(
-            value.commit_timestamp)
+        return _OFFSET_VALUE_NO_METADATA.pack(OFFSET_VALUE_VERSION, offset, leader_epoch, -1, commit_timestamp)
+    if not metadata:
+        return _OFFSET_VALUE_NO_METADATA.pack(OFFSET_VALUE_VERSION, offset, leader_epoch, 0, commit_timestamp)
     raw = metadata.encode()
-    return b"".join((_OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, len(raw)), raw,
-                     _I64.pack(value.commit_timestamp)))
+    return b"".join((_OFFSET_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, offset, leader_epoch, len(raw)), raw,
+                     _I64.pack(commit_timestamp)))
 
 
 def encode_group_value(value: GroupRecord) -> bytes:

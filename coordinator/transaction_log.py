@@ -62,7 +62,8 @@ class TxnRecord(NamedTuple):
     current one, so no one ever sees a state that is not in the log. A named tuple:
     built with no Python call (a frozen dataclass's `__init__` sets its ten fields one
     `object.__setattr__` at a time, about 16k instructions, at every change of a
-    transaction)."""
+    transaction). The coordinator makes its records with `tuple.__new__`: the named
+    tuple's own `__new__` is a Python call."""
 
     producer_id: int
     producer_epoch: int
@@ -195,27 +196,29 @@ _cached_partitions_array = lru_cache(maxsize=1024)(_partitions_array)
 
 
 def encode_value(record: TxnRecord) -> bytes:
-    partitions = record.partitions
+    # The fields taken in one unpacking: each read of a named tuple's field by name is
+    # a descriptor call of its own, about ten at every change of a transaction.
+    (producer_id, producer_epoch, timeout_ms, state, partitions, last_update_ms, start_ms, previous_producer_id,
+     next_producer_id, client_transaction_version) = record
     if not partitions:
         # Kafka writes an Empty transaction's partitions as a null array, not an empty one.
-        array = _NULL_ARRAY if record.state is _EMPTY else _EMPTY_ARRAY
+        array = _NULL_ARRAY if state is _EMPTY else _EMPTY_ARRAY
     elif len(partitions) <= _CACHED_SET_SIZE:
         array = _cached_partitions_array(partitions)
     else:
         array = _partitions_array(partitions)
-    tail = _TAIL.pack(record.last_update_ms, record.start_ms)
-    if record.previous_producer_id == -1 and record.next_producer_id == -1 and record.client_transaction_version == 0:
-        return b"".join((_VALUE_HEAD.pack(VALUE_VERSION, record.producer_id, record.producer_epoch, record.timeout_ms,
-                                          record.state), array, tail, _NO_TAGS))
+    head = _VALUE_HEAD.pack(VALUE_VERSION, producer_id, producer_epoch, timeout_ms, state)
+    tail = _TAIL.pack(last_update_ms, start_ms)
+    if previous_producer_id == -1 and next_producer_id == -1 and client_transaction_version == 0:
+        return head + array + tail + _NO_TAGS
     tags = []
-    if record.previous_producer_id != -1:
-        tags.append((0, _I64.pack(record.previous_producer_id)))
-    if record.next_producer_id != -1:
-        tags.append((1, _I64.pack(record.next_producer_id)))
-    if record.client_transaction_version != 0:
-        tags.append((2, _I16.pack(record.client_transaction_version)))
-    out = [_VALUE_HEAD.pack(VALUE_VERSION, record.producer_id, record.producer_epoch, record.timeout_ms, record.state),
-           array, tail, write_uvarint(len(tags))]
+    if previous_producer_id != -1:
+        tags.append((0, _I64.pack(previous_producer_id)))
+    if next_producer_id != -1:
+        tags.append((1, _I64.pack(next_producer_id)))
+    if client_transaction_version != 0:
+        tags.append((2, _I16.pack(client_transaction_version)))
+    out = [head, array, tail, write_uvarint(len(tags))]
     for tag, data in tags:
         out += (write_uvarint(tag), write_uvarint(len(data)), data)
     return b"".join(out)

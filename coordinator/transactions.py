@@ -287,9 +287,9 @@ class TransactionCoordinator:
         # A new producer session: nothing of the previous transaction carries over but
         # the client transaction version, which Kafka keeps in the record until the next
         # transaction sets it.
-        self._persist(txn_id, following(txn, TxnRecord(
+        self._persist(txn_id, following(txn, tuple.__new__(TxnRecord, (
             producer_id, epoch, timeout_ms, _EMPTY, _NO_PARTITIONS, int(self.clock() * 1000), -1, previous,
-            NO_PRODUCER_ID, txn.client_transaction_version)))
+            NO_PRODUCER_ID, txn.client_transaction_version))))
         return producer_id, epoch
 
     def _next_epoch(self, txn: TxnRecord) -> tuple[int, int, int]:
@@ -326,11 +326,11 @@ class TransactionCoordinator:
             return  # a retry: nothing new to record
         now = int(self.clock() * 1000)
         ongoing = txn.state is _ONGOING
-        self._persist(txn_id, following(txn, TxnRecord(
+        self._persist(txn_id, following(txn, tuple.__new__(TxnRecord, (
             txn.producer_id, txn.producer_epoch, txn.timeout_ms, _ONGOING,
             (txn.partitions if ongoing else _NO_PARTITIONS) | frozenset(partitions), now,
             txn.start_ms if ongoing else now, txn.previous_producer_id, txn.next_producer_id,
-            client_transaction_version)))
+            client_transaction_version))))
 
     def add_partitions_implicitly(self, txn_id: str, producer_id: int, epoch: int,
                                   partitions: list[tuple[str, int]]) -> None:
@@ -498,9 +498,9 @@ class TransactionCoordinator:
                 txn, target, now, partitions=_NO_PARTITIONS, previous_producer_id=txn.producer_id,
                 producer_id=txn.next_producer_id, producer_epoch=0, next_producer_id=NO_PRODUCER_ID))
             return
-        self._persist(txn_id, following(txn, TxnRecord(
+        self._persist(txn_id, following(txn, tuple.__new__(TxnRecord, (
             txn.producer_id, txn.producer_epoch, txn.timeout_ms, target, _NO_PARTITIONS, now, txn.start_ms,
-            txn.previous_producer_id, txn.next_producer_id, txn.client_transaction_version)))
+            txn.previous_producer_id, txn.next_producer_id, txn.client_transaction_version))))
 
     def close(self) -> None:
         """Cancel the scheduled retries (at shutdown, before the logs close)."""

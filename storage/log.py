@@ -37,6 +37,8 @@ from .txn_index import AbortedTxn
 LOG_SUFFIX = ".log"
 # Positions remembered for where consumers will read next (one per consumer, roughly).
 _READ_POSITIONS_KEPT = 16
+# Read once: each read of a member off its enum class is a slot call on Python 3.11.
+_ABORT = ControlType.ABORT
 
 _log = get_logger("ottla.log")
 
@@ -301,13 +303,16 @@ class PartitionLog:
         offset = self.log_end_offset
         self._write(batch, header, offset)
         record_batch(self.producer_state, header, offset, True)
-        self._finish_txn(producer_id, producer_epoch, marker, offset, self.active, write_index=True)
+        # The active segment read off the list and write_index given by position: the
+        # `active` and `segments` properties and a keyword each cost a Python call, at
+        # every marker of every transaction.
+        self._finish_txn(producer_id, producer_epoch, marker, offset, self._segments[-1], True)
         return offset
 
     def _finish_txn(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, marker_offset: int,
                     segment: LogSegment, write_index: bool) -> None:
         first = self.producer_state.complete_txn(producer_id, producer_epoch, marker.coordinator_epoch)
-        if marker.type is ControlType.ABORT and first is not None and write_index:
+        if marker.type is _ABORT and first is not None and write_index:
             # The last stable offset right after the marker (as Kafka records it), worked
             # out from the marker's offset so that replay writes what the append did.
             first_unstable = self.producer_state.first_unstable_offset()
