@@ -39,6 +39,9 @@ LOG_SUFFIX = ".log"
 _READ_POSITIONS_KEPT = 16
 
 _log = get_logger("ottla.log")
+# Read once: on Python 3.11 a member read off its enum class is some hundreds of
+# instructions, and every marker written or replayed reads it.
+_ABORT = ControlType.ABORT
 
 
 class AppendResult(NamedTuple):
@@ -301,13 +304,15 @@ class PartitionLog:
         offset = self.log_end_offset
         self._write(batch, header, offset)
         record_batch(self.producer_state, header, offset, True)
-        self._finish_txn(producer_id, producer_epoch, marker, offset, self.active, write_index=True)
+        # The segment written to, read without the `active` and `segments` properties'
+        # two Python calls (as _write reads it).
+        self._finish_txn(producer_id, producer_epoch, marker, offset, self._segments[-1], write_index=True)
         return offset
 
     def _finish_txn(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, marker_offset: int,
                     segment: LogSegment, write_index: bool) -> None:
         first = self.producer_state.complete_txn(producer_id, producer_epoch, marker.coordinator_epoch)
-        if marker.type is ControlType.ABORT and first is not None and write_index:
+        if marker.type is _ABORT and first is not None and write_index:
             # The last stable offset right after the marker (as Kafka records it), worked
             # out from the marker's offset so that replay writes what the append did.
             first_unstable = self.producer_state.first_unstable_offset()
