@@ -16,7 +16,7 @@ import os
 import time
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -39,9 +39,7 @@ LOG_SUFFIX = ".log"
 _READ_POSITIONS_KEPT = 16
 
 _log = get_logger("ottla.log")
-# Read once: on Python 3.11 a member read off its enum class is some hundreds of
-# instructions, and every marker written or replayed reads it.
-_ABORT = ControlType.ABORT
+_ABORT = ControlType.ABORT  # read once: off its class, some hundreds of instructions a read
 
 
 class AppendResult(NamedTuple):
@@ -81,9 +79,11 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.producer_state = ProducerStateManager(directory)
-        # Called as on_append(topic, partition) after every write: the broker wakes
-        # long-polling fetches with it.
+        # Called as on_append(topic, partition) after every write (the broker wakes
+        # long-polling fetches with it), or only for a partition in `appends_wanted` if
+        # given: a Python call less an append to a partition no one waits on.
         self.on_append: Callable[[str, int], None] | None = None
+        self.appends_wanted: Container[tuple[str, int]] | None = None
         # --fsync (LogManager.fsync_on_ack): records become readable once fsynced, as
         # Kafka's high watermark moves once the in-sync replicas have them; and
         # on_flushed(topic, partition) is called when they do (waking long-polling fetches).
@@ -304,8 +304,7 @@ class PartitionLog:
         offset = self.log_end_offset
         self._write(batch, header, offset)
         record_batch(self.producer_state, header, offset, True)
-        # The segment written to, read without the `active` and `segments` properties'
-        # two Python calls (as _write reads it).
+        # The segment written to, without the `active` and `segments` properties' two calls.
         self._finish_txn(producer_id, producer_epoch, marker, offset, self._segments[-1], write_index=True)
         return offset
 
@@ -340,7 +339,8 @@ class PartitionLog:
         unflushed = self.unflushed_messages = self.unflushed_messages + header.record_count
         if unflushed >= config.flush_messages:
             self.flush()
-        if self.on_append is not None:
+        if self.on_append is not None and (self.appends_wanted is None
+                                           or (self.topic, self.partition) in self.appends_wanted):
             self.on_append(self.topic, self.partition)
 
     def roll(self) -> LogSegment:
