@@ -103,11 +103,13 @@ class Broker:
         self.connections = self.kafka_listeners.connections
         self.watchers = PartitionWatchers()
         # Told of every append: a long-polling Fetch waits for one, and with --fsync the
-        # group commit too. Without it the watchers are called straight: one Python call
-        # per append fewer (bench/RESULTS.md, "The costs of many round trips").
+        # group commit too. Without it the watchers are called straight (one Python call
+        # per append fewer: bench/RESULTS.md, "The costs of many round trips"), and only
+        # for a partition some Fetch waits on (most appends: none, and no call at all).
         self.logs = LogManager(config.data_dir, config.log,
                                on_append=self._appended if config.fsync else self.watchers.notify,
-                               max_partitions=config.max_broker_partitions)
+                               max_partitions=config.max_broker_partitions,
+                               appends_wanted=None if config.fsync else self.watchers.waited)
         self.logs.fsync_on_ack = config.fsync
         self.logs.on_flushed = self.watchers.notify  # --fsync: records readable once fsynced
         # With --fsync, responses wait for an fsync shared by all recent writes.

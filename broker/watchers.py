@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Container
 
 
 class PartitionWatchers:
     def __init__(self) -> None:
         self._waiting: defaultdict[tuple[str, int], set[asyncio.Future[None]]] = defaultdict(set)
+        # The partitions some Fetch waits on (read only): notify does nothing for any
+        # other, so the logs need not call it for them (LogManager's appends_wanted).
+        self.waited: Container[tuple[str, int]] = self._waiting.keys()
 
     def notify(self, topic: str, partition: int) -> None:
         waiters = self._waiting.pop((topic, partition), None)

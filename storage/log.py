@@ -16,7 +16,7 @@ import os
 import time
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -37,10 +37,9 @@ from .txn_index import AbortedTxn
 LOG_SUFFIX = ".log"
 # Positions remembered for where consumers will read next (one per consumer, roughly).
 _READ_POSITIONS_KEPT = 16
-# Read once: each read of a member off its enum class is a slot call on Python 3.11.
-_ABORT = ControlType.ABORT
 
 _log = get_logger("ottla.log")
+_ABORT = ControlType.ABORT  # read once: off its class, some hundreds of instructions a read
 
 
 class AppendResult(NamedTuple):
@@ -80,9 +79,11 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.producer_state = ProducerStateManager(directory)
-        # Called as on_append(topic, partition) after every write: the broker wakes
-        # long-polling fetches with it.
+        # Called as on_append(topic, partition) after every write (the broker wakes
+        # long-polling fetches with it), or only for a partition in `appends_wanted` if
+        # given: a Python call less an append to a partition no one waits on.
         self.on_append: Callable[[str, int], None] | None = None
+        self.appends_wanted: Container[tuple[str, int]] | None = None
         # --fsync (LogManager.fsync_on_ack): records become readable once fsynced, as
         # Kafka's high watermark moves once the in-sync replicas have them; and
         # on_flushed(topic, partition) is called when they do (waking long-polling fetches).
@@ -303,9 +304,8 @@ class PartitionLog:
         offset = self.log_end_offset
         self._write(batch, header, offset)
         record_batch(self.producer_state, header, offset, True)
-        # The active segment read off the list and write_index given by position: the
-        # `active` and `segments` properties and a keyword each cost a Python call, at
-        # every marker of every transaction.
+        # The segment written to, off the list, and write_index by position: the `active` and
+        # `segments` properties and a keyword would each cost a Python call, at every marker.
         self._finish_txn(producer_id, producer_epoch, marker, offset, self._segments[-1], True)
         return offset
 
@@ -340,7 +340,8 @@ class PartitionLog:
         unflushed = self.unflushed_messages = self.unflushed_messages + header.record_count
         if unflushed >= config.flush_messages:
             self.flush()
-        if self.on_append is not None:
+        if self.on_append is not None and (self.appends_wanted is None
+                                           or (self.topic, self.partition) in self.appends_wanted):
             self.on_append(self.topic, self.partition)
 
     def roll(self) -> LogSegment:

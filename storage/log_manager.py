@@ -23,7 +23,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -115,13 +115,16 @@ class LoadReport:
 
 class LogManager:
     def __init__(self, data_dir: str, default_config: LogConfig,
-                 on_append: Callable[[str, int], None] | None = None, max_partitions: int = 2**31 - 1) -> None:
+                 on_append: Callable[[str, int], None] | None = None, max_partitions: int = 2**31 - 1,
+                 appends_wanted: Container[tuple[str, int]] | None = None) -> None:
         self.data_dir = os.path.abspath(data_dir)
         # max.broker.partitions: the most partitions clients may make the broker hold
         # (each a directory, files and memory), the internal topics' aside.
         self.max_partitions = max_partitions
         self.default_config = default_config
         self.on_append = on_append
+        # Only appends to these (topic, partition) call on_append, if given (PartitionLog).
+        self.appends_wanted = appends_wanted
         self.write_check: Callable[[str, int], None] | None = None  # see set_write_check
         self.topics: dict[str, Topic] = {}
         # The topics clients may not write, delete, reconfigure or trim
@@ -272,6 +275,7 @@ class LogManager:
 
     def _attach(self, log: PartitionLog) -> None:
         log.on_append = self.on_append
+        log.appends_wanted = self.appends_wanted
         log.write_check = self.write_check
         log.visible_when_flushed = self.fsync_on_ack
         log.on_flushed = self.on_flushed
