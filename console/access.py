@@ -159,10 +159,13 @@ class AdminAccess:
         remembered = self._verified.get(mac)
         if remembered is not None and remembered[0] > time.monotonic() and remembered[1] == self._generation():
             return remembered[2]
+        started = time.monotonic()
         under_way = self._verifying.get(mac)
         if under_way is not None:  # the same header, sent again before its check ended
-            return await asyncio.shield(under_way)
-        started = time.monotonic()
+            shared = await asyncio.shield(under_way)
+            if shared is None:  # that check's delay ran from its start: this one's from its own
+                await self._until_failure_delay(started)
+            return shared
         self._attempts.begin(peer, started)
         verifying: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
         self._verifying[mac] = verifying
@@ -176,16 +179,19 @@ class AdminAccess:
                 self._remember(mac, generation, principal)
             else:
                 # Every failure leaves at the same moment after its start, whether the user
-                # exists or not, as Kafka's failed SASL authentications do. The event loop
-                # may wake a sleeper up to its clock's resolution early: sleep on until then.
-                while (left := started + self._failed_delay - time.monotonic()) > 0:
-                    await asyncio.sleep(left)
+                # exists or not, as Kafka's failed SASL authentications do.
+                await self._until_failure_delay(started)
         finally:
             del self._verifying[mac]
             self._attempts.end(peer, verified and principal is None, time.monotonic())
             if not verifying.done():
                 verifying.set_result(principal)  # a request sharing it, if this one was cancelled: refused
         return principal
+
+    async def _until_failure_delay(self, started: float) -> None:
+        # The event loop may wake a sleeper up to its clock's resolution early: sleep on.
+        while (left := started + self._failed_delay - time.monotonic()) > 0:
+            await asyncio.sleep(left)
 
     async def _verify(self, authorization: str) -> Principal | None:
         scheme, _, value = authorization.partition(" ")

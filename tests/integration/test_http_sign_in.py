@@ -114,6 +114,24 @@ def test_failures_are_answered_after_the_delay_alike(broker: BrokerProcess) -> N
     assert not slow, f"answered before connection.failed.authentication.delay.ms: {slow}"
 
 
+def test_a_failure_sharing_an_earlier_check_still_waits_its_own_delay(broker: BrokerProcess) -> None:
+    """The same wrong header sent again while its first check is held shares that check
+    (console/access.py), but is answered the delay after its own start, not the first's.
+    Break-and-see-it-fail: returning the shared check's answer at once, the second attempt
+    was answered about half the delay after it began (make test once caught it as 0.9987 s
+    of 1 s in test_failures_are_answered_after_the_delay_alike)."""
+    wrong = _basic("alice", "also-wrong")
+    first = threading.Thread(target=lambda: _console(broker, wrong, "127.0.6.1"))
+    first.start()
+    time.sleep(DELAY / 2)
+    started = time.monotonic()
+    status, _ = _console(broker, wrong, "127.0.6.2")
+    took = time.monotonic() - started
+    first.join()
+    assert status == 401
+    assert took >= DELAY, f"answered {took:.3f} s after it began, before the {DELAY} s delay"
+
+
 def test_a_changed_password_signs_in_no_more(broker: BrokerProcess) -> None:
     user = f"dave{uuid.uuid4().hex[:6]}"
     _scram_user(broker, user, b"first-secret")
