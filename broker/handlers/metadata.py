@@ -66,19 +66,21 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | 
                request.allow_auto_topic_creation, request.include_topic_authorized_operations,
                version <= 10 and request.include_cluster_authorized_operations,
                None if authorizer is None else (ctx.session.principal, ctx.host))
-    state = (services.logs.topics_changed, 0 if authorizer is None else authorizer.changes)
+    # The counters compared one by one, not as a tuple made for it at every request.
+    topics_changed = services.logs.topics_changed
+    acls_changed = 0 if authorizer is None else authorizer.changes
     kept = services.metadata_answers
     if key is not None:
         found = kept.get(key)
-        if found is not None and found[0] == state:
-            built: Built[MetadataResponse] = found[1]
+        if found is not None and found[0] == topics_changed and found[1] == acls_changed:
+            built: Built[MetadataResponse] = found[2]
             return built
     answer, keep = _answer(ctx, request)
     built = ctx.entity(answer)
     if key is not None and keep:
         if len(kept) >= KEPT_ANSWERS and key not in kept:
             del kept[next(iter(kept))]  # the oldest
-        kept[key] = (state, built)
+        kept[key] = (topics_changed, acls_changed, built)
     return built
 
 
