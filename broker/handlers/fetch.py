@@ -121,8 +121,10 @@ async def _long_poll(ctx: RequestContext, request: FetchRequest, context: FetchC
 
 def _context(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted], by_id: bool) -> FetchContext:
     """The request's partitions settled against its fetch session (v7+)."""
+    # (Most requests forget nothing: no comprehension, a Python frame, for them.)
     forgotten: list[tuple[TopicKey, int]] = [((t.topic_id or ZERO_UUID) if by_id else t.topic, partition)
-                                             for t in request.forgotten_topics_data for partition in t.partitions]
+                                             for t in request.forgotten_topics_data
+                                             for partition in t.partitions] if request.forgotten_topics_data else []
     return ctx.services.fetch_sessions.context(ctx.version, request.session_id, request.session_epoch, wanted,
                                                forgotten, int(time.time() * 1000))
 
