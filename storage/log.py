@@ -467,10 +467,16 @@ class PartitionLog:
                 ErrorCode.offset_out_of_range,
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
             )
-        # last_stable_offset's, with the high watermark read once for the three uses.
-        high_watermark = self.high_watermark
-        first_unstable = self.producer_state.first_unstable_offset()
-        lso = high_watermark if first_unstable is None else min(first_unstable, high_watermark)
+        # high_watermark's and last_stable_offset's, in place: read at every Fetch of
+        # every partition, their property and first_unstable_offset's calls and min()
+        # were most of a partition at the log end's cost.
+        high_watermark = self.high_watermark if self.visible_when_flushed else self.log_end_offset
+        ongoing = self.producer_state.ongoing_txns  # producer id -> its transaction's first offset
+        lso = high_watermark
+        if ongoing:
+            first_unstable = min(ongoing.values())
+            if first_unstable < high_watermark:
+                lso = first_unstable
         upper = lso if read_committed else high_watermark
         records = None
         aborted = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Iterable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from ottla.storage.log_manager import Topic
 
 READ_COMMITTED = 1
+NO_WAIT = timedelta(0)
 # Read once: on Python 3.11 each read of a member off its enum class goes through
 # EnumType.__getattr__'s slot (about 860 instructions in Heartbeat's profile).
 NO_ERROR = ErrorCode.none
@@ -88,7 +90,6 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
             # The whole request is refused: the client starts over with a full request.
             return {"error_code": context.error, "session_id": INVALID_SESSION_ID, "responses": []}
         wanted = context.wanted
-    deadline = time.monotonic() + request.max_wait.total_seconds()
     logs = ctx.services.logs
     topics: dict[TopicKey, Topic | None] = {}
     for w in wanted:
@@ -98,10 +99,11 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
                 topics[key] = logs.topic_by_id(key) if isinstance(key, uuid.UUID) else None
             else:
                 topics[key] = logs.topics.get(key) if isinstance(key, str) else None
-    answers, size, errors = _collect(ctx, request, wanted, topics)
-    if size >= request.min_bytes or errors or deadline <= time.monotonic() or ctx.services.stopping:
-        return _answer(ctx, context, answers, size)
-    return _long_poll(ctx, request, context, wanted, topics, deadline)
+    answer = _fetch(ctx, request, context, wanted, topics, None)
+    if answer is not None:
+        return answer
+    # As Kafka's delayed fetch, max_wait counts from the first look that found too little.
+    return _long_poll(ctx, request, context, wanted, topics, time.monotonic() + request.max_wait.total_seconds())
 
 
 async def _long_poll(ctx: RequestContext, request: FetchRequest, context: FetchContext | None,
@@ -110,60 +112,34 @@ async def _long_poll(ctx: RequestContext, request: FetchRequest, context: FetchC
     max_wait passes. It looks again before it first waits: the connection's worker
     starts this later than the first look, and an append in between wakes no one."""
     while True:
-        answers, size, errors = _collect(ctx, request, wanted, topics)
-        if size >= request.min_bytes or errors or deadline <= time.monotonic() or ctx.services.stopping:
-            return _answer(ctx, context, answers, size)
+        answer = _fetch(ctx, request, context, wanted, topics, deadline)
+        if answer is not None:
+            return answer
         await ctx.services.waiters.wait([(topic.name, partition) for key, partition, _, _ in wanted
                                          if (topic := topics[key]) is not None], deadline - time.monotonic())
 
 
-def _answer(ctx: RequestContext, context: FetchContext | None, answers: list[tuple[Wanted, PartitionData]],
-            fetched: int) -> FetchResponse:
-    """The response of `answers`, which hold `fetched` bytes of records. Its topic
-    entries: a run of partitions of one topic makes one entry, as Kafka builds them. A
-    topic is named (v0-v12) or identified (v13+) as the request did: only the field
-    this version has."""
-    services = ctx.services
-    quotas = services.quotas
-    if CONSUMER_BYTE_RATE in quotas.byte_rate_keys:
-        throttle = quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "", fetched,
-                                      count_when_over=False)
-        if throttle:
-            # As Kafka: a fetch over its quota is answered empty, with the time to wait;
-            # nothing of it counts, and a session's partitions are read again next time.
-            ctx.throttle_ms = throttle
-            return {"error_code": NO_ERROR, "throttle_time": throttle, "responses": [],
-                    "session_id": context.session_id if context is not None and context.incremental
-                    else INVALID_SESSION_ID}
-    session_id = INVALID_SESSION_ID
-    if context is not None:
-        answers = services.fetch_sessions.answer(context, answers, int(time.time() * 1000))
-        session_id = context.session_id
-    responses: list[FetchableTopicResponse] = []
-    partitions: list[PartitionData] = []
-    last: TopicKey | None = None
-    for w, answer in answers:
-        topic = w[0]
-        if topic != last:
-            partitions = []
-            responses.append({"topic": topic, "partitions": partitions} if isinstance(topic, str)
-                             else {"topic_id": topic, "partitions": partitions})
-            last = topic
-        partitions.append(answer)
-    return {"error_code": NO_ERROR, "session_id": session_id, "responses": responses}
-
-
 def _context(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted], by_id: bool) -> FetchContext:
     """The request's partitions settled against its fetch session (v7+)."""
+    # (Most requests forget nothing: no comprehension, a Python frame, for them.)
     forgotten: list[tuple[TopicKey, int]] = [((t.topic_id or ZERO_UUID) if by_id else t.topic, partition)
-                                             for t in request.forgotten_topics_data for partition in t.partitions]
+                                             for t in request.forgotten_topics_data
+                                             for partition in t.partitions] if request.forgotten_topics_data else []
     return ctx.services.fetch_sessions.context(ctx.version, request.session_id, request.session_epoch, wanted,
                                                forgotten, int(time.time() * 1000))
 
 
-def _collect(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted],
-             topics: dict[TopicKey, Topic | None]) -> tuple[list[tuple[Wanted, PartitionData]], int, bool]:
-    """Each wanted partition's answer; the bytes of records they hold; whether any is an error."""
+def _fetch(ctx: RequestContext, request: FetchRequest, context: FetchContext | None, wanted: list[Wanted],
+           topics: dict[TopicKey, Topic | None], deadline: float | None) -> FetchResponse | None:
+    """Each wanted partition read; the response if it goes now (the partitions bring
+    min_bytes, one is an error, the broker stops, or max_wait is over: `deadline`
+    passed, or at the first look, None, a max_wait of zero), else None: wait for
+    appends and look again.
+
+    One function for reading and answering, with the read's result unpacked in place
+    and its arguments passed by position: each Python call (1-2k instructions), keyword
+    argument (about 1.4k) and attribute read through a property is a good part of what
+    a partition costs."""
     services = ctx.services
     read_committed = request.isolation_level == READ_COMMITTED
     # As Kafka: the response holds at most the smaller of the client's max_bytes and
@@ -176,7 +152,8 @@ def _collect(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted],
     if broker_max < budget:
         budget = broker_max
     quotas = services.quotas
-    if CONSUMER_BYTE_RATE in quotas.byte_rate_keys:
+    quota_set = CONSUMER_BYTE_RATE in quotas.byte_rate_keys
+    if quota_set:
         # A consumer_byte_rate quota caps it at what the quota lets through in its window.
         window_bytes = quotas.window_bytes(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "")
         if window_bytes is not None and window_bytes < budget:
@@ -207,33 +184,69 @@ def _collect(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted],
         if budget < max_bytes:
             max_bytes = budget if budget > 0 else 0
         try:
-            got = logs[partition].read(fetch_offset, max_bytes, read_committed, min_one=size == 0, in_place=True)
+            # (offset, max_bytes, read_committed, min_one, in_place): a large range may
+            # come back as a FileSlice, sent with sendfile.
+            records, high_watermark, last_stable_offset, log_start_offset, aborted = logs[partition].read(
+                fetch_offset, max_bytes, read_committed, size == 0, True)
         except KafkaError as exc:
             # Kafka's read error (OFFSET_OUT_OF_RANGE...) carries no offsets either.
             add((w, _error(partition, exc.code, aborted=None)))
             errors = True
             continue
-        records = got.records
         if records is None:
             records = b""  # Kafka sends empty records, never null: older librdkafka rejects null
         else:
             n = len(records)
             size += n
             budget -= n
-        aborted = got.aborted
         add((w, {
             "partition_index": partition,
             "error_code": NO_ERROR,
-            "high_watermark": got.high_watermark,
-            "last_stable_offset": got.last_stable_offset,
-            "log_start_offset": got.log_start_offset,
+            "high_watermark": high_watermark,
+            "last_stable_offset": last_stable_offset,
+            "log_start_offset": log_start_offset,
+            # (No comprehension, a Python frame, for read_committed's usual empty list.)
             "aborted_transactions": None if aborted is None else [
                 {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
-            ],
-            "preferred_read_replica": -1,
+            ] if aborted else [],
+            # preferred_read_replica is left to its default, -1 (no other replica) in
+            # every version that has it (v11+): named, it would also send each partition
+            # of a v4-v10 answer through the builder's Python check of the names a
+            # version lacks.
             "records": records,
         }))
-    return answers, size, errors
+    if size < request.min_bytes and not errors and not services.stopping and (
+            request.max_wait > NO_WAIT if deadline is None else deadline > time.monotonic()):
+        return None
+    if quota_set:
+        throttle = quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "", size,
+                                      count_when_over=False)
+        if throttle:
+            # As Kafka: a fetch over its quota is answered empty, with the time to wait;
+            # nothing of it counts, and a session's partitions are read again next time.
+            ctx.throttle_ms = throttle
+            return {"error_code": NO_ERROR, "throttle_time": throttle, "responses": [],
+                    "session_id": context.session_id if context is not None and context.incremental
+                    else INVALID_SESSION_ID}
+    session_id = INVALID_SESSION_ID
+    if context is not None:
+        answers = services.fetch_sessions.answer(context, answers, int(time.time() * 1000))
+        session_id = context.session_id
+    # The topic entries: a run of partitions of one topic makes one entry, as Kafka
+    # builds them. A topic is named (v0-v12) or identified (v13+) as the request did:
+    # only the field this version has.
+    responses: list[FetchableTopicResponse] = []
+    partitions: list[PartitionData] = []
+    last: TopicKey | None = None
+    for w, answer in answers:
+        topic_key = w[0]
+        if topic_key != last:
+            partitions = []
+            responses.append({"topic": topic_key, "partitions": partitions} if isinstance(topic_key, str)
+                             else {"topic_id": topic_key, "partitions": partitions})
+            last = topic_key
+        partitions.append(answer)
+    return {"error_code": NO_ERROR, "session_id": session_id, "responses": responses}
 
 
 def _error(partition: int, code: ErrorCode, aborted: Iterable[AbortedTransaction] | None = ()) -> PartitionData:
@@ -247,6 +260,5 @@ def _error(partition: int, code: ErrorCode, aborted: Iterable[AbortedTransaction
         "last_stable_offset": -1,
         "log_start_offset": -1,
         "aborted_transactions": aborted,
-        "preferred_read_replica": -1,
-        "records": b"",
+        "records": b"",  # preferred_read_replica: its default, -1 (as in _fetch)
     }

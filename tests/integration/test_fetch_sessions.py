@@ -44,6 +44,8 @@ def test_a_session_answers_only_what_changed_and_refuses_what_kafka_refuses(brok
         session = opened.session_id
         assert opened.error_code == ErrorCode.none and session != 0
         assert _named(opened) == {0: (1, True), 1: (1, True), 2: (1, True)}
+        # No other replica to read from: Kafka's -1 (the handler leaves it to the field's default).
+        assert {p.preferred_read_replica for t in opened.responses for p in t.partitions} == {-1}
 
         # The client moves its positions past the records: only that is sent, and the
         # answer names nothing (nothing new anywhere).
