@@ -463,13 +463,10 @@ class PartitionLog:
         LSO for read_committed), within `max_bytes` (or one batch if `min_one`).
         `in_place`: a large range may come back as a FileSlice (LogSegment.read)."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise KafkaError(
-                ErrorCode.offset_out_of_range,
-                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
-            )
-        # high_watermark's and last_stable_offset's, in place: read at every Fetch of
-        # every partition, their property and first_unstable_offset's calls and min()
-        # were most of a partition at the log end's cost.
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
+        # high_watermark's and last_stable_offset's, in place: at every Fetch of every partition
+        # their calls and min() were most of a partition at the log end's cost.
         high_watermark = self.high_watermark if self.visible_when_flushed else self.log_end_offset
         ongoing = self.producer_state.ongoing_txns  # producer id -> its transaction's first offset
         lso = high_watermark
@@ -478,8 +475,7 @@ class PartitionLog:
             if first_unstable < high_watermark:
                 lso = first_unstable
         upper = lso if read_committed else high_watermark
-        records = None
-        aborted = None
+        records = aborted = None
         if offset < upper:
             located = self._locate(offset)
             if located is not None:
@@ -490,10 +486,8 @@ class PartitionLog:
                     self._remember_position(got, segment)
                     if read_committed:
                         aborted = self.aborted_between(offset, got.next_offset - 1)
-        if read_committed and aborted is None:
-            aborted = []
         return tuple.__new__(FetchResult, (records, high_watermark, lso, self.log_start_offset,
-                                           aborted if read_committed else None))
+                                           (aborted or []) if read_committed else None))
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """(header, bytes) of every batch holding offsets >= `start_offset`, oldest first.
