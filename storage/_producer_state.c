@@ -127,14 +127,14 @@ static PyObject *record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto in_python;
     }
     PyObject *pid = PyTuple_GET_ITEM(header, H_PRODUCER_ID);
-    entry = PyDict_GetItemWithError(producers, pid); /* borrowed */
+    entry = PyDict_GetItemWithError(producers, pid); /* borrowed: held before the dict goes */
+    Py_XINCREF(entry);
     Py_DECREF(producers);
     if (entry == NULL) {
         if (PyErr_Occurred())
             return NULL;
         goto in_python; /* a new producer: its entry is made by the Python method */
     }
-    Py_INCREF(entry); /* held: setting attributes below runs no Python, but be safe */
     if (PyObject_SetAttr(manager, s_changed, Py_True) < 0)
         goto done;
     PyObject *epoch = PyTuple_GET_ITEM(header, H_PRODUCER_EPOCH);

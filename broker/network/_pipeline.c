@@ -901,7 +901,7 @@ static PyObject *take(Pipeline *p, PyObject *data)
      * the response sent (or none), no throttle, no close after it. */
     PyObject *throttle = *(PyObject **)((char *)s.ctx + context_offsets[6]);
     PyObject *deferred = *(PyObject **)((char *)s.ctx + context_offsets[5]);
-    if ((s.out != Py_True && s.out != Py_None) || throttle == NULL
+    if ((s.out != Py_True && s.out != Py_None) || throttle == NULL || deferred == NULL
             || (deferred != Py_None && !PyList_CheckExact(deferred)))
         return handed(&s);
     int throttled = PyObject_IsTrue(throttle);  /* _responded's `if ctx.throttle_ms` */
