@@ -267,12 +267,14 @@ class OffsetStore:
         # One pass: each partition's answer, and the record of each accepted offset.
         codes: dict[TopicPartition, ErrorCode] = {}
         records: Records = []
+        # A long group id is encoded every time: the cache would hold up to 4,096 of them.
+        key_bytes = _offset_key_bytes if len(group_id) <= _CACHED_GROUP_ID_CHARS else offset_key_bytes
         for (topic, partition), o in offsets.items():
             if len(o.metadata.encode()) > self.max_metadata_bytes:
                 codes[(topic, partition)] = ErrorCode.offset_metadata_too_large
             else:
                 codes[(topic, partition)] = _NONE
-                records.append((_offset_key_bytes(group_id, topic, partition), encode_offset_value(o)))
+                records.append((key_bytes(group_id, topic, partition), encode_offset_value(o)))
         # Made as a tuple: the named tuple's own __new__ is a Python call.
         return tuple.__new__(CoordinatorResult, (records, codes, nothing))
 
@@ -361,6 +363,8 @@ _OFFSET_KEY_VERSIONS = (b"\x00\x00", b"\x00\x01")
 # The key of a group's partition, as every commit of it writes it again (about 4.4k
 # instructions to encode, against a cache's look-up of about 0.7k).
 _offset_key_bytes = lru_cache(maxsize=4096)(offset_key_bytes)
+# Group ids cached with their keys only up to this long (a client's group id may be 32 KiB).
+_CACHED_GROUP_ID_CHARS = 255
 
 
 @lru_cache(maxsize=65536)

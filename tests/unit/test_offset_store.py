@@ -181,3 +181,19 @@ def test_offset_records_are_kafkas_offset_commit_key_v1_and_value_v3():
                      + (1_700_000_000_000).to_bytes(8, "big"))
     assert decode_key(key) == OffsetKey("group-a", "orders", 2)
     assert decode_offset_value(value) == CommittedOffset(42, 7, "météo", 1_700_000_000_000)
+
+
+def test_only_short_group_ids_are_kept_with_their_encoded_keys(data):
+    """The commit's key cache (offset_store._offset_key_bytes) holds up to 4,096 keys, so a
+    client's 32 KiB group ids must not be kept in it: about 130 MB at the cache's size.
+    Break-and-see-it-fail: with every group id cached, the long one's key was kept."""
+    from ottla.coordinator import offset_store
+
+    store, _, _ = data.open()
+    cached = offset_store._offset_key_bytes
+    cached.cache_clear()
+    store.write("g" * 32_000, store.commit("g" * 32_000, {TP: CommittedOffset(1)}))
+    assert cached.cache_info().currsize == 0
+    store.write("short", store.commit("short", {TP: CommittedOffset(1)}))
+    assert cached.cache_info().currsize == 1
+    assert committed(store, "g" * 32_000) == (1, ErrorCode.none)
