@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from confluent_kafka import Producer
 
@@ -101,8 +101,8 @@ def write_history(data_dir: str, transactions: int, commits: int) -> int:
     for i in range(IDS):
         txn_id = f"bench-txn-{i}"
         ongoing = TxnRecord(i, 0, 60_000, TxnState.ONGOING, frozenset({(ORDINARY, 0)}), NOW_MS, NOW_MS)
-        states = [ongoing, replace(ongoing, state=TxnState.PREPARE_COMMIT),
-                  replace(ongoing, state=TxnState.COMPLETE_COMMIT, partitions=frozenset(), start_ms=-1)]
+        states = [ongoing, ongoing._replace(state=TxnState.PREPARE_COMMIT),
+                  ongoing._replace(state=TxnState.COMPLETE_COMMIT, partitions=frozenset(), start_ms=-1)]
         per_id.append((partition_for(txn_id, PARTITIONS), encode_key(txn_id), [encode_value(s) for s in states]))
     for n in range(transactions):
         partition, key, values = per_id[n % IDS]
