@@ -9,7 +9,9 @@ Ottla of the same code, the A/A control: its ratio to Ottla is the run's own noi
 peer that is missing, or fails a workload, gets "n/a (reason)" for it and the run goes on; a workload a peer
 failed is not run on it again in later rounds (a failure is usually a timeout, which
 would cost the same again). Ottla failing a workload, or producing a figure that is not
-valid, ends the run with exit code 1.
+valid, ends the workload rounds; Ottla failing any later step ends that step. Either way
+the other steps run, what was measured is written with a note of the failure, and the
+exit code is 1.
 
 Runs of their own follow: the CI loop, one integration test step by step on Ottla, Kafka
 and noida-db (bench.ci_loop), SASL_SSL against PLAINTEXT (bench.security), one request at
@@ -35,6 +37,7 @@ and the targets with their figures into bench/runs/<start>.json, which
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -42,7 +45,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from . import cpu_split
 from .ci_loop import ci_loop_lines, run_ci_loop
@@ -281,81 +284,81 @@ def main(argv: list[str] | None = None) -> int:
     plan += [f"scale with {args.scale_gib:g} GiB"] if SCALE in only else []
     print(f"{'; then '.join(plan)} (load average {load_before:.2f})", flush=True)
 
-    try:
-        if workloads:
+    failed: list[str] = []  # each step Ottla failed: the step ends there, the run goes on, the exit code is 1
+
+    @contextlib.contextmanager
+    def step(what: str) -> Iterator[None]:
+        """One step of the run: Ottla failing it (or the step's own code failing) ends that
+        step, with what it had measured kept, and the next step runs: a long run's other
+        figures are not lost to one failure."""
+        try:
+            yield
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, OttlaFailed) else f"{what}: {type(exc).__name__}: {exc}"
+            print(f"Ottla failed: {reason}", file=sys.stderr, flush=True)
+            failed.append(reason.splitlines()[0])
+
+    if workloads:
+        with step("workloads"):
             for r in range(args.rounds):
                 for name, make_peer in contenders:
                     run_round(name, make_peer, workloads, args, run, r)
-        if CI_LOOP in only:
+    if CI_LOOP in only:
+        with step("ci-loop"):
             run.ci_loop = run_ci_loop(args.rounds, ci_loop_contenders, lambda line: print(line, flush=True))
             if OTTLA in run.ci_loop.failures:
                 raise OttlaFailed(f"ci-loop: {run.ci_loop.failures[OTTLA]}")
-        if SECURITY in only:
+    if SECURITY in only:
+        with step("security"):
+            run.security = run_security(args.messages, args.size, min(args.rounds, 3),
+                                        lambda line: print(line, flush=True))
+    if ROUND_TRIPS in only:
+        with step("round trips"):
+            run.round_trips = run_round_trips(lambda line: print(line, flush=True), pinned=args.pin,
+                                              sessions=args.round_trip_sessions)
+    if INSTRUCTIONS in only:
+        problem = instructions_problem()
+        if problem:
+            notes.append(f"instructions per request not counted: {problem}")
+            run.instructions = InstructionCounts(args.instruction_rounds, {}, ottla_missing=problem)
+        else:
             try:
-                run.security = run_security(args.messages, args.size, min(args.rounds, 3),
-                                            lambda line: print(line, flush=True))
+                run.instructions = run_instructions(args.instruction_rounds, INSTRUCTION_WARMUP, count_noida,
+                                                    lambda line: print(line, flush=True), baselines)
             except Exception as exc:
-                raise OttlaFailed(f"security: {exc}") from exc
-        if ROUND_TRIPS in only:
-            try:
-                run.round_trips = run_round_trips(lambda line: print(line, flush=True), pinned=args.pin,
-                                                  sessions=args.round_trip_sessions)
-            except Exception as exc:
-                raise OttlaFailed(f"round trips: {exc}") from exc
-        if INSTRUCTIONS in only:
-            problem = instructions_problem()
-            if problem:
-                notes.append(f"instructions per request not counted: {problem}")
-                run.instructions = InstructionCounts(args.instruction_rounds, {}, ottla_missing=problem)
-            else:
-                try:
-                    run.instructions = run_instructions(args.instruction_rounds, INSTRUCTION_WARMUP, count_noida,
-                                                        lambda line: print(line, flush=True), baselines)
-                except Exception as exc:
-                    # Under callgrind, Ottla's broker and the counting are the tool's as much as Ottla's:
-                    # the rows say why, and the rest of a long run is not lost.
-                    why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    print(f"instructions: Ottla could not be counted: {why}", flush=True)
-                    notes.append(f"instructions per request not counted: {why}")
-                    run.instructions = InstructionCounts(args.instruction_rounds, {}, ottla_missing=why)
-        if STARTS in only:
-            try:
-                run.starts = run_starts(extra_rounds, lambda line: print(line, flush=True))
-                run.starts_empty = time_empty_starts(EMPTY_RUNS)
-                print(*empty_start_lines(run.starts_empty), flush=True)
-            except Exception as exc:
-                raise OttlaFailed(f"starts: {exc}") from exc
-        if COORDINATOR_LOAD in only:
-            try:
-                run.coordinator_load = run_coordinator_load(1_000_000, 1_000_000, lambda line: print(line, flush=True))
-            except Exception as exc:
-                raise OttlaFailed(f"coordinator load: {exc}") from exc
-        if MANY_PARTITIONS in only:
-            try:
-                run.many_partitions = run_many_partitions(extra_rounds, lambda line: print(line, flush=True))
-                run.starts_many = run_starts(extra_rounds, lambda line: print(line, flush=True), MANY_STARTS,
-                                             MANY_RECORDS)
-            except Exception as exc:
-                raise OttlaFailed(f"many partitions: {exc}") from exc
-        if MANY_PRODUCERS in only or GROUP_CONSUMER in only:
-            try:
-                run.many_clients = run_many_clients(extra_rounds, MANY_PRODUCERS in only, GROUP_CONSUMER in only,
-                                                    lambda line: print(line, flush=True))
-            except Exception as exc:
-                raise OttlaFailed(f"many clients: {exc}") from exc
-        if SCALE in only:
-            data_bytes = int(args.scale_gib * GIB)
-            run.scale_skipped = free_disk_problem(data_bytes)
-            if run.scale_skipped:
-                print(f"scale: skipped: {run.scale_skipped}", flush=True)
-            else:
-                try:
-                    run.scale = run_scale(data_bytes, lambda line: print(line, flush=True))
-                except Exception as exc:
-                    raise OttlaFailed(f"scale: {exc}") from exc
-    except OttlaFailed as exc:
-        print(f"Ottla failed: {exc}", file=sys.stderr, flush=True)
-        return 1
+                # Under callgrind, Ottla's broker and the counting are the tool's as much as Ottla's:
+                # the rows say why, and the rest of a long run is not lost.
+                why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                print(f"instructions: Ottla could not be counted: {why}", flush=True)
+                notes.append(f"instructions per request not counted: {why}")
+                run.instructions = InstructionCounts(args.instruction_rounds, {}, ottla_missing=why)
+    if STARTS in only:
+        with step("starts"):
+            run.starts = run_starts(extra_rounds, lambda line: print(line, flush=True))
+            run.starts_empty = time_empty_starts(EMPTY_RUNS)
+            print(*empty_start_lines(run.starts_empty), flush=True)
+    if COORDINATOR_LOAD in only:
+        with step("coordinator load"):
+            run.coordinator_load = run_coordinator_load(1_000_000, 1_000_000, lambda line: print(line, flush=True))
+    if MANY_PARTITIONS in only:
+        with step("many partitions"):
+            run.many_partitions = run_many_partitions(extra_rounds, lambda line: print(line, flush=True))
+            run.starts_many = run_starts(extra_rounds, lambda line: print(line, flush=True), MANY_STARTS,
+                                         MANY_RECORDS)
+    if MANY_PRODUCERS in only or GROUP_CONSUMER in only:
+        with step("many clients"):
+            run.many_clients = run_many_clients(extra_rounds, MANY_PRODUCERS in only, GROUP_CONSUMER in only,
+                                                lambda line: print(line, flush=True))
+    if SCALE in only:
+        data_bytes = int(args.scale_gib * GIB)
+        run.scale_skipped = free_disk_problem(data_bytes)
+        if run.scale_skipped:
+            print(f"scale: skipped: {run.scale_skipped}", flush=True)
+        else:
+            with step("scale"):
+                run.scale = run_scale(data_bytes, lambda line: print(line, flush=True))
+    notes += [f"Ottla failed: {reason} (that step's figures after it are missing; the run went on and exits 1)"
+              for reason in failed]
 
     load_after = os.getloadavg()[0]
     if ottla_revision(ROOT)[1] != fingerprint:
@@ -403,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                                      load_average=[round(load_before, 2), round(load_after, 2)]), f, indent=1)
             f.write("\n")
         print(f"Written to {os.path.relpath(RESULTS_PATH)} and {os.path.relpath(record_path)}")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
