@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.views import ZERO_UUID
@@ -63,84 +63,57 @@ READ = Operation.READ
 TOPIC = ResourceType.TOPIC
 
 
-def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
+# What the first look settled, for the long poll's later looks: the session's context,
+# the wanted partitions, their topics, and when max_wait is over.
+Settled = tuple["FetchContext | None", "list[Wanted]", "dict[TopicKey, Topic | None]", float]
+
+
+def handle(ctx: RequestContext, request: FetchRequest, settled: Settled | None = None
+           ) -> FetchResponse | Awaitable[FetchResponse] | None:
     """The response, when the partitions have what the request asks for (or it asks not
     to wait); else an awaitable of it, which waits for appends. Answering at once
     without a coroutine lets the connection serve the request inline, as it is read,
     instead of through its worker task, a hop through the event loop that is a good part
     of a short request's cost.
 
-    Written as few Python calls as it can be (each costs 1-2k instructions, more than
-    most of what one partition needs): the partitions the request names (by topic name
-    before v13, by topic id from then on; kio reads the all-zero id as None, which names
-    no topic either) are read in loops here, not in helpers per step."""
-    by_id = ctx.header.api_version >= TOPIC_ID_VERSION
-    wanted: list[Wanted] = []
-    add = wanted.append
-    for t in request.topics:
-        key = (t.topic_id or ZERO_UUID) if by_id else t.topic
-        for p in t.partitions:
-            add((key, p.partition, p.fetch_offset, p.partition_max_bytes))
-    context: FetchContext | None = None
-    if request.session_id != INVALID_SESSION_ID or request.session_epoch != FINAL_EPOCH:
-        # Before v7 the id and epoch read as none and final: such a request, like every
-        # Fetch of librdkafka's, is a full one outside any session, with nothing to settle.
-        context = _context(ctx, request, wanted, by_id)
-        if context.error:
-            # The whole request is refused: the client starts over with a full request.
-            return {"error_code": context.error, "session_id": INVALID_SESSION_ID, "responses": []}
-        wanted = context.wanted
-    logs = ctx.services.logs
-    topics: dict[TopicKey, Topic | None] = {}
-    for w in wanted:
-        key = w[0]  # the topic's name or id
-        if key not in topics:
-            if by_id:
-                topics[key] = logs.topic_by_id(key) if isinstance(key, uuid.UUID) else None
-            else:
-                topics[key] = logs.topics.get(key) if isinstance(key, str) else None
-    answer = _fetch(ctx, request, context, wanted, topics, None)
-    if answer is not None:
-        return answer
-    # As Kafka's delayed fetch, max_wait counts from the first look that found too little.
-    return _long_poll(ctx, request, context, wanted, topics, time.monotonic() + request.max_wait.total_seconds())
-
-
-async def _long_poll(ctx: RequestContext, request: FetchRequest, context: FetchContext | None,
-                     wanted: list[Wanted], topics: dict[TopicKey, Topic | None], deadline: float) -> FetchResponse:
-    """Wait for appends to the request's partitions until they bring min_bytes, or
-    max_wait passes. It looks again before it first waits: the connection's worker
-    starts this later than the first look, and an append in between wakes no one."""
-    while True:
-        answer = _fetch(ctx, request, context, wanted, topics, deadline)
-        if answer is not None:
-            return answer
-        await ctx.services.waiters.wait([(topic.name, partition) for key, partition, _, _ in wanted
-                                         if (topic := topics[key]) is not None], deadline - time.monotonic())
-
-
-def _context(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted], by_id: bool) -> FetchContext:
-    """The request's partitions settled against its fetch session (v7+)."""
-    # (Most requests forget nothing: no comprehension, a Python frame, for them.)
-    forgotten: list[tuple[TopicKey, int]] = [((t.topic_id or ZERO_UUID) if by_id else t.topic, partition)
-                                             for t in request.forgotten_topics_data
-                                             for partition in t.partitions] if request.forgotten_topics_data else []
-    return ctx.services.fetch_sessions.context(ctx.version, request.session_id, request.session_epoch, wanted,
-                                               forgotten, int(time.time() * 1000))
-
-
-def _fetch(ctx: RequestContext, request: FetchRequest, context: FetchContext | None, wanted: list[Wanted],
-           topics: dict[TopicKey, Topic | None], deadline: float | None) -> FetchResponse | None:
-    """Each wanted partition read; the response if it goes now (the partitions bring
-    min_bytes, one is an error, the broker stops, or max_wait is over: `deadline`
-    passed, or at the first look, None, a max_wait of zero), else None: wait for
-    appends and look again.
-
-    One function for reading and answering, with the read's result unpacked in place
-    and its arguments passed by position: each Python call (1-2k instructions), keyword
-    argument (about 1.4k) and attribute read through a property is a good part of what
-    a partition costs."""
+    The long poll looks again through this same function, passing what the first look
+    `settled` (the session is settled once, the topics found once); then None means
+    wait for appends and look again. Each partition is read and answered here (the
+    partitions named by topic name before v13, by topic id from then on; kio reads the
+    all-zero id as None, which names no topic either), in loops, not in helpers per
+    step, and the read's result unpacked in place with its arguments passed by position:
+    each Python call and frame, keyword argument (about 1.4k instructions) and attribute
+    read through a property is a good part of what a partition costs."""
     services = ctx.services
+    if settled is None:
+        by_id = ctx.header.api_version >= TOPIC_ID_VERSION
+        wanted: list[Wanted] = []
+        add_wanted = wanted.append
+        for t in request.topics:
+            key = (t.topic_id or ZERO_UUID) if by_id else t.topic
+            for p in t.partitions:
+                add_wanted((key, p.partition, p.fetch_offset, p.partition_max_bytes))
+        context: FetchContext | None = None
+        if request.session_id != INVALID_SESSION_ID or request.session_epoch != FINAL_EPOCH:
+            # Before v7 the id and epoch read as none and final: such a request, like every
+            # Fetch of librdkafka's, is a full one outside any session, with nothing to settle.
+            context = _context(ctx, request, wanted, by_id)
+            if context.error:
+                # The whole request is refused: the client starts over with a full request.
+                return {"error_code": context.error, "session_id": INVALID_SESSION_ID, "responses": []}
+            wanted = context.wanted
+        logs = services.logs
+        topics: dict[TopicKey, Topic | None] = {}
+        for w in wanted:
+            key = w[0]  # the topic's name or id
+            if key not in topics:
+                if by_id:
+                    topics[key] = logs.topic_by_id(key) if isinstance(key, uuid.UUID) else None
+                else:
+                    topics[key] = logs.topics.get(key) if isinstance(key, str) else None
+        deadline: float | None = None
+    else:
+        context, wanted, topics, deadline = settled
     read_committed = request.isolation_level == READ_COMMITTED
     # As Kafka: the response holds at most the smaller of the client's max_bytes and
     # the broker's fetch.max.bytes, except that the first batch found is returned whole
@@ -176,8 +149,8 @@ def _fetch(ctx: RequestContext, request: FetchRequest, context: FetchContext | N
                            else UNKNOWN_TOPIC_OR_PARTITION)))
             errors = True
             continue
-        logs = topic.partitions
-        if not 0 <= partition < len(logs):
+        partition_logs = topic.partitions
+        if not 0 <= partition < len(partition_logs):
             add((w, _error(partition, UNKNOWN_TOPIC_OR_PARTITION)))
             errors = True
             continue
@@ -186,7 +159,7 @@ def _fetch(ctx: RequestContext, request: FetchRequest, context: FetchContext | N
         try:
             # (offset, max_bytes, read_committed, min_one, in_place): a large range may
             # come back as a FileSlice, sent with sendfile.
-            records, high_watermark, last_stable_offset, log_start_offset, aborted = logs[partition].read(
+            records, high_watermark, last_stable_offset, log_start_offset, aborted = partition_logs[partition].read(
                 fetch_offset, max_bytes, read_committed, size == 0, True)
         except KafkaError as exc:
             # Kafka's read error (OFFSET_OUT_OF_RANGE...) carries no offsets either.
@@ -215,9 +188,14 @@ def _fetch(ctx: RequestContext, request: FetchRequest, context: FetchContext | N
             # version lacks.
             "records": records,
         }))
-    if size < request.min_bytes and not errors and not services.stopping and (
-            request.max_wait > NO_WAIT if deadline is None else deadline > time.monotonic()):
-        return None
+    if size < request.min_bytes and not errors and not services.stopping:
+        if deadline is None:
+            if request.max_wait > NO_WAIT:
+                # As Kafka's delayed fetch, max_wait counts from the first look that found too little.
+                return _long_poll(ctx, request, (context, wanted, topics,
+                                                 time.monotonic() + request.max_wait.total_seconds()))
+        elif deadline > time.monotonic():
+            return None
     if quota_set:
         throttle = quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "", size,
                                       count_when_over=False)
@@ -249,6 +227,30 @@ def _fetch(ctx: RequestContext, request: FetchRequest, context: FetchContext | N
     return {"error_code": NO_ERROR, "session_id": session_id, "responses": responses}
 
 
+async def _long_poll(ctx: RequestContext, request: FetchRequest, settled: Settled) -> FetchResponse:
+    """Wait for appends to the request's partitions until they bring min_bytes, or
+    max_wait passes. It looks again before it first waits: the connection's worker
+    starts this later than the first look, and an append in between wakes no one."""
+    _, wanted, topics, deadline = settled
+    while True:
+        answer = handle(ctx, request, settled)
+        if answer is not None:
+            # (With `settled`, handle answers or says to wait: it makes no other poll.)
+            return cast("FetchResponse", answer)
+        await ctx.services.waiters.wait([(topic.name, partition) for key, partition, _, _ in wanted
+                                         if (topic := topics[key]) is not None], deadline - time.monotonic())
+
+
+def _context(ctx: RequestContext, request: FetchRequest, wanted: list[Wanted], by_id: bool) -> FetchContext:
+    """The request's partitions settled against its fetch session (v7+)."""
+    # (Most requests forget nothing: no comprehension, a Python frame, for them.)
+    forgotten: list[tuple[TopicKey, int]] = [((t.topic_id or ZERO_UUID) if by_id else t.topic, partition)
+                                             for t in request.forgotten_topics_data
+                                             for partition in t.partitions] if request.forgotten_topics_data else []
+    return ctx.services.fetch_sessions.context(ctx.version, request.session_id, request.session_epoch, wanted,
+                                               forgotten, int(time.time() * 1000))
+
+
 def _error(partition: int, code: ErrorCode, aborted: Iterable[AbortedTransaction] | None = ()) -> PartitionData:
     """A partition that is not read: no offsets, as Kafka answers it. Kafka's errors found
     before reading (unknown topic or partition, authorization) carry an empty aborted
@@ -260,5 +262,5 @@ def _error(partition: int, code: ErrorCode, aborted: Iterable[AbortedTransaction
         "last_stable_offset": -1,
         "log_start_offset": -1,
         "aborted_transactions": aborted,
-        "records": b"",  # preferred_read_replica: its default, -1 (as in _fetch)
+        "records": b"",  # preferred_read_replica: its default, -1 (as in handle)
     }
