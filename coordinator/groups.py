@@ -313,14 +313,23 @@ class GroupCoordinator:
         raises KafkaError otherwise. (It writes nothing, as in Kafka.) Every member's
         commonest request, so _classic_group's look-up is made here, two Python calls
         fewer than through it and a protocol method."""
-        if self.offsets.loading(group_id):
+        offsets = self.offsets
+        # OffsetStore.loading's own first test, made here: while nothing loads (always,
+        # once started) that is a call fewer.
+        if offsets._loading and offsets.loading(group_id):
             raise _still_loading(group_id)
         group = self.groups.get(group_id)
         if group is None:
             raise KafkaError(ErrorCode.unknown_member_id, "no such group")
         if group.__class__ is not ClassicGroup:
             raise _no_classic_member(group_id)
-        group.check_member(member_id, group_instance_id, generation).last_heartbeat = self.classic.clock()
+        member = group.members.get(member_id)
+        # A dynamic member of this generation: what check_member would return. Anything
+        # else (a static member's fencing, an unknown member, another generation) goes
+        # through it, for its error.
+        if member is None or generation != group.generation or group_instance_id is not None:
+            member = group.check_member(member_id, group_instance_id, generation)
+        member.last_heartbeat = self.classic.clock()
         if group.state is _PREPARING_REBALANCE:
             raise KafkaError(ErrorCode.rebalance_in_progress, "the group is rebalancing")
 
