@@ -52,11 +52,11 @@ from .transaction_log import (
     TxnState,
     decode_key,
     decode_value,
-    encode_value,
     encoded_key,
     following,
     partition_for,
     transition,
+    value_of,
 )
 from .writes import append_error
 
@@ -240,7 +240,7 @@ class TransactionCoordinator:
         change of a transaction comes this way). Returns the state replayed. The batch
         carries the record's update time, taken a moment before, as its timestamp."""
         key = encoded_key(txn_id)
-        value = encode_value(record)
+        value = value_of(record)
         self._append(txn_id, key, value, record.last_update_ms)  # raises before the replay if refused
         self._encoded = (value, record, txn_id)
         try:
