@@ -72,7 +72,8 @@ avro: $(AVRO_LIBS)/.complete
 EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
 
 # The C extensions (protocol/*.c, broker/network/*.c, coordinator/*.c) are built by the install: a changed source reinstalls.
-$(VENV)/.installed-base: pyproject.toml setup.py $(wildcard protocol/*.c) $(wildcard broker/network/*.c) $(wildcard coordinator/*.c)
+$(VENV)/.installed-base: pyproject.toml setup.py $(wildcard protocol/*.c) $(wildcard protocol/*.h) $(wildcard broker/network/*.c) \
+		$(wildcard coordinator/*.c)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e .

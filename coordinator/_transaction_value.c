@@ -23,32 +23,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../protocol/_encode.h"
+
 #define FIELDS 10 /* TxnRecord's */
 #define VALUE_VERSION 1
 #define EMPTY_STATE 0
-
-static Py_ssize_t put_uvarint(unsigned char *out, uint64_t v)
-{
-    Py_ssize_t n = 0;
-    while (v >= 0x80) {
-        if (out != NULL)
-            out[n] = (unsigned char)(v | 0x80);
-        v >>= 7;
-        n++;
-    }
-    if (out != NULL)
-        out[n] = (unsigned char)v;
-    return n + 1;
-}
-
-static unsigned char *put_be(unsigned char *out, uint64_t value, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--) {
-        out[i] = (unsigned char)value;
-        value >>= 8;
-    }
-    return out + bytes;
-}
 
 /* The integer `item` within [low, high] into *out; -1 with an exception otherwise. */
 static int integer(PyObject *item, long long low, long long high, const char *what, long long *out)
@@ -84,12 +63,11 @@ static int entry(PyObject *pair, const char **topic, Py_ssize_t *topic_size, PyO
 static Py_ssize_t partitions_array(PyObject *sorted, unsigned char *out)
 {
     Py_ssize_t n = PyList_GET_SIZE(sorted), size = 0, topics = 0;
-    PyObject *previous = NULL;
+    PyObject *previous = NULL, *topic_object;
+    const char *topic;
+    Py_ssize_t topic_size;
+    long long partition;
     for (Py_ssize_t i = 0; i < n; i++) {
-        const char *topic;
-        Py_ssize_t topic_size;
-        PyObject *topic_object;
-        long long partition;
         if (entry(PyList_GET_ITEM(sorted, i), &topic, &topic_size, &topic_object, &partition) < 0)
             return -1;
         if (previous == NULL || PyUnicode_Compare(topic_object, previous) != 0)
@@ -98,10 +76,6 @@ static Py_ssize_t partitions_array(PyObject *sorted, unsigned char *out)
     }
     size += put_uvarint(out, (uint64_t)topics + 1);
     for (Py_ssize_t first = 0; first < n;) {
-        const char *topic;
-        Py_ssize_t topic_size;
-        PyObject *topic_object;
-        long long partition;
         if (entry(PyList_GET_ITEM(sorted, first), &topic, &topic_size, &topic_object, &partition) < 0)
             return -1;
         Py_ssize_t end = first + 1; /* every entry was checked above: a (str, int) pair */
