@@ -400,8 +400,14 @@ class GroupCoordinator:
         """Offsets that take effect when the producer's transaction commits."""
         if self.offsets.loading(group_id):  # _require_loaded, inline: a call less a commit
             raise _still_loading(group_id)
-        group = self.groups.get(group_id) or ClassicGroup(group_id)
-        group.validate_txn_offset_commit(member_id, instance_id, generation)
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.validate_txn_offset_commit(member_id, instance_id, generation)
+        elif member_id or generation >= 0:
+            # No group: a membership is checked against the empty classic group, which
+            # refuses it. A producer outside any membership (a transaction's usual
+            # commit) commits without one being built (a dataclass of many fields).
+            ClassicGroup(group_id).validate_txn_offset_commit(member_id, instance_id, generation)
         return self.offsets.write(group_id, self.offsets.commit(group_id, offsets), producer_id, producer_epoch)
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:

@@ -33,7 +33,6 @@ from ottla.protocol.batch import TRANSACTIONAL_FLAG, BatchHeader, coordinator_ba
 from ottla.protocol.control import ControlType, parse_marker
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import keys_and_values
-from ottla.storage.log import PartitionLog
 from ottla.storage.log_manager import LogManager
 
 from .consumer_group_records import GROUP_METADATA as CONSUMER_GROUP_METADATA
@@ -131,16 +130,6 @@ class OffsetStore:
         partitions = len(topic.partitions) if topic is not None else self.num_partitions
         return partition_for(group_id, partitions)
 
-    def _log(self, group_id: str) -> PartitionLog:
-        topic = self.logs.topics.get(TOPIC)  # LogManager.topic's look-up, without its call
-        if topic is None:
-            self.create_topic()
-            topic = self.logs.topic(TOPIC)
-            assert topic is not None
-        # The topic looked up once (partition_for and LogManager.partition would each
-        # look it up again): at every commit.
-        return topic.partitions[partition_for(group_id, len(topic.partitions))]
-
     def append(self, group_id: str, records: Records, producer_id: int = -1, producer_epoch: int = -1) -> int:
         """Append records to the group's partition; returns the first record's offset.
         With a producer id they form a transactional batch, checked against the
@@ -149,9 +138,17 @@ class OffsetStore:
         now = int(self.wall_clock() * 1000)
         batch, header = coordinator_batch(records, now, producer_id, producer_epoch,
                                           TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
+        # The group's partition, looked up here (LogManager.topic's look-up without its
+        # call, and the topic once, where partition_for and LogManager.partition would
+        # each look it up again): at every commit.
+        topic = self.logs.topics.get(TOPIC)
+        if topic is None:
+            self.create_topic()
+            topic = self.logs.topic(TOPIC)
+            assert topic is not None
         try:
             # from_coordinator given by position: a keyword costs about 1.4k instructions.
-            result = self._log(group_id).append_batch(batch, header, True)
+            result = topic.partitions[partition_for(group_id, len(topic.partitions))].append_batch(batch, header, True)
         except KafkaError as exc:
             if producer_id >= 0 and exc.code == ErrorCode.invalid_producer_epoch:
                 raise KafkaError(ErrorCode.producer_fenced, exc.message) from exc

@@ -52,11 +52,11 @@ from .transaction_log import (
     TxnState,
     decode_key,
     decode_value,
-    encode_value,
     encoded_key,
     following,
     partition_for,
     transition,
+    value_of,
 )
 from .writes import append_error
 
@@ -184,7 +184,7 @@ class TransactionCoordinator:
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one record of `__transaction_state`: the state of its transactional id,
         or its end for a tombstone. The one way `transactions` changes, at start-up and
-        after every append (`_write`)."""
+        after every append (`_persist`)."""
         encoded = self._encoded
         if encoded is not None and value is encoded[0]:
             # The record `_persist` just encoded for its transactional id: decoding the
@@ -208,46 +208,41 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.coordinator_load_in_progress,
                              f"the __transaction_state partition of {txn_id!r} is still loading")
 
-    def _append(self, txn_id: str, key: bytes, value: bytes | None, timestamp: int) -> None:
-        """Append the record (`key`, `value`) of `txn_id` to its partition of
-        `__transaction_state`, in a batch of its own; raises the error a coordinator
-        answers (writes.append_error) if it is refused."""
+    def _persist(self, txn_id: str, record: TxnRecord | None, timestamp: int = -1) -> None:
+        """Make `record` (made by `transition`, or the first of a transactional id; None:
+        its tombstone, at `timestamp`) the state of `txn_id`: appended to its partition of
+        `__transaction_state` in a batch of its own, then replayed (writes.write's rule for
+        one record, in this one call: every change of a transaction comes this way). A
+        refused append raises the error a coordinator answers (writes.append_error)
+        before the replay, so nothing changes. The batch carries the record's update
+        time, taken a moment before, as its timestamp."""
+        key = encoded_key(txn_id)
+        if record is None:
+            value = None
+        else:
+            value = value_of(record)
+            timestamp = record.last_update_ms
         partition = partition_for(txn_id, self.num_partitions)
-        state_log = self.logs.partition(TOPIC, partition)
-        if state_log is None:  # the first transactional request: the topic is made (or is not)
+        # LogManager.partition's lookup, read here: a call less at every change.
+        topic = self.logs.topics.get(TOPIC)
+        if topic is None:  # the first transactional request: the topic is made (or is not)
             if not self.ensure_topic():
                 raise append_error(KafkaError(ErrorCode.unknown_topic_or_partition, f"{TOPIC} could not be created"),
                                    f"{TOPIC}-{partition}")
-            state_log = self.logs.partition(TOPIC, partition)
-            assert state_log is not None
+            topic = self.logs.topics[TOPIC]
         batch, header = coordinator_batch([(key, value)], timestamp)
         try:
-            state_log.append_batch(batch, header)
+            topic.partitions[partition].append_batch(batch, header)
         except KafkaError as exc:
             raise append_error(exc, f"{TOPIC}-{partition}") from None
-
-    def _write(self, txn_id: str, value: bytes | None, timestamp: int) -> None:
-        """Append the record of `txn_id` with `value` (None: its tombstone), then replay it
-        (writes.write's rule for one record, without its result object and closures): an
-        append that fails raises before the replay, so nothing changes."""
-        key = encoded_key(txn_id)
-        self._append(txn_id, key, value, timestamp)
-        self.replay(key, value)
-
-    def _persist(self, txn_id: str, record: TxnRecord) -> TxnRecord:
-        """Make `record` (made by `transition`, or the first of a transactional id) the
-        state of `txn_id`: written and replayed (`_write`'s steps, in this one call: every
-        change of a transaction comes this way). Returns the state replayed. The batch
-        carries the record's update time, taken a moment before, as its timestamp."""
-        key = encoded_key(txn_id)
-        value = encode_value(record)
-        self._append(txn_id, key, value, record.last_update_ms)  # raises before the replay if refused
+        if record is None or value is None:  # a tombstone (both, or neither)
+            self.replay(key, None)
+            return
         self._encoded = (value, record, txn_id)
         try:
             self.replay(key, value)
         finally:
             self._encoded = None
-        return self.transactions[txn_id]
 
     # --- InitProducerId ------------------------------------------------------------------
 
@@ -265,8 +260,9 @@ class TransactionCoordinator:
             raise KafkaError(ErrorCode.policy_violation,
                              f"the broker keeps max.transactional.ids ({self.max_transactional_ids}) already")
         if txn is None or txn.state is _DEAD:
-            record = self._persist(txn_id, TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, _EMPTY,
-                                                     last_update_ms=int(self.clock() * 1000)))
+            self._persist(txn_id, TxnRecord(self.producer_ids.allocate(), 0, timeout_ms, _EMPTY,
+                                            last_update_ms=int(self.clock() * 1000)))
+            record = self.transactions[txn_id]
             return record.producer_id, record.producer_epoch
         if expected_producer_id != NO_PRODUCER_ID and (
             expected_producer_id != txn.producer_id or expected_epoch != txn.producer_epoch
@@ -472,7 +468,8 @@ class TransactionCoordinator:
             # prepareAbortOrCommit with noPartitionAdded).
             changes["start_ms"] = start_ms
         target = _PREPARE_COMMIT if commit else _PREPARE_ABORT
-        return self._persist(txn_id, transition(txn, target, int(self.clock() * 1000), **changes))
+        self._persist(txn_id, transition(txn, target, int(self.clock() * 1000), **changes))
+        return self.transactions[txn_id]
 
     @property
     def pending_markers(self) -> Mapping[str, PendingMarkers]:
@@ -517,8 +514,8 @@ class TransactionCoordinator:
         self._abort(txn_id, fenced)
 
     def _abort(self, txn_id: str, txn: TxnRecord) -> None:
-        prepared = self._persist(txn_id, transition(txn, _PREPARE_ABORT, self._now_ms()))
-        self.completion.finish(txn_id, prepared)
+        self._persist(txn_id, transition(txn, _PREPARE_ABORT, self._now_ms()))
+        self.completion.finish(txn_id, self.transactions[txn_id])
 
     # --- timeouts ------------------------------------------------------------------------
 
@@ -560,7 +557,7 @@ class TransactionCoordinator:
 
     def _forget(self, txn_id: str) -> None:
         """Write the tombstone of `txn_id`, then forget it."""
-        self._write(txn_id, None, self._now_ms())
+        self._persist(txn_id, None, self._now_ms())
 
     # --- admin views ---------------------------------------------------------------------
 

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_encode.h"
+
 #define HEADER_SIZE 61
 #define CRC_OFFSET 17
 #define ATTRIBUTES_OFFSET 21
@@ -50,30 +52,6 @@ static PyObject *set_types(PyObject *self, PyObject *args)
     Py_INCREF(crc);
     Py_XSETREF(crc_function, crc);
     Py_RETURN_NONE;
-}
-
-/* The zigzag varint of `value`, its bytes written at `out` (NULL: only counted). */
-static Py_ssize_t put_varint(unsigned char *out, int64_t value)
-{
-    uint64_t v = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
-    Py_ssize_t n = 0;
-    while (v >= 0x80) {
-        if (out != NULL)
-            out[n] = (unsigned char)(v | 0x80);
-        v >>= 7;
-        n++;
-    }
-    if (out != NULL)
-        out[n] = (unsigned char)v;
-    return n + 1;
-}
-
-static void put_be(unsigned char *out, uint64_t value, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--) {
-        out[i] = (unsigned char)value;
-        value >>= 8;
-    }
 }
 
 /* One record's (key, value) pair (a tuple, or a list as the twin unpacks it too),

@@ -240,6 +240,18 @@ async def test_offset_commits_are_checked_against_the_membership(harness):
     assert coordinator.commit_txn_offsets("g", 7, 0, "", None, -1, offsets) == {("orders", 0): ErrorCode.none}
 
 
+def test_transactional_commits_to_a_group_that_does_not_exist(harness):
+    coordinator = harness.coordinator
+    offsets = {("orders", 0): CommittedOffset(1)}
+    # A membership named for no group: the empty classic group knows no member.
+    for member_id, generation in (("m", 1), ("", 0), ("m", -1)):
+        with pytest.raises(KafkaError) as raised:
+            coordinator.commit_txn_offsets("nobody", 7, 0, member_id, None, generation, offsets)
+        assert raised.value.code == ErrorCode.unknown_member_id
+    # A producer outside any membership commits.
+    assert coordinator.commit_txn_offsets("nobody", 7, 0, "", None, -1, offsets) == {("orders", 0): ErrorCode.none}
+
+
 async def test_deletions_refuse_live_members_and_subscribed_topics(harness):
     coordinator = harness.coordinator
     leader, follower = await harness.stable_group("orders")
