@@ -4,7 +4,8 @@ decodes request headers, checks request bodies and encodes responses;
 broker/network/_pipeline.c serves a request inline (header, handler, metrics, encoding)
 in one call; protocol/_coordinator_batch.c encodes a coordinator's batch of its own records;
 storage/_batch_write.c writes a batch to its segment and
-storage/_producer_state.c records it in the producer state. Where they cannot
+storage/_producer_state.c records it in the producer state; storage/_common_append.c makes
+the common append (check, write, record) in one call. Where they cannot
 be built (no C compiler) the install goes on without them and protocol/records.py and
 protocol/codec.py fall back to Python. Everything else is in pyproject.toml."""
 
@@ -17,4 +18,5 @@ setup(ext_modules=[
     Extension("ottla.protocol._coordinator_batch", sources=["protocol/_coordinator_batch.c"], optional=True),
     Extension("ottla.storage._batch_write", sources=["storage/_batch_write.c"], optional=True),
     Extension("ottla.storage._producer_state", sources=["storage/_producer_state.c"], optional=True),
+    Extension("ottla.storage._common_append", sources=["storage/_common_append.c"], optional=True),
 ])
