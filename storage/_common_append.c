@@ -64,7 +64,7 @@ static PyObject *set_callables(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
-/* An attribute as a C long long; 0 with *ok cleared (no error) when it is no int. */
+/* An attribute as a C long long: 0; 1 (not mine) when it is no int or past int64; -1 an error. */
 static int ll_attr(PyObject *obj, PyObject *name, long long *out)
 {
     PyObject *value = PyObject_GetAttr(obj, name);
@@ -224,7 +224,7 @@ static PyObject *append_common(PyObject *self, PyObject *const *args, Py_ssize_t
     PyObject *state = NULL, *segments = NULL, *active = NULL, *config = NULL, *value = NULL, *fd_obj = NULL;
     PyObject *result = NULL;
     long long pid, size_ll, max_timestamp, delta, record_count, active_size, segment_bytes, segment_ms,
-        first_timestamp, interval, since_index, base_offset, unflushed, flush_messages;
+        first_timestamp, interval, since_index, base_offset;
     if (!PyType_Check(append_result_type) || !PyTuple_Check(header) || PyTuple_GET_SIZE(header) != H_FIELDS)
         Py_RETURN_NONE;
     Py_ssize_t size = PyObject_Length(records);
@@ -377,20 +377,14 @@ static PyObject *append_common(PyObject *self, PyObject *const *args, Py_ssize_t
         Py_XDECREF(sum);
         goto error_base;
     }
-    int overflow;
-    unflushed = PyLong_AsLongLongAndOverflow(sum, &overflow);
-    Py_DECREF(sum);
-    if (unflushed == -1 && PyErr_Occurred())
-        goto error_base;
-    (void)record_count;
+    /* Compared as Python compares them: either may be past int64. */
     value = PyObject_GetAttr(config, s_flush_messages);
-    if (value == NULL)
-        goto error_base;
-    flush_messages = PyLong_AsLongLongAndOverflow(value, &overflow);
+    int due = value == NULL ? -1 : PyObject_RichCompareBool(sum, value, Py_GE);
+    Py_DECREF(sum);
     Py_CLEAR(value);
-    if (flush_messages == -1 && PyErr_Occurred())
+    if (due < 0)
         goto error_base;
-    if (unflushed >= flush_messages) {
+    if (due) {
         value = PyObject_CallMethodNoArgs(plog, s_flush);
         if (value == NULL)
             goto error_base;

@@ -68,7 +68,7 @@ def test_append_common_appends_what_append_batch_appends(tmp_path, monkeypatch, 
     rng = random.Random(seed)
     common = C.append_common if path == "c" else append_common_in_python
     config = LogConfig(segment_bytes=rng.choice([2_000, 20_000, 10**9]), segment_ms=rng.choice([50, 10**9]),
-                       index_interval_bytes=rng.choice([0, 300, 4096]), flush_messages=rng.choice([7, 2**62]))
+                       index_interval_bytes=rng.choice([0, 300, 4096]), flush_messages=rng.choice([7, 2**62, 2**64]))
     logs = [PartitionLog.create(str(tmp_path / name / "t-0"), "t", 0, config) for name in ("spec", "twin")]
     calls: list[list[tuple[str, int]]] = [[], []]
     wanted = rng.choice([None, {("t", 0)}, set()])
