@@ -6,7 +6,8 @@ in one call; protocol/_coordinator_batch.c encodes a coordinator's batch of its 
 coordinator/_transaction_value.c encodes the value of a __transaction_state record (both
 with protocol/_encode.h's integers and varints);
 storage/_batch_write.c writes a batch to its segment and
-storage/_producer_state.c records it in the producer state. Where they cannot
+storage/_producer_state.c records it in the producer state; storage/_common_append.c makes
+the common append (check, write, record) in one call. Where they cannot
 be built (no C compiler) the install goes on without them and protocol/records.py and
 protocol/codec.py fall back to Python. Everything else is in pyproject.toml."""
 
@@ -22,4 +23,5 @@ setup(ext_modules=[
               depends=["protocol/_encode.h"], optional=True),
     Extension("ottla.storage._batch_write", sources=["storage/_batch_write.c"], optional=True),
     Extension("ottla.storage._producer_state", sources=["storage/_producer_state.c"], optional=True),
+    Extension("ottla.storage._common_append", sources=["storage/_common_append.c"], optional=True),
 ])

@@ -40,6 +40,9 @@ class OpenFiles:
     def __len__(self) -> int:
         return len(self._open)
 
+    def __contains__(self, segment: object) -> bool:
+        return segment in self._open
+
     def touch(self, segment: HoldsFiles) -> None:
         """`segment` is being used: it is now the most recently used, and if that makes
         one too many, the least recently used one closes its files."""

@@ -48,6 +48,7 @@ from ottla.protocol.batch import (
 from ottla.protocol.compression import EXPANSION_LIMIT, GZIP, LZ4, ZSTD, DecompressionError
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import InvalidRecords, accept_produced, validate_records
+from ottla.storage.common_append import append_common
 from ottla.storage.log import PartitionLog
 from ottla.storage.log_config import COMPACT, CREATE_TIME, LOG_APPEND_TIME
 
@@ -372,7 +373,8 @@ def _append(ctx: RequestContext, c: _Checked, transactional_id: str | None,
                     raise KafkaError(ErrorCode.transaction_abortable, exc.message) from None
                 raise
         log_start_offset = partition_log.log_start_offset
-        result = partition_log.append_batch(c.batch, header)
+        # The common append in one call (storage/common_append.py), else append_batch.
+        result = append_common(partition_log, c.batch, header) or partition_log.append_batch(c.batch, header)
     except InvalidBatch as exc:
         return _refused_batch(ctx, c.topic, c.partition, exc)
     except KafkaError as exc:
