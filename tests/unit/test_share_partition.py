@@ -184,6 +184,49 @@ def test_a_random_history_rebuilds_to_the_live_state(tmp_path) -> None:
     assert any(decode_key(k).type == 0 for k, _ in h.written[1:])  # snapshots were written
 
 
+def test_runs_made_a_run_at_a_time_are_the_runs_of_the_changes(tmp_path, monkeypatch) -> None:
+    """Acquisitions and acknowledgements of whole ranges write the runs they made a run at
+    a time (no look at each offset): in a random history of many-record batches, gaps,
+    ranged acknowledgements of every type and expired locks, each is what `_batches` finds
+    in the offsets changed. Broken once by not joining a run to the one before it (two
+    runs written where `_batches` finds one)."""
+    import ottla.coordinator.share_partition as module
+    h = Harness(tmp_path, 0)
+    rng = random.Random(11)
+    for _ in range(40):  # batches of 1-20 records
+        data = build_batch([encode_record(None, b"v", offset_delta=i) for i in range(rng.randint(1, 20))],
+                           timestamp=0)
+        h.log.append_batch(data, BatchHeader.parse(data))
+    hinted = []
+    original = module.SharePartition._result
+
+    def checked(self, changes, locks, response, now_ms, floor=-1, runs=None):
+        if runs is not None:
+            hinted.append(runs)
+            assert tuple(runs) == module._batches(changes)
+        return original(self, changes, locks, response, now_ms, floor, runs)
+    monkeypatch.setattr(module.SharePartition, "_result", checked)
+    for _ in range(300):
+        member = rng.choice("ab")
+        if rng.random() < 0.4:
+            h.acquire(member, rng.randint(1, 40))
+        elif rng.random() < 0.1:
+            h.now += LOCK
+        else:
+            held = sorted(o for o, lock in h.sp.locks.items() if lock.member_id == member and lock.deadline > h.now)
+            if held:
+                first = rng.choice(held)
+                last = first
+                while last + 1 in held and rng.random() < 0.9:
+                    last += 1
+                types = (ACCEPT, ACCEPT, RELEASE, REJECT)
+                middle = rng.randint(first, last)  # one batch, or two of their own types
+                h.ack(member, *([(first, last, rng.choice(types))] if middle == last else
+                                [(first, middle, rng.choice(types)), (middle + 1, last, rng.choice(types))]))
+        assert h.durable(h.rebuilt()) == h.durable(h.sp)
+    assert len(hinted) > 50 and sum(len(runs) > 1 for runs in hinted) > 5  # runs joined and not
+
+
 def test_records_round_trip() -> None:
     value = ShareStateValue(3, 42, (StateBatch(42, 50, ACKNOWLEDGED, 2), StateBatch(51, 51, ARCHIVED, 5)),
                             state_epoch=1, create_timestamp=7, write_timestamp=8, delivery_complete_count=9)
