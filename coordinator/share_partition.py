@@ -160,14 +160,14 @@ class SharePartition:
 
     def _result(self, changes: dict[int, tuple[int, int]], locks: Callable[[], None],
                 response: object, now_ms: int, floor: int = -1,
-                runs: list[StateBatch] | None = None) -> CoordinatorResult:
+                made: list[StateBatch] | None = None) -> CoordinatorResult:
         """The record that makes `changes` (offset -> new durable state) durable, with the
         start offset they move to (at least `floor`); applying it replays that record,
-        then `locks`. `runs`, when the operation made its changes a run at a time, in
+        then `locks`. `made`, when the operation made its changes a run at a time, in
         offset order (`_add_run`), are `_batches(changes)` without a look at each offset."""
         if not changes and floor <= self.start_offset:
             return CoordinatorResult([], response, locks)
-        runs = _batches(changes) if runs is None else tuple(runs)
+        runs = _batches(changes) if made is None else tuple(made)
         start = self._moved_start(max(self.start_offset, floor), runs)
         if self.updates_since_snapshot + 1 >= UPDATES_PER_SNAPSHOT:
             kind = SNAPSHOT
@@ -322,8 +322,11 @@ class SharePartition:
         def locks() -> None:
             for offset in expired:
                 self.locks.pop(offset, None)
-            for first, last, _ in ranges:
-                self.locks.update(dict.fromkeys(range(first, last + 1), lock))
+            if acquired == len(changes):  # the offsets changed are those taken: the same keys, no new ints
+                self.locks.update(dict.fromkeys(changes, lock))
+            else:
+                for first, last, _ in ranges:
+                    self.locks.update(dict.fromkeys(range(first, last + 1), lock))
             if ranges:
                 self.lock_floor = min(self.lock_floor, lock.deadline)
 
@@ -401,7 +404,7 @@ class SharePartition:
                 self.locks.update(dict.fromkeys(renewed, renewal))
                 self.lock_floor = min(self.lock_floor, renewal.deadline)
 
-        return self._result(changes, locks, None, now_ms, runs=runs)
+        return self._result(changes, locks, None, now_ms, made=runs)
 
     def release_member(self, member_id: str, limit: int, now_ms: int) -> CoordinatorResult[None]:
         """Give back every record the member holds (its share session closed, or it

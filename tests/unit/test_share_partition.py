@@ -200,11 +200,11 @@ def test_runs_made_a_run_at_a_time_are_the_runs_of_the_changes(tmp_path, monkeyp
     hinted = []
     original = module.SharePartition._result
 
-    def checked(self, changes, locks, response, now_ms, floor=-1, runs=None):
-        if runs is not None:
-            hinted.append(runs)
-            assert tuple(runs) == module._batches(changes)
-        return original(self, changes, locks, response, now_ms, floor, runs)
+    def checked(self, changes, locks, response, now_ms, floor=-1, made=None):
+        if made is not None:
+            hinted.append(made)
+            assert tuple(made) == module._batches(changes)
+        return original(self, changes, locks, response, now_ms, floor, made)
     monkeypatch.setattr(module.SharePartition, "_result", checked)
     for _ in range(300):
         member = rng.choice("ab")
