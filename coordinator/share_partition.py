@@ -32,7 +32,7 @@ import itertools
 import math
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter, ne, not_, or_, sub
 from typing import TypeVar
@@ -354,7 +354,7 @@ class SharePartition:
         renewed: list[int] = []
         states_get, ran_out = self.states.get, set(expired)
         for b in batches:
-            offsets = range(b.first_offset, b.last_offset + 1)
+            offsets: Sequence[int] = range(b.first_offset, b.last_offset + 1)
             # More offsets than are locked cannot all be held, nor a batch whose ends are not
             # locked: answered at once. The batches that pass lie within what is locked,
             # one after another, so checking them all costs at most the locks.
@@ -362,6 +362,7 @@ class SharePartition:
             holders: set[Lock | None] = {None}
             if len(offsets) <= len(self.locks) and locks_get(b.first_offset) is not None \
                     and locks_get(b.last_offset) is not None:
+                offsets = list(offsets)  # its ints made once, for the loops below
                 locked = list(map(locks_get, offsets))  # one lock, mostly: counted by identity
                 holders = {locked[0]} if locked.count(locked[0]) == len(locked) else set(locked)
             if any(lock is None or lock.member_id != member_id for lock in holders) or (
