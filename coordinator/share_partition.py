@@ -260,7 +260,8 @@ class SharePartition:
         acquired = 0
         # Tracked offsets not locked (or whose lock ran out): the records delivered before
         # and available again.
-        free = sorted(self.states.keys() - (self.locks.keys() - set(expired)))
+        locked = self.locks.keys() - set(expired) if expired else self.locks.keys()
+        free = sorted(self.states.keys() - locked)
         # Of those, the AVAILABLE ones (0: false), as `changes` (the archived expired) leaves them.
         available = itertools.compress(free, map(not_, map(itemgetter(0), map(
             changes.get, free, map(self.states.__getitem__, free)))))
