@@ -120,7 +120,7 @@ class SharePartition:
     # No lock in `locks` runs out before this: every lock set lowers it, a look at all of
     # them that finds none run out raises it. So an operation looks at every lock (a loop
     # over the offsets held) only when one may have run out.
-    lock_floor: float = -math.inf
+    lock_floor: float = field(default=-math.inf, compare=False, repr=False)
 
     @property
     def initialized(self) -> bool:
