@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -76,6 +77,24 @@ class Harness:
 
     def durable(self, sp: SharePartition) -> tuple:
         return sp.start_offset, sp.end_offset, dict(sp.states)
+
+
+def random_history(h: Harness, rng: random.Random, steps: int, members: str, most: int, expiry: float,
+                   ack: Callable[[str, list[int]], None]) -> Iterator[None]:
+    """Steps of a random history, yielding after each: a member acquires up to `most`
+    records, or the locks run out (`expiry` of the other steps), or `ack` acknowledges
+    some of the offsets it holds."""
+    for _ in range(steps):
+        member = rng.choice(members)
+        if rng.random() < 0.4:
+            h.acquire(member, rng.randint(1, most))
+        elif rng.random() < expiry:
+            h.now += LOCK
+        else:
+            held = sorted(o for o, lock in h.sp.locks.items() if lock.member_id == member and lock.deadline > h.now)
+            if held:
+                ack(member, held)
+        yield
 
 
 def test_two_members_share_records_and_accepted_ones_move_the_start(tmp_path) -> None:
@@ -163,17 +182,10 @@ def test_a_random_history_rebuilds_to_the_live_state(tmp_path) -> None:
     old = module.UPDATES_PER_SNAPSHOT
     module.UPDATES_PER_SNAPSHOT = 5
     try:
-        for _ in range(200):
-            member = rng.choice("abc")
-            if rng.random() < 0.4:
-                h.acquire(member, rng.randint(1, 7))
-            elif rng.random() < 0.2:
-                h.now += LOCK
-            else:
-                held = sorted(o for o, lock in h.sp.locks.items() if lock.member_id == member and lock.deadline > h.now)
-                if held:
-                    o = rng.choice(held)
-                    h.ack(member, (o, o, rng.choice((ACCEPT, RELEASE, REJECT))))
+        def ack(member: str, held: list[int]) -> None:
+            o = rng.choice(held)
+            h.ack(member, (o, o, rng.choice((ACCEPT, RELEASE, REJECT))))
+        for _ in random_history(h, rng, 200, "abc", 7, 0.2, ack):
             assert h.durable(h.rebuilt()) == h.durable(h.sp)
             # The start offset is past every leading offset that is done, and no further.
             done = [o for o, (state, _) in sorted(h.sp.states.items()) if state in (ACKNOWLEDGED, ARCHIVED)]
@@ -206,23 +218,17 @@ def test_runs_made_a_run_at_a_time_are_the_runs_of_the_changes(tmp_path, monkeyp
             assert tuple(made) == module._batches(changes)
         return original(self, changes, locks, response, now_ms, floor, made)
     monkeypatch.setattr(module.SharePartition, "_result", checked)
-    for _ in range(300):
-        member = rng.choice("ab")
-        if rng.random() < 0.4:
-            h.acquire(member, rng.randint(1, 40))
-        elif rng.random() < 0.1:
-            h.now += LOCK
-        else:
-            held = sorted(o for o, lock in h.sp.locks.items() if lock.member_id == member and lock.deadline > h.now)
-            if held:
-                first = rng.choice(held)
-                last = first
-                while last + 1 in held and rng.random() < 0.9:
-                    last += 1
-                types = (ACCEPT, ACCEPT, RELEASE, REJECT)
-                middle = rng.randint(first, last)  # one batch, or two of their own types
-                h.ack(member, *([(first, last, rng.choice(types))] if middle == last else
-                                [(first, middle, rng.choice(types)), (middle + 1, last, rng.choice(types))]))
+
+    def ack(member: str, held: list[int]) -> None:
+        first = rng.choice(held)
+        last = first
+        while last + 1 in held and rng.random() < 0.9:
+            last += 1
+        types = (ACCEPT, ACCEPT, RELEASE, REJECT)
+        middle = rng.randint(first, last)  # one batch, or two of their own types
+        h.ack(member, *([(first, last, rng.choice(types))] if middle == last else
+                        [(first, middle, rng.choice(types)), (middle + 1, last, rng.choice(types))]))
+    for _ in random_history(h, rng, 300, "ab", 40, 0.1, ack):
         assert h.durable(h.rebuilt()) == h.durable(h.sp)
     assert len(hinted) > 50 and sum(len(runs) > 1 for runs in hinted) > 5  # runs joined and not
 
