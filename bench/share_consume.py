@@ -104,7 +104,10 @@ def _consumer_process(job: Job, group: str, index: int, total: multiprocessing.s
         events.put(("failed", f"share consumer {index}: {type(exc).__name__}: {exc}"))
 
 
-def share_consume(consumers: int) -> Callable[[Job], Measurement]:
+def share_consume(consumers: int, window: tuple[Callable[[], None], Callable[[], None]] | None = None
+                  ) -> Callable[[Job], Measurement]:
+    """`window`: (start, stop), called once the records are produced and once every
+    consumer has reported (bench.workload_cpu counts the broker's work between them)."""
     def run(job: Job) -> Measurement:
         if not _serves_share_groups(job.bootstrap):
             raise RuntimeError("the broker does not serve share groups (no ShareGroupHeartbeat in its ApiVersions)")
@@ -114,6 +117,8 @@ def share_consume(consumers: int) -> Callable[[Job], Measurement]:
         producer = BenchProducer(job)
         producer.produce_many(job.topic, itertools.repeat(bytes(job.size), job.messages), partition=0)
         producer.flush()
+        if window is not None:
+            window[0]()
         # spawn: a fresh interpreter per consumer (librdkafka's threads do not survive a fork).
         context = multiprocessing.get_context("spawn")
         events = context.Queue()
@@ -133,6 +138,8 @@ def share_consume(consumers: int) -> Callable[[Job], Measurement]:
                     raise RuntimeError(value)
                 assert isinstance(value, _Consumed)
                 consumed.append(value)
+            if window is not None:
+                window[1]()
         finally:
             for process in processes:
                 process.join(timeout=max(1.0, remaining(job)))

@@ -18,6 +18,7 @@ measured window and divided by the Produce requests or transactions acknowledged
 
     python -m bench.workload_cpu many-producers [--connections 100] [--duration 5] [--measure cpu]
     python -m bench.workload_cpu txn-produce-10 [--transactions 1000] [--measure cpu]
+    python -m bench.workload_cpu share-consume [--records 200000] [--consumers 1] [--measure cpu]
 
 `--python` runs the broker with another installation's interpreter (bench.peers'
 baseline_python builds one per git revision): before and after, counted alike.
@@ -37,8 +38,6 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
-
-from .request_instructions import _control, _total
 
 START_TIMEOUT = 900.0
 # The loop's turns (libuv waits in epoll_pwait), the requests read, the answers and
@@ -125,6 +124,9 @@ class Window:
         self._perf_ack.readline()
 
     def start(self) -> None:
+        # Imported here, not at the top: the broker runs this file as a script (cprofile).
+        from .request_instructions import _control
+
         if self.measure == "callgrind":
             _control(self.pid, "-z")
         elif self.measure == "cprofile":
@@ -134,6 +136,8 @@ class Window:
         self.before = _proc_counts(self.pid)
 
     def stop(self) -> None:
+        from .request_instructions import _control, _total
+
         after = _proc_counts(self.pid)
         self.counts = {key: after[key] - self.before[key] for key in after}
         if self.measure == "callgrind":
@@ -210,9 +214,30 @@ def txn_produce_10(broker: Any, window: Window, args: argparse.Namespace) -> flo
     return args.transactions
 
 
+def share_consume(broker: Any, window: Window, args: argparse.Namespace) -> float:
+    """Records delivered and acknowledged in the window: from the end of the produce to
+    the last consumer's commit_sync() (bench/share_consume.py, `--consumers` of them;
+    the group's join is in the window too, a few requests). A first run of
+    `--warmup-records` on another topic and group, not counted, imports and builds what
+    the share APIs' first requests do once (about 400 million instructions)."""
+    from .share_consume import share_consume as workload
+    from .workloads import Job
+
+    if args.warmup_records:
+        workload(args.consumers)(Job(broker.bootstrap, f"share-warmup-{uuid.uuid4().hex[:8]}", args.warmup_records,
+                                     100, time.monotonic() + 3600))
+    job = Job(broker.bootstrap, f"share-{uuid.uuid4().hex[:8]}", args.records, 100, time.monotonic() + 3600)
+    window.prepare()
+    measured = workload(args.consumers, (window.start, window.stop))(job)
+    if measured.invalid:
+        raise RuntimeError(measured.invalid)
+    return args.records
+
+
 WORKLOADS: dict[str, tuple[str, Callable[[Any, Window, argparse.Namespace], float]]] = {
     "many-producers": ("Produce", many_producers),
     "txn-produce-10": ("transaction", txn_produce_10),
+    "share-consume": ("record", share_consume),
 }
 
 
@@ -276,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=5.0, help="many-producers, seconds measured")
     parser.add_argument("--transactions", type=int, default=1000, help="txn-produce-10, measured")
     parser.add_argument("--warmup-transactions", type=int, default=100, help="txn-produce-10")
+    parser.add_argument("--records", type=int, default=200_000, help="share-consume")
+    parser.add_argument("--consumers", type=int, default=1, help="share-consume's consumer processes")
+    parser.add_argument("--warmup-records", type=int, default=20_000, help="share-consume, before the window")
     parser.add_argument("--top", type=int, default=25, help="cprofile: functions listed")
     parser.add_argument("--keep", help="a directory to keep the window's callgrind dump or cProfile stats in")
     args = parser.parse_args(argv)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter, ne, not_, or_, sub
 from typing import TypeVar
@@ -116,6 +117,10 @@ class SharePartition:
     snapshot_epoch: int = 0
     updates_since_snapshot: int = 0
     locks: dict[int, Lock] = field(default_factory=dict)  # memory only
+    # No lock in `locks` runs out before this: every lock set lowers it, a look at all of
+    # them that finds none run out raises it. So an operation looks at every lock (a loop
+    # over the offsets held) only when one may have run out.
+    lock_floor: float = field(default=-math.inf, compare=False, repr=False)
 
     @property
     def initialized(self) -> bool:
@@ -136,8 +141,8 @@ class SharePartition:
         else:
             self.updates_since_snapshot += 1
             if value.start_offset >= 0:
-                _forget_below(states, self.start_offset, value.start_offset)
-                _forget_below(locks, self.start_offset, value.start_offset)
+                _forget_below(states, self.start_offset, value.start_offset, self.end_offset)
+                _forget_below(locks, self.start_offset, value.start_offset, self.end_offset)
                 self.start_offset = value.start_offset
                 self.end_offset = max(self.end_offset, value.start_offset)
         for b in value.batches:
@@ -154,13 +159,15 @@ class SharePartition:
     # --- what an operation decides -----------------------------------------------------
 
     def _result(self, changes: dict[int, tuple[int, int]], locks: Callable[[], None],
-                response: object, now_ms: int, floor: int = -1) -> CoordinatorResult:
+                response: object, now_ms: int, floor: int = -1,
+                made: list[StateBatch] | None = None) -> CoordinatorResult:
         """The record that makes `changes` (offset -> new durable state) durable, with the
         start offset they move to (at least `floor`); applying it replays that record,
-        then `locks`."""
+        then `locks`. `made`, when the operation made its changes a run at a time, in
+        offset order (`_add_run`), are `_batches(changes)` without a look at each offset."""
         if not changes and floor <= self.start_offset:
             return CoordinatorResult([], response, locks)
-        runs = _batches(changes)
+        runs = _batches(changes) if made is None else tuple(made)
         start = self._moved_start(max(self.start_offset, floor), runs)
         if self.updates_since_snapshot + 1 >= UPDATES_PER_SNAPSHOT:
             kind = SNAPSHOT
@@ -209,8 +216,12 @@ class SharePartition:
 
     def _expired(self, now: float, limit: int, changes: dict[int, tuple[int, int]]) -> list[int]:
         """Offsets whose lock ran out; those at the delivery limit go to ARCHIVED."""
-        ran_out = {lock for lock in set(self.locks.values()) if lock.deadline <= now}
+        if now < self.lock_floor:
+            return []
+        distinct = set(self.locks.values())
+        ran_out = {lock for lock in distinct if lock.deadline <= now}
         if not ran_out:
+            self.lock_floor = min((lock.deadline for lock in distinct), default=math.inf)
             return []
         expired = [o for o, lock in self.locks.items() if lock in ran_out]
         for offset in expired:
@@ -243,12 +254,14 @@ class SharePartition:
         changes: dict[int, tuple[int, int]] = {}
         floor = max(self.start_offset, log_start)
         expired = self._expired(now, limit, changes)
+        runs: list[StateBatch] | None = None if changes else []  # the changes' runs, while made a run at a time
         # (first, last, delivery count) of what is taken, in offset order
         taken: list[tuple[int, int, int]] = []
         acquired = 0
         # Tracked offsets not locked (or whose lock ran out): the records delivered before
         # and available again.
-        free = sorted(self.states.keys() - (self.locks.keys() - set(expired)))
+        locked = self.locks.keys() - set(expired) if expired else self.locks.keys()
+        free = sorted(self.states.keys() - locked)
         # Of those, the AVAILABLE ones (0: false), as `changes` (the archived expired) leaves them.
         available = itertools.compress(free, map(not_, map(itemgetter(0), map(
             changes.get, free, map(self.states.__getitem__, free)))))
@@ -260,6 +273,7 @@ class SharePartition:
                 taken.append((offset, offset, count))
                 acquired += 1
                 changes[offset] = (AVAILABLE, count)
+                runs = None
         position = max(self.end_offset, floor)
         # New offsets start below `bound`: max_records less what was re-acquired, and no
         # more than the in-flight offsets (floor to position) leave of max_locks.
@@ -278,6 +292,8 @@ class SharePartition:
                     break
                 if header.base_offset > position:  # a gap below the bound: archived
                     changes.update(dict.fromkeys(range(position, header.base_offset), (ARCHIVED, 0)))
+                    if runs is not None:
+                        _add_run(runs, position, header.base_offset - 1, ARCHIVED, 0)
                     position = header.base_offset
                 first = max(header.base_offset, position)
                 # The whole batch, bounded past `bound` by its record count and BATCH_OVERRUN.
@@ -286,7 +302,10 @@ class SharePartition:
                 delivered = not (header.is_control or batch.aborted)
                 if delivered and record_limit:  # never more than asked, even mid-batch
                     last = min(last, first + max_records - acquired)
-                changes.update(dict.fromkeys(range(first, last), (AVAILABLE, 1) if delivered else (ARCHIVED, 0)))
+                state, count = (AVAILABLE, 1) if delivered else (ARCHIVED, 0)
+                changes.update(dict.fromkeys(range(first, last), (state, count)))
+                if runs is not None and last > first:
+                    _add_run(runs, first, last - 1, state, count)
                 if delivered and last > first:
                     taken.append((first, last - 1, 1))
                     acquired += last - first
@@ -304,10 +323,15 @@ class SharePartition:
         def locks() -> None:
             for offset in expired:
                 self.locks.pop(offset, None)
-            for first, last, _ in ranges:
-                self.locks.update(dict.fromkeys(range(first, last + 1), lock))
+            if acquired == len(changes):  # the offsets changed are those taken: the same keys, no new ints
+                self.locks.update(dict.fromkeys(changes, lock))
+            else:
+                for first, last, _ in ranges:
+                    self.locks.update(dict.fromkeys(range(first, last + 1), lock))
+            if ranges:
+                self.lock_floor = min(self.lock_floor, lock.deadline)
 
-        return self._result(changes, locks, Acquired(ranges), now_ms, floor)
+        return self._result(changes, locks, Acquired(ranges), now_ms, floor, runs)
 
     def acknowledge(self, member_id: str, batches: list[AckBatch], lock_seconds: float, limit: int, now: float,
                     now_ms: int, renew_enabled: bool = True) -> CoordinatorResult[None]:
@@ -326,27 +350,38 @@ class SharePartition:
             previous = b.last_offset
         changes: dict[int, tuple[int, int]] = {}
         expired = self._expired(now, limit, changes)
+        runs: list[StateBatch] | None = None if changes else []  # the changes' runs, while made a run at a time
         released: list[int] = []
         renewed: list[int] = []
         states_get, ran_out = self.states.get, set(expired)
         for b in batches:
-            offsets = range(b.first_offset, b.last_offset + 1)
+            offsets: Sequence[int] = range(b.first_offset, b.last_offset + 1)
             # More offsets than are locked cannot all be held, nor a batch whose ends are not
             # locked: answered at once. The batches that pass lie within what is locked,
             # one after another, so checking them all costs at most the locks.
             locks_get = self.locks.get
-            holders = (set(map(locks_get, offsets))
-                       if len(offsets) <= len(self.locks) and locks_get(b.first_offset) is not None
-                       and locks_get(b.last_offset) is not None else {None})
-            if any(lock is None or lock.member_id != member_id for lock in holders) or not ran_out.isdisjoint(
-                    offsets):
+            holders: set[Lock | None] = {None}
+            if len(offsets) <= len(self.locks) and locks_get(b.first_offset) is not None \
+                    and locks_get(b.last_offset) is not None:
+                offsets = list(offsets)  # its ints made once, for the loops below
+                locked = list(map(locks_get, offsets))  # one lock, mostly: counted by identity
+                holders = {locked[0]} if locked.count(locked[0]) == len(locked) else set(locked)
+            if any(lock is None or lock.member_id != member_id for lock in holders) or (
+                    ran_out and not ran_out.isdisjoint(offsets)):
                 raise KafkaError(ErrorCode.invalid_record_state,
                                  "Batch record not found. The request batch offsets are not found in the cache.")
             if len(b.types) == 1 and b.types[0] in (ACCEPT, REJECT, GAP):  # the common case, one C loop
                 done = ACKNOWLEDGED if b.types[0] == ACCEPT else ARCHIVED
-                counts = map(itemgetter(1), map(states_get, offsets, itertools.repeat(UNTRACKED)))
-                changes.update(zip(offsets, zip(itertools.repeat(done), counts), strict=True))
+                held = list(map(states_get, offsets, itertools.repeat(UNTRACKED)))
+                if held.count(held[0]) == len(held):  # one delivery count (one state object, mostly)
+                    changes.update(dict.fromkeys(offsets, (done, held[0][1])))
+                    if runs is not None:
+                        _add_run(runs, b.first_offset, b.last_offset, done, held[0][1])
+                else:
+                    changes.update(zip(offsets, zip(itertools.repeat(done), map(itemgetter(1), held)), strict=True))
+                    runs = None
                 continue
+            runs = None
             for offset in offsets:
                 kind = b.types[0] if len(b.types) == 1 else b.types[offset - b.first_offset]
                 count = states_get(offset, UNTRACKED)[1]
@@ -366,10 +401,12 @@ class SharePartition:
                 self.locks.pop(offset, None)
             for offset in self.locks.keys() & changes.keys():
                 del self.locks[offset]
-            renewal = Lock(member_id, now + lock_seconds)
-            self.locks.update(dict.fromkeys(renewed, renewal))
+            if renewed:
+                renewal = Lock(member_id, now + lock_seconds)
+                self.locks.update(dict.fromkeys(renewed, renewal))
+                self.lock_floor = min(self.lock_floor, renewal.deadline)
 
-        return self._result(changes, locks, None, now_ms)
+        return self._result(changes, locks, None, now_ms, made=runs)
 
     def release_member(self, member_id: str, limit: int, now_ms: int) -> CoordinatorResult[None]:
         """Give back every record the member holds (its share session closed, or it
@@ -402,7 +439,7 @@ class SharePartition:
                 for o, (s, c) in sorted(self.states.items())]
 
     def next_lock_deadline(self) -> float | None:
-        return min((lock.deadline for lock in self.locks.values()), default=None)
+        return min((lock.deadline for lock in set(self.locks.values())), default=None)
 
 
 def _batches(states: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
@@ -418,16 +455,32 @@ def _batches(states: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
     return tuple(StateBatch(offsets[i], offsets[j - 1], *values[i]) for i, j in itertools.pairwise(starts))
 
 
+def _add_run(runs: list[StateBatch], first: int, last: int, state: int, count: int) -> None:
+    """Add the run `first`..`last` (after every run in `runs`) as `_batches` would find
+    it: joined to the last run when it follows it in the same state and count."""
+    if runs:
+        before = runs[-1]
+        if before.last_offset == first - 1 and before.delivery_state == state and before.delivery_count == count:
+            runs[-1] = StateBatch(before.first_offset, last, state, count)
+            return
+    runs.append(StateBatch(first, last, state, count))
+
+
 def _run_at(runs: tuple[StateBatch, ...], offset: int) -> StateBatch | None:
     """The run (in offset order) that holds `offset`, if any."""
     i = bisect.bisect_right(runs, offset, key=attrgetter("first_offset")) - 1
     return runs[i] if i >= 0 and runs[i].last_offset >= offset else None
 
 
-def _forget_below(offsets: dict[int, V], old_start: int, new_start: int) -> None:
-    """Drop the keys below `new_start` of a dict holding none below `old_start`: a C loop
-    over the offsets passed when they are fewer than the dict's keys."""
+def _forget_below(offsets: dict[int, V], old_start: int, new_start: int, end: int) -> None:
+    """Drop the keys below `new_start` of a dict holding none below `old_start` nor at or
+    past `end` (the states and locks: offsets before the end offset): all of them when the
+    start passes the end (what a consumer that acknowledged everything it held moves it to),
+    else a C loop over the offsets passed when they are fewer than the dict's keys."""
     if new_start <= old_start:
+        return
+    if new_start >= end:
+        offsets.clear()
         return
     if old_start < 0 or new_start - old_start > len(offsets):
         for offset in [o for o in offsets if o < new_start]:
