@@ -71,9 +71,9 @@ avro: $(AVRO_LIBS)/.complete
 # nothing to act on, so it is filtered out of the output.
 EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
 
-# The C extensions (protocol/*.c, broker/network/*.c, coordinator/*.c) are built by the install: a changed source reinstalls.
+# The C extensions (protocol/*.c, broker/network/*.c, coordinator/*.c, storage/*.c) are built by the install: a changed source reinstalls.
 $(VENV)/.installed-base: pyproject.toml setup.py $(wildcard protocol/*.c) $(wildcard protocol/*.h) $(wildcard broker/network/*.c) \
-		$(wildcard coordinator/*.c)
+		$(wildcard coordinator/*.c) $(wildcard storage/*.c)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e .

@@ -153,8 +153,13 @@ static PyObject *encode_value(PyObject *self, PyObject *record)
     out = put_be(out, (uint64_t)f[2], 4);
     out = put_be(out, (uint64_t)f[3], 1);
     if (sorted != NULL) {
-        out += partitions_array(sorted, out);
+        Py_ssize_t written = partitions_array(sorted, out);
         Py_DECREF(sorted);
+        if (written < 0) {  /* its second pass failed where the first, sizing, did not */
+            Py_DECREF(value);
+            return NULL;
+        }
+        out += written;
     } else {
         /* Kafka writes an Empty transaction's partitions as a null array, not an empty one. */
         *out++ = f[3] == EMPTY_STATE ? 0 : 1;

@@ -57,6 +57,10 @@ static PyObject *set_callables(PyObject *self, PyObject *const *args, Py_ssize_t
                         "set_callables(AppendResult, write_batch, record_batch, KafkaError, code, touch_open)");
         return NULL;
     }
+    if (!PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "set_callables: AppendResult must be a tuple type");
+        return NULL;
+    }
     PyObject **slots[6] = {&append_result_type, &write_batch, &record_batch, &kafka_error, &storage_error_code,
                            &touch_open};
     for (int i = 0; i < 6; i++)
@@ -285,7 +289,7 @@ static PyObject *append_common(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_DECREF(current_max);
     TRY(r);
     TRY(ll_attr(plog, s_log_end_offset, &base_offset));
-    if (base_offset > INT64_MAX - delta - 1)
+    if (delta < 0 || base_offset > INT64_MAX - delta - 1)
         goto not_mine;
     value = PyObject_GetAttr(active, s_pooled);
     if (value == NULL)
@@ -334,8 +338,13 @@ static PyObject *append_common(PyObject *self, PyObject *const *args, Py_ssize_t
         /* A short write leaves a torn batch: cut off, as LogSegment.append cuts it. */
         Py_DECREF(base);
         long fd = PyLong_AsLong(fd_obj);
-        if (ftruncate((int)fd, (off_t)active_size) < 0) {
-            PyErr_SetFromErrno(PyExc_OSError);
+        int cut;
+        do  /* retried when a signal interrupts it, as os.ftruncate is (PEP 475) */
+            cut = ftruncate((int)fd, (off_t)active_size);
+        while (cut < 0 && errno == EINTR && !PyErr_CheckSignals());
+        if (cut < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetFromErrno(PyExc_OSError);
         } else {
             PyObject *path = PyObject_GetAttr(active, s_log_path);
             if (path != NULL) {
@@ -397,7 +406,7 @@ static PyObject *append_common(PyObject *self, PyObject *const *args, Py_ssize_t
         PyObject *topic = PyObject_GetAttr(plog, s_topic);
         PyObject *partition = topic == NULL ? NULL : PyObject_GetAttr(plog, s_partition);
         PyObject *wanted = partition == NULL ? NULL : PyObject_GetAttr(plog, s_appends_wanted);
-        int call = wanted != NULL;
+        int call = wanted != NULL ? 1 : -1;  /* a failed read is an error, as Python's AttributeError */
         if (wanted != NULL && wanted != Py_None) {
             PyObject *key = PyTuple_Pack(2, topic, partition);
             call = key == NULL ? -1 : PySequence_Contains(wanted, key);
@@ -437,7 +446,7 @@ static PyObject *append_common(PyObject *self, PyObject *const *args, Py_ssize_t
     PyTuple_SET_ITEM(result, 0, base);
     PyTuple_SET_ITEM(result, 1, last);
     PyTuple_SET_ITEM(result, 2, Py_NewRef(Py_False));
-    PyTuple_SET_ITEM(result, 3, PyLong_FromLong(-1));
+    PyTuple_SET_ITEM(result, 3, PyLong_FromLong(-1));  /* a cached small int: cannot fail */
     goto done;
 error_base:
     Py_DECREF(base);

@@ -70,10 +70,12 @@ def test_append_common_appends_what_append_batch_appends(tmp_path, monkeypatch, 
     config = LogConfig(segment_bytes=rng.choice([2_000, 20_000, 10**9]), segment_ms=rng.choice([50, 10**9]),
                        index_interval_bytes=rng.choice([0, 300, 4096]), flush_messages=rng.choice([7, 2**62, 2**64]))
     logs = [PartitionLog.create(str(tmp_path / name / "t-0"), "t", 0, config) for name in ("spec", "twin")]
-    calls: list[list[tuple[str, int]]] = [[], []]
+    calls: list[list[tuple[str, int, Any]]] = [[], []]
     wanted = rng.choice([None, {("t", 0)}, set()])
     for log, seen in zip(logs, calls, strict=True):
-        log.on_append = lambda topic, partition, seen=seen: seen.append((topic, partition))
+        # What the log holds when a waiting Fetch is told: the producer's batch recorded
+        # after the call in both, as append_batch does.
+        log.on_append = lambda topic, partition, seen=seen, log=log: seen.append((topic, partition, _state(log)))
         log.appends_wanted = wanted
     epochs: dict[int, int] = {}
     sequences: dict[int, int] = {}
@@ -167,3 +169,29 @@ def test_timestamps_far_apart_roll_the_segment_as_append_batch_rolls_it(tmp_path
     assert len(logs[0].segments) == 2
     assert _state(logs[1]) == _state(logs[0])
     assert _files(logs[1]) == _files(logs[0])
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_a_log_missing_an_attribute_raises_before_the_producer_state_records(tmp_path, path: str) -> None:
+    """A failed read of what on_append is called with is an error, as Python's
+    AttributeError is, before the producer's batch is recorded: not an on_append
+    left out and a batch recorded with an exception pending."""
+    common = C.append_common if path == "c" else append_common_in_python
+    logs = [PartitionLog.create(str(tmp_path / name / "t-0"), "t", 0, LogConfig()) for name in ("spec", "twin")]
+    answers = []
+    for i in range(2):
+        data = build_batch([encode_record(b"k", b"v")], timestamp=NOW, producer_id=7, producer_epoch=0,
+                           base_sequence=i)
+        header = BatchHeader.parse(data)
+        if i == 1:
+            for log in logs:
+                log.on_append = lambda topic, partition: None
+                log.appends_wanted = None
+                del log.partition
+        for log, how in zip(logs, (None, common), strict=True):
+            try:
+                answers.append(_append(log, data, header, how))
+            except AttributeError as exc:
+                answers.append(("raised", str(exc)))
+    assert answers[2][0] == "raised" and answers[2] == answers[3]
+    assert _state(logs[1]) == _state(logs[0])
