@@ -189,18 +189,26 @@ class ClassicGroup(Group):
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                api_version: int | None = None) -> None:
-        # The states compared as is_ would, without its call and the members' reads off
-        # their enum class (a slot call each on Python 3.11): at every commit.
-        if generation < 0 and not member_id and self.state is _EMPTY:
-            return  # a consumer outside any group membership commits for the group
+        # As Kafka's ClassicGroup.validateOffsetCommit. The states compared as is_ would,
+        # without its call and the members' reads off their enum class (a slot call each
+        # on Python 3.11): at every commit.
+        state = self.state
+        if generation < 0 and state is _EMPTY:
+            return  # a commit outside any generation, to a group with no members, is taken as is
+        # A commit outside any generation to a group with members names none of them:
+        # check_member refuses it as an unknown member, as Kafka does.
         self.check_member(member_id, instance_id, generation)
-        if self.state is _COMPLETING_REBALANCE:
+        if state is _COMPLETING_REBALANCE:
             raise KafkaError(ErrorCode.rebalance_in_progress, "the group is completing a rebalance")
 
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> None:
-        # TxnOffsetCommit before v3 carries no membership: nothing to check then.
-        if member_id or generation >= 0:
-            self.check_member(member_id, instance_id, generation)
+        # As Kafka's ClassicGroup.validateOffsetCommit for a transaction: a commit outside
+        # any generation to an empty group is taken as is, one naming no membership
+        # (TxnOffsetCommit before v3 carries none) whatever the group's state; any other
+        # must be of a member of the group's generation.
+        if generation < 0 and (self.state is _EMPTY or (not member_id and instance_id is None)):
+            return
+        self.check_member(member_id, instance_id, generation)
 
     def validate_delete(self) -> None:
         if self.members or self.pending_members:

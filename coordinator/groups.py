@@ -403,11 +403,11 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None:
             group.validate_txn_offset_commit(member_id, instance_id, generation)
-        elif member_id or generation >= 0:
-            # No group: a membership is checked against the empty classic group, which
-            # refuses it. A producer outside any membership (a transaction's usual
-            # commit) commits without one being built (a dataclass of many fields).
-            ClassicGroup(group_id).validate_txn_offset_commit(member_id, instance_id, generation)
+        elif generation >= 0:
+            # No group, as Kafka's OffsetMetadataManager: a generation names none of its.
+            # Outside any generation, Kafka's empty classic group takes the commit as is,
+            # so none is built here (a dataclass of many fields).
+            raise KafkaError(ErrorCode.illegal_generation, f"group {group_id!r} has no generation {generation}")
         return self.offsets.write(group_id, self.offsets.commit(group_id, offsets), producer_id, producer_epoch)
 
     def on_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:

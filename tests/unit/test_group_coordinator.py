@@ -243,13 +243,19 @@ async def test_offset_commits_are_checked_against_the_membership(harness):
 def test_transactional_commits_to_a_group_that_does_not_exist(harness):
     coordinator = harness.coordinator
     offsets = {("orders", 0): CommittedOffset(1)}
-    # A membership named for no group: the empty classic group knows no member.
-    for member_id, generation in (("m", 1), ("", 0), ("m", -1)):
+    # As Kafka 4.3.1's OffsetMetadataManager.validateTransactionalOffsetCommit: a
+    # generation names none of a group that does not exist...
+    for member_id, generation in (("m", 1), ("", 0)):
         with pytest.raises(KafkaError) as raised:
             coordinator.commit_txn_offsets("nobody", 7, 0, member_id, None, generation, offsets)
-        assert raised.value.code == ErrorCode.unknown_member_id
-    # A producer outside any membership commits.
-    assert coordinator.commit_txn_offsets("nobody", 7, 0, "", None, -1, offsets) == {("orders", 0): ErrorCode.none}
+        assert raised.value.code == ErrorCode.illegal_generation
+    # ...and outside any generation its empty classic group takes the commit, a member
+    # named or not (ClassicGroup.validateOffsetCommit).
+    for member_id in ("m", ""):
+        assert coordinator.commit_txn_offsets("nobody", 7, 0, member_id, None, -1, offsets) == {
+            ("orders", 0): ErrorCode.none}
+    # So does an OffsetCommit outside any generation: the member it names is not looked for.
+    assert coordinator.commit_offsets("nobody-else", "m", None, -1, offsets) == {("orders", 0): ErrorCode.none}
 
 
 async def test_deletions_refuse_live_members_and_subscribed_topics(harness):
