@@ -342,3 +342,37 @@ def test_a_groups_own_numbers_are_kept_within_the_brokers_bounds_of_now(tmp_path
     assert (settings.record_lock_duration_ms, settings.delivery_count_limit, settings.session_timeout_ms) == \
         (60_000, 2, 45_000)
     assert shares.settings("other").record_lock_duration_ms == 30_000
+
+
+def test_a_lock_runs_out_after_a_look_that_found_none_run_out(tmp_path) -> None:
+    """lock_floor, the earliest a lock may run out, raised by a look that found none run
+    out, still lets a later lock run out on time (with it set to infinity, or to the
+    latest deadline, "b"'s records stay locked)."""
+    h = Harness(tmp_path, 4)
+    assert h.acquire("a", 2) == [(0, 1, 1)]
+    h.now = LOCK / 2
+    assert h.acquire("b", 2) == [(2, 3, 1)]
+    h.now = LOCK + 1
+    assert h.acquire("c", 2) == [(0, 1, 2)]
+    h.now = LOCK + 2
+    assert h.acquire("c", 2) == []  # a look: none ran out
+    h.now = LOCK / 2 + LOCK
+    assert h.acquire("a", 2) == [(2, 3, 2)]
+
+
+def test_a_range_spanning_two_holders_is_refused(tmp_path) -> None:
+    h = Harness(tmp_path, 4)
+    assert h.acquire("a", 2) == [(0, 1, 1)]
+    assert h.acquire("b", 2) == [(2, 3, 1)]
+    with pytest.raises(KafkaError) as raised:
+        h.ack("a", (0, 3, ACCEPT))
+    assert raised.value.code == ErrorCode.invalid_record_state
+
+
+def test_an_acknowledged_range_keeps_each_offsets_count(tmp_path) -> None:
+    h = Harness(tmp_path, 5)
+    assert h.acquire("a", 5) == [(0, 4, 1)]
+    h.ack("a", (1, 2, RELEASE))
+    assert h.acquire("a", 5) == [(1, 2, 2)]
+    h.ack("a", (1, 4, REJECT))  # offset 0 still held: the start stays
+    assert h.sp.states == {0: (0, 1), 1: (ARCHIVED, 2), 2: (ARCHIVED, 2), 3: (ARCHIVED, 1), 4: (ARCHIVED, 1)}
