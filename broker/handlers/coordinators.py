@@ -27,6 +27,13 @@ _NO_ERROR, _NOT_AVAILABLE = ErrorCode.none, ErrorCode.coordinator_not_available
 # only makes each answer built again, as without them; a key longer than KEPT_KEY_MAX
 # characters is answered but not kept, so what is kept stays small whatever clients send.
 KEPT_ANSWERS, KEPT_KEY_MAX = 256, 249
+# The error_message of a v1-v3 answer: Kafka's Errors.message() of its code.
+_OLD_MESSAGES = {
+    ErrorCode.none: "NONE",
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
+}
 _kept: dict[tuple[int, int, str, int, str, int], Encoded] = {}
 
 
@@ -67,6 +74,9 @@ def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest
         answer = answers[0]
         response = {"error_code": answer["error_code"], "node_id": answer["node_id"], "host": answer["host"],
                     "port": answer["port"]}
+        if version >= 1:
+            # Kafka answers v1-v3 with its error's own text, "NONE" when all is well.
+            response["error_message"] = answer.get("error_message") or _OLD_MESSAGES.get(answer["error_code"])
     if kept_as is None or answers[0]["error_code"] is not _NO_ERROR:
         return response
     if len(_kept) >= KEPT_ANSWERS:

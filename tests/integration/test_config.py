@@ -13,6 +13,7 @@ import sys
 from ottla.testing import BrokerProcess
 from ottla.tools.client import Cluster
 from tests.clients import idempotent_producer, produce_all, read_all
+from tests.wire import WireClient, request
 
 
 class Serve(BrokerProcess):
@@ -114,6 +115,15 @@ def test_each_listener_advertises_its_own_address(tmp_path):
             with Cluster(f"127.0.0.1:{port}") as cluster:
                 (node,) = cluster.metadata([]).brokers
                 assert (node.host, node.port) == advertised
+        # FindCoordinator too, whose answers are kept encoded (broker/handlers/coordinators.py):
+        # the same key asked on both listeners, interleaved, gets each listener's address.
+        for _ in range(2):
+            for port, advertised in ((outside, ("127.0.0.1", outside)), (inside, ("localhost", inside))):
+                with WireClient(f"127.0.0.1:{port}") as client:
+                    old = client.call(request(10, 3, key="g", key_type=0))
+                    assert (old.host, old.port, old.error_message) == (*advertised, "NONE")
+                    (new,) = client.call(request(10, 4, key_type=0, coordinator_keys=["g"])).coordinators
+                    assert (new.host, new.port) == advertised
         producer = idempotent_producer(f"localhost:{inside}")
         produce_all(producer, [("via-internal", 0, None, b"hello")])
         assert read_all(f"127.0.0.1:{outside}", "via-internal", [0], isolation="read_committed")[0] == [b"hello"]
