@@ -316,7 +316,7 @@ class GroupCoordinator:
         offsets = self.offsets
         # OffsetStore.loading's own first test, made here: while nothing loads (always,
         # once started) that is a call fewer.
-        if offsets._loading and offsets.loading(group_id):
+        if offsets.loading_partitions and offsets.loading(group_id):
             raise _still_loading(group_id)
         group = self.groups.get(group_id)
         if group is None:

@@ -120,7 +120,7 @@ class OffsetStore:
         # those groups rather than at every group. Kept by the replay, as `groups`.
         self._pending_groups: dict[int, set[str]] = {}
         # `__consumer_offsets` partitions not loaded yet (see `open`).
-        self._loading: set[int] = set()
+        self.loading_partitions: set[int] = set()
         self._opened = False
 
     # --- __consumer_offsets --------------------------------------------------------------
@@ -176,15 +176,15 @@ class OffsetStore:
         """Note the `__consumer_offsets` partitions `load` has to read (none when the
         topic does not exist yet: it is created empty on the first commit)."""
         topic = self.logs.topic(TOPIC)
-        self._loading = set(range(len(topic.partitions))) if topic is not None else set()
+        self.loading_partitions = set(range(len(topic.partitions))) if topic is not None else set()
         self._opened = True
 
     def loading(self, group_id: str | None = None) -> bool:
         """Whether the partition holding `group_id` (any partition, for None) is not
         loaded yet."""
-        if not self._loading or group_id is None:
-            return bool(self._loading)
-        return self.partition_for(group_id) in self._loading
+        if not self.loading_partitions or group_id is None:
+            return bool(self.loading_partitions)
+        return self.partition_for(group_id) in self.loading_partitions
 
     async def load(self) -> None:
         """Rebuild the offsets and the groups from `__consumer_offsets`, one partition at
@@ -206,7 +206,7 @@ class OffsetStore:
                         self.replay(offset, producer_id, key, value)
 
             await replay(log, apply)
-            self._loading.discard(partition)
+            self.loading_partitions.discard(partition)
 
     def replay(self, offset: int, producer_id: int, key: bytes, value: bytes | None) -> None:
         """Apply one record of `__consumer_offsets` (Kafka's CoordinatorShard.replay): at
@@ -279,7 +279,7 @@ class OffsetStore:
         """The markers listener: a marker was appended to a partition of a transaction.
         In a `__consumer_offsets` partition it is replayed (a partition still loading
         replays it from the log)."""
-        if topic == TOPIC and partition not in self._loading:
+        if topic == TOPIC and partition not in self.loading_partitions:
             self._replay_marker(partition, producer_id, committed)
 
     def _replay_marker(self, partition: int, producer_id: int, committed: bool) -> None:

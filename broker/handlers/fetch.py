@@ -195,7 +195,7 @@ def handle(ctx: RequestContext, request: FetchRequest, settled: Settled | None =
                 return _long_poll(ctx, request, (context, wanted, topics,
                                                  time.monotonic() + request.max_wait.total_seconds()))
         elif deadline > time.monotonic():
-            return None
+            return None  # a later look only (deadline comes with `settled`): the long poll waits again
     if quota_set:
         throttle = quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.session.user, ctx.header.client_id or "", size,
                                       count_when_over=False)
