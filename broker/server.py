@@ -413,8 +413,9 @@ class Broker:
     def _expire_group_sessions(self) -> None:
         for group_id, member_id in self._started().groups.tick():
             log.info("group member session expired", group=group_id, member=member_id)
+        # A share session outlives its member's group session, as in Kafka: the member's
+        # next ShareAcknowledge (or final ShareFetch) still finds it (share_sessions.py).
         for group_id, member_id in self._started().shares.tick():
-            self._started().share_sessions.forget_member(group_id, member_id)
             log.info("share group member session expired", group=group_id, member=member_id)
 
     def _enforce_retention(self) -> None:

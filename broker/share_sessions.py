@@ -6,6 +6,14 @@ previous session, whose records go back), -1 closes it, and every other request 
 carry the epoch that follows the last one: SHARE_SESSION_NOT_FOUND when the member has
 no session, INVALID_SHARE_SESSION_EPOCH when the epoch is not the next. A request of a
 session names only the partitions it adds and forgets; a ShareFetch reads all of them.
+
+As in Kafka 4.3 (ShareSessionCache, SharePartitionManager.newContext), a session ends only
+by its final epoch or the member's next epoch 0: not when the member leaves its group or
+its group session expires, which the group coordinator decides (on another broker, in a
+cluster). A member whose heartbeats came late still acknowledges through its session,
+and its client never sees SHARE_SESSION_NOT_FOUND for it. (Kafka also drops a session
+when the connection that opened it closes; here a full cache makes room instead from
+the sessions of members gone from their group.)
 """
 
 from __future__ import annotations
@@ -76,7 +84,3 @@ class ShareSessionCache:
 
     def of_member(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.get((group_id, member_id))
-
-    def forget_member(self, group_id: str, member_id: str) -> None:
-        """The member left its group (or its session expired): its share session goes."""
-        self.sessions.pop((group_id, member_id), None)

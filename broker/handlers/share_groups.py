@@ -58,8 +58,6 @@ def handle_heartbeat(ctx: RequestContext, request: heartbeat.ShareGroupHeartbeat
             None if names is None else tuple(names), ctx.header.client_id or "", "/" + ctx.host)
     except KafkaError as exc:
         result = HeartbeatResult(exc.code, exc.message)
-    if result.error is ErrorCode.none and request.member_epoch == -1:
-        ctx.services.share_sessions.forget_member(request.group_id, request.member_id)
     assignment: heartbeat.Assignment | None = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}

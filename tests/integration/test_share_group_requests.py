@@ -18,6 +18,7 @@ from ottla.protocol.errors import ErrorCode
 from tests.clients import commit_offset, create_topic
 from tests.integration.test_share_groups import (
     DEADLINE,
+    described_members,
     new_names,
     poll_until,
     produce,
@@ -74,6 +75,56 @@ def test_bad_share_requests_get_kafkas_errors_and_the_broker_serves_on(broker) -
                                    topics=[])).error_code == 123
         assert heartbeat(member, -1).member_epoch == -1
     produce(broker.bootstrap, topic, [b"still serving"])
+
+
+def test_a_share_session_outlives_its_members_place_in_the_group(fresh_broker) -> None:
+    """Kafka 4.3.1 ends a share session only by its final epoch, the member's next epoch
+    0 or the close of its connection (ShareSessionCache, SharePartitionManager.newContext
+    and acknowledgeSessionUpdate): a member whose group session expired (its heartbeats
+    late, as under callgrind) or that left by heartbeat still acknowledges through its
+    session, at the next epoch or the final one. Broken before this test: Ottla dropped
+    the session with the member, and a ShareConsumer's commit_sync() got
+    SHARE_SESSION_NOT_FOUND (then waited, sending nothing)."""
+    broker = fresh_broker(group_share_session_timeout_ms=1000, group_share_heartbeat_interval_ms=500)
+    topic, group = new_names()
+    create_topic(broker.bootstrap, topic, 1)
+    set_group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    produce(broker.bootstrap, topic, [b"expired", b"leaving"])
+    expired, leaving = str(uuid.uuid4()), str(uuid.uuid4())
+    with WireClient(broker.bootstrap) as client:
+        def heartbeat(member: str, epoch: int):  # type: ignore[no-untyped-def]
+            return client.call(request(76, 1, group_id=group, member_id=member, member_epoch=epoch, rack_id=None,
+                                       subscribed_topic_names=[topic] if epoch == 0 else None))
+
+        topic_id = heartbeat(expired, 0).assignment.topic_partitions[0].topic_id
+        partition = [{"partition_index": 0, "acknowledgement_batches": []}]
+
+        def fetch(member: str, epoch: int):  # type: ignore[no-untyped-def]
+            return client.call(request(78, 2, group_id=group, member_id=member, share_session_epoch=epoch,
+                                       max_wait=0, min_bytes=1, max_bytes=1 << 20, max_records=1, batch_size=1,
+                                       share_acquire_mode=1, topics=[{"topic_id": topic_id, "partitions": partition}],
+                                       forgotten_topics_data=[]))
+
+        def acknowledge(member: str, epoch: int, offset: int) -> int:
+            batch = {"first_offset": offset, "last_offset": offset, "acknowledge_types": [1]}
+            return client.call(request(79, 2, group_id=group, member_id=member, share_session_epoch=epoch,
+                                       is_renew_ack=False, topics=[{"topic_id": topic_id, "partitions": [
+                                           {"partition_index": 0, "acknowledgement_batches": [batch]}]}])).error_code
+
+        assert fetch(expired, 0).error_code == 0
+        assert heartbeat(leaving, 0).error_code == 0
+        assert fetch(leaving, 0).error_code == 0
+        # It leaves (or, on a loaded machine, its 1 s group session has run out already):
+        assert heartbeat(leaving, -1).error_code in (0, ErrorCode.unknown_member_id)
+        assert acknowledge(leaving, -1, 1) == 0  # its final epoch: the session closes
+        assert acknowledge(leaving, 1, 1) == ErrorCode.share_session_not_found
+        deadline = time.monotonic() + DEADLINE
+        while expired in described_members(broker.bootstrap, group)[2]:
+            assert time.monotonic() < deadline, "the member's group session did not expire"
+            time.sleep(0.2)
+        assert acknowledge(expired, 1, 0) == 0
+        assert fetch(expired, 2).error_code == 0
+        assert acknowledge(expired, -1, 0) == 0
 
 
 # --- Kafka's kafka-share-groups tool (DescribeShareGroupOffsets, AlterShareGroupOffsets,
