@@ -141,12 +141,13 @@ class OffsetStore:
         # The group's partition, looked up here (LogManager.topic's look-up without its
         # call, and the topic once, where partition_for and LogManager.partition would
         # each look it up again): at every commit.
-        topic = self.logs.topics.get(TOPIC)
-        if topic is None:
-            self.create_topic()
-            topic = self.logs.topic(TOPIC)
-            assert topic is not None
         try:
+            # The topic made here is refused as an append would be (append_error).
+            topic = self.logs.topics.get(TOPIC)
+            if topic is None:
+                self.create_topic()
+                topic = self.logs.topic(TOPIC)
+                assert topic is not None
             # from_coordinator given by position: a keyword costs about 1.4k instructions.
             result = topic.partitions[partition_for(group_id, len(topic.partitions))].append_batch(batch, header, True)
         except KafkaError as exc:

@@ -503,3 +503,21 @@ async def test_a_rebalance_nobody_rejoined_ends_empty_only_once_that_is_written(
     groups.tick()
     assert (group.state, group.generation, group.members) == (GroupState.EMPTY, 2, {})
     await assert_memory_is_the_log(broker)
+
+
+async def test_a_commit_whose_offsets_topic_cannot_be_made_is_answered_as_a_refused_write(tmp_path):
+    """`__consumer_offsets` is made at the first commit; a storage error making it is the
+    coordinator's refused write (NOT_COORDINATOR: look it up again and retry), as an
+    append's own, and nothing is remembered."""
+    logs = LogManager(str(tmp_path), LogConfig())
+    logs.load()
+
+    def refused() -> None:
+        raise KafkaError(ErrorCode.kafka_storage_error, "the log directory is offline")
+
+    groups = GroupCoordinator(logs, refused, CONFIG, lambda _: {})
+    await groups.load()
+    with pytest.raises(KafkaError) as raised:
+        groups.commit_offsets("nobody", "", None, -1, {("orders", 0): CommittedOffset(5)})
+    assert raised.value.code == ErrorCode.not_coordinator
+    assert groups.fetch_offsets("nobody", [("orders", 0)], False)[("orders", 0)][0] is None
