@@ -133,17 +133,28 @@ def test_append_common_appends_what_append_batch_appends(tmp_path, monkeypatch, 
         log.close()
 
 
+def _common_and_logs(tmp_path: Any, path: str) -> tuple[Any, list[PartitionLog]]:
+    """The append_common of `path`, and two empty logs: the specification's, the twin's."""
+    common = C.append_common if path == "c" else append_common_in_python
+    return common, [PartitionLog.create(str(tmp_path / name / "t-0"), "t", 0, LogConfig())
+                    for name in ("spec", "twin")]
+
+
+def _producer_batch(sequence: int) -> tuple[bytes, BatchHeader]:
+    """One record of producer 7, epoch 0, at `sequence`."""
+    data = build_batch([encode_record(b"k", b"v")], timestamp=NOW, producer_id=7, producer_epoch=0,
+                       base_sequence=sequence)
+    return data, BatchHeader.parse(data)
+
+
 @pytest.mark.parametrize("path", ["c", "python"])
 def test_a_failed_write_is_refused_as_append_batch_refuses_it(tmp_path, path: str) -> None:
     """A write the disk refuses (here a descriptor open for reading only) is the same
     KAFKA_STORAGE_ERROR, and leaves the same log, on both paths."""
-    common = C.append_common if path == "c" else append_common_in_python
-    logs = [PartitionLog.create(str(tmp_path / name / "t-0"), "t", 0, LogConfig()) for name in ("spec", "twin")]
+    common, logs = _common_and_logs(tmp_path, path)
     answers = []
     for i in range(3):
-        data = build_batch([encode_record(b"k", b"v")], timestamp=NOW, producer_id=7, producer_epoch=0,
-                           base_sequence=i)
-        header = BatchHeader.parse(data)
+        data, header = _producer_batch(i)
         if i == 2:
             for log in logs:
                 active = log.segments[-1]
@@ -160,8 +171,7 @@ def test_a_failed_write_is_refused_as_append_batch_refuses_it(tmp_path, path: st
 def test_timestamps_far_apart_roll_the_segment_as_append_batch_rolls_it(tmp_path, path: str) -> None:
     """A segment whose first timestamp is far below zero, then a batch near int64's top:
     their difference is past int64 (a roll in Python's ints, not a wrapped C one)."""
-    common = C.append_common if path == "c" else append_common_in_python
-    logs = [PartitionLog.create(str(tmp_path / name / "t-0"), "t", 0, LogConfig()) for name in ("spec", "twin")]
+    common, logs = _common_and_logs(tmp_path, path)
     for i, timestamp in enumerate([-(2**62), -(2**62), 2**63 - 1]):
         data = build_batch([encode_record(b"k", b"v")], timestamp=timestamp, producer_id=-1)
         header = BatchHeader.parse(data)
@@ -176,13 +186,10 @@ def test_a_log_missing_an_attribute_raises_before_the_producer_state_records(tmp
     """A failed read of what on_append is called with is an error, as Python's
     AttributeError is, before the producer's batch is recorded: not an on_append
     left out and a batch recorded with an exception pending."""
-    common = C.append_common if path == "c" else append_common_in_python
-    logs = [PartitionLog.create(str(tmp_path / name / "t-0"), "t", 0, LogConfig()) for name in ("spec", "twin")]
+    common, logs = _common_and_logs(tmp_path, path)
     answers = []
     for i in range(2):
-        data = build_batch([encode_record(b"k", b"v")], timestamp=NOW, producer_id=7, producer_epoch=0,
-                           base_sequence=i)
-        header = BatchHeader.parse(data)
+        data, header = _producer_batch(i)
         if i == 1:
             for log in logs:
                 log.on_append = lambda topic, partition: None
